@@ -1,0 +1,880 @@
+/* Environment configuration.
+ *
+ * Every variable lives in one table below: its name, its kind, where it is
+ * stored in struct config, its default and its range.  Parsing, describing
+ * and the typo scan all walk that table, so adding a variable is one line.
+ *
+ * Value forms, common to every variable:
+ *  - A value that is empty (or only whitespace) is an error for every
+ *    variable: exporting a variable empty is a mistake, not a request for
+ *    the default.
+ *  - Scalars (bool, tristate, integer, size, decimal, backend) tolerate
+ *    surrounding whitespace.  Lists (NCCL_IB_HCA, NCCL_SOCKET_IFNAME) are
+ *    kept verbatim, so whitespace anywhere in them is rejected.
+ *  - Sizes are a decimal integer, then optionally exactly one space, then
+ *    an optional unit K, KB, KiB, M, MB, MiB, G, GB, GiB, T, TB, TiB (case
+ *    insensitive).  Every unit is a power of 1024: "2MB" is 2097152.
+ *  - Decimals are [+-]digits[.digits]; no exponent, hex, inf or nan.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define SZ_KIB (1ULL << 10)
+#define SZ_MIB (1ULL << 20)
+#define SZ_GIB (1ULL << 30)
+
+/* Bytes of the user's value quoted in an error message, so one absurd
+ * value cannot push the variable name and the accepted form out of a
+ * caller's buffer. */
+#define QUOTE_MAX 128
+
+enum var_kind {
+	VAR_BOOL,
+	VAR_TRISTATE,
+	VAR_INT,
+	VAR_SIZE,
+	VAR_FACTOR,		/* decimal, min <= x <= max */
+	VAR_SECONDS,		/* decimal, 0 < x <= max */
+	VAR_BACKEND,
+	VAR_HCA_LIST,		/* [^][=]name[:port],... */
+	VAR_IFNAME_LIST,	/* [^][=]prefix,... */
+};
+
+struct var {
+	const char *name;
+	enum var_kind kind;
+	size_t off;			/* where the value lives in struct config */
+	size_t len;			/* buffer size, list kinds only */
+	long long idef, imin, imax;	/* bool, tristate, int, backend */
+	uint64_t udef, umin, umax;	/* size */
+	double ddef, dmin, dmax;	/* factor, seconds */
+};
+
+static const struct var vars[] = {
+	{ .name = "NCCL_PASS_SM", .kind = VAR_BOOL,
+	  .off = offsetof(struct config, pass_sm), .idef = 0 },
+	{ .name = "NCCL_CUMEM_ENABLE", .kind = VAR_TRISTATE,
+	  .off = offsetof(struct config, cumem_enable), .idef = CONFIG_AUTO },
+	{ .name = "NCCL_CUMEM_HOST_ENABLE", .kind = VAR_TRISTATE,
+	  .off = offsetof(struct config, cumem_host_enable), .idef = CONFIG_AUTO },
+	{ .name = "NCCL_CUMEM_POOL_SIZE", .kind = VAR_SIZE,
+	  .off = offsetof(struct config, pool_size),
+	  .udef = 64 * SZ_MIB, .umin = 0, .umax = UINT64_MAX },
+	{ .name = "NCCL_CUMEM_PREALLOC", .kind = VAR_BOOL,
+	  .off = offsetof(struct config, pool_prealloc), .idef = 0 },
+	{ .name = "NCCL_CUMEM_GROWTH_FACTOR", .kind = VAR_FACTOR,
+	  .off = offsetof(struct config, pool_growth),
+	  .ddef = 2.0, .dmin = 1.0, .dmax = 16.0 },
+	{ .name = "NCCL_CUMEM_MAX_SIZE", .kind = VAR_SIZE,
+	  .off = offsetof(struct config, pool_max),
+	  .udef = 4 * SZ_GIB, .umin = 0, .umax = UINT64_MAX },
+	{ .name = "NCCL_CUMEM_TRIM_THRESHOLD", .kind = VAR_SIZE,
+	  .off = offsetof(struct config, pool_trim),
+	  .udef = 256 * SZ_MIB, .umin = 0, .umax = UINT64_MAX },
+	{ .name = "NCCL_CUMEM_MONITOR", .kind = VAR_BOOL,
+	  .off = offsetof(struct config, monitor), .idef = 0 },
+	{ .name = "NCCL_CUMEM_MONITOR_INTERVAL", .kind = VAR_SECONDS,
+	  .off = offsetof(struct config, monitor_interval),
+	  .ddef = 10.0, .dmax = 86400.0 },
+	{ .name = "NCCL_SM_FREE_VERBOSE", .kind = VAR_BOOL,
+	  .off = offsetof(struct config, verbose), .idef = 0 },
+	{ .name = "NCCL_ZERO_COPY", .kind = VAR_BOOL,
+	  .off = offsetof(struct config, zero_copy), .idef = 1 },
+	{ .name = "NCCL_DMA_ENABLE", .kind = VAR_BOOL,
+	  .off = offsetof(struct config, dma_enable), .idef = 1 },
+	{ .name = "NCCL_DIRECT_PATH", .kind = VAR_BOOL,
+	  .off = offsetof(struct config, direct_path), .idef = 1 },
+	{ .name = "NCCL_ENABLE_FAULT_TOLERANCE", .kind = VAR_BOOL,
+	  .off = offsetof(struct config, fault_tolerance), .idef = 0 },
+	{ .name = "NCCL_IB_HCA", .kind = VAR_HCA_LIST,
+	  .off = offsetof(struct config, ib_hca),
+	  .len = sizeof(((struct config *)0)->ib_hca) },
+	{ .name = "NCCL_SOCKET_IFNAME", .kind = VAR_IFNAME_LIST,
+	  .off = offsetof(struct config, socket_ifname),
+	  .len = sizeof(((struct config *)0)->socket_ifname) },
+	{ .name = "NCCL_SYMMEM_STREAMS", .kind = VAR_INT,
+	  .off = offsetof(struct config, streams),
+	  .idef = 2, .imin = 1, .imax = 16 },
+	{ .name = "NCCL_SYMMEM_CHUNK_SIZE", .kind = VAR_SIZE,
+	  .off = offsetof(struct config, chunk_size),
+	  .udef = 512 * SZ_KIB, .umin = 4 * SZ_KIB, .umax = SZ_GIB },
+	{ .name = "NCCL_SYMMEM_HOST_RING_SIZE", .kind = VAR_SIZE,
+	  .off = offsetof(struct config, host_ring_size),
+	  .udef = 4 * SZ_MIB, .umin = 64 * SZ_KIB, .umax = SZ_GIB },
+	{ .name = "NCCL_SYMMEM_CONNECT_TIMEOUT", .kind = VAR_SECONDS,
+	  .off = offsetof(struct config, connect_timeout),
+	  .ddef = 120.0, .dmax = 86400.0 },
+	{ .name = "NCCL_SYMMEM_BACKEND", .kind = VAR_BACKEND,
+	  .off = offsetof(struct config, backend), .idef = CONFIG_BACKEND_AUTO },
+	{ .name = "NCCL_SYMMEM_PASS_SM_CHANNELS", .kind = VAR_INT,
+	  .off = offsetof(struct config, pass_sm_channels),
+	  .idef = 2, .imin = 1, .imax = 64 },
+};
+
+#define NVARS (sizeof(vars) / sizeof(vars[0]))
+
+/* Pairs of sizes where the first must not be smaller than the second:
+ * a pool cap below the initial pool, or a host ring that cannot hold one
+ * chunk, would only fail much later and far from the cause. */
+static const struct {
+	const char *larger;
+	const char *smaller;
+} size_order[] = {
+	{ "NCCL_CUMEM_MAX_SIZE", "NCCL_CUMEM_POOL_SIZE" },
+	{ "NCCL_SYMMEM_HOST_RING_SIZE", "NCCL_SYMMEM_CHUNK_SIZE" },
+};
+
+/* Indexed by enum config_backend. */
+static const char *const backend_names[] = { "auto", "shm", "tcp", "ib" };
+
+static const struct {
+	const char *word;
+	int value;
+} bool_words[] = {
+	{ "0", 0 }, { "1", 1 },
+	{ "false", 0 }, { "true", 1 },
+	{ "no", 0 }, { "yes", 1 },
+	{ "off", 0 }, { "on", 1 },
+};
+
+static const struct {
+	const char *unit;
+	unsigned int shift;
+} size_units[] = {
+	{ "K", 10 }, { "KB", 10 }, { "KiB", 10 },
+	{ "M", 20 }, { "MB", 20 }, { "MiB", 20 },
+	{ "G", 30 }, { "GB", 30 }, { "GiB", 30 },
+	{ "T", 40 }, { "TB", 40 }, { "TiB", 40 },
+};
+
+/* Largest first, so the printed unit is the largest exact one. */
+static const struct {
+	const char *unit;
+	unsigned int shift;
+} print_units[] = {
+	{ "TiB", 40 }, { "GiB", 30 }, { "MiB", 20 }, { "KiB", 10 },
+};
+
+/* IB port numbers are 8 bits in ibverbs; a larger number would silently
+ * wrap further down. */
+#define HCA_PORT_MAX 255
+
+/* Internal parse results: the caller words the error differently for a
+ * malformed value and for a well-formed one that does not fit. */
+enum parse_rc {
+	PARSE_OK = 0,
+	PARSE_BAD = -1,
+	PARSE_RANGE = -2,
+};
+
+/* ---- small helpers ---------------------------------------------------- */
+
+/* Not isspace(): the locale must not change what a value means. */
+static int is_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+static int is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static int is_hex_digit(char c)
+{
+	return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+static int is_alnum(char c)
+{
+	return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+static void trim(const char **s, size_t *n)
+{
+	while (*n > 0 && is_space(**s)) {
+		(*s)++;
+		(*n)--;
+	}
+	while (*n > 0 && is_space((*s)[*n - 1]))
+		(*n)--;
+}
+
+/* Case-insensitive comparison of a counted span with a C string. */
+static int span_is(const char *s, size_t n, const char *word)
+{
+	return strlen(word) == n && strncasecmp(s, word, n) == 0;
+}
+
+static const struct var *find_var(const char *name, size_t n)
+{
+	for (size_t i = 0; i < NVARS; i++) {
+		if (strlen(vars[i].name) == n && strncmp(vars[i].name, name, n) == 0)
+			return &vars[i];
+	}
+	return NULL;
+}
+
+static void *field(struct config *cfg, const struct var *v)
+{
+	return (char *)cfg + v->off;
+}
+
+static const void *cfield(const struct config *cfg, const struct var *v)
+{
+	return (const char *)cfg + v->off;
+}
+
+static void format_size(uint64_t v, char *buf, size_t len)
+{
+	for (size_t i = 0; v && i < sizeof(print_units) / sizeof(print_units[0]); i++) {
+		uint64_t mask = (1ULL << print_units[i].shift) - 1;
+
+		if ((v & mask) == 0) {
+			snprintf(buf, len, "%llu%s", (unsigned long long)(v >> print_units[i].shift),
+				 print_units[i].unit);
+			return;
+		}
+	}
+	snprintf(buf, len, "%llu", (unsigned long long)v);
+}
+
+/* Copies a user value for an error message: non-printable bytes become
+ * '?' so the message stays one line, and long values are cut. */
+static void quote_value(const char *s, char *buf, size_t len)
+{
+	size_t i;
+
+	for (i = 0; s[i] && i + 1 < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		buf[i] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
+	}
+	buf[i] = '\0';
+	if (s[i] && len >= 4)
+		memcpy(buf + len - 4, "...", 4);
+}
+
+/* ---- value parsers ---------------------------------------------------- */
+
+static enum parse_rc parse_bool_span(const char *s, size_t n, int *out)
+{
+	trim(&s, &n);
+	for (size_t i = 0; i < sizeof(bool_words) / sizeof(bool_words[0]); i++) {
+		if (span_is(s, n, bool_words[i].word)) {
+			*out = bool_words[i].value;
+			return PARSE_OK;
+		}
+	}
+	return PARSE_BAD;
+}
+
+int config_parse_bool(const char *s, int *out)
+{
+	int v;
+
+	if (!s || parse_bool_span(s, strlen(s), &v) != PARSE_OK)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* NCCL reads its own switches with strtoll(..., 0) and only looks at the
+ * sign, so any integer is accepted here, of any length and in decimal or
+ * 0x hex; only whether it is negative, zero or positive matters.  The bool
+ * words are accepted on top because users write them. */
+static enum parse_rc parse_tristate(const char *s, size_t n, int *out)
+{
+	int negative = 0, nonzero = 0, b;
+	int hex = 0;
+
+	trim(&s, &n);
+	if (parse_bool_span(s, n, &b) == PARSE_OK) {
+		*out = b ? CONFIG_ON : CONFIG_OFF;
+		return PARSE_OK;
+	}
+	if (n > 0 && (*s == '-' || *s == '+')) {
+		negative = *s == '-';
+		s++;
+		n--;
+	}
+	if (n > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+		hex = 1;
+		s += 2;
+		n -= 2;
+	}
+	if (n == 0)
+		return PARSE_BAD;
+	for (size_t i = 0; i < n; i++) {
+		if (!(hex ? is_hex_digit(s[i]) : is_digit(s[i])))
+			return PARSE_BAD;
+		if (s[i] != '0')
+			nonzero = 1;
+	}
+	if (!nonzero)
+		*out = CONFIG_OFF;
+	else
+		*out = negative ? CONFIG_AUTO : CONFIG_ON;
+	return PARSE_OK;
+}
+
+/* Decimal integer with optional sign.  Values too large for the caller's
+ * range are reported as PARSE_RANGE rather than wrapped. */
+static enum parse_rc parse_int(const char *s, size_t n, long long lo, long long hi,
+			       long long *out)
+{
+	int negative = 0, big = 0;
+	long long v = 0;
+
+	trim(&s, &n);
+	if (n > 0 && (*s == '-' || *s == '+')) {
+		negative = *s == '-';
+		s++;
+		n--;
+	}
+	if (n == 0)
+		return PARSE_BAD;
+	for (size_t i = 0; i < n; i++) {
+		if (!is_digit(s[i]))
+			return PARSE_BAD;
+		/* Ranges are small; stop growing well before overflow. */
+		if (v > 1000000000000LL)
+			big = 1;
+		else
+			v = v * 10 + (s[i] - '0');
+	}
+	if (negative)
+		v = -v;
+	if (big || v < lo || v > hi)
+		return PARSE_RANGE;
+	*out = v;
+	return PARSE_OK;
+}
+
+static enum parse_rc parse_size_span(const char *s, size_t n, uint64_t *out)
+{
+	uint64_t v = 0;
+	size_t i = 0;
+
+	trim(&s, &n);
+	for (; i < n && is_digit(s[i]); i++) {
+		unsigned int d = (unsigned int)(s[i] - '0');
+
+		if (v > (UINT64_MAX - d) / 10)
+			return PARSE_RANGE;
+		v = v * 10 + d;
+	}
+	if (i == 0)
+		return PARSE_BAD;
+	if (i == n) {
+		*out = v;
+		return PARSE_OK;
+	}
+	/* One space before the unit, no more: "64 MB" reads naturally,
+	 * "64   MB" is more likely a quoting accident. */
+	if (s[i] == ' ')
+		i++;
+	for (size_t u = 0; u < sizeof(size_units) / sizeof(size_units[0]); u++) {
+		unsigned int shift = size_units[u].shift;
+
+		if (!span_is(s + i, n - i, size_units[u].unit))
+			continue;
+		if (v > (UINT64_MAX >> shift))
+			return PARSE_RANGE;
+		*out = v << shift;
+		return PARSE_OK;
+	}
+	return PARSE_BAD;
+}
+
+int config_parse_size(const char *s, uint64_t *out)
+{
+	uint64_t v;
+
+	if (!s || parse_size_span(s, strlen(s), &v) != PARSE_OK)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* [+-]digits[.digits], computed by hand instead of strtod() so that the
+ * process locale cannot turn "2.5" into 2, and so that hex, exponents,
+ * inf and nan stay out. */
+static enum parse_rc parse_decimal(const char *s, size_t n, double *out)
+{
+	double mant = 0.0, scale = 1.0;
+	int negative = 0;
+	size_t i = 0, int_digits = 0, frac_digits = 0;
+
+	trim(&s, &n);
+	if (n > 0 && (*s == '-' || *s == '+')) {
+		negative = *s == '-';
+		i++;
+	}
+	for (; i < n && is_digit(s[i]); i++, int_digits++)
+		mant = mant * 10.0 + (s[i] - '0');
+	if (int_digits == 0)
+		return PARSE_BAD;
+	if (i < n && s[i] == '.') {
+		for (i++; i < n && is_digit(s[i]); i++, frac_digits++) {
+			mant = mant * 10.0 + (s[i] - '0');
+			scale *= 10.0;
+		}
+		if (frac_digits == 0)
+			return PARSE_BAD;
+	}
+	if (i != n)
+		return PARSE_BAD;
+	mant /= scale;
+	if (!isfinite(mant))
+		return PARSE_RANGE;
+	*out = negative ? -mant : mant;
+	return PARSE_OK;
+}
+
+static enum parse_rc parse_backend(const char *s, size_t n, int *out)
+{
+	trim(&s, &n);
+	for (size_t i = 0; i < sizeof(backend_names) / sizeof(backend_names[0]); i++) {
+		if (span_is(s, n, backend_names[i])) {
+			*out = (int)i;
+			return PARSE_OK;
+		}
+	}
+	return PARSE_BAD;
+}
+
+/* Checks NCCL's device list syntax: [^][=]entry[,entry...].  With
+ * `ports`, an entry is name[:port] with name of [A-Za-z0-9_.-]; without,
+ * it is an interface prefix of [A-Za-z0-9_.:-].  Writes why it failed. */
+static int check_list(const char *s, int ports, char *why, size_t whylen)
+{
+	size_t entry = 1;
+
+	if (*s == '^')
+		s++;
+	if (*s == '=')
+		s++;
+	if (*s == '\0') {
+		snprintf(why, whylen, "no names after the prefix");
+		return -1;
+	}
+	for (;; entry++) {
+		const char *name = s;
+
+		while (is_alnum(*s) || *s == '_' || *s == '.' || *s == '-' || (!ports && *s == ':'))
+			s++;
+		if (s == name && (*s == ',' || *s == '\0')) {
+			snprintf(why, whylen, "entry %zu is empty", entry);
+			return -1;
+		}
+		if (s == name && ports && *s == ':') {
+			snprintf(why, whylen, "entry %zu has a port but no name", entry);
+			return -1;
+		}
+		if (ports && *s == ':') {
+			const char *port = ++s;
+			long v = 0;
+
+			while (is_digit(*s)) {
+				if (v <= HCA_PORT_MAX)
+					v = v * 10 + (*s - '0');
+				s++;
+			}
+			if (s == port && (*s == ',' || *s == '\0')) {
+				snprintf(why, whylen, "entry %zu: missing port after ':'", entry);
+				return -1;
+			}
+			if (*s != ',' && *s != '\0') {
+				snprintf(why, whylen, "entry %zu: port is not a positive integer", entry);
+				return -1;
+			}
+			if (v < 1 || v > HCA_PORT_MAX) {
+				snprintf(why, whylen, "entry %zu: port is out of range", entry);
+				return -1;
+			}
+		}
+		if (*s == '\0')
+			return 0;
+		if (*s != ',') {
+			unsigned char c = (unsigned char)*s;
+
+			if (c >= 0x20 && c < 0x7f)
+				snprintf(why, whylen, "entry %zu: bad character '%c'", entry, c);
+			else
+				snprintf(why, whylen, "entry %zu: bad character 0x%02x", entry, c);
+			return -1;
+		}
+		s++;
+	}
+}
+
+/* ---- per-variable glue ------------------------------------------------ */
+
+static void accepted_form(const struct var *v, char *buf, size_t len)
+{
+	char lo[32], hi[32];
+
+	switch (v->kind) {
+	case VAR_BOOL:
+		snprintf(buf, len, "0/1, true/false, yes/no, on/off");
+		break;
+	case VAR_TRISTATE:
+		snprintf(buf, len, "an integer, <0 auto, 0 off, >0 on; or 0/1, true/false, yes/no, on/off");
+		break;
+	case VAR_INT:
+		snprintf(buf, len, "an integer %lld..%lld", v->imin, v->imax);
+		break;
+	case VAR_SIZE:
+		if (v->umin == 0 && v->umax == UINT64_MAX) {
+			snprintf(buf, len, "4096, 64K, 2MB, 4GB, 1GiB");
+			break;
+		}
+		format_size(v->umin, lo, sizeof(lo));
+		format_size(v->umax, hi, sizeof(hi));
+		snprintf(buf, len, "4096, 64K, 2MB, 4GB, 1GiB, within %s..%s", lo, hi);
+		break;
+	case VAR_FACTOR:
+		snprintf(buf, len, "a decimal number %g..%g, e.g. 1.5", v->dmin, v->dmax);
+		break;
+	case VAR_SECONDS:
+		snprintf(buf, len, "seconds, a decimal number > 0 and <= %g, e.g. 10 or 0.5", v->dmax);
+		break;
+	case VAR_BACKEND:
+		snprintf(buf, len, "auto, shm, tcp, ib");
+		break;
+	case VAR_HCA_LIST:
+		snprintf(buf, len, "[^][=]name[:port][,name[:port]...], name of A-Za-z0-9_.-, port 1..%d, at most %zu characters",
+			 HCA_PORT_MAX, v->len - 1);
+		break;
+	case VAR_IFNAME_LIST:
+		snprintf(buf, len, "[^][=]prefix[,prefix...], prefix of A-Za-z0-9_.:-, at most %zu characters",
+			 v->len - 1);
+		break;
+	}
+}
+
+/* Parses one set value into `cfg`.  On failure writes what is wrong with
+ * it ("is not a size") into `problem`. */
+static int parse_value(struct config *cfg, const struct var *v, const char *val,
+		       char *problem, size_t plen)
+{
+	const char *s = val;
+	size_t n = strlen(val);
+	enum parse_rc rc = PARSE_OK;
+	const char *what = "";
+	const char *range = "is out of range";
+	char why[64];
+
+	trim(&s, &n);
+	if (n == 0) {
+		snprintf(problem, plen, "is empty");
+		return -1;
+	}
+
+	switch (v->kind) {
+	case VAR_BOOL:
+		rc = parse_bool_span(s, n, field(cfg, v));
+		what = "is not a boolean";
+		break;
+	case VAR_TRISTATE:
+		rc = parse_tristate(s, n, field(cfg, v));
+		what = "is not an integer or boolean";
+		break;
+	case VAR_INT: {
+		long long x;
+
+		rc = parse_int(s, n, v->imin, v->imax, &x);
+		if (rc == PARSE_OK)
+			*(int *)field(cfg, v) = (int)x;
+		what = "is not an integer";
+		break;
+	}
+	case VAR_SIZE: {
+		uint64_t x;
+
+		rc = parse_size_span(s, n, &x);
+		if (rc == PARSE_RANGE)
+			range = "does not fit in 64 bits";
+		if (rc == PARSE_OK && (x < v->umin || x > v->umax))
+			rc = PARSE_RANGE;
+		if (rc == PARSE_OK)
+			*(uint64_t *)field(cfg, v) = x;
+		what = "is not a size";
+		break;
+	}
+	case VAR_FACTOR:
+	case VAR_SECONDS: {
+		double x;
+		int low;
+
+		rc = parse_decimal(s, n, &x);
+		if (rc == PARSE_OK) {
+			low = v->kind == VAR_SECONDS ? !(x > 0.0) : !(x >= v->dmin);
+			if (low || x > v->dmax)
+				rc = PARSE_RANGE;
+		}
+		if (rc == PARSE_OK)
+			*(double *)field(cfg, v) = x;
+		what = "is not a decimal number";
+		break;
+	}
+	case VAR_BACKEND:
+		rc = parse_backend(s, n, field(cfg, v));
+		what = "is not a backend";
+		break;
+	case VAR_HCA_LIST:
+	case VAR_IFNAME_LIST:
+		/* Verbatim: untrimmed, so stray whitespace is reported. */
+		if (strlen(val) >= v->len) {
+			snprintf(problem, plen, "is too long (%zu characters)", strlen(val));
+			return -1;
+		}
+		if (check_list(val, v->kind == VAR_HCA_LIST, why, sizeof(why))) {
+			snprintf(problem, plen, "is not a valid list: %s", why);
+			return -1;
+		}
+		memcpy(field(cfg, v), val, strlen(val) + 1);
+		return 0;
+	}
+
+	if (rc == PARSE_OK)
+		return 0;
+	snprintf(problem, plen, "%s", rc == PARSE_RANGE ? range : what);
+	return -1;
+}
+
+static void set_defaults(struct config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	for (size_t i = 0; i < NVARS; i++) {
+		const struct var *v = &vars[i];
+
+		switch (v->kind) {
+		case VAR_BOOL:
+		case VAR_TRISTATE:
+		case VAR_INT:
+		case VAR_BACKEND:
+			*(int *)field(cfg, v) = (int)v->idef;
+			break;
+		case VAR_SIZE:
+			*(uint64_t *)field(cfg, v) = v->udef;
+			break;
+		case VAR_FACTOR:
+		case VAR_SECONDS:
+			*(double *)field(cfg, v) = v->ddef;
+			break;
+		case VAR_HCA_LIST:
+		case VAR_IFNAME_LIST:
+			/* "" from the memset: unset means no filter. */
+			break;
+		}
+	}
+}
+
+static void set_error(char *err, size_t errlen, const struct var *v, const char *val,
+		      const char *problem)
+{
+	char quoted[QUOTE_MAX], accepted[160];
+
+	if (!err || errlen == 0)
+		return;
+	quote_value(val, quoted, sizeof(quoted));
+	accepted_form(v, accepted, sizeof(accepted));
+	snprintf(err, errlen, "%s='%s' %s (accepted: %s)", v->name, quoted, problem, accepted);
+}
+
+static const char *origin(config_getenv_fn get, void *arg, const char *name)
+{
+	return get && get(name, arg) ? "set" : "default";
+}
+
+static int check_size_order(const struct config *cfg, config_getenv_fn get, void *arg,
+			    char *err, size_t errlen)
+{
+	for (size_t i = 0; i < sizeof(size_order) / sizeof(size_order[0]); i++) {
+		const char *lname = size_order[i].larger, *sname = size_order[i].smaller;
+		const struct var *l = find_var(lname, strlen(lname));
+		const struct var *s = find_var(sname, strlen(sname));
+		uint64_t lv = *(const uint64_t *)cfield(cfg, l);
+		uint64_t sv = *(const uint64_t *)cfield(cfg, s);
+		char lbuf[32], sbuf[32];
+
+		if (lv >= sv)
+			continue;
+		if (err && errlen) {
+			format_size(lv, lbuf, sizeof(lbuf));
+			format_size(sv, sbuf, sizeof(sbuf));
+			snprintf(err, errlen,
+				 "%s=%s (%s) is smaller than %s=%s (%s) (accepted: %s >= %s)",
+				 lname, lbuf, origin(get, arg, lname),
+				 sname, sbuf, origin(get, arg, sname), lname, sname);
+		}
+		return -1;
+	}
+	return 0;
+}
+
+int config_parse(struct config *cfg, config_getenv_fn get, void *arg, char *err, size_t errlen)
+{
+	char problem[96];
+
+	set_defaults(cfg);
+	if (err && errlen)
+		err[0] = '\0';
+	if (!get)
+		return 0;
+
+	for (size_t i = 0; i < NVARS; i++) {
+		const struct var *v = &vars[i];
+		const char *val = get(v->name, arg);
+
+		if (!val)
+			continue;
+		if (parse_value(cfg, v, val, problem, sizeof(problem)) == 0)
+			continue;
+		set_error(err, errlen, v, val, problem);
+		return -1;
+	}
+	return check_size_order(cfg, get, arg, err, errlen);
+}
+
+/* ---- describing ------------------------------------------------------- */
+
+static void format_value(const struct config *cfg, const struct var *v, char *buf, size_t len)
+{
+	const void *p = cfield(cfg, v);
+
+	switch (v->kind) {
+	case VAR_BOOL:
+	case VAR_TRISTATE:
+	case VAR_INT:
+		snprintf(buf, len, "%d", *(const int *)p);
+		break;
+	case VAR_SIZE:
+		format_size(*(const uint64_t *)p, buf, len);
+		break;
+	case VAR_FACTOR:
+	case VAR_SECONDS:
+		/* Enough digits that a value reads back as what was set. */
+		snprintf(buf, len, "%.15g", *(const double *)p);
+		break;
+	case VAR_BACKEND: {
+		int b = *(const int *)p;
+
+		if (b >= 0 && (size_t)b < sizeof(backend_names) / sizeof(backend_names[0]))
+			snprintf(buf, len, "%s", backend_names[b]);
+		else
+			snprintf(buf, len, "%d", b);
+		break;
+	}
+	case VAR_HCA_LIST:
+	case VAR_IFNAME_LIST:
+		snprintf(buf, len, "%s", (const char *)p);
+		break;
+	}
+}
+
+void config_describe(const struct config *cfg, config_getenv_fn get, void *arg, int all,
+		     void (*emit)(const char *line, void *arg), void *emit_arg)
+{
+	char value[300], line[400];
+
+	for (size_t i = 0; i < NVARS; i++) {
+		const struct var *v = &vars[i];
+		int set = get && get(v->name, arg);
+
+		if (!set && !all)
+			continue;
+		format_value(cfg, v, value, sizeof(value));
+		snprintf(line, sizeof(line), "%s=%s (%s)", v->name, value, set ? "set" : "default");
+		emit(line, emit_arg);
+	}
+}
+
+/* ---- the process environment ------------------------------------------ */
+
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+static struct config env_cfg;
+static int env_ok;
+static char env_err[512];
+
+static const char *env_get(const char *name, void *arg)
+{
+	(void)arg;
+	return getenv(name);
+}
+
+static void env_load(void)
+{
+	env_ok = config_parse(&env_cfg, env_get, NULL, env_err, sizeof(env_err)) == 0;
+}
+
+const struct config *config_get(void)
+{
+	pthread_once(&env_once, env_load);
+	return env_ok ? &env_cfg : NULL;
+}
+
+/* Also parses on first use, so it is meaningful whichever is called first;
+ * "" when the environment parsed fine. */
+const char *config_error(void)
+{
+	pthread_once(&env_once, env_load);
+	return env_err;
+}
+
+/* Appends a name unless it would not fit; once one does not fit nothing
+ * more is written, so the list is always a prefix of the full one. */
+static void append_name(char *out, size_t outlen, size_t *used, int *full,
+			const char *name, size_t n)
+{
+	size_t sep = *used ? 1 : 0;
+
+	if (*full || !out || outlen == 0)
+		return;
+	if (*used + sep + n + 1 > outlen) {
+		*full = 1;
+		return;
+	}
+	if (sep)
+		out[(*used)++] = ' ';
+	memcpy(out + *used, name, n);
+	*used += n;
+	out[*used] = '\0';
+}
+
+int config_unknown_vars(char *out, size_t outlen)
+{
+	static const char prefix[] = "NCCL_SYMMEM_";
+	size_t plen = sizeof(prefix) - 1, used = 0;
+	int count = 0, full = 0;
+
+	if (out && outlen)
+		out[0] = '\0';
+	/* clearenv() leaves environ NULL. */
+	if (!environ)
+		return 0;
+
+	for (char **e = environ; *e; e++) {
+		const char *eq = strchr(*e, '=');
+		size_t n = eq ? (size_t)(eq - *e) : strlen(*e);
+
+		if (n < plen || strncmp(*e, prefix, plen) != 0)
+			continue;
+		if (find_var(*e, n))
+			continue;
+		count++;
+		append_name(out, outlen, &used, &full, *e, n);
+	}
+	return count;
+}

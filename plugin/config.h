@@ -1,0 +1,78 @@
+/* The one place that reads environment variables.
+ *
+ * Every variable the plugin honours is parsed once per process, validated
+ * and logged once.  A malformed value makes config_get() fail with one
+ * message naming the variable, the value and the accepted form; plugin init
+ * turns that into a WARN and an error code. */
+#ifndef SYMMEM_PLUGIN_CONFIG_H
+#define SYMMEM_PLUGIN_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Tri-state for NCCL's own switches whose default is "auto". */
+enum config_tristate {
+	CONFIG_AUTO = -1,
+	CONFIG_OFF = 0,
+	CONFIG_ON = 1,
+};
+
+enum config_backend {
+	CONFIG_BACKEND_AUTO = 0,	/* shared memory on one host, ibverbs or TCP between hosts */
+	CONFIG_BACKEND_SHM,		/* same-host path only */
+	CONFIG_BACKEND_TCP,		/* force the TCP data path, also on one host */
+	CONFIG_BACKEND_IB,		/* force ibverbs between hosts */
+};
+
+struct config {
+	int pass_sm;			/* NCCL_PASS_SM */
+	int cumem_enable;		/* NCCL_CUMEM_ENABLE, tristate */
+	int cumem_host_enable;		/* NCCL_CUMEM_HOST_ENABLE, tristate */
+	uint64_t pool_size;		/* NCCL_CUMEM_POOL_SIZE */
+	int pool_prealloc;		/* NCCL_CUMEM_PREALLOC */
+	double pool_growth;		/* NCCL_CUMEM_GROWTH_FACTOR, >= 1.0 */
+	uint64_t pool_max;		/* NCCL_CUMEM_MAX_SIZE */
+	uint64_t pool_trim;		/* NCCL_CUMEM_TRIM_THRESHOLD */
+	int monitor;			/* NCCL_CUMEM_MONITOR */
+	double monitor_interval;	/* NCCL_CUMEM_MONITOR_INTERVAL, seconds, > 0 */
+	int verbose;			/* NCCL_SM_FREE_VERBOSE */
+	int zero_copy;			/* NCCL_ZERO_COPY */
+	int dma_enable;			/* NCCL_DMA_ENABLE */
+	int direct_path;		/* NCCL_DIRECT_PATH */
+	int fault_tolerance;		/* NCCL_ENABLE_FAULT_TOLERANCE */
+	char ib_hca[256];		/* NCCL_IB_HCA, syntax-checked, "" when unset */
+	char socket_ifname[256];	/* NCCL_SOCKET_IFNAME, "" when unset */
+	int streams;			/* NCCL_SYMMEM_STREAMS, 1..16 */
+	uint64_t chunk_size;		/* NCCL_SYMMEM_CHUNK_SIZE */
+	uint64_t host_ring_size;	/* NCCL_SYMMEM_HOST_RING_SIZE */
+	double connect_timeout;		/* NCCL_SYMMEM_CONNECT_TIMEOUT, seconds */
+	int backend;			/* NCCL_SYMMEM_BACKEND, enum config_backend */
+	int pass_sm_channels;		/* NCCL_SYMMEM_PASS_SM_CHANNELS, 1..64 */
+};
+
+/* Looks a name up; getenv in production, a table in tests. */
+typedef const char *(*config_getenv_fn)(const char *name, void *arg);
+
+/* Parses every variable through `get` into `cfg` (defaults first).
+ * Returns 0, or -1 with a one-line reason in `err`. */
+int config_parse(struct config *cfg, config_getenv_fn get, void *arg, char *err, size_t errlen);
+
+/* Writes one line per variable ("NAME=value (default|set)") through `emit`.
+ * `all` = 0 lists only variables that were set. */
+void config_describe(const struct config *cfg, config_getenv_fn get, void *arg, int all,
+		     void (*emit)(const char *line, void *arg), void *emit_arg);
+
+/* Process-wide configuration, parsed from the real environment on first use.
+ * Returns NULL when parsing failed; config_error() then holds the reason. */
+const struct config *config_get(void);
+const char *config_error(void);
+
+/* Names under NCCL_SYMMEM_ in the environment that the plugin does not know
+ * (likely typos), written space-separated into `out`; returns the count. */
+int config_unknown_vars(char *out, size_t outlen);
+
+/* Parsers, exposed for the unit tests. Each returns 0 or -1. */
+int config_parse_size(const char *s, uint64_t *out);
+int config_parse_bool(const char *s, int *out);
+
+#endif

@@ -1,0 +1,21 @@
+/* Logging through NCCL's logger.  INFO lines carry the NET subsystem flag
+ * and the "NET/symmem" prefix; WARN lines also become NCCL's last error. */
+#ifndef SYMMEM_PLUGIN_LOG_H
+#define SYMMEM_PLUGIN_LOG_H
+
+#include "nccl_abi.h"
+
+void log_set_logger(ncclDebugLogger_t logger);
+void log_msg(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+	     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+#define LOG_WARN(...) log_msg(NCCL_LOG_WARN, NCCL_NET, __FILE__, __LINE__, __VA_ARGS__)
+#define LOG_INFO(...) log_msg(NCCL_LOG_INFO, NCCL_INIT | NCCL_NET, __FILE__, __LINE__, __VA_ARGS__)
+
+/* Maps a lower-layer sm_status to the NCCL result. */
+ncclResult_t log_result(int status);
+
+/* WARNs "NET/symmem: <what>: <sm_last_error()>" and returns the mapped code. */
+ncclResult_t log_fail(int status, const char *what);
+
+#endif

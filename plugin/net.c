@@ -1,0 +1,489 @@
+/* The net plugin proper: argument checks, object bookkeeping and logging
+ * around transport/, which does the work.  Every failure leaves here as an
+ * ncclResult_t plus exactly one WARN line. */
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+#include "net.h"
+#include "registry.h"
+#include "symmem.h"
+#include "transport.h"
+
+/* The host-memory path is bounded by two memcpy streams; advertising more
+ * would only make NCCL's graph search overestimate this device. */
+#define HOST_PATH_SPEED_MBPS 100000
+#define MAX_TRANSFER_BYTES (1ull << 30)
+
+struct net_ctx {
+	uint64_t comm_id;
+	int traffic_class;
+};
+
+struct net_comm {
+	struct tp_comm *tp;
+	int dev;
+};
+
+struct net_listen {
+	struct tp_listener *tp;
+	int dev;
+};
+
+struct net_mr {
+	void *comm;
+	uintptr_t base;
+	size_t size;
+	int type;
+};
+
+static atomic_int announced;
+
+static void emit_config_line(const char *line, void *arg)
+{
+	(void)arg;
+	LOG_INFO("NET/symmem config %s", line);
+}
+
+static const char *real_getenv(const char *name, void *arg)
+{
+	(void)arg;
+	return getenv(name);
+}
+
+/* Once per process, after NCCL gave us its logger. */
+static void announce(const struct config *cfg)
+{
+	const struct sm_cuda_info *cuda;
+	char unknown[256];
+
+	if (atomic_exchange(&announced, 1))
+		return;
+	config_describe(cfg, real_getenv, NULL, cfg->verbose, emit_config_line, NULL);
+	if (config_unknown_vars(unknown, sizeof(unknown)) > 0)
+		LOG_WARN("NET/symmem: ignoring unknown variable(s): %s", unknown);
+	cuda = sm_cuda_load();
+	if (cuda->loaded)
+		LOG_INFO("NET/symmem CUDA driver %d.%d, %d GPU(s); data path: host memory "
+			 "(shared-memory ring on one host, TCP between hosts)",
+			 cuda->driver_version / 1000, cuda->driver_version % 1000 / 10,
+			 cuda->device_count);
+	else
+		LOG_INFO("NET/symmem no CUDA driver (%s); serving host memory only", cuda->reason);
+}
+
+static const struct config *load_config(void)
+{
+	const struct config *cfg = config_get();
+
+	if (!cfg)
+		LOG_WARN("NET/symmem: %s", config_error());
+	return cfg;
+}
+
+static void transport_options(const struct config *cfg, struct tp_options *opt)
+{
+	memset(opt, 0, sizeof(*opt));
+	opt->backend = cfg->backend == CONFIG_BACKEND_TCP ? TP_BACKEND_TCP :
+		       cfg->backend == CONFIG_BACKEND_SHM ? TP_BACKEND_SHM : TP_BACKEND_AUTO;
+	opt->ring_size = cfg->host_ring_size;
+	opt->chunk_size = cfg->chunk_size;
+	opt->connect_timeout = cfg->connect_timeout;
+	opt->ifname = cfg->socket_ifname;
+}
+
+ncclResult_t net_init(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *config,
+		      ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction)
+{
+	const struct config *cfg;
+	struct net_ctx *c;
+
+	(void)profFunction;
+	log_set_logger(logFunction);
+	if (ctx)
+		*ctx = NULL;
+	cfg = load_config();
+	if (!cfg)
+		return ncclInvalidUsage;
+	announce(cfg);
+	if (!ctx)
+		return ncclSuccess;	/* pre-v11 init: no per-comm context */
+	c = calloc(1, sizeof(*c));
+	if (!c || registry_add(c, OBJ_CTX)) {
+		free(c);
+		LOG_WARN("NET/symmem: out of memory in init");
+		return ncclSystemError;
+	}
+	c->comm_id = commId;
+	c->traffic_class = config ? config->trafficClass : -1;
+	*ctx = c;
+	return ncclSuccess;
+}
+
+ncclResult_t net_devices(int *ndev)
+{
+	if (!ndev) {
+		LOG_WARN("NET/symmem: devices called with a NULL count");
+		return ncclInvalidArgument;
+	}
+	*ndev = 1;
+	return ncclSuccess;
+}
+
+static int check_dev(int dev, const char *what)
+{
+	if (dev == 0)
+		return 0;
+	LOG_WARN("NET/symmem: %s on device %d, this plugin has 1 device", what, dev);
+	return -1;
+}
+
+ncclResult_t net_get_properties(int dev, ncclNetProperties_v11_t *props)
+{
+	static char name[] = "symmem0";
+
+	if (check_dev(dev, "getProperties") || !props)
+		return ncclInvalidArgument;
+	memset(props, 0, sizeof(*props));
+	props->name = name;
+	props->pciPath = NULL;
+	props->guid = 0x53594d4d00000000ull | (uint64_t)dev;
+	props->ptrSupport = NCCL_PTR_HOST;
+	props->regIsGlobal = 0;
+	props->forceFlush = 0;
+	props->speed = HOST_PATH_SPEED_MBPS;
+	props->port = 1;
+	props->latency = 0;
+	props->maxComms = 1 << 20;
+	props->maxRecvs = 1;
+	props->netDeviceType = NCCL_NET_DEVICE_HOST;
+	props->netDeviceVersion = 0;
+	props->vProps.ndevs = 1;
+	props->vProps.devs[0] = dev;
+	props->maxP2pBytes = MAX_TRANSFER_BYTES;
+	props->maxCollBytes = MAX_TRANSFER_BYTES;
+	props->maxMultiRequestSize = 1;
+	return ncclSuccess;
+}
+
+ncclResult_t net_listen(void *ctx, int dev, void *handle, void **listenComm)
+{
+	const struct config *cfg = load_config();
+	struct tp_options opt;
+	struct net_listen *l;
+	int rc;
+
+	(void)ctx;
+	if (!listenComm || !handle) {
+		LOG_WARN("NET/symmem: listen called with a NULL handle or comm slot");
+		return ncclInvalidArgument;
+	}
+	*listenComm = NULL;
+	if (!cfg)
+		return ncclInvalidUsage;
+	if (check_dev(dev, "listen"))
+		return ncclInvalidArgument;
+	l = calloc(1, sizeof(*l));
+	if (!l) {
+		LOG_WARN("NET/symmem: out of memory in listen");
+		return ncclSystemError;
+	}
+	transport_options(cfg, &opt);
+	rc = tp_listen(&opt, dev, handle, &l->tp);
+	if (rc) {
+		free(l);
+		return log_fail(rc, "listen");
+	}
+	l->dev = dev;
+	if (registry_add(l, OBJ_LISTEN)) {
+		tp_close_listener(l->tp);
+		free(l);
+		LOG_WARN("NET/symmem: out of memory in listen");
+		return ncclSystemError;
+	}
+	*listenComm = l;
+	return ncclSuccess;
+}
+
+static ncclResult_t publish_comm(struct tp_comm *tp, int dev, int kind, void **out)
+{
+	const struct config *cfg = config_get();
+	struct net_comm *c = calloc(1, sizeof(*c));
+
+	if (!c || registry_add(c, kind)) {
+		free(c);
+		tp_close(tp);
+		LOG_WARN("NET/symmem: out of memory while finishing a connection");
+		return ncclSystemError;
+	}
+	c->tp = tp;
+	c->dev = dev;
+	if (cfg && cfg->verbose)
+		LOG_INFO("NET/symmem %s comm %p on device %d: %s data path, host-memory buffers",
+			 kind == OBJ_SEND ? "send" : "receive", (void *)c, dev, tp_comm_backend(tp));
+	*out = c;
+	return ncclSuccess;
+}
+
+ncclResult_t net_connect(void *ctx, int dev, void *handle, void **sendComm,
+			 ncclNetDeviceHandle_t **sendDevComm)
+{
+	const struct config *cfg = load_config();
+	struct tp_options opt;
+	struct tp_comm *tp;
+	int rc;
+
+	(void)ctx;
+	(void)sendDevComm;	/* HOST plugin: NCCL's device handle stays untouched */
+	if (!sendComm || !handle) {
+		LOG_WARN("NET/symmem: connect called with a NULL handle or comm slot");
+		return ncclInvalidArgument;
+	}
+	*sendComm = NULL;
+	if (!cfg)
+		return ncclInvalidUsage;
+	if (check_dev(dev, "connect"))
+		return ncclInvalidArgument;
+	transport_options(cfg, &opt);
+	rc = tp_connect(&opt, handle, &tp);
+	if (rc)
+		return log_fail(rc, "connect");
+	if (!tp)
+		return ncclSuccess;
+	return publish_comm(tp, dev, OBJ_SEND, sendComm);
+}
+
+ncclResult_t net_accept(void *listenComm, void **recvComm, ncclNetDeviceHandle_t **recvDevComm)
+{
+	struct net_listen *l = listenComm;
+	struct tp_comm *tp;
+	int rc;
+
+	(void)recvDevComm;
+	if (!recvComm) {
+		LOG_WARN("NET/symmem: accept called with a NULL comm slot");
+		return ncclInvalidArgument;
+	}
+	*recvComm = NULL;
+	if (!registry_has(l, OBJ_LISTEN)) {
+		LOG_WARN("NET/symmem: accept on %p, which is not an open listen comm", listenComm);
+		return ncclInternalError;
+	}
+	rc = tp_accept(l->tp, &tp);
+	if (rc)
+		return log_fail(rc, "accept");
+	if (!tp)
+		return ncclSuccess;
+	return publish_comm(tp, l->dev, OBJ_RECV, recvComm);
+}
+
+ncclResult_t net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
+{
+	struct net_mr *mr;
+
+	if (!mhandle) {
+		LOG_WARN("NET/symmem: regMr called with a NULL handle slot");
+		return ncclInvalidArgument;
+	}
+	*mhandle = NULL;
+	if (!registry_has(comm, OBJ_SEND) && !registry_has(comm, OBJ_RECV)) {
+		LOG_WARN("NET/symmem: regMr on %p, which is not an open comm", comm);
+		return ncclInternalError;
+	}
+	if (type != NCCL_PTR_HOST) {
+		LOG_WARN("NET/symmem: regMr of memory type %d; this build moves host memory only "
+			 "(NCCL_PTR_HOST)", type);
+		return ncclInvalidArgument;
+	}
+	if (!data && size) {
+		LOG_WARN("NET/symmem: regMr of %zu bytes at NULL", size);
+		return ncclInvalidArgument;
+	}
+	mr = calloc(1, sizeof(*mr));
+	if (!mr || registry_add(mr, OBJ_MR)) {
+		free(mr);
+		LOG_WARN("NET/symmem: out of memory in regMr");
+		return ncclSystemError;
+	}
+	mr->comm = comm;
+	mr->base = (uintptr_t)data;
+	mr->size = size;
+	mr->type = type;
+	*mhandle = mr;
+	return ncclSuccess;
+}
+
+ncclResult_t net_dereg_mr(void *comm, void *mhandle)
+{
+	struct net_mr *mr = mhandle;
+
+	if (!registry_has(mr, OBJ_MR)) {
+		LOG_WARN("NET/symmem: deregMr of %p, which is not a live memory handle "
+			 "(deregistered twice?)", mhandle);
+		return ncclInternalError;
+	}
+	if (mr->comm != comm) {
+		LOG_WARN("NET/symmem: deregMr of a handle registered on comm %p through comm %p",
+			 mr->comm, comm);
+		return ncclInternalError;
+	}
+	registry_remove(mr, OBJ_MR);
+	free(mr);
+	return ncclSuccess;
+}
+
+/* A buffer must lie inside the registration it is sent with. */
+static int check_range(const struct net_mr *mr, const void *data, size_t size, const char *what)
+{
+	uintptr_t p = (uintptr_t)data;
+
+	if (!mr || size == 0)
+		return 0;
+	if (p >= mr->base && p - mr->base <= mr->size && size <= mr->size - (p - mr->base))
+		return 0;
+	LOG_WARN("NET/symmem: %s of %zu bytes at %p lies outside its registration [%p, +%zu)",
+		 what, size, data, (void *)mr->base, mr->size);
+	return -1;
+}
+
+ncclResult_t net_isend(void *sendComm, void *data, size_t size, int tag, void *mhandle,
+		       void *phandle, void **request)
+{
+	struct net_comm *c = sendComm;
+	struct tp_req *r;
+	int rc;
+
+	(void)tag;
+	(void)phandle;
+	*request = NULL;
+	if (size > MAX_TRANSFER_BYTES) {
+		LOG_WARN("NET/symmem: isend of %zu bytes exceeds maxP2pBytes %llu", size,
+			 MAX_TRANSFER_BYTES);
+		return ncclInternalError;
+	}
+	if (check_range(mhandle, data, size, "isend"))
+		return ncclInternalError;
+	rc = tp_isend(c->tp, data, size, &r);
+	if (rc)
+		return log_fail(rc, "isend");
+	*request = r;
+	return ncclSuccess;
+}
+
+ncclResult_t net_irecv(void *recvComm, int n, void **data, size_t *sizes, int *tags,
+		       void **mhandles, void **phandles, void **request)
+{
+	struct net_comm *c = recvComm;
+	struct tp_req *r;
+	int rc;
+
+	(void)tags;
+	(void)phandles;
+	/* Overwrite NCCL's optional-completion hint (0x1) on every path. */
+	*request = NULL;
+	if (n != 1) {
+		LOG_WARN("NET/symmem: irecv of %d buffers; this plugin advertises maxRecvs=1", n);
+		return ncclInternalError;
+	}
+	if (sizes[0] > MAX_TRANSFER_BYTES) {
+		LOG_WARN("NET/symmem: irecv of %zu bytes exceeds maxP2pBytes %llu", sizes[0],
+			 MAX_TRANSFER_BYTES);
+		return ncclInternalError;
+	}
+	if (check_range(mhandles ? mhandles[0] : NULL, data[0], sizes[0], "irecv"))
+		return ncclInternalError;
+	rc = tp_irecv(c->tp, data[0], sizes[0], &r);
+	if (rc)
+		return log_fail(rc, "irecv");
+	*request = r;
+	return ncclSuccess;
+}
+
+ncclResult_t net_iflush(void *recvComm, int n, void **data, int *sizes, void **mhandles,
+			void **request)
+{
+	/* Host memory written by a CPU copy is visible once test() says so. */
+	(void)recvComm;
+	(void)n;
+	(void)data;
+	(void)sizes;
+	(void)mhandles;
+	*request = NULL;
+	return ncclSuccess;
+}
+
+ncclResult_t net_test(void *request, int *done, int *sizes)
+{
+	size_t size = 0;
+	int rc;
+
+	if ((uintptr_t)request <= NCCL_NET_OPTIONAL_RECV_COMPLETION) {
+		LOG_WARN("NET/symmem: test on request %p, which no isend/irecv returned", request);
+		return ncclInternalError;
+	}
+	rc = tp_test(request, done, &size);
+	if (rc)
+		return log_fail(rc, "test");
+	if (*done && sizes)
+		sizes[0] = (int)size;
+	return ncclSuccess;
+}
+
+static ncclResult_t close_comm(void *comm, int kind, const char *what)
+{
+	struct net_comm *c = comm;
+
+	if (!comm)
+		return ncclSuccess;
+	if (registry_remove(c, kind)) {
+		LOG_WARN("NET/symmem: %s of %p, which is not an open %s (closed twice?)", what, comm,
+			 registry_kind_name(kind));
+		return ncclInternalError;
+	}
+	tp_close(c->tp);
+	free(c);
+	return ncclSuccess;
+}
+
+ncclResult_t net_close_send(void *sendComm)
+{
+	return close_comm(sendComm, OBJ_SEND, "closeSend");
+}
+
+ncclResult_t net_close_recv(void *recvComm)
+{
+	return close_comm(recvComm, OBJ_RECV, "closeRecv");
+}
+
+ncclResult_t net_close_listen(void *listenComm)
+{
+	struct net_listen *l = listenComm;
+
+	if (!l)
+		return ncclSuccess;
+	if (registry_remove(l, OBJ_LISTEN)) {
+		LOG_WARN("NET/symmem: closeListen of %p, which is not an open listen comm "
+			 "(closed twice?)", listenComm);
+		return ncclInternalError;
+	}
+	tp_close_listener(l->tp);
+	free(l);
+	return ncclSuccess;
+}
+
+ncclResult_t net_finalize(void *ctx)
+{
+	/* 2.28.9 also calls this after a failed init, with a NULL context. */
+	if (!ctx)
+		return ncclSuccess;
+	if (registry_remove(ctx, OBJ_CTX)) {
+		LOG_WARN("NET/symmem: finalize of %p, which is not a live context", ctx);
+		return ncclInternalError;
+	}
+	free(ctx);
+	return ncclSuccess;
+}

@@ -1,0 +1,32 @@
+/* The one implementation of the net plugin, in v11 terms.  net_v11.c
+ * exports it as is; net_compat.c adapts it to v10, v9 and v8. */
+#ifndef SYMMEM_PLUGIN_NET_H
+#define SYMMEM_PLUGIN_NET_H
+
+#include "nccl_abi.h"
+
+#define PLUGIN_NAME "symmem"
+
+ncclResult_t net_init(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *config,
+		      ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction);
+ncclResult_t net_devices(int *ndev);
+ncclResult_t net_get_properties(int dev, ncclNetProperties_v11_t *props);
+ncclResult_t net_listen(void *ctx, int dev, void *handle, void **listenComm);
+ncclResult_t net_connect(void *ctx, int dev, void *handle, void **sendComm,
+			 ncclNetDeviceHandle_t **sendDevComm);
+ncclResult_t net_accept(void *listenComm, void **recvComm, ncclNetDeviceHandle_t **recvDevComm);
+ncclResult_t net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
+ncclResult_t net_dereg_mr(void *comm, void *mhandle);
+ncclResult_t net_isend(void *sendComm, void *data, size_t size, int tag, void *mhandle,
+		       void *phandle, void **request);
+ncclResult_t net_irecv(void *recvComm, int n, void **data, size_t *sizes, int *tags,
+		       void **mhandles, void **phandles, void **request);
+ncclResult_t net_iflush(void *recvComm, int n, void **data, int *sizes, void **mhandles,
+			void **request);
+ncclResult_t net_test(void *request, int *done, int *sizes);
+ncclResult_t net_close_send(void *sendComm);
+ncclResult_t net_close_recv(void *recvComm);
+ncclResult_t net_close_listen(void *listenComm);
+ncclResult_t net_finalize(void *ctx);
+
+#endif

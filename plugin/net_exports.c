@@ -1,0 +1,224 @@
+/* The exported net plugin tables.  v11 is the native one; v10, v9 and v8
+ * adapt their older signatures and property layouts to it, so one library
+ * serves NCCL 2.19 through 2.28.  Optional slots stay NULL until they are
+ * implemented for real (a stub would be called and break a run). */
+#include <string.h>
+
+#include "log.h"
+#include "net.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+EXPORT ncclNet_v11_t ncclNetPlugin_v11 = {
+	.name = PLUGIN_NAME,
+	.init = net_init,
+	.devices = net_devices,
+	.getProperties = net_get_properties,
+	.listen = net_listen,
+	.connect = net_connect,
+	.accept = net_accept,
+	.regMr = net_reg_mr,
+	.regMrDmaBuf = NULL,
+	.deregMr = net_dereg_mr,
+	.isend = net_isend,
+	.irecv = net_irecv,
+	.iflush = net_iflush,
+	.test = net_test,
+	.closeSend = net_close_send,
+	.closeRecv = net_close_recv,
+	.closeListen = net_close_listen,
+	.getDeviceMr = NULL,
+	.irecvConsumed = NULL,
+	.makeVDevice = NULL,
+	.finalize = net_finalize,
+	.setNetAttr = NULL,
+};
+
+/* v10 and older: init runs once per process and there is no context. */
+static ncclResult_t v10_init(ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction)
+{
+	return net_init(NULL, 0, NULL, logFunction, profFunction);
+}
+
+static ncclResult_t v9_init(ncclDebugLogger_t logFunction)
+{
+	return net_init(NULL, 0, NULL, logFunction, NULL);
+}
+
+static void props_to_v10(const ncclNetProperties_v11_t *p, ncclNetProperties_v10_t *o)
+{
+	o->name = p->name;
+	o->pciPath = p->pciPath;
+	o->guid = p->guid;
+	o->ptrSupport = p->ptrSupport;
+	o->regIsGlobal = p->regIsGlobal;
+	o->forceFlush = p->forceFlush;
+	o->speed = p->speed;
+	o->port = p->port;
+	o->latency = p->latency;
+	o->maxComms = p->maxComms;
+	o->maxRecvs = p->maxRecvs;
+	o->netDeviceType = p->netDeviceType;
+	o->netDeviceVersion = p->netDeviceVersion;
+	o->vProps = p->vProps;
+	o->maxP2pBytes = p->maxP2pBytes;
+	o->maxCollBytes = p->maxCollBytes;
+}
+
+static ncclResult_t v10_get_properties(int dev, ncclNetProperties_v10_t *props)
+{
+	ncclNetProperties_v11_t p;
+	ncclResult_t rc = net_get_properties(dev, &p);
+
+	if (rc == ncclSuccess)
+		props_to_v10(&p, props);
+	return rc;
+}
+
+static ncclResult_t v8_get_properties(int dev, ncclNetProperties_v8_t *props)
+{
+	ncclNetProperties_v11_t p;
+	ncclResult_t rc = net_get_properties(dev, &p);
+
+	if (rc != ncclSuccess)
+		return rc;
+	props->name = p.name;
+	props->pciPath = p.pciPath;
+	props->guid = p.guid;
+	props->ptrSupport = p.ptrSupport;
+	props->regIsGlobal = p.regIsGlobal;
+	props->speed = p.speed;
+	props->port = p.port;
+	props->latency = p.latency;
+	props->maxComms = p.maxComms;
+	props->maxRecvs = p.maxRecvs;
+	props->netDeviceType = p.netDeviceType;
+	props->netDeviceVersion = p.netDeviceVersion;
+	return ncclSuccess;
+}
+
+static ncclResult_t v9_listen(int dev, void *handle, void **listenComm)
+{
+	return net_listen(NULL, dev, handle, listenComm);
+}
+
+static ncclResult_t v10_connect(int dev, ncclNetCommConfig_v11_t *config, void *handle,
+				void **sendComm, ncclNetDeviceHandle_t **sendDevComm)
+{
+	(void)config;
+	return net_connect(NULL, dev, handle, sendComm, sendDevComm);
+}
+
+static ncclResult_t v9_connect(int dev, void *handle, void **sendComm,
+			       ncclNetDeviceHandle_t **sendDevComm)
+{
+	return net_connect(NULL, dev, handle, sendComm, sendDevComm);
+}
+
+static ncclResult_t v9_isend(void *sendComm, void *data, size_t size, int tag, void *mhandle,
+			     void **request)
+{
+	return net_isend(sendComm, data, size, tag, mhandle, NULL, request);
+}
+
+static ncclResult_t v9_irecv(void *recvComm, int n, void **data, size_t *sizes, int *tags,
+			     void **mhandles, void **request)
+{
+	return net_irecv(recvComm, n, data, sizes, tags, mhandles, NULL, request);
+}
+
+static ncclResult_t v8_isend(void *sendComm, void *data, int size, int tag, void *mhandle,
+			     void **request)
+{
+	if (size < 0) {
+		*request = NULL;
+		LOG_WARN("NET/symmem: isend of a negative size (%d)", size);
+		return ncclInvalidArgument;
+	}
+	return net_isend(sendComm, data, (size_t)size, tag, mhandle, NULL, request);
+}
+
+static ncclResult_t v8_irecv(void *recvComm, int n, void **data, int *sizes, int *tags,
+			     void **mhandles, void **request)
+{
+	size_t size;
+
+	/* maxRecvs is 1: net_irecv rejects n != 1 before it reads any size. */
+	if (n != 1)
+		return net_irecv(recvComm, n, data, NULL, tags, mhandles, NULL, request);
+	if (sizes[0] < 0) {
+		*request = NULL;
+		LOG_WARN("NET/symmem: irecv of a negative size (%d)", sizes[0]);
+		return ncclInvalidArgument;
+	}
+	size = (size_t)sizes[0];
+	return net_irecv(recvComm, 1, data, &size, tags, mhandles, NULL, request);
+}
+
+EXPORT ncclNet_v10_t ncclNetPlugin_v10 = {
+	.name = PLUGIN_NAME,
+	.init = v10_init,
+	.devices = net_devices,
+	.getProperties = v10_get_properties,
+	.listen = v9_listen,
+	.connect = v10_connect,
+	.accept = net_accept,
+	.regMr = net_reg_mr,
+	.regMrDmaBuf = NULL,
+	.deregMr = net_dereg_mr,
+	.isend = net_isend,
+	.irecv = net_irecv,
+	.iflush = net_iflush,
+	.test = net_test,
+	.closeSend = net_close_send,
+	.closeRecv = net_close_recv,
+	.closeListen = net_close_listen,
+	.getDeviceMr = NULL,
+	.irecvConsumed = NULL,
+	.makeVDevice = NULL,
+};
+
+EXPORT ncclNet_v9_t ncclNetPlugin_v9 = {
+	.name = PLUGIN_NAME,
+	.init = v9_init,
+	.devices = net_devices,
+	.getProperties = v10_get_properties,
+	.listen = v9_listen,
+	.connect = v9_connect,
+	.accept = net_accept,
+	.regMr = net_reg_mr,
+	.regMrDmaBuf = NULL,
+	.deregMr = net_dereg_mr,
+	.isend = v9_isend,
+	.irecv = v9_irecv,
+	.iflush = net_iflush,
+	.test = net_test,
+	.closeSend = net_close_send,
+	.closeRecv = net_close_recv,
+	.closeListen = net_close_listen,
+	.getDeviceMr = NULL,
+	.irecvConsumed = NULL,
+	.makeVDevice = NULL,
+};
+
+EXPORT ncclNet_v8_t ncclNetPlugin_v8 = {
+	.name = PLUGIN_NAME,
+	.init = v9_init,
+	.devices = net_devices,
+	.getProperties = v8_get_properties,
+	.listen = v9_listen,
+	.connect = v9_connect,
+	.accept = net_accept,
+	.regMr = net_reg_mr,
+	.regMrDmaBuf = NULL,
+	.deregMr = net_dereg_mr,
+	.isend = v8_isend,
+	.irecv = v8_irecv,
+	.iflush = net_iflush,
+	.test = net_test,
+	.closeSend = net_close_send,
+	.closeRecv = net_close_recv,
+	.closeListen = net_close_listen,
+	.getDeviceMr = NULL,
+	.irecvConsumed = NULL,
+};

@@ -1,0 +1,105 @@
+/* A small set of live pointers under one lock.  Only setup and teardown
+ * touch it, never the data path, so a flat array is plenty. */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "registry.h"
+
+struct entry {
+	void *p;
+	int kind;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct entry *entries;
+static int used, cap;
+
+static int find(void *p, int kind)
+{
+	for (int i = 0; i < used; i++)
+		if (entries[i].p == p && entries[i].kind == kind)
+			return i;
+	return -1;
+}
+
+int registry_add(void *p, int kind)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&lock);
+	if (used == cap) {
+		int ncap = cap ? cap * 2 : 64;
+		struct entry *n = realloc(entries, (size_t)ncap * sizeof(*n));
+
+		if (!n) {
+			rc = -1;
+			goto out;
+		}
+		entries = n;
+		cap = ncap;
+	}
+	entries[used].p = p;
+	entries[used].kind = kind;
+	used++;
+out:
+	pthread_mutex_unlock(&lock);
+	return rc;
+}
+
+int registry_remove(void *p, int kind)
+{
+	int i;
+
+	pthread_mutex_lock(&lock);
+	i = find(p, kind);
+	if (i >= 0)
+		entries[i] = entries[--used];
+	if (used == 0) {
+		/* Nothing left: give the array back so a finished job holds
+		 * no plugin memory at all. */
+		free(entries);
+		entries = NULL;
+		cap = 0;
+	}
+	pthread_mutex_unlock(&lock);
+	return i >= 0 ? 0 : -1;
+}
+
+int registry_has(void *p, int kind)
+{
+	int i;
+
+	pthread_mutex_lock(&lock);
+	i = find(p, kind);
+	pthread_mutex_unlock(&lock);
+	return i >= 0;
+}
+
+int registry_count(int kind)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < used; i++)
+		n += entries[i].kind == kind;
+	pthread_mutex_unlock(&lock);
+	return n;
+}
+
+const char *registry_kind_name(int kind)
+{
+	switch (kind) {
+	case OBJ_CTX:
+		return "context";
+	case OBJ_LISTEN:
+		return "listen comm";
+	case OBJ_SEND:
+		return "send comm";
+	case OBJ_RECV:
+		return "receive comm";
+	case OBJ_MR:
+		return "memory handle";
+	default:
+		return "object";
+	}
+}

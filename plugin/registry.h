@@ -1,0 +1,21 @@
+/* Which objects the plugin has handed to NCCL and not yet taken back.
+ * Lets close/deregister calls on a stale or foreign pointer (double close,
+ * a comm of the wrong kind) fail with a WARN instead of freeing twice. */
+#ifndef SYMMEM_PLUGIN_REGISTRY_H
+#define SYMMEM_PLUGIN_REGISTRY_H
+
+enum obj_kind {
+	OBJ_CTX = 1,
+	OBJ_LISTEN,
+	OBJ_SEND,
+	OBJ_RECV,
+	OBJ_MR,
+};
+
+int registry_add(void *p, int kind);		/* 0, or -1 when out of memory */
+int registry_remove(void *p, int kind);		/* 0, or -1 when p is not live as kind */
+int registry_has(void *p, int kind);		/* 1 if p is live as kind */
+int registry_count(int kind);
+const char *registry_kind_name(int kind);
+
+#endif

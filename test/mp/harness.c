@@ -1,0 +1,187 @@
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+ncclNet_v11_t *net;
+
+static atomic_int warn_count;
+static char last_warn[1024];
+
+void *harness_open(void)
+{
+	const char *path = getenv("SYMMEM_PLUGIN");
+	void *lib;
+
+	if (!path) {
+		fprintf(stderr, "SYMMEM_PLUGIN is not set\n");
+		return NULL;
+	}
+	lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!lib) {
+		fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
+		return NULL;
+	}
+	net = dlsym(lib, "ncclNetPlugin_v11");
+	return net ? lib : NULL;
+}
+
+void harness_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+		    const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+
+	(void)flags;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (level == NCCL_LOG_WARN) {
+		atomic_fetch_add(&warn_count, 1);
+		snprintf(last_warn, sizeof(last_warn), "%s", buf);
+		if (getenv("HARNESS_VERBOSE"))
+			fprintf(stderr, "WARN %s:%d %s\n", file, line, buf);
+	} else if (getenv("HARNESS_VERBOSE")) {
+		fprintf(stderr, "INFO %s\n", buf);
+	}
+}
+
+int harness_warn_count(void)
+{
+	return atomic_load(&warn_count);
+}
+
+const char *harness_last_warn(void)
+{
+	return last_warn;
+}
+
+void harness_reset_warn(void)
+{
+	atomic_store(&warn_count, 0);
+	last_warn[0] = '\0';
+}
+
+void *harness_init(void)
+{
+	ncclNetCommConfig_v11_t cfg = { .trafficClass = -1 };
+	void *ctx = NULL;
+
+	if (net->init(&ctx, 42, &cfg, harness_logger, NULL) != ncclSuccess)
+		return NULL;
+	return ctx;
+}
+
+int harness_pair(void *ctx, void **send, void **recv)
+{
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+	void *lc = NULL;
+	double end = harness_now() + 10;
+	int rc;
+
+	*send = *recv = NULL;
+	rc = net->listen(ctx, 0, handle, &lc);
+	if (rc)
+		return rc;
+	while ((!*send || !*recv) && harness_now() < end) {
+		if (!*send && (rc = net->connect(ctx, 0, handle, send, NULL)))
+			break;
+		if (!*recv && (rc = net->accept(lc, recv, NULL)))
+			break;
+	}
+	net->closeListen(lc);
+	if (!rc && (!*send || !*recv))
+		rc = ncclInternalError;
+	return rc;
+}
+
+int harness_send_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int harness_recv_all(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n = read(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static uint8_t pattern_byte(size_t i, uint64_t msg)
+{
+	uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ull ^ (msg + 1) * 0xbf58476d1ce4e5b9ull;
+
+	x ^= x >> 29;
+	return (uint8_t)(x | 1);	/* never zero: zeros hide missing writes */
+}
+
+void pattern_fill(uint8_t *buf, size_t len, uint64_t msg)
+{
+	for (size_t i = 0; i < len; i++)
+		buf[i] = pattern_byte(i, msg);
+}
+
+size_t pattern_check(const uint8_t *buf, size_t len, uint64_t msg)
+{
+	for (size_t i = 0; i < len; i++)
+		if (buf[i] != pattern_byte(i, msg))
+			return i;
+	return len;
+}
+
+double harness_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int harness_wait(void *req, int *size, double seconds)
+{
+	double end = harness_now() + seconds;
+	int sizes[64] = { 0 };
+	int done = 0, rc;
+
+	while (!done) {
+		rc = net->test(req, &done, sizes);
+		if (rc)
+			return rc;
+		if (!done && harness_now() > end) {
+			fprintf(stderr, "request %p not done after %.1f s\n", req, seconds);
+			return ncclInternalError;
+		}
+	}
+	if (size)
+		*size = sizes[0];
+	return ncclSuccess;
+}

@@ -1,0 +1,797 @@
+/* The built plugin, driven through its exported ncclNetPlugin_v11 table by
+ * one thread, several threads and several real processes. */
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define MIB (1024 * 1024)
+
+static void *ctx;
+
+/* Deterministic sizes both processes agree on without talking. */
+static uint64_t rng_next(uint64_t *s)
+{
+	uint64_t x = (*s += 0x9e3779b97f4a7c15ull);
+
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* Mostly small messages, some large, some empty: what NCCL really sends. */
+static size_t message_size(uint64_t *s)
+{
+	uint64_t r = rng_next(s);
+
+	switch (r % 8) {
+	case 0:
+		return 0;
+	case 1:
+	case 2:
+		return (size_t)(rng_next(s) % 64);
+	case 3:
+	case 4:
+		return (size_t)(rng_next(s) % 65536);
+	default:
+		return (size_t)(rng_next(s) % (MIB + 1));
+	}
+}
+
+static int post_send(void *send, void *buf, size_t size, void **req, double seconds)
+{
+	double end = harness_now() + seconds;
+	int rc;
+
+	do {
+		rc = net->isend(send, buf, size, 0, NULL, NULL, req);
+		if (rc || *req)
+			return rc;
+	} while (harness_now() < end);
+	return ncclInternalError;
+}
+
+/* ---- the exported surface ---------------------------------------------- */
+
+static void test_exported_versions(void **state)
+{
+	static const char *const names[] = {
+		"ncclNetPlugin_v11", "ncclNetPlugin_v10", "ncclNetPlugin_v9", "ncclNetPlugin_v8",
+		"ncclTunerPlugin_v5", "ncclTunerPlugin_v4", "ncclTunerPlugin_v3",
+	};
+	void *lib = *state;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		const char *const *name = dlsym(lib, names[i]);
+
+		assert_non_null(name);
+		assert_string_equal(*name, "symmem");	/* name is slot 0 of every table */
+	}
+	assert_null(dlsym(lib, "net_isend"));		/* internals stay hidden */
+	assert_null(dlsym(lib, "ncclNetPlugin_v7"));
+	assert_non_null(net->finalize);
+	assert_null(net->irecvConsumed);
+	assert_null(net->makeVDevice);
+	assert_null(net->getDeviceMr);
+	assert_null(net->setNetAttr);
+}
+
+static void test_properties(void **state)
+{
+	ncclNetProperties_v11_t p;
+	int ndev = 0;
+
+	(void)state;
+	memset(&p, 0xa5, sizeof(p));
+	assert_int_equal(net->devices(&ndev), ncclSuccess);
+	assert_int_equal(ndev, 1);
+	assert_int_equal(net->getProperties(0, &p), ncclSuccess);
+	assert_string_equal(p.name, "symmem0");
+	assert_true(p.ptrSupport & NCCL_PTR_HOST);
+	assert_true(p.speed > 0);
+	assert_int_equal(p.maxRecvs, 1);
+	assert_int_equal(p.netDeviceType, NCCL_NET_DEVICE_HOST);
+	assert_int_equal(p.netDeviceVersion, 0);
+	assert_int_equal(p.vProps.ndevs, 1);
+	assert_int_equal(p.vProps.devs[0], 0);
+	assert_true(p.maxP2pBytes > 0 && p.maxP2pBytes <= NCCL_MAX_NET_SIZE_BYTES);
+	assert_true(p.maxCollBytes > 0 && p.maxCollBytes <= NCCL_MAX_NET_SIZE_BYTES);
+	assert_int_equal(p.maxMultiRequestSize, 1);
+	assert_int_equal(p.forceFlush, 0);
+	assert_true(p.latency == 0.0f);
+
+	harness_reset_warn();
+	assert_int_not_equal(net->getProperties(1, &p), ncclSuccess);
+	assert_int_equal(harness_warn_count(), 1);
+}
+
+/* ---- one thread drives both ends --------------------------------------- */
+
+static void test_one_thread_fifo(void **state)
+{
+	uint8_t *src[3], *dst[3];
+	size_t sizes[3] = { 1000, 0, 3 * MIB + 17 };
+	void *send, *recv, *sreq[3], *rreq[3];
+	int got;
+
+	(void)state;
+	assert_int_equal(harness_pair(ctx, &send, &recv), ncclSuccess);
+	for (int i = 0; i < 3; i++) {
+		size_t cap = sizes[i] + 100;	/* receives larger than the sends */
+		void *d;
+
+		src[i] = malloc(sizes[i] + 1);
+		dst[i] = malloc(cap);
+		pattern_fill(src[i], sizes[i], (uint64_t)i);
+		memset(dst[i], 0x5a, cap);
+		d = dst[i];
+		assert_int_equal(net->irecv(recv, 1, &d, &cap, (int[]){ 0 }, NULL, NULL, &rreq[i]),
+				 ncclSuccess);
+		assert_non_null(rreq[i]);
+	}
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(post_send(send, src[i], sizes[i], &sreq[i], 5), ncclSuccess);
+	/* Test in reverse: completion order must not depend on test order. */
+	for (int i = 2; i >= 0; i--) {
+		assert_int_equal(harness_wait(sreq[i], NULL, 10), ncclSuccess);
+		assert_int_equal(harness_wait(rreq[i], &got, 10), ncclSuccess);
+		assert_int_equal(got, (int)sizes[i]);
+		assert_int_equal(pattern_check(dst[i], sizes[i], (uint64_t)i), sizes[i]);
+		assert_int_equal(dst[i][sizes[i]], 0x5a);	/* nothing past the message */
+		free(src[i]);
+		free(dst[i]);
+	}
+	assert_int_equal(net->closeSend(send), ncclSuccess);
+	assert_int_equal(net->closeRecv(recv), ncclSuccess);
+}
+
+static void test_send_waits_for_receive(void **state)
+{
+	uint8_t buf[64], out[64];
+	size_t cap = sizeof(out);
+	void *send, *recv, *sreq = (void *)0x77, *rreq, *d = out;
+
+	(void)state;
+	assert_int_equal(harness_pair(ctx, &send, &recv), ncclSuccess);
+	pattern_fill(buf, sizeof(buf), 9);
+	/* No receive posted yet: NULL request, NCCL retries. */
+	assert_int_equal(net->isend(send, buf, sizeof(buf), 0, NULL, NULL, &sreq), ncclSuccess);
+	assert_null(sreq);
+	/* The optional-completion hint must be overwritten. */
+	rreq = (void *)0x1;
+	assert_int_equal(net->irecv(recv, 1, &d, &cap, (int[]){ 0 }, NULL, NULL, &rreq), ncclSuccess);
+	assert_true(rreq != NULL && rreq != (void *)0x1);
+	assert_int_equal(post_send(send, buf, sizeof(buf), &sreq, 5), ncclSuccess);
+	assert_int_equal(harness_wait(rreq, NULL, 5), ncclSuccess);
+	assert_int_equal(harness_wait(sreq, NULL, 5), ncclSuccess);
+	assert_memory_equal(buf, out, sizeof(buf));
+	assert_int_equal(net->closeSend(send), ncclSuccess);
+	assert_int_equal(net->closeRecv(recv), ncclSuccess);
+}
+
+static void test_oversized_send(void **state)
+{
+	uint8_t buf[200], out[100];
+	size_t cap = sizeof(out);
+	void *send, *recv, *sreq, *rreq, *d = out;
+	int done = 0, rc = ncclSuccess;
+	double end = harness_now() + 5;
+
+	(void)state;
+	assert_int_equal(harness_pair(ctx, &send, &recv), ncclSuccess);
+	assert_int_equal(net->irecv(recv, 1, &d, &cap, (int[]){ 0 }, NULL, NULL, &rreq), ncclSuccess);
+	harness_reset_warn();
+	memset(buf, 1, sizeof(buf));
+	assert_int_equal(net->isend(send, buf, sizeof(buf), 0, NULL, NULL, &sreq), ncclInvalidUsage);
+	assert_null(sreq);
+	assert_int_equal(harness_warn_count(), 1);
+	assert_non_null(strstr(harness_last_warn(), "200 bytes"));
+	/* The receiver learns about it too, instead of waiting forever. */
+	while (rc == ncclSuccess && !done && harness_now() < end)
+		rc = net->test(rreq, &done, (int[64]){ 0 });
+	assert_int_equal(rc, ncclInvalidUsage);
+	assert_int_equal(net->closeSend(send), ncclSuccess);
+	assert_int_equal(net->closeRecv(recv), ncclSuccess);
+}
+
+static void test_32_in_flight(void **state)
+{
+	enum { N = NCCL_NET_MAX_REQUESTS };
+	static uint8_t src[N][256], dst[N][256];
+	void *send, *recv, *sreq[N], *rreq[N], *extra = (void *)0x99;
+	size_t cap = 256;
+	int got;
+
+	(void)state;
+	assert_int_equal(harness_pair(ctx, &send, &recv), ncclSuccess);
+	for (int i = 0; i < N; i++) {
+		void *d = dst[i];
+
+		assert_int_equal(net->irecv(recv, 1, &d, &cap, (int[]){ 0 }, NULL, NULL, &rreq[i]),
+				 ncclSuccess);
+	}
+	harness_reset_warn();
+	{
+		void *d = dst[0];
+
+		assert_int_equal(net->irecv(recv, 1, &d, &cap, (int[]){ 0 }, NULL, NULL, &extra),
+				 ncclInternalError);
+		assert_null(extra);
+		assert_int_equal(harness_warn_count(), 1);
+	}
+	for (int i = 0; i < N; i++) {
+		pattern_fill(src[i], (size_t)i * 8, (uint64_t)i);
+		assert_int_equal(post_send(send, src[i], (size_t)i * 8, &sreq[i], 5), ncclSuccess);
+	}
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(harness_wait(rreq[i], &got, 5), ncclSuccess);
+		assert_int_equal(got, i * 8);
+		assert_int_equal(pattern_check(dst[i], (size_t)i * 8, (uint64_t)i), (size_t)i * 8);
+		assert_int_equal(harness_wait(sreq[i], NULL, 5), ncclSuccess);
+	}
+	assert_int_equal(net->closeSend(send), ncclSuccess);
+	assert_int_equal(net->closeRecv(recv), ncclSuccess);
+}
+
+static void test_close_with_requests_in_flight(void **state)
+{
+	/* Larger than the ring and than loopback TCP buffers. */
+	uint8_t *big = malloc(64 * MIB), *out = malloc(64 * MIB);
+	size_t cap = 64 * MIB;
+	void *send, *recv, *sreq, *rreq[4], *d = out;
+	int done;
+
+	(void)state;
+	pattern_fill(big, 64 * MIB, 1);
+	assert_int_equal(harness_pair(ctx, &send, &recv), ncclSuccess);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(net->irecv(recv, 1, &d, &cap, (int[]){ 0 }, NULL, NULL, &rreq[i]),
+				 ncclSuccess);
+	/* A send larger than the ring is half done when both ends close. */
+	assert_int_equal(post_send(send, big, 64 * MIB, &sreq, 5), ncclSuccess);
+	assert_int_equal(net->test(sreq, &done, NULL), ncclSuccess);
+	assert_int_equal(done, 0);
+	assert_int_equal(net->test(rreq[0], &done, (int[64]){ 0 }), ncclSuccess);
+	assert_int_equal(net->closeRecv(recv), ncclSuccess);
+	assert_int_equal(net->closeSend(send), ncclSuccess);
+	free(big);
+	free(out);
+}
+
+static void test_double_close_and_bad_objects(void **state)
+{
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+	uint8_t buf[64];
+	void *send, *recv, *closed_recv, *lc, *mh;
+	int done;
+
+	(void)state;
+	assert_int_equal(harness_pair(ctx, &send, &recv), ncclSuccess);
+	closed_recv = recv;
+	assert_int_equal(net->regMr(send, buf, sizeof(buf), NCCL_PTR_HOST, &mh), ncclSuccess);
+	harness_reset_warn();
+	assert_int_equal(net->deregMr(recv, mh), ncclInternalError);	/* wrong comm */
+	assert_int_equal(net->deregMr(send, mh), ncclSuccess);
+	assert_int_equal(net->deregMr(send, mh), ncclInternalError);	/* twice */
+	assert_int_equal(net->closeSend(send), ncclSuccess);
+	assert_int_equal(net->closeSend(send), ncclInternalError);
+	assert_int_equal(net->closeRecv(send), ncclInternalError);	/* wrong kind */
+	assert_int_equal(net->closeRecv(recv), ncclSuccess);
+	assert_int_equal(net->closeRecv(recv), ncclInternalError);
+	assert_int_equal(net->listen(ctx, 0, handle, &lc), ncclSuccess);
+	assert_int_equal(net->closeListen(lc), ncclSuccess);
+	assert_int_equal(net->closeListen(lc), ncclInternalError);
+	assert_int_equal(net->accept(lc, &recv, NULL), ncclInternalError);
+	assert_int_equal(net->test((void *)0x1, &done, NULL), ncclInternalError);
+	assert_int_equal(net->regMr(closed_recv, buf, sizeof(buf), NCCL_PTR_HOST, &mh),
+			 ncclInternalError);
+	assert_int_equal(harness_warn_count(), 9);	/* one WARN per refused call */
+	assert_int_equal(net->finalize(NULL), ncclSuccess);
+}
+
+static void test_registration(void **state)
+{
+	uint8_t buf[4096], out[4096];
+	size_t cap = sizeof(out);
+	void *send, *recv, *mh, *rmh, *req, *d = out;
+
+	(void)state;
+	assert_int_equal(harness_pair(ctx, &send, &recv), ncclSuccess);
+	harness_reset_warn();
+	assert_int_equal(net->regMr(send, buf, sizeof(buf), NCCL_PTR_CUDA, &mh), ncclInvalidArgument);
+	assert_null(mh);
+	assert_int_equal(harness_warn_count(), 1);
+	assert_int_equal(net->regMr(send, buf, 1024, NCCL_PTR_HOST, &mh), ncclSuccess);
+	assert_int_equal(net->regMr(recv, out, sizeof(out), NCCL_PTR_HOST, &rmh), ncclSuccess);
+	assert_int_equal(net->irecv(recv, 1, &d, &cap, (int[]){ 0 }, &rmh, NULL, &req), ncclSuccess);
+	/* 2048 bytes from a 1024-byte registration. */
+	assert_int_equal(net->isend(send, buf, 2048, 0, mh, NULL, &req), ncclInternalError);
+	assert_int_equal(harness_warn_count(), 2);
+	assert_int_equal(net->deregMr(send, mh), ncclSuccess);
+	assert_int_equal(net->deregMr(recv, rmh), ncclSuccess);
+	assert_int_equal(net->closeSend(send), ncclSuccess);
+	assert_int_equal(net->closeRecv(recv), ncclSuccess);
+}
+
+static void test_corrupt_handles(void **state)
+{
+	char handle[NCCL_NET_HANDLE_MAXSIZE], bad[NCCL_NET_HANDLE_MAXSIZE];
+	void *lc, *send = NULL, *recv = NULL;
+
+	(void)state;
+	assert_int_equal(net->listen(ctx, 0, handle, &lc), ncclSuccess);
+	harness_reset_warn();
+	/* Zeros, random bytes, and every single-byte corruption of a real one. */
+	memset(bad, 0, sizeof(bad));
+	assert_int_equal(net->connect(ctx, 0, bad, &send, NULL), ncclInvalidArgument);
+	for (size_t i = 0; i < sizeof(bad); i++)
+		bad[i] = (char)(i * 37 + 11);
+	assert_int_equal(net->connect(ctx, 0, bad, &send, NULL), ncclInvalidArgument);
+	for (size_t i = 0; i < sizeof(handle); i++) {
+		memcpy(bad, handle, sizeof(bad));
+		bad[i] ^= 0x40;
+		assert_int_equal(net->connect(ctx, 0, bad, &send, NULL), ncclInvalidArgument);
+		assert_null(send);
+	}
+	assert_int_equal(harness_warn_count(), 2 + NCCL_NET_HANDLE_MAXSIZE);
+	/* The listener is unharmed and still serves the real handle. */
+	for (int i = 0; i < 100000 && (!send || !recv); i++) {
+		if (!send)
+			assert_int_equal(net->connect(ctx, 0, handle, &send, NULL), ncclSuccess);
+		if (!recv)
+			assert_int_equal(net->accept(lc, &recv, NULL), ncclSuccess);
+	}
+	assert_non_null(send);
+	assert_non_null(recv);
+	assert_int_equal(net->closeListen(lc), ncclSuccess);
+	assert_int_equal(net->closeSend(send), ncclSuccess);
+	assert_int_equal(net->closeRecv(recv), ncclSuccess);
+}
+
+static void test_listener_gone(void **state)
+{
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+	void *lc, *send = NULL;
+	double start = harness_now();
+	int rc = ncclSuccess;
+
+	(void)state;
+	assert_int_equal(net->listen(ctx, 0, handle, &lc), ncclSuccess);
+	assert_int_equal(net->closeListen(lc), ncclSuccess);
+	harness_reset_warn();
+	while (rc == ncclSuccess && !send && harness_now() - start < 10)
+		rc = net->connect(ctx, 0, handle, &send, NULL);
+	assert_int_equal(rc, ncclRemoteError);
+	assert_null(send);
+	assert_int_equal(harness_warn_count(), 1);
+	assert_true(harness_now() - start < 5);
+}
+
+/* ---- several threads, each with its own comms --------------------------- */
+
+struct thread_arg {
+	int id;
+	int failures;
+};
+
+static void *thread_main(void *p)
+{
+	struct thread_arg *a = p;
+	ncclNetCommConfig_v11_t cfg = { .trafficClass = -1 };
+	uint64_t seed = (uint64_t)a->id;
+	uint8_t *src = malloc(MIB), *dst = malloc(MIB + 64);
+	void *tctx = NULL, *send, *recv;
+
+	if (net->init(&tctx, (uint64_t)a->id, &cfg, harness_logger, NULL) ||
+	    harness_pair(tctx, &send, &recv)) {
+		a->failures++;
+		goto out;
+	}
+	for (uint64_t m = 0; m < 300; m++) {
+		size_t size = message_size(&seed), cap = size + 64;
+		void *sreq, *rreq, *d = dst;
+		int got = -1;
+
+		pattern_fill(src, size, m + (uint64_t)a->id * 1000);
+		memset(dst, 0, cap);
+		if (net->irecv(recv, 1, &d, &cap, (int[]){ 0 }, NULL, NULL, &rreq) ||
+		    post_send(send, src, size, &sreq, 5) || harness_wait(sreq, NULL, 10) ||
+		    harness_wait(rreq, &got, 10) || got != (int)size ||
+		    pattern_check(dst, size, m + (uint64_t)a->id * 1000) != size) {
+			a->failures++;
+			break;
+		}
+	}
+	net->closeSend(send);
+	net->closeRecv(recv);
+	net->finalize(tctx);
+out:
+	free(src);
+	free(dst);
+	return NULL;
+}
+
+static void test_threads_own_comms(void **state)
+{
+	enum { T = 6 };
+	pthread_t th[T];
+	struct thread_arg args[T];
+
+	(void)state;
+	for (int i = 0; i < T; i++) {
+		args[i] = (struct thread_arg){ .id = i + 1 };
+		assert_int_equal(pthread_create(&th[i], NULL, thread_main, &args[i]), 0);
+	}
+	for (int i = 0; i < T; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(args[i].failures, 0);
+	}
+}
+
+/* ---- real processes ----------------------------------------------------- */
+
+enum { STREAM_MESSAGES = 3000, STREAM_WINDOW = 8 };
+
+/* The sending process: connects with the handle it is given and streams
+ * STREAM_MESSAGES messages, up to STREAM_WINDOW in flight. */
+static int stream_sender(int sock, int die_after)
+{
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+	uint8_t *bufs[STREAM_WINDOW];
+	void *reqs[STREAM_WINDOW] = { 0 };
+	uint64_t seed = 12345;
+	void *cctx = harness_init(), *send = NULL;
+	double end = harness_now() + 20;
+
+	if (!cctx || harness_recv_all(sock, handle, sizeof(handle)))
+		return 10;
+	while (!send && harness_now() < end)
+		if (net->connect(cctx, 0, handle, &send, NULL))
+			return 11;
+	if (!send)
+		return 12;
+	for (int i = 0; i < STREAM_WINDOW; i++)
+		bufs[i] = malloc(MIB);
+	for (uint64_t m = 0; m < STREAM_MESSAGES; m++) {
+		int slot = (int)(m % STREAM_WINDOW);
+		size_t size = message_size(&seed);
+
+		if (reqs[slot] && harness_wait(reqs[slot], NULL, 20))
+			return 13;
+		if ((int)m == die_after)
+			raise(SIGKILL);
+		pattern_fill(bufs[slot], size, m);
+		if (post_send(send, bufs[slot], size, &reqs[slot], 20))
+			return 14;
+	}
+	for (int i = 0; i < STREAM_WINDOW; i++)
+		if (reqs[i] && harness_wait(reqs[i], NULL, 20))
+			return 15;
+	/* Keep the connection until the receiver has everything. */
+	harness_recv_all(sock, handle, 1);
+	net->closeSend(send);
+	net->finalize(cctx);
+	return 0;
+}
+
+static int stream_receive(void *recv, int expect_death)
+{
+	uint8_t *bufs[STREAM_WINDOW];
+	void *reqs[STREAM_WINDOW] = { 0 };
+	size_t caps[STREAM_WINDOW];
+	uint64_t seed = 12345;
+	int rc = 0;
+
+	for (int i = 0; i < STREAM_WINDOW; i++)
+		bufs[i] = malloc(MIB + 4096);
+	for (uint64_t m = 0; m < STREAM_MESSAGES + STREAM_WINDOW && !rc; m++) {
+		int slot = (int)(m % STREAM_WINDOW);
+		uint64_t done_msg = m - STREAM_WINDOW;
+		static size_t expect[STREAM_WINDOW];
+
+		if (m >= STREAM_WINDOW) {
+			int got = -1;
+
+			rc = harness_wait(reqs[slot], &got, 20);
+			if (rc)
+				break;
+			if (got != (int)expect[slot] ||
+			    pattern_check(bufs[slot], expect[slot], done_msg) != expect[slot]) {
+				print_error("message %llu: got %d bytes, expected %zu, first bad byte %zu\n",
+					    (unsigned long long)done_msg, got, expect[slot],
+					    pattern_check(bufs[slot], expect[slot], done_msg));
+				rc = -1;
+				break;
+			}
+		}
+		if (m < STREAM_MESSAGES) {
+			void *d = bufs[slot];
+
+			expect[slot] = message_size(&seed);
+			caps[slot] = expect[slot] + (m % 3) * 1000;	/* often larger than sent */
+			memset(bufs[slot], 0, caps[slot]);
+			rc = net->irecv(recv, 1, &d, &caps[slot], (int[]){ 0 }, NULL, NULL, &reqs[slot]);
+		}
+	}
+	for (int i = 0; i < STREAM_WINDOW; i++)
+		free(bufs[i]);
+	(void)expect_death;
+	return rc;
+}
+
+static pid_t spawn_sender(void *handle, int die_after, int *sock)
+{
+	int sv[2];
+	pid_t pid;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(sv[0]);
+		_exit(stream_sender(sv[1], die_after));
+	}
+	close(sv[1]);
+	assert_int_equal(harness_send_all(sv[0], handle, NCCL_NET_HANDLE_MAXSIZE), 0);
+	*sock = sv[0];
+	return pid;
+}
+
+static void *accept_from(void *lc)
+{
+	void *recv = NULL;
+	double end = harness_now() + 20;
+
+	while (!recv && harness_now() < end)
+		assert_int_equal(net->accept(lc, &recv, NULL), ncclSuccess);
+	assert_non_null(recv);
+	assert_int_equal(net->closeListen(lc), ncclSuccess);
+	return recv;
+}
+
+static void test_process_stream(void **state)
+{
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+	void *lc, *recv;
+	int sock, status;
+	pid_t pid;
+
+	(void)state;
+	assert_int_equal(net->listen(ctx, 0, handle, &lc), ncclSuccess);
+	pid = spawn_sender(handle, -1, &sock);
+	recv = accept_from(lc);
+	assert_int_equal(stream_receive(recv, 0), 0);
+	assert_int_equal(harness_send_all(sock, "x", 1), 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	close(sock);
+	assert_int_equal(net->closeRecv(recv), ncclSuccess);
+}
+
+static void test_dead_sender(void **state)
+{
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+	void *lc, *recv;
+	int sock, status, rc;
+	double start;
+	pid_t pid;
+
+	(void)state;
+	assert_int_equal(net->listen(ctx, 0, handle, &lc), ncclSuccess);
+	pid = spawn_sender(handle, 100, &sock);
+	recv = accept_from(lc);
+	harness_reset_warn();
+	start = harness_now();
+	rc = stream_receive(recv, 1);
+	assert_int_equal(rc, ncclRemoteError);
+	assert_true(harness_now() - start < 5);
+	assert_int_equal(harness_warn_count(), 1);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status));
+	close(sock);
+	assert_int_equal(net->closeRecv(recv), ncclSuccess);
+}
+
+static void test_dead_receiver(void **state)
+{
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+	uint8_t *big = malloc(64 * MIB);
+	void *lc, *send = NULL, *req = NULL;
+	int sv[2], status, done = 0, rc = ncclSuccess;
+	double end, start;
+	pid_t pid;
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		/* The receiver: accept, post one big receive, take a little, die. */
+		void *cctx = harness_init(), *recv = NULL, *rreq, *d;
+		size_t cap = 64 * MIB;
+		char h[NCCL_NET_HANDLE_MAXSIZE];
+
+		close(sv[0]);
+		d = malloc(cap);
+		if (!cctx || net->listen(cctx, 0, h, &lc) || harness_send_all(sv[1], h, sizeof(h)))
+			_exit(2);
+		while (!recv)
+			if (net->accept(lc, &recv, NULL))
+				_exit(3);
+		if (net->irecv(recv, 1, &d, &cap, (int[]){ 0 }, NULL, NULL, &rreq))
+			_exit(4);
+		for (int i = 0; i < 1000; i++)
+			net->test(rreq, &done, (int[64]){ 0 });
+		raise(SIGKILL);
+	}
+	close(sv[1]);
+	assert_int_equal(harness_recv_all(sv[0], handle, sizeof(handle)), 0);
+	end = harness_now() + 20;
+	while (!send && harness_now() < end)
+		assert_int_equal(net->connect(ctx, 0, handle, &send, NULL), ncclSuccess);
+	assert_non_null(send);
+	pattern_fill(big, 64 * MIB, 3);
+	harness_reset_warn();
+	start = harness_now();
+	/* The death shows in isend (which starts copying at once) or in test. */
+	rc = post_send(send, big, 64 * MIB, &req, 20);
+	while (rc == ncclSuccess && !done && harness_now() - start < 10)
+		rc = net->test(req, &done, NULL);
+	assert_int_equal(rc, ncclRemoteError);
+	assert_int_equal(done, 0);
+	assert_true(harness_now() - start < 5);
+	assert_int_equal(harness_warn_count(), 1);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status));
+	/* Later calls keep failing the same way, quietly for the caller. */
+	assert_int_equal(net->isend(send, big, 10, 0, NULL, NULL, &req), ncclRemoteError);
+	assert_int_equal(net->closeSend(send), ncclSuccess);
+	close(sv[0]);
+	free(big);
+}
+
+/* ---- environment handling, in fresh processes --------------------------- */
+
+/* Runs this binary again with extra environment and a mode argument; the
+ * plugin parses its environment once per process, so a new one is needed. */
+static int run_child(const char *mode, const char *const *env)
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid == 0) {
+		for (; *env; env += 2)
+			setenv(env[0], env[1], 1);
+		execl("/proc/self/exe", "test_net", mode, (char *)NULL);
+		_exit(99);
+	}
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+static void test_bad_env_fails_init(void **state)
+{
+	static const char *const cases[][2] = {
+		{ "NCCL_CUMEM_POOL_SIZE", "banana" },
+		{ "NCCL_PASS_SM", "maybe" },
+		{ "NCCL_CUMEM_GROWTH_FACTOR", "-2" },
+		{ "NCCL_SYMMEM_BACKEND", "carrier-pigeon" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *env[] = { cases[i][0], cases[i][1], "EXPECT_VAR", cases[i][0], NULL };
+
+		assert_int_equal(run_child("--child-bad-env", env), 0);
+	}
+}
+
+static void test_accept_timeout(void **state)
+{
+	const char *env[] = { "NCCL_SYMMEM_CONNECT_TIMEOUT", "0.5", NULL };
+
+	(void)state;
+	assert_int_equal(run_child("--child-accept-timeout", env), 0);
+}
+
+/* init must fail with ncclInvalidUsage and exactly one WARN naming the
+ * variable and its value; finalize(NULL) afterwards is harmless. */
+static int child_bad_env(void)
+{
+	const char *var = getenv("EXPECT_VAR");
+	ncclNetCommConfig_v11_t cfg = { .trafficClass = -1 };
+	void *c = (void *)0x5;
+
+	if (!harness_open())
+		return 10;
+	if (net->init(&c, 1, &cfg, harness_logger, NULL) != ncclInvalidUsage)
+		return 11;
+	if (c != NULL || harness_warn_count() != 1)
+		return 12;
+	if (!strstr(harness_last_warn(), var) || !strstr(harness_last_warn(), getenv(var)))
+		return 13;
+	if (net->finalize(NULL) != ncclSuccess)
+		return 14;
+	return 0;
+}
+
+static int child_accept_timeout(void)
+{
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+	void *c, *lc, *recv = NULL;
+	double start;
+	int rc = ncclSuccess;
+
+	if (!harness_open() || !(c = harness_init()))
+		return 10;
+	if (net->listen(c, 0, handle, &lc))
+		return 11;
+	start = harness_now();
+	while (rc == ncclSuccess && !recv && harness_now() - start < 10)
+		rc = net->accept(lc, &recv, NULL);
+	if (rc != ncclRemoteError || recv)
+		return 12;
+	if (harness_now() - start > 3 || harness_warn_count() != 1)
+		return 13;
+	net->closeListen(lc);
+	net->finalize(c);
+	return 0;
+}
+
+static int setup(void **state)
+{
+	*state = harness_open();
+	if (!*state)
+		return -1;
+	ctx = harness_init();
+	return ctx ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	return net->finalize(ctx) == ncclSuccess ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_exported_versions),
+		cmocka_unit_test(test_properties),
+		cmocka_unit_test(test_one_thread_fifo),
+		cmocka_unit_test(test_send_waits_for_receive),
+		cmocka_unit_test(test_oversized_send),
+		cmocka_unit_test(test_32_in_flight),
+		cmocka_unit_test(test_close_with_requests_in_flight),
+		cmocka_unit_test(test_double_close_and_bad_objects),
+		cmocka_unit_test(test_registration),
+		cmocka_unit_test(test_corrupt_handles),
+		cmocka_unit_test(test_listener_gone),
+		cmocka_unit_test(test_threads_own_comms),
+		cmocka_unit_test(test_process_stream),
+		cmocka_unit_test(test_dead_sender),
+		cmocka_unit_test(test_dead_receiver),
+		cmocka_unit_test(test_bad_env_fails_init),
+		cmocka_unit_test(test_accept_timeout),
+	};
+
+	if (argc > 1 && !strcmp(argv[1], "--child-bad-env"))
+		return child_bad_env();
+	if (argc > 1 && !strcmp(argv[1], "--child-accept-timeout"))
+		return child_accept_timeout();
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

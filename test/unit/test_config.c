@@ -1,0 +1,1395 @@
+/* Unit tests for plugin/config.c.
+ *
+ * config_parse() and config_describe() are driven through a table-backed
+ * getenv so every case states its whole environment.  config_get() and
+ * config_unknown_vars() read the real environment and config_get() parses
+ * only once per process, so those run in a fork()ed child that reports
+ * through its exit status (cmocka's asserts must not run in the child: a
+ * failure would longjmp into the child's copy of the test runner). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <ctype.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "config.h"
+
+#define ERRLEN 512
+
+/* The accepted-form fragments each error message must carry. */
+#define BOOL_FORM "0/1, true/false, yes/no, on/off"
+#define TRI_FORM "<0 auto, 0 off, >0 on"
+#define SIZE_FORM "4096, 64K, 2MB, 4GB, 1GiB"
+#define FACTOR_FORM "1..16"
+#define SECONDS_FORM "> 0 and <= 86400"
+#define BACKEND_FORM "auto, shm, tcp, ib"
+#define HCA_FORM "[^][=]name[:port]"
+#define IFNAME_FORM "[^][=]prefix[,prefix...]"
+
+struct kv {
+	const char *name;
+	const char *value;
+};
+
+/* Every variable, listed here independently of config.c's table so that a
+ * variable dropped from that table shows up as a failure. */
+static const char *const all_names[] = {
+	"NCCL_PASS_SM",
+	"NCCL_CUMEM_ENABLE",
+	"NCCL_CUMEM_HOST_ENABLE",
+	"NCCL_CUMEM_POOL_SIZE",
+	"NCCL_CUMEM_MAX_SIZE",
+	"NCCL_CUMEM_TRIM_THRESHOLD",
+	"NCCL_CUMEM_PREALLOC",
+	"NCCL_CUMEM_GROWTH_FACTOR",
+	"NCCL_CUMEM_MONITOR",
+	"NCCL_CUMEM_MONITOR_INTERVAL",
+	"NCCL_SM_FREE_VERBOSE",
+	"NCCL_ZERO_COPY",
+	"NCCL_DMA_ENABLE",
+	"NCCL_DIRECT_PATH",
+	"NCCL_ENABLE_FAULT_TOLERANCE",
+	"NCCL_IB_HCA",
+	"NCCL_SOCKET_IFNAME",
+	"NCCL_SYMMEM_STREAMS",
+	"NCCL_SYMMEM_CHUNK_SIZE",
+	"NCCL_SYMMEM_HOST_RING_SIZE",
+	"NCCL_SYMMEM_CONNECT_TIMEOUT",
+	"NCCL_SYMMEM_BACKEND",
+	"NCCL_SYMMEM_PASS_SM_CHANNELS",
+};
+
+#define NNAMES (sizeof(all_names) / sizeof(all_names[0]))
+
+static const struct {
+	const char *name;
+	size_t off;
+	int def;
+} bool_vars[] = {
+	{ "NCCL_PASS_SM", offsetof(struct config, pass_sm), 0 },
+	{ "NCCL_CUMEM_PREALLOC", offsetof(struct config, pool_prealloc), 0 },
+	{ "NCCL_CUMEM_MONITOR", offsetof(struct config, monitor), 0 },
+	{ "NCCL_SM_FREE_VERBOSE", offsetof(struct config, verbose), 0 },
+	{ "NCCL_ZERO_COPY", offsetof(struct config, zero_copy), 1 },
+	{ "NCCL_DMA_ENABLE", offsetof(struct config, dma_enable), 1 },
+	{ "NCCL_DIRECT_PATH", offsetof(struct config, direct_path), 1 },
+	{ "NCCL_ENABLE_FAULT_TOLERANCE", offsetof(struct config, fault_tolerance), 0 },
+};
+
+#define NBOOLS (sizeof(bool_vars) / sizeof(bool_vars[0]))
+
+static const char *const bool_true[] = { "1", "true", "yes", "on" };
+static const char *const bool_false[] = { "0", "false", "no", "off" };
+
+/* ---- helpers ---------------------------------------------------------- */
+
+/* `arg` is an array of kv ending with a NULL name. */
+static const char *table_get(const char *name, void *arg)
+{
+	const struct kv *kv = arg;
+
+	for (; kv && kv->name; kv++) {
+		if (strcmp(kv->name, name) == 0)
+			return kv->value;
+	}
+	return NULL;
+}
+
+static int parse_one(const char *name, const char *value, struct config *cfg, char *err)
+{
+	struct kv env[] = { { name, value }, { NULL, NULL } };
+
+	return config_parse(cfg, table_get, env, err, ERRLEN);
+}
+
+static void assert_contains(const char *hay, const char *needle)
+{
+	if (!strstr(hay, needle))
+		fail_msg("expected \"%s\" in \"%s\"", needle, hay);
+}
+
+static void assert_lacks(const char *hay, const char *needle)
+{
+	if (strstr(hay, needle))
+		fail_msg("did not expect \"%s\" in \"%s\"", needle, hay);
+}
+
+static int field_int(const struct config *cfg, size_t off)
+{
+	return *(const int *)((const char *)cfg + off);
+}
+
+/* Parses NAME=VALUE alone and insists it succeeds. */
+static void accept_one(const char *name, const char *value, struct config *cfg)
+{
+	char err[ERRLEN];
+
+	if (parse_one(name, value, cfg, err) != 0)
+		fail_msg("%s='%s' rejected: %s", name, value, err);
+	assert_string_equal(err, "");
+}
+
+/* Parses NAME=VALUE alone and insists it fails with one line naming the
+ * variable, the value as given, and the accepted form. */
+static void reject_one(const char *name, const char *value, const char *form)
+{
+	struct config cfg;
+	char err[ERRLEN], quoted[ERRLEN];
+
+	if (parse_one(name, value, &cfg, err) != -1)
+		fail_msg("%s='%s' accepted, expected an error", name, value);
+	snprintf(quoted, sizeof(quoted), "'%s'", value);
+	assert_contains(err, name);
+	assert_contains(err, quoted);
+	assert_contains(err, "(accepted: ");
+	assert_contains(err, form);
+	assert_null(strchr(err, '\n'));
+}
+
+/* Same as reject_one, and also checks what was said to be wrong. */
+static void reject_why(const char *name, const char *value, const char *form, const char *why)
+{
+	struct config cfg;
+	char err[ERRLEN];
+
+	reject_one(name, value, form);
+	assert_int_equal(parse_one(name, value, &cfg, err), -1);
+	assert_contains(err, why);
+}
+
+struct lines {
+	int n;
+	char line[64][512];
+};
+
+static void collect(const char *line, void *arg)
+{
+	struct lines *l = arg;
+
+	assert_true(l->n < 64);
+	assert_true(strlen(line) < sizeof(l->line[0]));
+	strcpy(l->line[l->n++], line);
+}
+
+static int count_line(const struct lines *l, const char *want)
+{
+	int hits = 0;
+
+	for (int i = 0; i < l->n; i++)
+		hits += strcmp(l->line[i], want) == 0;
+	return hits;
+}
+
+static void assert_line(const struct lines *l, const char *want)
+{
+	int hits = count_line(l, want);
+
+	if (hits != 1)
+		fail_msg("line \"%s\" appears %d times, expected once", want, hits);
+}
+
+/* The value part of the line for `name`, as described for `env`. */
+static void describe_value(struct kv *env, const char *name, char *out, size_t len)
+{
+	struct config cfg;
+	struct lines l = { 0 };
+	char err[ERRLEN];
+	size_t n = strlen(name);
+
+	if (config_parse(&cfg, table_get, env, err, sizeof(err)) != 0)
+		fail_msg("parse failed: %s", err);
+	config_describe(&cfg, table_get, env, 1, collect, &l);
+	for (int i = 0; i < l.n; i++) {
+		char *sp;
+
+		if (strncmp(l.line[i], name, n) != 0 || l.line[i][n] != '=')
+			continue;
+		snprintf(out, len, "%s", l.line[i] + n + 1);
+		sp = strrchr(out, ' ');
+		assert_non_null(sp);
+		*sp = '\0';
+		return;
+	}
+	fail_msg("no line for %s", name);
+}
+
+/* Runs fn in a child and returns its exit status (or 255 on a signal). */
+static int run_in_child(int (*fn)(void))
+{
+	pid_t pid;
+	int status;
+
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(fn());
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (!WIFEXITED(status))
+		return 255;
+	return WEXITSTATUS(status);
+}
+
+/* ---- defaults ---------------------------------------------------------- */
+
+static void check_defaults(const struct config *cfg)
+{
+	assert_int_equal(cfg->pass_sm, 0);
+	assert_int_equal(cfg->cumem_enable, CONFIG_AUTO);
+	assert_int_equal(cfg->cumem_host_enable, CONFIG_AUTO);
+	assert_true(cfg->pool_size == 64ULL << 20);
+	assert_int_equal(cfg->pool_prealloc, 0);
+	assert_true(cfg->pool_growth == 2.0);
+	assert_true(cfg->pool_max == 4ULL << 30);
+	assert_true(cfg->pool_trim == 256ULL << 20);
+	assert_int_equal(cfg->monitor, 0);
+	assert_true(cfg->monitor_interval == 10.0);
+	assert_int_equal(cfg->verbose, 0);
+	assert_int_equal(cfg->zero_copy, 1);
+	assert_int_equal(cfg->dma_enable, 1);
+	assert_int_equal(cfg->direct_path, 1);
+	assert_int_equal(cfg->fault_tolerance, 0);
+	assert_string_equal(cfg->ib_hca, "");
+	assert_string_equal(cfg->socket_ifname, "");
+	assert_int_equal(cfg->streams, 2);
+	assert_true(cfg->chunk_size == 512ULL << 10);
+	assert_true(cfg->host_ring_size == 4ULL << 20);
+	assert_true(cfg->connect_timeout == 120.0);
+	assert_int_equal(cfg->backend, CONFIG_BACKEND_AUTO);
+	assert_int_equal(cfg->pass_sm_channels, 2);
+}
+
+static void test_defaults(void **state)
+{
+	struct kv env[] = { { "UNRELATED", "x" }, { NULL, NULL } };
+	struct config cfg;
+	char err[ERRLEN] = "stale";
+
+	(void)state;
+	/* Garbage first, so a default that is never written shows up. */
+	memset(&cfg, 0xa5, sizeof(cfg));
+	assert_int_equal(config_parse(&cfg, table_get, env, err, sizeof(err)), 0);
+	assert_string_equal(err, "");
+	check_defaults(&cfg);
+
+	memset(&cfg, 0x5a, sizeof(cfg));
+	assert_int_equal(config_parse(&cfg, NULL, NULL, err, sizeof(err)), 0);
+	check_defaults(&cfg);
+}
+
+/* ---- booleans ---------------------------------------------------------- */
+
+/* Writes `word` in one of several spellings: lower, upper, capitalised,
+ * alternating, and padded with whitespace. */
+static void spell(const char *word, int how, char *out, size_t len)
+{
+	size_t i, n = strlen(word);
+	char *p = out;
+
+	assert_true(n + 5 < len);
+	if (how == 4) {
+		strcpy(p, " \t");
+		p += 2;
+	}
+	for (i = 0; i < n; i++) {
+		int c = (unsigned char)word[i];
+
+		switch (how) {
+		case 1: c = toupper(c); break;
+		case 2: c = i == 0 ? toupper(c) : c; break;
+		case 3: c = i % 2 ? toupper(c) : c; break;
+		default: break;
+		}
+		*p++ = (char)c;
+	}
+	if (how == 4) {
+		strcpy(p, " \n");
+		p += 2;
+	}
+	*p = '\0';
+}
+
+static void test_parse_bool_words(void **state)
+{
+	char buf[32];
+
+	(void)state;
+	for (size_t w = 0; w < 4; w++) {
+		for (int how = 0; how < 5; how++) {
+			int v = 42;
+
+			spell(bool_true[w], how, buf, sizeof(buf));
+			if (config_parse_bool(buf, &v) != 0)
+				fail_msg("'%s' rejected", buf);
+			assert_int_equal(v, 1);
+
+			v = 42;
+			spell(bool_false[w], how, buf, sizeof(buf));
+			if (config_parse_bool(buf, &v) != 0)
+				fail_msg("'%s' rejected", buf);
+			assert_int_equal(v, 0);
+		}
+	}
+}
+
+static void test_parse_bool_rejects(void **state)
+{
+	static const char *const bad[] = {
+		"maybe", "2", "", "   ", "tru", "truee", "yess", "o", "of", "1 0", "y", "n",
+		"t", "f", "enable", "-1", "01", "on1", "0x1", "true false", "\"1\"",
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int v = 42;
+
+		if (config_parse_bool(bad[i], &v) != -1)
+			fail_msg("'%s' accepted", bad[i]);
+		assert_int_equal(v, 42);
+	}
+}
+
+static void test_bool_vars_accept(void **state)
+{
+	struct config cfg;
+	char buf[32];
+
+	(void)state;
+	for (size_t b = 0; b < NBOOLS; b++) {
+		for (size_t w = 0; w < 4; w++) {
+			for (int how = 0; how < 5; how++) {
+				spell(bool_true[w], how, buf, sizeof(buf));
+				accept_one(bool_vars[b].name, buf, &cfg);
+				assert_int_equal(field_int(&cfg, bool_vars[b].off), 1);
+
+				spell(bool_false[w], how, buf, sizeof(buf));
+				accept_one(bool_vars[b].name, buf, &cfg);
+				assert_int_equal(field_int(&cfg, bool_vars[b].off), 0);
+			}
+		}
+		/* Unset gives the default. */
+		assert_int_equal(parse_one("OTHER", "1", &cfg, NULL), 0);
+		assert_int_equal(field_int(&cfg, bool_vars[b].off), bool_vars[b].def);
+	}
+}
+
+static void test_bool_vars_reject(void **state)
+{
+	static const char *const bad[] = { "maybe", "2", "-1", "yes please", "nope", "1.0" };
+
+	(void)state;
+	for (size_t b = 0; b < NBOOLS; b++) {
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+			reject_why(bool_vars[b].name, bad[i], BOOL_FORM, "is not a boolean");
+		reject_why(bool_vars[b].name, "", BOOL_FORM, "is empty");
+	}
+}
+
+/* ---- tristates --------------------------------------------------------- */
+
+static void test_tristate_accepts(void **state)
+{
+	static const struct {
+		const char *value;
+		int want;
+	} cases[] = {
+		{ "-1", CONFIG_AUTO }, { "-5", CONFIG_AUTO },
+		{ "-100000000000000000000000000", CONFIG_AUTO }, { "-0x1", CONFIG_AUTO },
+		{ "0", CONFIG_OFF }, { "-0", CONFIG_OFF }, { "000", CONFIG_OFF }, { "0x0", CONFIG_OFF },
+		{ "1", CONFIG_ON }, { "2", CONFIG_ON }, { "+7", CONFIG_ON }, { "010", CONFIG_ON },
+		{ "99999999999999999999999", CONFIG_ON }, { "0x10", CONFIG_ON }, { "0XfF", CONFIG_ON },
+		{ " 1 ", CONFIG_ON }, { "\t-1\n", CONFIG_AUTO },
+		{ "true", CONFIG_ON }, { "TRUE", CONFIG_ON }, { "Yes", CONFIG_ON }, { "on", CONFIG_ON },
+		{ "false", CONFIG_OFF }, { "No", CONFIG_OFF }, { "OFF", CONFIG_OFF }, { " off ", CONFIG_OFF },
+	};
+	struct config cfg;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		accept_one("NCCL_CUMEM_ENABLE", cases[i].value, &cfg);
+		if (cfg.cumem_enable != cases[i].want)
+			fail_msg("NCCL_CUMEM_ENABLE='%s' gave %d, want %d", cases[i].value,
+				 cfg.cumem_enable, cases[i].want);
+		assert_int_equal(cfg.cumem_host_enable, CONFIG_AUTO);
+
+		accept_one("NCCL_CUMEM_HOST_ENABLE", cases[i].value, &cfg);
+		if (cfg.cumem_host_enable != cases[i].want)
+			fail_msg("NCCL_CUMEM_HOST_ENABLE='%s' gave %d, want %d", cases[i].value,
+				 cfg.cumem_host_enable, cases[i].want);
+		assert_int_equal(cfg.cumem_enable, CONFIG_AUTO);
+	}
+}
+
+static void test_tristate_rejects(void **state)
+{
+	static const char *const bad[] = {
+		"banana", "1x", "-", "+", "1.5", "auto", "0x", "0xg", "- 1", "1 2", "--1", "1e3", "maybe",
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		reject_why("NCCL_CUMEM_ENABLE", bad[i], TRI_FORM, "is not an integer");
+		reject_one("NCCL_CUMEM_HOST_ENABLE", bad[i], TRI_FORM);
+	}
+	reject_why("NCCL_CUMEM_ENABLE", "", TRI_FORM, "is empty");
+}
+
+/* ---- sizes ------------------------------------------------------------- */
+
+static void test_parse_size_units(void **state)
+{
+	static const struct {
+		const char *s;
+		uint64_t want;
+	} cases[] = {
+		{ "0", 0 }, { "1", 1 }, { "4096", 4096 }, { "00012K", 12ULL << 10 },
+		{ "64K", 64ULL << 10 }, { "64k", 64ULL << 10 }, { "64KB", 64ULL << 10 },
+		{ "64kB", 64ULL << 10 }, { "64Kb", 64ULL << 10 }, { "64kb", 64ULL << 10 },
+		{ "64KiB", 64ULL << 10 }, { "64kib", 64ULL << 10 }, { "64KIB", 64ULL << 10 },
+		{ "2M", 2ULL << 20 }, { "2m", 2ULL << 20 }, { "2MB", 2ULL << 20 }, { "2mb", 2ULL << 20 },
+		{ "2MiB", 2ULL << 20 }, { "2mib", 2ULL << 20 }, { "2MIB", 2ULL << 20 },
+		{ "4G", 4ULL << 30 }, { "4g", 4ULL << 30 }, { "4GB", 4ULL << 30 }, { "4gb", 4ULL << 30 },
+		{ "4GiB", 4ULL << 30 }, { "4gIb", 4ULL << 30 },
+		{ "1T", 1ULL << 40 }, { "1t", 1ULL << 40 }, { "1TB", 1ULL << 40 }, { "1tb", 1ULL << 40 },
+		{ "1TiB", 1ULL << 40 }, { "1TIB", 1ULL << 40 },
+		/* One space between number and unit is allowed. */
+		{ "64 K", 64ULL << 10 }, { "64 MiB", 64ULL << 20 }, { "3 gb", 3ULL << 30 },
+		/* Surrounding whitespace is tolerated. */
+		{ " 64K ", 64ULL << 10 }, { "\t8M\n", 8ULL << 20 }, { "64 ", 64 },
+		{ "18446744073709551615", UINT64_MAX },
+		{ "16777215T", 16777215ULL << 40 },
+		{ "17179869183G", 17179869183ULL << 30 },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint64_t v = 42;
+
+		if (config_parse_size(cases[i].s, &v) != 0)
+			fail_msg("'%s' rejected", cases[i].s);
+		if (v != cases[i].want)
+			fail_msg("'%s' gave %llu, want %llu", cases[i].s, (unsigned long long)v,
+				 (unsigned long long)cases[i].want);
+	}
+}
+
+static void test_parse_size_rejects(void **state)
+{
+	static const char *const bad[] = {
+		"banana", "", "   ", "-1", "+5", "1.5M", "0.5", "64  K", "64\tK", "K", "KiB", "64X",
+		"64KBB", "64B", "64KiBs", "64Ki", "64 K B", "6 4K", "64P", "64E", "0x10", "1e3",
+		"18446744073709551616", "99999999999999999999", "16777216T", "17179869184G",
+		"99999999999999999999K", "64,5K", "64K-", "- 1",
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		uint64_t v = 42;
+
+		if (config_parse_size(bad[i], &v) != -1)
+			fail_msg("'%s' accepted", bad[i]);
+		assert_true(v == 42);
+	}
+}
+
+static void test_size_vars(void **state)
+{
+	struct config cfg;
+	char err[ERRLEN];
+
+	(void)state;
+	accept_one("NCCL_CUMEM_POOL_SIZE", "1G", &cfg);
+	assert_true(cfg.pool_size == 1ULL << 30);
+	accept_one("NCCL_CUMEM_POOL_SIZE", "0", &cfg);
+	assert_true(cfg.pool_size == 0);
+	accept_one("NCCL_CUMEM_MAX_SIZE", "16 GiB", &cfg);
+	assert_true(cfg.pool_max == 16ULL << 30);
+	accept_one("NCCL_CUMEM_TRIM_THRESHOLD", "1mb", &cfg);
+	assert_true(cfg.pool_trim == 1ULL << 20);
+	accept_one("NCCL_CUMEM_TRIM_THRESHOLD", "0", &cfg);
+	assert_true(cfg.pool_trim == 0);
+
+	/* The message the brief quotes, word for word. */
+	assert_int_equal(parse_one("NCCL_CUMEM_POOL_SIZE", "banana", &cfg, err), -1);
+	assert_string_equal(err, "NCCL_CUMEM_POOL_SIZE='banana' is not a size "
+				 "(accepted: 4096, 64K, 2MB, 4GB, 1GiB)");
+
+	reject_why("NCCL_CUMEM_POOL_SIZE", "-64M", SIZE_FORM, "is not a size");
+	reject_why("NCCL_CUMEM_POOL_SIZE", "1.5G", SIZE_FORM, "is not a size");
+	reject_why("NCCL_CUMEM_POOL_SIZE", "16777216T", SIZE_FORM, "does not fit in 64 bits");
+	reject_why("NCCL_CUMEM_MAX_SIZE", "lots", SIZE_FORM, "is not a size");
+	reject_why("NCCL_CUMEM_MAX_SIZE", "99999999999999999999", SIZE_FORM, "does not fit in 64 bits");
+	reject_why("NCCL_CUMEM_TRIM_THRESHOLD", "256MBs", SIZE_FORM, "is not a size");
+	reject_why("NCCL_CUMEM_TRIM_THRESHOLD", "", SIZE_FORM, "is empty");
+}
+
+static void test_chunk_ring_ranges(void **state)
+{
+	struct kv env[3] = { { NULL, NULL } };
+	struct config cfg;
+	char err[ERRLEN];
+
+	(void)state;
+	accept_one("NCCL_SYMMEM_CHUNK_SIZE", "4K", &cfg);
+	assert_true(cfg.chunk_size == 4096);
+	accept_one("NCCL_SYMMEM_CHUNK_SIZE", "4096", &cfg);
+	assert_true(cfg.chunk_size == 4096);
+	accept_one("NCCL_SYMMEM_CHUNK_SIZE", "1M", &cfg);
+	assert_true(cfg.chunk_size == 1ULL << 20);
+	accept_one("NCCL_SYMMEM_HOST_RING_SIZE", "1G", &cfg);
+	assert_true(cfg.host_ring_size == 1ULL << 30);
+	accept_one("NCCL_SYMMEM_HOST_RING_SIZE", "512K", &cfg);
+	assert_true(cfg.host_ring_size == 512ULL << 10);
+
+	/* Both ends of both ranges, with the other variable out of the way. */
+	env[0] = (struct kv){ "NCCL_SYMMEM_CHUNK_SIZE", "1G" };
+	env[1] = (struct kv){ "NCCL_SYMMEM_HOST_RING_SIZE", "1G" };
+	assert_int_equal(config_parse(&cfg, table_get, env, err, sizeof(err)), 0);
+	assert_true(cfg.chunk_size == 1ULL << 30 && cfg.host_ring_size == 1ULL << 30);
+	env[0] = (struct kv){ "NCCL_SYMMEM_CHUNK_SIZE", "4K" };
+	env[1] = (struct kv){ "NCCL_SYMMEM_HOST_RING_SIZE", "64K" };
+	assert_int_equal(config_parse(&cfg, table_get, env, err, sizeof(err)), 0);
+	assert_true(cfg.chunk_size == 4096 && cfg.host_ring_size == 65536);
+
+	reject_why("NCCL_SYMMEM_CHUNK_SIZE", "4095", "4KiB..1GiB", "is out of range");
+	reject_why("NCCL_SYMMEM_CHUNK_SIZE", "0", "4KiB..1GiB", "is out of range");
+	reject_why("NCCL_SYMMEM_CHUNK_SIZE", "1073741825", "4KiB..1GiB", "is out of range");
+	reject_why("NCCL_SYMMEM_CHUNK_SIZE", "2G", "4KiB..1GiB", "is out of range");
+	reject_why("NCCL_SYMMEM_CHUNK_SIZE", "512Q", SIZE_FORM, "is not a size");
+	reject_why("NCCL_SYMMEM_HOST_RING_SIZE", "65535", "64KiB..1GiB", "is out of range");
+	reject_why("NCCL_SYMMEM_HOST_RING_SIZE", "1025M", "64KiB..1GiB", "is out of range");
+	reject_why("NCCL_SYMMEM_HOST_RING_SIZE", "4 M B", SIZE_FORM, "is not a size");
+}
+
+/* ---- decimals ---------------------------------------------------------- */
+
+static void test_growth_factor(void **state)
+{
+	static const struct {
+		const char *value;
+		double want;
+	} ok[] = {
+		{ "1", 1.0 }, { "1.0", 1.0 }, { "1.5", 1.5 }, { "2.5", 2.5 }, { "16", 16.0 },
+		{ "16.0", 16.0 }, { "+1.25", 1.25 }, { " 3 ", 3.0 }, { "01.50", 1.5 },
+		{ "15.999", 15.999 },
+	};
+	static const char *const range[] = { "-2", "0.5", "0", "16.01", "17", "-0", "99999999" };
+	static const char *const bad[] = {
+		"nan", "NaN", "inf", "2x", "1e1", ".5", "1.", "0x2", "1,5", "2 .5", "two", "--2", "1.2.3",
+	};
+	struct config cfg;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		accept_one("NCCL_CUMEM_GROWTH_FACTOR", ok[i].value, &cfg);
+		if (cfg.pool_growth != ok[i].want)
+			fail_msg("'%s' gave %.17g", ok[i].value, cfg.pool_growth);
+	}
+	for (size_t i = 0; i < sizeof(range) / sizeof(range[0]); i++)
+		reject_why("NCCL_CUMEM_GROWTH_FACTOR", range[i], FACTOR_FORM, "is out of range");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		reject_why("NCCL_CUMEM_GROWTH_FACTOR", bad[i], FACTOR_FORM, "is not a decimal number");
+}
+
+static void check_seconds(const char *name, size_t off)
+{
+	static const struct {
+		const char *value;
+		double want;
+	} ok[] = {
+		{ "0.5", 0.5 }, { "10", 10.0 }, { "86400", 86400.0 }, { "0.001", 0.001 },
+		{ " 30 ", 30.0 }, { "86400.0", 86400.0 },
+	};
+	static const char *const range[] = { "0", "0.0", "-1", "86400.5", "100000" };
+	static const char *const bad[] = { "abc", "nan", "10s", "1e2", "inf", "1:00" };
+	struct config cfg;
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		double got;
+
+		accept_one(name, ok[i].value, &cfg);
+		got = *(const double *)((const char *)&cfg + off);
+		if (got != ok[i].want)
+			fail_msg("%s='%s' gave %.17g", name, ok[i].value, got);
+	}
+	for (size_t i = 0; i < sizeof(range) / sizeof(range[0]); i++)
+		reject_why(name, range[i], SECONDS_FORM, "is out of range");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		reject_why(name, bad[i], SECONDS_FORM, "is not a decimal number");
+}
+
+static void test_seconds(void **state)
+{
+	(void)state;
+	check_seconds("NCCL_CUMEM_MONITOR_INTERVAL", offsetof(struct config, monitor_interval));
+	check_seconds("NCCL_SYMMEM_CONNECT_TIMEOUT", offsetof(struct config, connect_timeout));
+}
+
+/* ---- device lists ------------------------------------------------------ */
+
+static void test_ib_hca_accepts(void **state)
+{
+	static const char *const ok[] = {
+		"mlx5_0", "mlx5_0:1", "mlx5_0:1,mlx5_1:2", "^mlx5_0", "=mlx5_0:1",
+		"^=mlx5_0,mlx5_1", "a.b-c_D9", "mlx5", "mlx5_0:255", "mlx5_0:01", "x,y,z:3",
+	};
+	struct config cfg;
+	char longest[256];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		accept_one("NCCL_IB_HCA", ok[i], &cfg);
+		assert_string_equal(cfg.ib_hca, ok[i]);
+		assert_string_equal(cfg.socket_ifname, "");
+	}
+	/* 255 characters fill the buffer exactly. */
+	memset(longest, 'a', sizeof(longest) - 1);
+	longest[sizeof(longest) - 1] = '\0';
+	accept_one("NCCL_IB_HCA", longest, &cfg);
+	assert_string_equal(cfg.ib_hca, longest);
+}
+
+static void test_ib_hca_rejects(void **state)
+{
+	static const struct {
+		const char *value;
+		const char *why;
+	} bad[] = {
+		{ "^", "no names" }, { "=", "no names" }, { "^=", "no names" },
+		{ ",mlx5_0", "entry 1 is empty" }, { "mlx5_0,", "entry 2 is empty" },
+		{ "mlx5_0,,mlx5_1", "entry 2 is empty" },
+		{ "mlx5_0:", "entry 1: missing port after ':'" },
+		{ "mlx5_0:,mlx5_1", "entry 1: missing port after ':'" },
+		{ "mlx5_0:x", "entry 1: port is not a positive integer" },
+		{ "mlx5_0:-1", "entry 1: port is not a positive integer" },
+		{ "mlx5_0:1:2", "entry 1: port is not a positive integer" },
+		{ "mlx5_0:1x", "entry 1: port is not a positive integer" },
+		{ "mlx5_0:0", "entry 1: port is out of range" },
+		{ "mlx5_0:256", "entry 1: port is out of range" },
+		{ "mlx5_0:99999999999999999999", "entry 1: port is out of range" },
+		{ ":1", "entry 1 has a port but no name" },
+		{ "mlx5 0", "bad character ' '" }, { "mlx5_0;", "bad character ';'" },
+		{ "=^mlx5_0", "bad character '^'" }, { "^^mlx5_0", "bad character '^'" },
+		{ " mlx5_0", "bad character ' '" }, { "mlx5_0 ", "bad character ' '" },
+		{ "mlx5/0", "bad character '/'" }, { "mlx5_0,mlx5_1:y", "entry 2" },
+	};
+	char toolong[257], err[ERRLEN];
+	struct config cfg;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		reject_why("NCCL_IB_HCA", bad[i].value, HCA_FORM, bad[i].why);
+	reject_why("NCCL_IB_HCA", "", HCA_FORM, "is empty");
+	reject_why("NCCL_IB_HCA", "  ", HCA_FORM, "is empty");
+
+	memset(toolong, 'a', sizeof(toolong) - 1);
+	toolong[sizeof(toolong) - 1] = '\0';
+	assert_int_equal(parse_one("NCCL_IB_HCA", toolong, &cfg, err), -1);
+	assert_contains(err, "NCCL_IB_HCA='aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+	assert_contains(err, "is too long");
+	assert_contains(err, "at most 255 characters");
+	assert_contains(err, HCA_FORM);
+}
+
+static void test_socket_ifname(void **state)
+{
+	static const char *const ok[] = {
+		"eth0", "^docker,lo", "=eth0", "^=ib0,eth1", "eth0:1", "en", "br-1a2b.100", "a_b",
+	};
+	static const struct {
+		const char *value;
+		const char *why;
+	} bad[] = {
+		{ "eth0,", "entry 2 is empty" }, { ",eth0", "entry 1 is empty" },
+		{ "eth0,,eth1", "entry 2 is empty" }, { "eth 0", "bad character ' '" },
+		{ "eth0/1", "bad character '/'" }, { "eth*", "bad character '*'" },
+		{ "^", "no names" }, { "=", "no names" }, { " eth0", "bad character ' '" },
+		{ "=^eth0", "bad character '^'" }, { "eth0\x01", "bad character 0x01" },
+	};
+	char longest[256], toolong[257], err[ERRLEN];
+	struct config cfg;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		accept_one("NCCL_SOCKET_IFNAME", ok[i], &cfg);
+		assert_string_equal(cfg.socket_ifname, ok[i]);
+		assert_string_equal(cfg.ib_hca, "");
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(parse_one("NCCL_SOCKET_IFNAME", bad[i].value, &cfg, err), -1);
+		assert_contains(err, "NCCL_SOCKET_IFNAME='");
+		assert_contains(err, IFNAME_FORM);
+		assert_contains(err, bad[i].why);
+	}
+	reject_why("NCCL_SOCKET_IFNAME", "eth0,", IFNAME_FORM, "entry 2");
+	reject_why("NCCL_SOCKET_IFNAME", "", IFNAME_FORM, "is empty");
+
+	memset(longest, 'e', sizeof(longest) - 1);
+	longest[sizeof(longest) - 1] = '\0';
+	accept_one("NCCL_SOCKET_IFNAME", longest, &cfg);
+	assert_string_equal(cfg.socket_ifname, longest);
+	memset(toolong, 'e', sizeof(toolong) - 1);
+	toolong[sizeof(toolong) - 1] = '\0';
+	assert_int_equal(parse_one("NCCL_SOCKET_IFNAME", toolong, &cfg, err), -1);
+	assert_contains(err, "NCCL_SOCKET_IFNAME='eeeeeeee");
+	assert_contains(err, "is too long");
+}
+
+/* ---- integers and enums ------------------------------------------------ */
+
+static void test_int_vars(void **state)
+{
+	static const char *const bad[] = { "2x", "1.5", "0x2", "two", "--1", "1 2", "+" };
+	static const char *const streams_range[] = { "0", "17", "-1", "-0", "99999999999999999999" };
+	static const char *const channels_range[] = { "0", "65", "-64", "1000" };
+	struct config cfg;
+
+	(void)state;
+	accept_one("NCCL_SYMMEM_STREAMS", "1", &cfg);
+	assert_int_equal(cfg.streams, 1);
+	accept_one("NCCL_SYMMEM_STREAMS", "16", &cfg);
+	assert_int_equal(cfg.streams, 16);
+	accept_one("NCCL_SYMMEM_STREAMS", " 8 ", &cfg);
+	assert_int_equal(cfg.streams, 8);
+	accept_one("NCCL_SYMMEM_STREAMS", "+3", &cfg);
+	assert_int_equal(cfg.streams, 3);
+	accept_one("NCCL_SYMMEM_STREAMS", "007", &cfg);
+	assert_int_equal(cfg.streams, 7);
+	accept_one("NCCL_SYMMEM_PASS_SM_CHANNELS", "1", &cfg);
+	assert_int_equal(cfg.pass_sm_channels, 1);
+	accept_one("NCCL_SYMMEM_PASS_SM_CHANNELS", "64", &cfg);
+	assert_int_equal(cfg.pass_sm_channels, 64);
+	assert_int_equal(cfg.streams, 2);
+
+	for (size_t i = 0; i < sizeof(streams_range) / sizeof(streams_range[0]); i++)
+		reject_why("NCCL_SYMMEM_STREAMS", streams_range[i], "an integer 1..16", "is out of range");
+	for (size_t i = 0; i < sizeof(channels_range) / sizeof(channels_range[0]); i++)
+		reject_why("NCCL_SYMMEM_PASS_SM_CHANNELS", channels_range[i], "an integer 1..64",
+			   "is out of range");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		reject_why("NCCL_SYMMEM_STREAMS", bad[i], "an integer 1..16", "is not an integer");
+		reject_why("NCCL_SYMMEM_PASS_SM_CHANNELS", bad[i], "an integer 1..64", "is not an integer");
+	}
+}
+
+static void test_backend(void **state)
+{
+	static const struct {
+		const char *value;
+		int want;
+	} ok[] = {
+		{ "auto", CONFIG_BACKEND_AUTO }, { "shm", CONFIG_BACKEND_SHM },
+		{ "tcp", CONFIG_BACKEND_TCP }, { "ib", CONFIG_BACKEND_IB },
+		{ "AUTO", CONFIG_BACKEND_AUTO }, { "Shm", CONFIG_BACKEND_SHM },
+		{ "tCp", CONFIG_BACKEND_TCP }, { "IB", CONFIG_BACKEND_IB }, { " ib\n", CONFIG_BACKEND_IB },
+	};
+	static const char *const bad[] = { "rdma", "i b", "ibv", "0", "shm,tcp", "autox", "sh" };
+	struct config cfg;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		accept_one("NCCL_SYMMEM_BACKEND", ok[i].value, &cfg);
+		assert_int_equal(cfg.backend, ok[i].want);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		reject_why("NCCL_SYMMEM_BACKEND", bad[i], BACKEND_FORM, "is not a backend");
+}
+
+/* ---- cross-checks and error reporting ---------------------------------- */
+
+static void test_cross_check_pool(void **state)
+{
+	struct kv env[3] = { { NULL, NULL } };
+	struct config cfg;
+	char err[ERRLEN];
+
+	(void)state;
+	/* Default pool (64 MiB) above a set cap. */
+	assert_int_equal(parse_one("NCCL_CUMEM_MAX_SIZE", "1M", &cfg, err), -1);
+	assert_contains(err, "NCCL_CUMEM_MAX_SIZE=1MiB (set)");
+	assert_contains(err, "NCCL_CUMEM_POOL_SIZE=64MiB (default)");
+	assert_contains(err, "accepted: NCCL_CUMEM_MAX_SIZE >= NCCL_CUMEM_POOL_SIZE");
+	assert_null(strchr(err, '\n'));
+
+	/* Set pool above the default cap (4 GiB). */
+	assert_int_equal(parse_one("NCCL_CUMEM_POOL_SIZE", "8G", &cfg, err), -1);
+	assert_contains(err, "NCCL_CUMEM_MAX_SIZE=4GiB (default)");
+	assert_contains(err, "NCCL_CUMEM_POOL_SIZE=8GiB (set)");
+
+	env[0] = (struct kv){ "NCCL_CUMEM_POOL_SIZE", "128M" };
+	env[1] = (struct kv){ "NCCL_CUMEM_MAX_SIZE", "128MiB" };
+	assert_int_equal(config_parse(&cfg, table_get, env, err, sizeof(err)), 0);
+	assert_true(cfg.pool_size == cfg.pool_max);
+
+	env[1] = (struct kv){ "NCCL_CUMEM_MAX_SIZE", "134217727" };
+	assert_int_equal(config_parse(&cfg, table_get, env, err, sizeof(err)), -1);
+	assert_contains(err, "NCCL_CUMEM_MAX_SIZE=134217727 (set)");
+	assert_contains(err, "NCCL_CUMEM_POOL_SIZE=128MiB (set)");
+}
+
+static void test_cross_check_ring(void **state)
+{
+	struct kv env[3] = { { NULL, NULL } };
+	struct config cfg;
+	char err[ERRLEN];
+
+	(void)state;
+	/* Set chunk above the default ring (4 MiB). */
+	assert_int_equal(parse_one("NCCL_SYMMEM_CHUNK_SIZE", "8M", &cfg, err), -1);
+	assert_contains(err, "NCCL_SYMMEM_HOST_RING_SIZE=4MiB (default)");
+	assert_contains(err, "NCCL_SYMMEM_CHUNK_SIZE=8MiB (set)");
+	assert_contains(err, "accepted: NCCL_SYMMEM_HOST_RING_SIZE >= NCCL_SYMMEM_CHUNK_SIZE");
+
+	/* Set ring below the default chunk (512 KiB). */
+	assert_int_equal(parse_one("NCCL_SYMMEM_HOST_RING_SIZE", "256K", &cfg, err), -1);
+	assert_contains(err, "NCCL_SYMMEM_HOST_RING_SIZE=256KiB (set)");
+	assert_contains(err, "NCCL_SYMMEM_CHUNK_SIZE=512KiB (default)");
+
+	env[0] = (struct kv){ "NCCL_SYMMEM_CHUNK_SIZE", "4M" };
+	assert_int_equal(config_parse(&cfg, table_get, env, err, sizeof(err)), 0);
+	assert_true(cfg.chunk_size == cfg.host_ring_size);
+
+	env[1] = (struct kv){ "NCCL_SYMMEM_HOST_RING_SIZE", "64K" };
+	env[0] = (struct kv){ "NCCL_SYMMEM_CHUNK_SIZE", "128K" };
+	assert_int_equal(config_parse(&cfg, table_get, env, err, sizeof(err)), -1);
+	assert_contains(err, "NCCL_SYMMEM_HOST_RING_SIZE");
+	assert_contains(err, "NCCL_SYMMEM_CHUNK_SIZE");
+}
+
+static void test_empty_values(void **state)
+{
+	static const char *const empties[] = { "", " ", "\t\n" };
+	struct config cfg;
+	char err[ERRLEN], quoted[16];
+
+	(void)state;
+	for (size_t i = 0; i < NNAMES; i++) {
+		for (size_t e = 0; e < sizeof(empties) / sizeof(empties[0]); e++) {
+			if (parse_one(all_names[i], empties[e], &cfg, err) != -1)
+				fail_msg("%s='%s' accepted", all_names[i], empties[e]);
+			assert_contains(err, all_names[i]);
+			assert_contains(err, "is empty (accepted: ");
+			assert_null(strchr(err, '\n'));
+		}
+		assert_int_equal(parse_one(all_names[i], "", &cfg, err), -1);
+		snprintf(quoted, sizeof(quoted), "='' ");
+		assert_contains(err, quoted);
+	}
+}
+
+static void test_first_error_wins(void **state)
+{
+	struct kv two_bad[] = {
+		{ "NCCL_SYMMEM_STREAMS", "0" }, { "NCCL_PASS_SM", "maybe" }, { NULL, NULL },
+	};
+	struct kv bad_and_cross[] = {
+		{ "NCCL_CUMEM_MAX_SIZE", "1M" }, { "NCCL_SYMMEM_BACKEND", "rdma" }, { NULL, NULL },
+	};
+	struct config cfg;
+	char err[ERRLEN];
+
+	(void)state;
+	/* One message about one variable, not a pile-up. */
+	assert_int_equal(config_parse(&cfg, table_get, two_bad, err, sizeof(err)), -1);
+	assert_true((strstr(err, "NCCL_SYMMEM_STREAMS") != NULL) !=
+		    (strstr(err, "NCCL_PASS_SM") != NULL));
+
+	/* A malformed value is reported before any cross-check. */
+	assert_int_equal(config_parse(&cfg, table_get, bad_and_cross, err, sizeof(err)), -1);
+	assert_contains(err, "NCCL_SYMMEM_BACKEND='rdma'");
+	assert_lacks(err, "NCCL_CUMEM_MAX_SIZE");
+}
+
+static void test_error_one_line(void **state)
+{
+	struct config cfg;
+	char err[ERRLEN], big[2000];
+
+	(void)state;
+	/* Control characters in a value must not break the message. */
+	assert_int_equal(parse_one("NCCL_PASS_SM", "ma\nybe\r", &cfg, err), -1);
+	assert_null(strchr(err, '\n'));
+	assert_null(strchr(err, '\r'));
+	assert_contains(err, "NCCL_PASS_SM='ma?ybe?'");
+	assert_contains(err, BOOL_FORM);
+
+	/* A huge value is cut, but the name and accepted form survive. */
+	memset(big, '7', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	assert_int_equal(parse_one("NCCL_CUMEM_GROWTH_FACTOR", big, &cfg, err), -1);
+	assert_contains(err, "NCCL_CUMEM_GROWTH_FACTOR='7777777777");
+	assert_contains(err, "...'");
+	assert_contains(err, FACTOR_FORM);
+	assert_true(strlen(err) < 400);
+}
+
+static void test_error_buffer(void **state)
+{
+	struct config cfg;
+	char err[16], full[ERRLEN];
+
+	(void)state;
+	memset(err, 'x', sizeof(err));
+	assert_int_equal(parse_one("NCCL_PASS_SM", "maybe", &cfg, full), -1);
+	{
+		struct kv env[] = { { "NCCL_PASS_SM", "maybe" }, { NULL, NULL } };
+
+		assert_int_equal(config_parse(&cfg, table_get, env, err, sizeof(err)), -1);
+		assert_int_equal(strlen(err), sizeof(err) - 1);
+		assert_memory_equal(err, full, sizeof(err) - 1);
+
+		/* No buffer at all is allowed too. */
+		assert_int_equal(config_parse(&cfg, table_get, env, NULL, 0), -1);
+		err[0] = 'x';
+		assert_int_equal(config_parse(&cfg, table_get, env, err, 0), -1);
+		assert_int_equal(err[0], 'x');
+	}
+}
+
+/* ---- describe ---------------------------------------------------------- */
+
+static void test_describe_set_only(void **state)
+{
+	struct kv env[] = {
+		{ "NCCL_PASS_SM", "yes" },
+		{ "NCCL_CUMEM_POOL_SIZE", "128M" },
+		{ "NCCL_SYMMEM_BACKEND", "TCP" },
+		{ "NCCL_CUMEM_GROWTH_FACTOR", "1.5" },
+		{ "NCCL_CUMEM_ENABLE", "0" },
+		{ "NCCL_IB_HCA", "^=mlx5_0:1" },
+		{ "NOT_OURS", "1" },
+		{ NULL, NULL },
+	};
+	struct kv none[] = { { NULL, NULL } };
+	struct config cfg;
+	struct lines l = { 0 };
+	char err[ERRLEN];
+
+	(void)state;
+	assert_int_equal(config_parse(&cfg, table_get, env, err, sizeof(err)), 0);
+	config_describe(&cfg, table_get, env, 0, collect, &l);
+	assert_int_equal(l.n, 6);
+	assert_line(&l, "NCCL_PASS_SM=1 (set)");
+	assert_line(&l, "NCCL_CUMEM_POOL_SIZE=128MiB (set)");
+	assert_line(&l, "NCCL_SYMMEM_BACKEND=tcp (set)");
+	assert_line(&l, "NCCL_CUMEM_GROWTH_FACTOR=1.5 (set)");
+	assert_line(&l, "NCCL_CUMEM_ENABLE=0 (set)");
+	assert_line(&l, "NCCL_IB_HCA=^=mlx5_0:1 (set)");
+
+	/* Nothing set, nothing listed. */
+	assert_int_equal(config_parse(&cfg, table_get, none, err, sizeof(err)), 0);
+	l.n = 0;
+	config_describe(&cfg, table_get, none, 0, collect, &l);
+	assert_int_equal(l.n, 0);
+}
+
+static void test_describe_all(void **state)
+{
+	static const char *const want[] = {
+		"NCCL_PASS_SM=0 (default)",
+		"NCCL_CUMEM_ENABLE=-1 (default)",
+		"NCCL_CUMEM_HOST_ENABLE=-1 (default)",
+		"NCCL_CUMEM_POOL_SIZE=64MiB (default)",
+		"NCCL_CUMEM_MAX_SIZE=4GiB (default)",
+		"NCCL_CUMEM_TRIM_THRESHOLD=256MiB (default)",
+		"NCCL_CUMEM_PREALLOC=0 (default)",
+		"NCCL_CUMEM_GROWTH_FACTOR=2 (default)",
+		"NCCL_CUMEM_MONITOR=0 (default)",
+		"NCCL_CUMEM_MONITOR_INTERVAL=10 (default)",
+		"NCCL_SM_FREE_VERBOSE=0 (default)",
+		"NCCL_ZERO_COPY=1 (default)",
+		"NCCL_DMA_ENABLE=1 (default)",
+		"NCCL_DIRECT_PATH=1 (default)",
+		"NCCL_ENABLE_FAULT_TOLERANCE=0 (default)",
+		"NCCL_IB_HCA= (default)",
+		"NCCL_SOCKET_IFNAME= (default)",
+		"NCCL_SYMMEM_STREAMS=2 (default)",
+		"NCCL_SYMMEM_CHUNK_SIZE=512KiB (default)",
+		"NCCL_SYMMEM_HOST_RING_SIZE=4MiB (default)",
+		"NCCL_SYMMEM_CONNECT_TIMEOUT=120 (default)",
+		"NCCL_SYMMEM_BACKEND=auto (default)",
+		"NCCL_SYMMEM_PASS_SM_CHANNELS=2 (default)",
+	};
+	struct kv none[] = { { NULL, NULL } };
+	struct kv one[] = { { "NCCL_SYMMEM_STREAMS", "4" }, { NULL, NULL } };
+	struct config cfg;
+	struct lines l = { 0 };
+	char err[ERRLEN];
+
+	(void)state;
+	assert_int_equal(sizeof(want) / sizeof(want[0]), NNAMES);
+	assert_int_equal(config_parse(&cfg, table_get, none, err, sizeof(err)), 0);
+	config_describe(&cfg, table_get, none, 1, collect, &l);
+	assert_int_equal(l.n, NNAMES);
+	for (size_t i = 0; i < NNAMES; i++)
+		assert_line(&l, want[i]);
+
+	/* A set variable says so among the defaults. */
+	assert_int_equal(config_parse(&cfg, table_get, one, err, sizeof(err)), 0);
+	l.n = 0;
+	config_describe(&cfg, table_get, one, 1, collect, &l);
+	assert_int_equal(l.n, NNAMES);
+	assert_line(&l, "NCCL_SYMMEM_STREAMS=4 (set)");
+	assert_int_equal(count_line(&l, "NCCL_SYMMEM_STREAMS=2 (default)"), 0);
+	assert_line(&l, "NCCL_SYMMEM_PASS_SM_CHANNELS=2 (default)");
+}
+
+static void test_describe_size_format(void **state)
+{
+	static const struct {
+		const char *set;
+		const char *shown;
+	} cases[] = {
+		{ "0", "0" }, { "1", "1" }, { "1000", "1000" }, { "1536", "1536" }, { "4097", "4097" },
+		{ "1K", "1KiB" }, { "1024", "1KiB" }, { "1025K", "1025KiB" }, { "1536K", "1536KiB" },
+		{ "1048576K", "1GiB" }, { "1536M", "1536MiB" }, { "3G", "3GiB" }, { "1T", "1TiB" },
+		{ "2048T", "2048TiB" }, { "16777215T", "16777215TiB" },
+		{ "18446744073709551615", "18446744073709551615" },
+	};
+	struct kv env[3] = {
+		{ "NCCL_CUMEM_MAX_SIZE", "18446744073709551615" },
+		{ "NCCL_CUMEM_POOL_SIZE", NULL },
+		{ NULL, NULL },
+	};
+	char got[300];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint64_t a, b;
+
+		env[1].value = cases[i].set;
+		describe_value(env, "NCCL_CUMEM_POOL_SIZE", got, sizeof(got));
+		if (strcmp(got, cases[i].shown) != 0)
+			fail_msg("'%s' shown as '%s', want '%s'", cases[i].set, got, cases[i].shown);
+		/* What is printed parses back to the same number. */
+		assert_int_equal(config_parse_size(cases[i].set, &a), 0);
+		assert_int_equal(config_parse_size(got, &b), 0);
+		assert_true(a == b);
+	}
+}
+
+/* Everything describe prints, fed back in, gives the same configuration. */
+static void test_describe_roundtrip(void **state)
+{
+	struct kv env[] = {
+		{ "NCCL_PASS_SM", "on" },
+		{ "NCCL_CUMEM_ENABLE", "5" },
+		{ "NCCL_CUMEM_HOST_ENABLE", "false" },
+		{ "NCCL_CUMEM_POOL_SIZE", "96 MB" },
+		{ "NCCL_CUMEM_MAX_SIZE", "1T" },
+		{ "NCCL_CUMEM_TRIM_THRESHOLD", "12345" },
+		{ "NCCL_CUMEM_PREALLOC", "YES" },
+		{ "NCCL_CUMEM_GROWTH_FACTOR", "1.0000001" },
+		{ "NCCL_CUMEM_MONITOR", "1" },
+		{ "NCCL_CUMEM_MONITOR_INTERVAL", "0.25" },
+		{ "NCCL_SM_FREE_VERBOSE", "true" },
+		{ "NCCL_ZERO_COPY", "0" },
+		{ "NCCL_DMA_ENABLE", "off" },
+		{ "NCCL_DIRECT_PATH", "no" },
+		{ "NCCL_ENABLE_FAULT_TOLERANCE", "On" },
+		{ "NCCL_IB_HCA", "^mlx5_0:1,mlx5_1" },
+		{ "NCCL_SOCKET_IFNAME", "=eth0,ib" },
+		{ "NCCL_SYMMEM_STREAMS", "5" },
+		{ "NCCL_SYMMEM_CHUNK_SIZE", "64k" },
+		{ "NCCL_SYMMEM_HOST_RING_SIZE", "8 MiB" },
+		{ "NCCL_SYMMEM_CONNECT_TIMEOUT", "86399.9999" },
+		{ "NCCL_SYMMEM_BACKEND", "SHM" },
+		{ "NCCL_SYMMEM_PASS_SM_CHANNELS", "64" },
+		{ NULL, NULL },
+	};
+	struct kv back[NNAMES + 1];
+	char store[NNAMES][512];
+	struct config a, b;
+	struct lines l = { 0 };
+	char err[ERRLEN];
+
+	(void)state;
+	assert_int_equal(sizeof(env) / sizeof(env[0]), NNAMES + 1);
+	assert_int_equal(config_parse(&a, table_get, env, err, sizeof(err)), 0);
+	config_describe(&a, table_get, env, 0, collect, &l);
+	assert_int_equal(l.n, NNAMES);
+	for (int i = 0; i < l.n; i++) {
+		char *eq, *tail;
+
+		tail = strstr(l.line[i], " (set)");
+		assert_non_null(tail);
+		strcpy(store[i], l.line[i]);
+		eq = strchr(store[i], '=');
+		assert_non_null(eq);
+		*eq = '\0';
+		store[i][tail - l.line[i]] = '\0';
+		back[i] = (struct kv){ store[i], eq + 1 };
+	}
+	back[l.n] = (struct kv){ NULL, NULL };
+
+	if (config_parse(&b, table_get, back, err, sizeof(err)) != 0)
+		fail_msg("described output does not parse: %s", err);
+	assert_int_equal(a.pass_sm, b.pass_sm);
+	assert_int_equal(a.cumem_enable, CONFIG_ON);
+	assert_int_equal(a.cumem_enable, b.cumem_enable);
+	assert_int_equal(a.cumem_host_enable, b.cumem_host_enable);
+	assert_true(a.pool_size == b.pool_size && a.pool_size == 96ULL << 20);
+	assert_true(a.pool_max == b.pool_max);
+	assert_true(a.pool_trim == b.pool_trim && a.pool_trim == 12345);
+	assert_int_equal(a.pool_prealloc, b.pool_prealloc);
+	assert_true(a.pool_growth == b.pool_growth && a.pool_growth == 1.0000001);
+	assert_int_equal(a.monitor, b.monitor);
+	assert_true(a.monitor_interval == b.monitor_interval);
+	assert_int_equal(a.verbose, b.verbose);
+	assert_int_equal(a.zero_copy, b.zero_copy);
+	assert_int_equal(a.dma_enable, b.dma_enable);
+	assert_int_equal(a.direct_path, b.direct_path);
+	assert_int_equal(a.fault_tolerance, b.fault_tolerance);
+	assert_string_equal(a.ib_hca, b.ib_hca);
+	assert_string_equal(a.socket_ifname, b.socket_ifname);
+	assert_int_equal(a.streams, b.streams);
+	assert_true(a.chunk_size == b.chunk_size);
+	assert_true(a.host_ring_size == b.host_ring_size);
+	assert_true(a.connect_timeout == b.connect_timeout && a.connect_timeout == 86399.9999);
+	assert_int_equal(a.backend, b.backend);
+	assert_int_equal(a.pass_sm_channels, b.pass_sm_channels);
+}
+
+/* ---- the real environment, in children --------------------------------- */
+
+static int child_unknown_vars(void)
+{
+	char out[256], small[23], tiny[5];
+	int n;
+
+	if (clearenv() != 0)
+		return 1;
+	/* clearenv() may leave environ NULL. */
+	if (config_unknown_vars(out, sizeof(out)) != 0 || out[0] != '\0')
+		return 2;
+
+	setenv("NCCL_SYMMEM_STREAMS", "4", 1);		/* known */
+	setenv("NCCL_SYMMEM_BACKEND", "shm", 1);	/* known */
+	setenv("NCCL_SYMMEM_STREAM", "4", 1);		/* typo */
+	setenv("NCCL_SYMMEM_CHUNKSIZE", "1M=2", 1);	/* typo, '=' in value */
+	setenv("NCCL_SYMMEMX", "1", 1);			/* not under the prefix */
+	setenv("NCCL_PASS_SM", "1", 1);			/* known, other prefix */
+	setenv("XNCCL_SYMMEM_FOO", "1", 1);		/* prefix not at the start */
+	setenv("nccl_symmem_streamz", "1", 1);		/* names are case-sensitive */
+
+	n = config_unknown_vars(out, sizeof(out));
+	if (n != 2) {
+		fprintf(stderr, "count %d: '%s'\n", n, out);
+		return 3;
+	}
+	if (strcmp(out, "NCCL_SYMMEM_STREAM NCCL_SYMMEM_CHUNKSIZE") != 0 &&
+	    strcmp(out, "NCCL_SYMMEM_CHUNKSIZE NCCL_SYMMEM_STREAM") != 0) {
+		fprintf(stderr, "out '%s'\n", out);
+		return 4;
+	}
+
+	/* Room for one name only: whole names, never a torn one. */
+	if (config_unknown_vars(small, sizeof(small)) != 2)
+		return 5;
+	if (strcmp(small, "NCCL_SYMMEM_STREAM") != 0 && strcmp(small, "NCCL_SYMMEM_CHUNKSIZE") != 0) {
+		fprintf(stderr, "small '%s'\n", small);
+		return 6;
+	}
+	if (config_unknown_vars(tiny, sizeof(tiny)) != 2 || tiny[0] != '\0')
+		return 7;
+	if (config_unknown_vars(NULL, 0) != 2)
+		return 8;
+
+	/* Exactly full: the name and its NUL fit, one byte less and nothing
+	 * is written; the byte past `outlen` is never touched. */
+	unsetenv("NCCL_SYMMEM_CHUNKSIZE");
+	memset(out, '#', sizeof(out));
+	if (config_unknown_vars(out, 19) != 1 || strcmp(out, "NCCL_SYMMEM_STREAM") != 0 ||
+	    out[19] != '#')
+		return 9;
+	memset(out, '#', sizeof(out));
+	if (config_unknown_vars(out, 18) != 1 || out[0] != '\0' || out[18] != '#')
+		return 10;
+
+	unsetenv("NCCL_SYMMEM_STREAM");
+	if (config_unknown_vars(out, sizeof(out)) != 0 || out[0] != '\0')
+		return 11;
+
+	/* A fixed environ, for a known order: once a long name does not fit,
+	 * a shorter one after it is not written either.  Also an entry with
+	 * no '=' and a known name whose value looks like a variable. */
+	{
+		static char e0[] = "NCCL_SYMMEM_A_VERY_LONG_TYPO=1";
+		static char e1[] = "NCCL_SYMMEM_X=1";
+		static char e2[] = "NCCL_SYMMEM_NOEQ";
+		static char e3[] = "NCCL_SYMMEM_STREAMS=NCCL_SYMMEM_Y";
+		static char *fake[] = { e0, e1, e2, e3, NULL };
+
+		environ = fake;
+		if (config_unknown_vars(out, 20) != 3 || out[0] != '\0')
+			return 12;
+		if (config_unknown_vars(out, sizeof(out)) != 3 ||
+		    strcmp(out, "NCCL_SYMMEM_A_VERY_LONG_TYPO NCCL_SYMMEM_X NCCL_SYMMEM_NOEQ") != 0)
+			return 13;
+	}
+	return 0;
+}
+
+static void test_unknown_vars(void **state)
+{
+	(void)state;
+	assert_int_equal(run_in_child(child_unknown_vars), 0);
+}
+
+static void *get_from_thread(void *arg)
+{
+	(void)arg;
+	return (void *)config_get();
+}
+
+static int child_config_get_ok(void)
+{
+	const struct config *c;
+	pthread_t t[8];
+	void *r[8];
+
+	if (clearenv() != 0)
+		return 1;
+	setenv("NCCL_SYMMEM_STREAMS", "4", 1);
+	setenv("NCCL_CUMEM_POOL_SIZE", "1G", 1);
+	setenv("NCCL_CUMEM_MAX_SIZE", "8G", 1);
+	setenv("NCCL_SYMMEM_BACKEND", "ib", 1);
+	setenv("NCCL_IB_HCA", "^mlx5_1:1", 1);
+
+	/* First use races from several threads: one parse, one answer. */
+	for (int i = 0; i < 8; i++) {
+		if (pthread_create(&t[i], NULL, get_from_thread, NULL) != 0)
+			return 2;
+	}
+	for (int i = 0; i < 8; i++) {
+		if (pthread_join(t[i], &r[i]) != 0)
+			return 3;
+	}
+	c = config_get();
+	if (!c)
+		return 4;
+	for (int i = 0; i < 8; i++) {
+		if (r[i] != c)
+			return 5;
+	}
+	if (c->streams != 4 || c->pool_size != 1ULL << 30 || c->pool_max != 8ULL << 30 ||
+	    c->backend != CONFIG_BACKEND_IB || strcmp(c->ib_hca, "^mlx5_1:1") != 0)
+		return 6;
+	/* Untouched variables keep their defaults. */
+	if (c->pass_sm_channels != 2 || c->zero_copy != 1 || c->cumem_enable != CONFIG_AUTO)
+		return 7;
+	if (!config_error() || config_error()[0] != '\0')
+		return 8;
+
+	/* Parsed once: later changes to the environment are not seen. */
+	setenv("NCCL_SYMMEM_STREAMS", "8", 1);
+	setenv("NCCL_SYMMEM_BACKEND", "banana", 1);
+	if (config_get() != c || c->streams != 4)
+		return 9;
+	return 0;
+}
+
+static void test_config_get_ok(void **state)
+{
+	(void)state;
+	assert_int_equal(run_in_child(child_config_get_ok), 0);
+}
+
+static int child_config_get_error(void)
+{
+	const char *e;
+
+	if (clearenv() != 0)
+		return 1;
+	setenv("NCCL_SYMMEM_STREAMS", "99", 1);
+
+	/* The reason is available even before config_get() is called. */
+	e = config_error();
+	if (!e || !strstr(e, "NCCL_SYMMEM_STREAMS='99'") || !strstr(e, "1..16")) {
+		fprintf(stderr, "error '%s'\n", e ? e : "(null)");
+		return 2;
+	}
+	if (config_get() != NULL)
+		return 3;
+	/* And the failure sticks: the environment is read once. */
+	setenv("NCCL_SYMMEM_STREAMS", "4", 1);
+	if (config_get() != NULL || !strstr(config_error(), "'99'"))
+		return 4;
+	return 0;
+}
+
+static void test_config_get_error(void **state)
+{
+	(void)state;
+	assert_int_equal(run_in_child(child_config_get_error), 0);
+}
+
+static int child_config_get_defaults(void)
+{
+	const struct config *c;
+
+	if (clearenv() != 0)
+		return 1;
+	c = config_get();
+	if (!c)
+		return 2;
+	if (c->streams != 2 || c->pool_size != 64ULL << 20 || c->chunk_size != 512ULL << 10 ||
+	    c->connect_timeout != 120.0 || c->ib_hca[0] != '\0' || c->dma_enable != 1)
+		return 3;
+	return 0;
+}
+
+static void test_config_get_defaults(void **state)
+{
+	(void)state;
+	assert_int_equal(run_in_child(child_config_get_defaults), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_parse_bool_words),
+		cmocka_unit_test(test_parse_bool_rejects),
+		cmocka_unit_test(test_bool_vars_accept),
+		cmocka_unit_test(test_bool_vars_reject),
+		cmocka_unit_test(test_tristate_accepts),
+		cmocka_unit_test(test_tristate_rejects),
+		cmocka_unit_test(test_parse_size_units),
+		cmocka_unit_test(test_parse_size_rejects),
+		cmocka_unit_test(test_size_vars),
+		cmocka_unit_test(test_chunk_ring_ranges),
+		cmocka_unit_test(test_growth_factor),
+		cmocka_unit_test(test_seconds),
+		cmocka_unit_test(test_ib_hca_accepts),
+		cmocka_unit_test(test_ib_hca_rejects),
+		cmocka_unit_test(test_socket_ifname),
+		cmocka_unit_test(test_int_vars),
+		cmocka_unit_test(test_backend),
+		cmocka_unit_test(test_cross_check_pool),
+		cmocka_unit_test(test_cross_check_ring),
+		cmocka_unit_test(test_empty_values),
+		cmocka_unit_test(test_first_error_wins),
+		cmocka_unit_test(test_error_one_line),
+		cmocka_unit_test(test_error_buffer),
+		cmocka_unit_test(test_describe_set_only),
+		cmocka_unit_test(test_describe_all),
+		cmocka_unit_test(test_describe_size_format),
+		cmocka_unit_test(test_describe_roundtrip),
+		cmocka_unit_test(test_unknown_vars),
+		cmocka_unit_test(test_config_get_ok),
+		cmocka_unit_test(test_config_get_error),
+		cmocka_unit_test(test_config_get_defaults),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

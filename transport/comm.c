@@ -1,0 +1,205 @@
+/* What every connection shares, whatever moves its bytes: the request pool,
+ * the in-order queue, sticky failure and the dead-peer check. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "sock.h"
+#include "symmem.h"
+
+/* While a request waits, the peer's socket is checked this often.  Polling
+ * it on every test() call would cost a system call per spin. */
+#define LIVENESS_INTERVAL_NS (50ull * 1000 * 1000)
+
+uint64_t comm_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+struct tp_comm *comm_new(int is_send, const struct tp_ops *ops, int fd)
+{
+	struct tp_comm *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->is_send = is_send;
+	c->ops = ops;
+	c->fd = fd;
+	for (int i = 0; i < TP_MAX_REQUESTS; i++)
+		c->reqs[i].comm = c;
+	return c;
+}
+
+struct tp_req *comm_req_alloc(struct tp_comm *c, int kind)
+{
+	struct tp_req *r = NULL;
+
+	if (c->q_count == TP_MAX_REQUESTS)
+		return NULL;
+	for (int i = 0; i < TP_MAX_REQUESTS; i++) {
+		if (c->reqs[i].kind == REQ_FREE) {
+			r = &c->reqs[i];
+			break;
+		}
+	}
+	if (!r)
+		return NULL;
+	memset(r, 0, sizeof(*r));
+	r->comm = c;
+	r->kind = kind;
+	r->seq = c->posted;
+	c->queue[(c->q_head + c->q_count) % TP_MAX_REQUESTS] = r;
+	c->q_count++;
+	return r;
+}
+
+struct tp_req *comm_head(struct tp_comm *c)
+{
+	return c->q_count ? c->queue[c->q_head] : NULL;
+}
+
+void comm_pop(struct tp_comm *c)
+{
+	c->q_head = (c->q_head + 1) % TP_MAX_REQUESTS;
+	c->q_count--;
+}
+
+int comm_fail(struct tp_comm *c, int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->failmsg, sizeof(c->failmsg), fmt, ap);
+	va_end(ap);
+	c->failed = status;
+	return sm_fail(status, "%s", c->failmsg);
+}
+
+static int comm_broken(struct tp_comm *c)
+{
+	return sm_fail(c->failed, "%s", c->failmsg);
+}
+
+/* Called when a wait made no progress.  Returns SM_OK while the peer is
+ * alive; once its socket is hung up, gives the backend one last chance to
+ * drain what the peer left behind and then fails the connection. */
+static int comm_check_peer(struct tp_comm *c, struct tp_req *r)
+{
+	uint64_t now = comm_now_ns();
+	int progressed = 0, rc;
+
+	if (now < c->next_check_ns)
+		return SM_OK;
+	c->next_check_ns = now + LIVENESS_INTERVAL_NS;
+	if (!sock_peer_gone(c->fd))
+		return SM_OK;
+	rc = c->ops->progress(c, &progressed);
+	if (rc)
+		return rc;
+	if (r && r->done)
+		return SM_OK;
+	return comm_fail(c, SM_ERR_REMOTE,
+			 "%s peer closed the connection or died with %u request(s) in flight",
+			 c->is_send ? "receiving" : "sending", c->q_count);
+}
+
+int tp_isend(struct tp_comm *c, const void *data, size_t size, struct tp_req **out)
+{
+	int progressed = 0, rc;
+
+	*out = NULL;
+	if (c->failed)
+		return comm_broken(c);
+	if (!c->is_send)
+		return sm_fail(SM_ERR_INTERNAL, "isend on a receiving connection");
+	if (size && !data)
+		return sm_fail(SM_ERR_INTERNAL, "isend of %zu bytes from a NULL buffer", size);
+	if (c->q_count == TP_MAX_REQUESTS)
+		return sm_fail(SM_ERR_INTERNAL, "more than %d sends in flight on one connection",
+			       TP_MAX_REQUESTS);
+	rc = c->ops->isend(c, out, data, size);
+	if (rc)
+		return rc;
+	if (!*out)
+		return comm_check_peer(c, NULL);
+	/* Start moving bytes now: a small message is often complete before
+	 * NCCL's first test(), and the receiver can start copying sooner. */
+	return c->ops->progress(c, &progressed);
+}
+
+int tp_irecv(struct tp_comm *c, void *data, size_t size, struct tp_req **out)
+{
+	struct tp_req *r;
+	int rc;
+
+	*out = NULL;
+	if (c->failed)
+		return comm_broken(c);
+	if (c->is_send)
+		return sm_fail(SM_ERR_INTERNAL, "irecv on a sending connection");
+	if (size && !data)
+		return sm_fail(SM_ERR_INTERNAL, "irecv of %zu bytes into a NULL buffer", size);
+	r = comm_req_alloc(c, REQ_RECV);
+	if (!r)
+		return sm_fail(SM_ERR_INTERNAL, "more than %d receives in flight on one connection",
+			       TP_MAX_REQUESTS);
+	r->buf = data;
+	r->size = size;
+	c->posted++;
+	rc = c->ops->irecv(c, r);
+	if (rc)
+		return rc;
+	*out = r;
+	return SM_OK;
+}
+
+int tp_test(struct tp_req *r, int *done, size_t *size)
+{
+	struct tp_comm *c = r->comm;
+	int progressed = 0, rc;
+
+	*done = 0;
+	if (r->kind == REQ_FREE)
+		return sm_fail(SM_ERR_INTERNAL, "test on a request that is not in flight");
+	if (!r->done) {
+		if (c->failed)
+			return comm_broken(c);
+		rc = c->ops->progress(c, &progressed);
+		if (rc)
+			return rc;
+		if (!r->done && !progressed) {
+			rc = comm_check_peer(c, r);
+			if (rc)
+				return rc;
+		}
+		if (!r->done)
+			return SM_OK;
+	}
+	*done = 1;
+	if (size)
+		*size = r->kind == REQ_RECV ? r->msg_size : r->size;
+	r->kind = REQ_FREE;
+	return SM_OK;
+}
+
+void tp_close(struct tp_comm *c)
+{
+	if (!c)
+		return;
+	c->ops->close(c);
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c);
+}
+
+const char *tp_comm_backend(const struct tp_comm *c)
+{
+	return c->ops->name;
+}

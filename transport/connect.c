@@ -1,0 +1,237 @@
+/* The connecting (sending) side of connection setup.
+ *
+ * NCCL calls connect() again and again with the same handle until it hands
+ * back a comm, and the matching accept() may run on the same thread in
+ * between, so nothing here may block.  The state of a connect in progress
+ * is kept in a process-wide list keyed by the handle's random token: the
+ * handle itself stays exactly as the listener wrote it. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "sock.h"
+#include "symmem.h"
+
+enum conn_state {
+	CONN_CONNECTING,
+	CONN_HELLO,
+	CONN_REPLY,
+};
+
+struct pending {
+	struct pending *next;
+	uint8_t token[16];
+	int state;
+	int backend;
+	int fd;
+	int memfd;
+	struct tp_handle_info info;
+	struct tp_comm *comm;
+	struct wire_hello hello;
+	size_t sent;
+	struct wire_reply reply;
+	size_t got;
+	uint64_t deadline_ns;
+};
+
+static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pending *pending_list;
+
+static struct pending *pending_find(const uint8_t *token)
+{
+	for (struct pending *p = pending_list; p; p = p->next)
+		if (!memcmp(p->token, token, 16))
+			return p;
+	return NULL;
+}
+
+static void pending_free(struct pending *p)
+{
+	struct pending **pp;
+
+	for (pp = &pending_list; *pp; pp = &(*pp)->next) {
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	}
+	if (p->memfd >= 0)
+		close(p->memfd);
+	if (p->comm)
+		tp_close(p->comm);	/* closes p->fd too */
+	else if (p->fd >= 0)
+		close(p->fd);
+	free(p);
+}
+
+static int choose_backend(const struct tp_options *opt, const struct tp_handle_info *info)
+{
+	int same_host = info->host_id == tp_host_id();
+
+	if (opt->backend == TP_BACKEND_TCP)
+		return TP_BACKEND_TCP;
+	if (!same_host && opt->backend == TP_BACKEND_SHM) {
+		sm_fail(SM_ERR_USAGE, "NCCL_SYMMEM_BACKEND=shm, but the peer runs on another host");
+		return -1;
+	}
+	return same_host ? TP_BACKEND_SHM : TP_BACKEND_TCP;
+}
+
+/* First call for a handle: open the socket and, on one host, the ring. */
+static int pending_start(const struct tp_options *opt, const struct tp_handle_info *info,
+			 struct pending **out)
+{
+	struct pending *p;
+	int rc, inprogress = 0;
+
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return sm_fail(SM_ERR_SYSTEM, "out of memory");
+	memcpy(p->token, info->token, 16);
+	p->info = *info;
+	p->fd = -1;
+	p->memfd = -1;
+	p->backend = choose_backend(opt, info);
+	p->deadline_ns = comm_now_ns() + (uint64_t)(opt->connect_timeout * 1e9);
+	p->hello.magic = WIRE_MAGIC;
+	p->hello.version = WIRE_VERSION;
+	p->hello.backend = (uint16_t)p->backend;
+	memcpy(p->hello.token, info->token, 16);
+	p->hello.uid = (uint32_t)getuid();
+	p->hello.pid = (uint32_t)getpid();
+	p->next = pending_list;
+	pending_list = p;
+
+	if (p->backend < 0) {
+		rc = SM_ERR_USAGE;
+		goto fail;
+	}
+	if (p->backend == TP_BACKEND_SHM) {
+		rc = shm_segment_create(opt->ring_size, &p->memfd, &p->hello.seg_size);
+		if (rc)
+			goto fail;
+		p->comm = comm_new(1, &tp_shm_ops, -1);
+		if (!p->comm) {
+			rc = sm_fail(SM_ERR_SYSTEM, "out of memory");
+			goto fail;
+		}
+		rc = shm_comm_attach(p->comm, p->memfd, p->hello.seg_size, opt->chunk_size);
+		if (rc)
+			goto fail;
+		p->state = CONN_CONNECTING;
+	} else {
+		rc = sock_tcp_connect(info, &p->fd, &inprogress);
+		if (rc)
+			goto fail;
+		p->comm = comm_new(1, &tp_tcp_ops, p->fd);
+		if (!p->comm) {
+			rc = sm_fail(SM_ERR_SYSTEM, "out of memory");
+			goto fail;
+		}
+		p->state = inprogress ? CONN_CONNECTING : CONN_HELLO;
+	}
+	*out = p;
+	return SM_OK;
+
+fail:
+	pending_free(p);
+	return rc;
+}
+
+/* Advances one step at a time; *done = 1 once the listener said yes. */
+static int pending_step(struct pending *p, int *done)
+{
+	ssize_t n;
+	int rc;
+
+	*done = 0;
+	if (p->state == CONN_CONNECTING) {
+		if (p->backend == TP_BACKEND_SHM) {
+			rc = sock_uds_connect(p->info.uds_name, &p->fd);
+			if (rc)
+				return rc;
+			if (p->fd < 0)
+				return SM_OK;	/* listener backlog full: later */
+			p->comm->fd = p->fd;
+		} else {
+			rc = sock_connect_done(p->fd);
+			if (rc < 0)
+				return SM_ERR_REMOTE;
+			if (rc == 0)
+				return SM_OK;
+		}
+		p->state = CONN_HELLO;
+	}
+	if (p->state == CONN_HELLO) {
+		n = sock_send_some(p->fd, (uint8_t *)&p->hello + p->sent, sizeof(p->hello) - p->sent,
+				   p->sent == 0 ? p->memfd : -1);
+		if (n < 0)
+			return SM_ERR_REMOTE;
+		p->sent += (size_t)n;
+		if (p->sent < sizeof(p->hello))
+			return SM_OK;
+		if (p->memfd >= 0) {
+			close(p->memfd);	/* the listener holds its own copy now */
+			p->memfd = -1;
+		}
+		p->state = CONN_REPLY;
+	}
+	n = sock_recv_some(p->fd, (uint8_t *)&p->reply + p->got, sizeof(p->reply) - p->got, NULL);
+	if (n < 0)
+		return sm_fail(SM_ERR_REMOTE, "listener hung up during setup: %s", sm_last_error());
+	p->got += (size_t)n;
+	if (p->got < sizeof(p->reply))
+		return SM_OK;
+	if (p->reply.magic != WIRE_MAGIC)
+		return sm_fail(SM_ERR_REMOTE, "listener answered with a malformed reply");
+	if (p->reply.status != SM_OK) {
+		p->reply.reason[sizeof(p->reply.reason) - 1] = '\0';
+		return sm_fail(SM_ERR_REMOTE, "listener refused the connection: %s", p->reply.reason);
+	}
+	*done = 1;
+	return SM_OK;
+}
+
+int tp_connect(const struct tp_options *opt, const void *handle, struct tp_comm **out)
+{
+	struct tp_handle_info info;
+	struct pending *p;
+	int rc, done = 0;
+
+	*out = NULL;
+	rc = tp_handle_decode(handle, &info);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&pending_lock);
+	p = pending_find(info.token);
+	if (!p) {
+		rc = pending_start(opt, &info, &p);
+		if (rc)
+			goto out;
+	}
+	rc = pending_step(p, &done);
+	if (rc) {
+		pending_free(p);
+		goto out;
+	}
+	if (done) {
+		*out = p->comm;
+		p->comm = NULL;
+		p->fd = -1;
+		pending_free(p);
+		goto out;
+	}
+	if (comm_now_ns() > p->deadline_ns) {
+		rc = sm_fail(SM_ERR_REMOTE,
+			     "no answer from the listener (pid %d, socket @%s) within %.1f s "
+			     "(NCCL_SYMMEM_CONNECT_TIMEOUT)",
+			     info.pid, info.uds_name, opt->connect_timeout);
+		pending_free(p);
+	}
+out:
+	pthread_mutex_unlock(&pending_lock);
+	return rc;
+}

@@ -1,0 +1,124 @@
+/* The 128-byte connection handle.
+ *
+ * NCCL ships these bytes from the receiver to the sender untouched, but a
+ * bug or a mismatched library version elsewhere can hand connect() anything,
+ * so decoding checks every field and a CRC before any of it is used.  The
+ * handle holds no pointers: only names, addresses and a random token. */
+#include <string.h>
+#include <sys/socket.h>
+
+#include "symmem.h"
+#include "transport.h"
+
+#define HANDLE_MAGIC 0x4d4d5953u	/* "SYMM" */
+#define HANDLE_VERSION 1
+
+/* Byte layout (little endian host order; both ends are the same library). */
+enum {
+	OFF_MAGIC = 0,		/* u32 */
+	OFF_VERSION = 4,	/* u16 */
+	OFF_FAMILY = 6,		/* u16 */
+	OFF_HOST = 8,		/* u64 */
+	OFF_TOKEN = 16,		/* 16 bytes */
+	OFF_DEV = 32,		/* i32 */
+	OFF_PID = 36,		/* i32 */
+	OFF_UDS = 40,		/* 32 bytes, NUL-terminated */
+	OFF_PORT = 72,		/* u16 */
+	OFF_ADDR = 74,		/* 16 bytes */
+	OFF_CRC = 92,		/* u32 over bytes [0, OFF_CRC) */
+	HANDLE_USED = 96,	/* the rest stays zero */
+};
+
+static uint32_t crc32(const uint8_t *p, size_t n)
+{
+	uint32_t crc = 0xffffffffu;
+
+	for (size_t i = 0; i < n; i++) {
+		crc ^= p[i];
+		for (int k = 0; k < 8; k++)
+			crc = (crc >> 1) ^ (0xedb88320u & -(crc & 1));
+	}
+	return ~crc;
+}
+
+static void put(uint8_t *h, size_t off, const void *v, size_t n)
+{
+	memcpy(h + off, v, n);
+}
+
+static void get(const uint8_t *h, size_t off, void *v, size_t n)
+{
+	memcpy(v, h + off, n);
+}
+
+void tp_handle_encode(const struct tp_handle_info *info, void *handle)
+{
+	uint8_t *h = handle;
+	uint32_t magic = HANDLE_MAGIC, crc;
+	uint16_t version = HANDLE_VERSION, family = (uint16_t)info->family;
+	int32_t dev = info->dev, pid = info->pid;
+
+	memset(h, 0, TP_HANDLE_SIZE);
+	put(h, OFF_MAGIC, &magic, 4);
+	put(h, OFF_VERSION, &version, 2);
+	put(h, OFF_FAMILY, &family, 2);
+	put(h, OFF_HOST, &info->host_id, 8);
+	put(h, OFF_TOKEN, info->token, 16);
+	put(h, OFF_DEV, &dev, 4);
+	put(h, OFF_PID, &pid, 4);
+	memcpy(h + OFF_UDS, info->uds_name, strnlen(info->uds_name, 31));
+	put(h, OFF_PORT, &info->port, 2);
+	put(h, OFF_ADDR, info->addr, 16);
+	crc = crc32(h, OFF_CRC);
+	put(h, OFF_CRC, &crc, 4);
+}
+
+int tp_handle_decode(const void *handle, struct tp_handle_info *info)
+{
+	const uint8_t *h = handle;
+	uint32_t magic, crc;
+	uint16_t version, family;
+	int32_t dev, pid;
+
+	if (!handle)
+		return sm_fail(SM_ERR_INVALID, "connection handle is NULL");
+	get(h, OFF_MAGIC, &magic, 4);
+	if (magic != HANDLE_MAGIC)
+		return sm_fail(SM_ERR_INVALID,
+			       "connection handle has magic 0x%08x, not a symmem handle (0x%08x)",
+			       magic, HANDLE_MAGIC);
+	get(h, OFF_VERSION, &version, 2);
+	if (version != HANDLE_VERSION)
+		return sm_fail(SM_ERR_INVALID,
+			       "connection handle version %u, this library speaks %u (mixed plugin versions?)",
+			       version, HANDLE_VERSION);
+	get(h, OFF_CRC, &crc, 4);
+	if (crc != crc32(h, OFF_CRC))
+		return sm_fail(SM_ERR_INVALID, "connection handle checksum mismatch (corrupted in transit)");
+	for (size_t i = HANDLE_USED; i < TP_HANDLE_SIZE; i++)
+		if (h[i])
+			return sm_fail(SM_ERR_INVALID, "connection handle has data in its reserved tail");
+
+	memset(info, 0, sizeof(*info));
+	get(h, OFF_FAMILY, &family, 2);
+	get(h, OFF_HOST, &info->host_id, 8);
+	get(h, OFF_TOKEN, info->token, 16);
+	get(h, OFF_DEV, &dev, 4);
+	get(h, OFF_PID, &pid, 4);
+	get(h, OFF_UDS, info->uds_name, 32);
+	get(h, OFF_PORT, &info->port, 2);
+	get(h, OFF_ADDR, info->addr, 16);
+	info->family = family;
+	info->dev = dev;
+	info->pid = pid;
+
+	if (info->uds_name[31] != '\0' || info->uds_name[0] == '\0')
+		return sm_fail(SM_ERR_INVALID, "connection handle carries a malformed socket name");
+	if (family != AF_INET && family != AF_INET6)
+		return sm_fail(SM_ERR_INVALID, "connection handle has address family %u", family);
+	if (info->port == 0)
+		return sm_fail(SM_ERR_INVALID, "connection handle has TCP port 0");
+	if (dev < 0)
+		return sm_fail(SM_ERR_INVALID, "connection handle names device %d", dev);
+	return SM_OK;
+}

@@ -1,0 +1,246 @@
+/* The listening (receiving) side of connection setup.
+ *
+ * A listener owns a Unix socket (same host) and a TCP socket (other hosts)
+ * and serves exactly one connector: the one that presents the random token
+ * from the handle and, on one host, runs as the same user.  Anyone else is
+ * told no and dropped, and the listener keeps waiting. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "sock.h"
+#include "symmem.h"
+
+/* A connection that has not introduced itself by then is dropped, so a
+ * silent stranger cannot keep the real connector waiting. */
+#define CANDIDATE_PATIENCE_NS (5ull * 1000 * 1000 * 1000)
+
+struct tp_listener {
+	int uds_fd;
+	int tcp_fd;
+	uint8_t token[16];
+	uint64_t chunk;
+	double timeout;
+	uint64_t deadline_ns;
+
+	/* the connection being served */
+	int cand_fd;
+	int cand_uds;
+	uint64_t cand_deadline_ns;
+	int memfd;
+	struct wire_hello hello;
+	size_t got;
+	struct tp_comm *comm;
+	struct wire_reply reply;
+	size_t sent;
+};
+
+int tp_listen(const struct tp_options *opt, int dev, void *handle, struct tp_listener **out)
+{
+	struct tp_handle_info info;
+	struct tp_listener *l;
+	int rc;
+
+	*out = NULL;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return sm_fail(SM_ERR_SYSTEM, "out of memory");
+	l->uds_fd = -1;
+	l->tcp_fd = -1;
+	l->cand_fd = -1;
+	l->memfd = -1;
+	l->chunk = opt->chunk_size;
+	l->timeout = opt->connect_timeout;
+	memset(&info, 0, sizeof(info));
+	rc = sock_random(l->token, sizeof(l->token));
+	if (rc)
+		goto fail;
+	rc = sock_uds_listen(info.uds_name, &l->uds_fd);
+	if (rc)
+		goto fail;
+	rc = sock_tcp_listen(opt->ifname, &info, &l->tcp_fd);
+	if (rc)
+		goto fail;
+	info.host_id = tp_host_id();
+	memcpy(info.token, l->token, 16);
+	info.dev = dev;
+	info.pid = (int)getpid();
+	tp_handle_encode(&info, handle);
+	*out = l;
+	return SM_OK;
+
+fail:
+	tp_close_listener(l);
+	return rc;
+}
+
+static void drop_candidate(struct tp_listener *l)
+{
+	if (l->comm)
+		tp_close(l->comm);	/* owns cand_fd */
+	else if (l->cand_fd >= 0)
+		close(l->cand_fd);
+	if (l->memfd >= 0)
+		close(l->memfd);
+	l->comm = NULL;
+	l->cand_fd = -1;
+	l->memfd = -1;
+	l->got = 0;
+	l->sent = 0;
+}
+
+static int token_equal(const uint8_t *a, const uint8_t *b)
+{
+	uint8_t diff = 0;
+
+	for (int i = 0; i < 16; i++)
+		diff |= a[i] ^ b[i];
+	return diff == 0;
+}
+
+/* Best effort: tell a refused connector why before hanging up on it. */
+static void refuse(struct tp_listener *l, int status, const char *why)
+{
+	struct wire_reply r = { .magic = WIRE_MAGIC, .status = status };
+
+	strncpy(r.reason, why, sizeof(r.reason) - 1);
+	sock_send_some(l->cand_fd, &r, sizeof(r), -1);
+	sm_info("refused a connection: %s", why);
+	drop_candidate(l);
+}
+
+static int take_connection(struct tp_listener *l)
+{
+	int fd = accept4(l->uds_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+	l->cand_uds = 1;
+	if (fd < 0) {
+		fd = accept4(l->tcp_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		l->cand_uds = 0;
+	}
+	if (fd < 0)
+		return 0;
+	if (!l->cand_uds)
+		sock_enable_nodelay(fd);
+	l->cand_fd = fd;
+	l->got = 0;
+	l->cand_deadline_ns = comm_now_ns() + CANDIDATE_PATIENCE_NS;
+	return 1;
+}
+
+/* The hello is complete: check who is asking and build the comm. 
+ * Returns SM_OK with l->comm set, SM_OK with the candidate dropped (a
+ * stranger), or an error for a connector with the right token whose setup
+ * failed. */
+static int check_hello(struct tp_listener *l)
+{
+	const struct wire_hello *h = &l->hello;
+	int rc;
+
+	if (h->magic != WIRE_MAGIC || h->version != WIRE_VERSION) {
+		refuse(l, SM_ERR_INVALID, "not a symmem connector (bad magic or version)");
+		return SM_OK;
+	}
+	if (!token_equal(h->token, l->token)) {
+		refuse(l, SM_ERR_INVALID, "wrong connection token");
+		return SM_OK;
+	}
+	if (l->cand_uds && sock_peer_uid(l->cand_fd) != (int)getuid()) {
+		refuse(l, SM_ERR_INVALID, "connector runs as another user");
+		return SM_OK;
+	}
+	if (l->cand_uds != (h->backend == TP_BACKEND_SHM) || (l->cand_uds && l->memfd < 0)) {
+		refuse(l, SM_ERR_INVALID, "connector asked for a data path this socket cannot carry");
+		return SM_OK;
+	}
+	l->comm = comm_new(0, l->cand_uds ? &tp_shm_ops : &tp_tcp_ops, l->cand_fd);
+	if (!l->comm)
+		return sm_fail(SM_ERR_SYSTEM, "out of memory");
+	if (l->cand_uds) {
+		rc = shm_comm_attach(l->comm, l->memfd, h->seg_size, l->chunk);
+		close(l->memfd);
+		l->memfd = -1;
+		if (rc) {
+			char why[120];
+
+			strncpy(why, sm_last_error(), sizeof(why) - 1);
+			why[sizeof(why) - 1] = '\0';
+			l->comm->fd = -1;	/* refuse() still needs the socket */
+			tp_close(l->comm);
+			l->comm = NULL;
+			refuse(l, rc, why);
+			return sm_fail(rc, "%s", why);
+		}
+	}
+	l->reply.magic = WIRE_MAGIC;
+	l->reply.status = SM_OK;
+	l->sent = 0;
+	return SM_OK;
+}
+
+int tp_accept(struct tp_listener *l, struct tp_comm **out)
+{
+	uint64_t now = comm_now_ns();
+	ssize_t n;
+	int rc;
+
+	*out = NULL;
+	if (!l->deadline_ns)
+		l->deadline_ns = now + (uint64_t)(l->timeout * 1e9);
+	if (l->cand_fd < 0 && !take_connection(l))
+		goto wait;
+	if (!l->comm) {
+		n = sock_recv_some(l->cand_fd, (uint8_t *)&l->hello + l->got, sizeof(l->hello) - l->got,
+				   l->cand_uds ? &l->memfd : NULL);
+		if (n < 0) {
+			drop_candidate(l);	/* hung up before saying who it is */
+			goto wait;
+		}
+		l->got += (size_t)n;
+		if (l->got < sizeof(l->hello)) {
+			if (now > l->cand_deadline_ns)
+				drop_candidate(l);
+			goto wait;
+		}
+		rc = check_hello(l);
+		if (rc)
+			return rc;
+		if (!l->comm)
+			goto wait;
+	}
+	n = sock_send_some(l->cand_fd, (uint8_t *)&l->reply + l->sent, sizeof(l->reply) - l->sent, -1);
+	if (n < 0) {
+		rc = sm_fail(SM_ERR_REMOTE, "connector hung up during setup");
+		drop_candidate(l);
+		return rc;
+	}
+	l->sent += (size_t)n;
+	if (l->sent < sizeof(l->reply))
+		goto wait;
+	*out = l->comm;
+	l->comm = NULL;
+	l->cand_fd = -1;
+	return SM_OK;
+
+wait:
+	if (now > l->deadline_ns)
+		return sm_fail(SM_ERR_REMOTE,
+			       "no connector arrived within %.1f s (NCCL_SYMMEM_CONNECT_TIMEOUT)",
+			       l->timeout);
+	return SM_OK;
+}
+
+void tp_close_listener(struct tp_listener *l)
+{
+	if (!l)
+		return;
+	drop_candidate(l);
+	if (l->uds_fd >= 0)
+		close(l->uds_fd);
+	if (l->tcp_fd >= 0)
+		close(l->tcp_fd);
+	free(l);
+}

@@ -1,0 +1,229 @@
+/* The same-host data path: a byte ring in a shared memfd segment.
+ *
+ * The sender copies message bytes into the ring and the receiver copies
+ * them out, chunk by chunk, so both copies overlap.  Messages follow each
+ * other in the ring in posting order; each side advances only its own
+ * counter, so no lock is needed (single producer, single consumer). */
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "symmem.h"
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+int shm_segment_create(uint64_t ring_size, int *memfd, uint64_t *seg_size)
+{
+	uint64_t size = SHM_RING_OFFSET + ring_size;
+	struct shm_ctrl *ctrl;
+	int fd, rc;
+
+	fd = memfd_create("symmem-ring", MFD_CLOEXEC);
+	if (fd < 0)
+		return sm_fail(SM_ERR_SYSTEM, "memfd_create: %s", strerror(errno));
+	if (ftruncate(fd, (off_t)size) != 0) {
+		rc = sm_fail(SM_ERR_SYSTEM, "cannot size a %llu-byte ring segment: %s",
+			     (unsigned long long)size, strerror(errno));
+		close(fd);
+		return rc;
+	}
+	ctrl = mmap(NULL, SHM_RING_OFFSET, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (ctrl == MAP_FAILED) {
+		rc = sm_fail(SM_ERR_SYSTEM, "mmap of the ring header: %s", strerror(errno));
+		close(fd);
+		return rc;
+	}
+	ctrl->magic = SHM_MAGIC;
+	ctrl->version = SHM_VERSION;
+	ctrl->ring_size = ring_size;
+	ctrl->seg_size = size;
+	munmap(ctrl, SHM_RING_OFFSET);
+	*memfd = fd;
+	*seg_size = size;
+	return SM_OK;
+}
+
+/* Maps a segment and checks that its header tells the truth about it: the
+ * fd may come from a confused or hostile peer. */
+int shm_comm_attach(struct tp_comm *c, int memfd, uint64_t seg_size, uint64_t chunk)
+{
+	struct stat st;
+	struct shm_ctrl *ctrl;
+	void *p;
+
+	if (fstat(memfd, &st) != 0)
+		return sm_fail(SM_ERR_SYSTEM, "fstat of ring segment: %s", strerror(errno));
+	if ((uint64_t)st.st_size != seg_size || seg_size <= SHM_RING_OFFSET)
+		return sm_fail(SM_ERR_REMOTE, "ring segment is %lld bytes, peer announced %llu",
+			       (long long)st.st_size, (unsigned long long)seg_size);
+	p = mmap(NULL, seg_size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	if (p == MAP_FAILED)
+		return sm_fail(SM_ERR_SYSTEM, "mmap of a %llu-byte ring segment: %s",
+			       (unsigned long long)seg_size, strerror(errno));
+	ctrl = p;
+	if (ctrl->magic != SHM_MAGIC || ctrl->version != SHM_VERSION ||
+	    ctrl->seg_size != seg_size || ctrl->ring_size != seg_size - SHM_RING_OFFSET) {
+		munmap(p, seg_size);
+		return sm_fail(SM_ERR_REMOTE, "ring segment header is not valid");
+	}
+	c->ctrl = ctrl;
+	c->seg_size = seg_size;
+	c->ring = (uint8_t *)p + SHM_RING_OFFSET;
+	c->ring_size = ctrl->ring_size;
+	c->chunk = min_u64(chunk, c->ring_size);
+	return SM_OK;
+}
+
+static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t size)
+{
+	struct shm_ctrl *ctrl = c->ctrl;
+	unsigned slot = c->posted % TP_MAX_REQUESTS;
+	uint64_t capacity;
+	struct tp_req *r;
+
+	if (atomic_load_explicit(&ctrl->recv_posted, memory_order_acquire) <= c->posted)
+		return SM_OK;		/* no receive posted yet: NCCL retries */
+	capacity = ctrl->recv_size[slot];
+	ctrl->send_size[slot] = size;
+	if (size > capacity) {
+		/* Publish the size anyway so the receiver fails too, rather than
+		 * waiting for bytes that will never come. */
+		atomic_store_explicit(&ctrl->send_posted, c->posted + 1, memory_order_release);
+		return comm_fail(c, SM_ERR_USAGE,
+				 "send of %zu bytes into a posted receive of %llu bytes (message %llu)",
+				 size, (unsigned long long)capacity, (unsigned long long)c->posted);
+	}
+	r = comm_req_alloc(c, REQ_SEND);
+	r->buf = (uint8_t *)data;
+	r->size = size;
+	c->posted++;
+	atomic_store_explicit(&ctrl->send_posted, c->posted, memory_order_release);
+	*out = r;
+	return SM_OK;
+}
+
+static int shm_irecv(struct tp_comm *c, struct tp_req *r)
+{
+	struct shm_ctrl *ctrl = c->ctrl;
+
+	ctrl->recv_size[r->seq % TP_MAX_REQUESTS] = r->size;
+	atomic_store_explicit(&ctrl->recv_posted, c->posted, memory_order_release);
+	return SM_OK;
+}
+
+/* Copies n bytes between a linear buffer and the ring at stream offset pos. */
+static void ring_copy(struct tp_comm *c, uint64_t pos, uint8_t *buf, uint64_t n, int to_ring)
+{
+	uint64_t off = pos % c->ring_size;
+	uint64_t first = min_u64(n, c->ring_size - off);
+
+	if (to_ring) {
+		memcpy(c->ring + off, buf, first);
+		memcpy(c->ring, buf + first, n - first);
+	} else {
+		memcpy(buf, c->ring + off, first);
+		memcpy(buf + first, c->ring, n - first);
+	}
+}
+
+/* One call moves at most one ring's worth of bytes, so a single large
+ * message cannot keep NCCL's progress thread from its other connections. */
+static int shm_progress_send(struct tp_comm *c, int *progressed)
+{
+	struct shm_ctrl *ctrl = c->ctrl;
+	uint64_t budget = c->ring_size;
+	struct tp_req *r;
+
+	while ((r = comm_head(c)) != NULL) {
+		uint64_t used, n;
+
+		if (r->moved == r->size) {
+			r->done = 1;
+			comm_pop(c);
+			*progressed = 1;
+			continue;
+		}
+		used = c->data_pos - atomic_load_explicit(&ctrl->data_read, memory_order_acquire);
+		if (used > c->ring_size)
+			return comm_fail(c, SM_ERR_REMOTE, "peer corrupted the ring counters");
+		n = min_u64(min_u64(c->ring_size - used, r->size - r->moved), min_u64(c->chunk, budget));
+		if (n == 0)
+			break;
+		ring_copy(c, c->data_pos, r->buf + r->moved, n, 1);
+		r->moved += n;
+		c->data_pos += n;
+		budget -= n;
+		atomic_store_explicit(&ctrl->data_written, c->data_pos, memory_order_release);
+		*progressed = 1;
+	}
+	return SM_OK;
+}
+
+static int shm_progress_recv(struct tp_comm *c, int *progressed)
+{
+	struct shm_ctrl *ctrl = c->ctrl;
+	uint64_t budget = c->ring_size;
+	struct tp_req *r;
+
+	while ((r = comm_head(c)) != NULL) {
+		uint64_t avail, n;
+
+		if (!r->have_size) {
+			if (atomic_load_explicit(&ctrl->send_posted, memory_order_acquire) <= r->seq)
+				break;
+			r->msg_size = ctrl->send_size[r->seq % TP_MAX_REQUESTS];
+			if (r->msg_size > r->size)
+				return comm_fail(c, SM_ERR_USAGE,
+						 "peer sent %llu bytes into a posted receive of %llu bytes (message %llu)",
+						 (unsigned long long)r->msg_size,
+						 (unsigned long long)r->size, (unsigned long long)r->seq);
+			r->have_size = 1;
+			*progressed = 1;
+		}
+		if (r->moved == r->msg_size) {
+			r->done = 1;
+			comm_pop(c);
+			*progressed = 1;
+			continue;
+		}
+		avail = atomic_load_explicit(&ctrl->data_written, memory_order_acquire) - c->data_pos;
+		if (avail > c->ring_size)
+			return comm_fail(c, SM_ERR_REMOTE, "peer corrupted the ring counters");
+		n = min_u64(min_u64(avail, r->msg_size - r->moved), min_u64(c->chunk, budget));
+		if (n == 0)
+			break;
+		ring_copy(c, c->data_pos, r->buf + r->moved, n, 0);
+		r->moved += n;
+		c->data_pos += n;
+		budget -= n;
+		atomic_store_explicit(&ctrl->data_read, c->data_pos, memory_order_release);
+		*progressed = 1;
+	}
+	return SM_OK;
+}
+
+static int shm_progress(struct tp_comm *c, int *progressed)
+{
+	return c->is_send ? shm_progress_send(c, progressed) : shm_progress_recv(c, progressed);
+}
+
+static void shm_close(struct tp_comm *c)
+{
+	if (c->ctrl)
+		munmap(c->ctrl, c->seg_size);
+	c->ctrl = NULL;
+}
+
+const struct tp_ops tp_shm_ops = {
+	.name = "shm",
+	.isend = shm_isend,
+	.irecv = shm_irecv,
+	.progress = shm_progress,
+	.close = shm_close,
+};

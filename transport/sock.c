@@ -1,0 +1,345 @@
+/* Non-blocking socket plumbing for connection setup and the TCP data path. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "sock.h"
+#include "symmem.h"
+
+int sock_random(void *buf, size_t len)
+{
+	uint8_t *p = buf;
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = getrandom(p + got, len - got, 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return sm_fail(SM_ERR_SYSTEM, "getrandom: %s", strerror(errno));
+		got += (size_t)n;
+	}
+	return SM_OK;
+}
+
+/* Abstract Unix socket names need no file system and vanish with the
+ * process, so a crashed job leaves nothing behind. */
+static socklen_t uds_addr(const char *name, struct sockaddr_un *sa)
+{
+	size_t n = strlen(name);
+
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	memcpy(sa->sun_path + 1, name, n);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+int sock_uds_listen(char name[32], int *fd)
+{
+	struct sockaddr_un sa;
+	uint8_t rnd[8];
+	socklen_t len;
+	int s, rc;
+
+	rc = sock_random(rnd, sizeof(rnd));
+	if (rc)
+		return rc;
+	snprintf(name, 32, "symmem-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2],
+		 rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+	s = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return sm_fail(SM_ERR_SYSTEM, "socket(AF_UNIX): %s", strerror(errno));
+	len = uds_addr(name, &sa);
+	if (bind(s, (struct sockaddr *)&sa, len) != 0 || listen(s, 16) != 0) {
+		rc = sm_fail(SM_ERR_SYSTEM, "cannot listen on Unix socket @%s: %s", name,
+			     strerror(errno));
+		close(s);
+		return rc;
+	}
+	*fd = s;
+	return SM_OK;
+}
+
+/* NCCL_SOCKET_IFNAME: "^" excludes, "=" asks for exact names, otherwise
+ * each comma-separated entry is a name prefix. */
+static int ifname_matches(const char *spec, const char *name)
+{
+	int exclude = 0, exact = 0, hit = 0;
+	const char *p = spec;
+
+	if (*p == '^') {
+		exclude = 1;
+		p++;
+	}
+	if (*p == '=') {
+		exact = 1;
+		p++;
+	}
+	while (*p) {
+		size_t n = strcspn(p, ",");
+
+		if (n && (exact ? strlen(name) == n && !strncmp(name, p, n) : !strncmp(name, p, n)))
+			hit = 1;
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	return exclude ? !hit : hit;
+}
+
+/* Picks the address other hosts can reach: the first interface that is up,
+ * not loopback and allowed by ifname (IPv4 preferred), else loopback. */
+static void pick_address(const char *ifname, struct sockaddr_storage *ss)
+{
+	struct ifaddrs *ifs = NULL, *i;
+	struct sockaddr_in *lo = (struct sockaddr_in *)ss;
+	int found = 0;
+
+	memset(ss, 0, sizeof(*ss));
+	lo->sin_family = AF_INET;
+	lo->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (getifaddrs(&ifs) != 0)
+		return;
+	for (int want = AF_INET; want && !found; want = want == AF_INET ? AF_INET6 : 0) {
+		for (i = ifs; i && !found; i = i->ifa_next) {
+			if (!i->ifa_addr || i->ifa_addr->sa_family != want)
+				continue;
+			if (!(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK))
+				continue;
+			if (ifname && *ifname && !ifname_matches(ifname, i->ifa_name))
+				continue;
+			if (want == AF_INET6 &&
+			    IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr))
+				continue;
+			memcpy(ss, i->ifa_addr,
+			       want == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+			found = 1;
+		}
+	}
+	freeifaddrs(ifs);
+}
+
+int sock_tcp_listen(const char *ifname, struct tp_handle_info *info, int *fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int s, rc, one = 1;
+
+	pick_address(ifname, &ss);
+	len = ss.ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+	s = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return sm_fail(SM_ERR_SYSTEM, "socket(TCP): %s", strerror(errno));
+	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(s, (struct sockaddr *)&ss, len) != 0 || listen(s, 16) != 0 ||
+	    getsockname(s, (struct sockaddr *)&ss, &len) != 0) {
+		rc = sm_fail(SM_ERR_SYSTEM, "cannot listen on TCP: %s", strerror(errno));
+		close(s);
+		return rc;
+	}
+	info->family = ss.ss_family;
+	memset(info->addr, 0, sizeof(info->addr));
+	if (ss.ss_family == AF_INET) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+
+		memcpy(info->addr, &sin->sin_addr, 4);
+		info->port = ntohs(sin->sin_port);
+	} else {
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+
+		memcpy(info->addr, &sin6->sin6_addr, 16);
+		info->port = ntohs(sin6->sin6_port);
+	}
+	*fd = s;
+	return SM_OK;
+}
+
+int sock_uds_connect(const char *name, int *fd)
+{
+	struct sockaddr_un sa;
+	socklen_t len = uds_addr(name, &sa);
+	int s, rc;
+
+	s = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return sm_fail(SM_ERR_SYSTEM, "socket(AF_UNIX): %s", strerror(errno));
+	if (connect(s, (struct sockaddr *)&sa, len) == 0) {
+		*fd = s;
+		return SM_OK;
+	}
+	/* EAGAIN: the listener's backlog is full; the caller retries. */
+	rc = errno == EAGAIN ? SM_OK : SM_ERR_REMOTE;
+	if (rc)
+		sm_fail(rc, "cannot reach the listener at @%s: %s", name, strerror(errno));
+	close(s);
+	*fd = -1;
+	return rc;
+}
+
+int sock_tcp_connect(const struct tp_handle_info *info, int *fd, int *pending)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	char text[64];
+	int s, rc;
+
+	memset(&ss, 0, sizeof(ss));
+	if (info->family == AF_INET) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons(info->port);
+		memcpy(&sin->sin_addr, info->addr, 4);
+		len = sizeof(*sin);
+	} else {
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons(info->port);
+		memcpy(&sin6->sin6_addr, info->addr, 16);
+		len = sizeof(*sin6);
+	}
+	s = socket(info->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return sm_fail(SM_ERR_SYSTEM, "socket(TCP): %s", strerror(errno));
+	*pending = 0;
+	if (connect(s, (struct sockaddr *)&ss, len) != 0) {
+		if (errno != EINPROGRESS) {
+			inet_ntop(info->family, info->addr, text, sizeof(text));
+			rc = sm_fail(SM_ERR_REMOTE, "cannot connect to %s port %u: %s", text,
+				     info->port, strerror(errno));
+			close(s);
+			return rc;
+		}
+		*pending = 1;
+	}
+	sock_enable_nodelay(s);
+	*fd = s;
+	return SM_OK;
+}
+
+int sock_connect_done(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	socklen_t len = sizeof(int);
+	int err = 0;
+
+	if (poll(&p, 1, 0) <= 0)
+		return 0;
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+		err = errno;
+	if (err) {
+		sm_fail(SM_ERR_REMOTE, "TCP connect failed: %s", strerror(err));
+		return -1;
+	}
+	return 1;
+}
+
+ssize_t sock_send_some(int fd, const void *buf, size_t len, int pass_fd)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	ssize_t n;
+
+	if (pass_fd >= 0) {
+		struct cmsghdr *cm;
+
+		memset(cbuf, 0, sizeof(cbuf));
+		msg.msg_control = cbuf;
+		msg.msg_controllen = sizeof(cbuf);
+		cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+	}
+	do {
+		n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+	} while (n < 0 && errno == EINTR);
+	if (n >= 0)
+		return n;
+	if (errno == EAGAIN || errno == EWOULDBLOCK)
+		return 0;
+	sm_fail(SM_ERR_REMOTE, "peer connection lost on send: %s", strerror(errno));
+	return -1;
+}
+
+ssize_t sock_recv_some(int fd, void *buf, size_t len, int *got_fd)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *cm;
+	ssize_t n;
+
+	if (got_fd) {
+		msg.msg_control = cbuf;
+		msg.msg_controllen = sizeof(cbuf);
+	}
+	do {
+		n = recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	} while (n < 0 && errno == EINTR);
+	if (n == 0) {
+		sm_fail(SM_ERR_REMOTE, "peer closed the connection");
+		return -1;
+	}
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		sm_fail(SM_ERR_REMOTE, "peer connection lost on receive: %s", strerror(errno));
+		return -1;
+	}
+	if (got_fd) {
+		for (cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+			if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+			    cm->cmsg_len == CMSG_LEN(sizeof(int))) {
+				int nfd;
+
+				memcpy(&nfd, CMSG_DATA(cm), sizeof(int));
+				if (*got_fd >= 0)
+					close(nfd);	/* only one fd is ever expected */
+				else
+					*got_fd = nfd;
+			}
+		}
+	}
+	return n;
+}
+
+int sock_peer_gone(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+
+	if (poll(&p, 1, 0) <= 0)
+		return 0;
+	return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+int sock_peer_uid(int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+		return -1;
+	return (int)cred.uid;
+}
+
+void sock_enable_nodelay(int fd)
+{
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}

@@ -1,0 +1,197 @@
+/* The data path between hosts: messages over the TCP control connection.
+ *
+ * The receiver announces each posted receive (message number and capacity,
+ * 16 bytes) so the sender can refuse an oversized send before any payload
+ * moves; the sender answers with an 8-byte size header and the payload.
+ * Everything is non-blocking and resumes where a short write or read
+ * stopped. */
+#include <string.h>
+
+#include "internal.h"
+#include "sock.h"
+#include "symmem.h"
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* Sender: collect the receiver's announcements.  A hang-up is only an
+ * error once an announcement is missing, which the caller decides. */
+static int tcp_read_posts(struct tp_comm *c, int *eof)
+{
+	*eof = 0;
+	for (;;) {
+		uint64_t seq, size;
+		ssize_t n = sock_recv_some(c->fd, c->in + c->in_len, sizeof(c->in) - c->in_len, NULL);
+
+		if (n < 0) {
+			*eof = 1;
+			return SM_OK;
+		}
+		if (n == 0)
+			return SM_OK;
+		c->in_len += (size_t)n;
+		if (c->in_len < sizeof(c->in))
+			continue;
+		memcpy(&seq, c->in, 8);
+		memcpy(&size, c->in + 8, 8);
+		c->in_len = 0;
+		if (seq != c->peer_posted)
+			return comm_fail(c, SM_ERR_REMOTE,
+					 "receiving peer announced message %llu, expected %llu",
+					 (unsigned long long)seq, (unsigned long long)c->peer_posted);
+		c->peer_size[seq % TP_MAX_REQUESTS] = size;
+		c->peer_posted++;
+	}
+}
+
+static int tcp_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t size)
+{
+	uint64_t capacity, sz = size;
+	struct tp_req *r;
+	int rc, eof;
+
+	rc = tcp_read_posts(c, &eof);
+	if (rc)
+		return rc;
+	if (c->peer_posted <= c->posted && eof)
+		return comm_fail(c, SM_ERR_REMOTE, "receiving peer: %s", sm_last_error());
+	if (c->peer_posted <= c->posted)
+		return SM_OK;
+	capacity = c->peer_size[c->posted % TP_MAX_REQUESTS];
+	r = comm_req_alloc(c, REQ_SEND);
+	r->buf = (uint8_t *)data;
+	r->size = size;
+	memcpy(r->hdr, &sz, 8);
+	c->posted++;
+	if (size > capacity) {
+		/* Send the header alone so the receiver fails too. */
+		sock_send_some(c->fd, r->hdr, 8, -1);
+		r->kind = REQ_FREE;
+		return comm_fail(c, SM_ERR_USAGE,
+				 "send of %zu bytes into a posted receive of %llu bytes (message %llu)",
+				 size, (unsigned long long)capacity, (unsigned long long)r->seq);
+	}
+	*out = r;
+	return SM_OK;
+}
+
+static int tcp_flush_posts(struct tp_comm *c)
+{
+	ssize_t n;
+
+	if (!c->out_len)
+		return SM_OK;
+	n = sock_send_some(c->fd, c->out, c->out_len, -1);
+	if (n < 0)
+		return comm_fail(c, SM_ERR_REMOTE, "sending peer: %s", sm_last_error());
+	memmove(c->out, c->out + n, c->out_len - (size_t)n);
+	c->out_len -= (size_t)n;
+	return SM_OK;
+}
+
+static int tcp_irecv(struct tp_comm *c, struct tp_req *r)
+{
+	uint64_t size = r->size;
+
+	/* At most 32 receives are in flight, so announcements always fit. */
+	memcpy(c->out + c->out_len, &r->seq, 8);
+	memcpy(c->out + c->out_len + 8, &size, 8);
+	c->out_len += 16;
+	return tcp_flush_posts(c);
+}
+
+static int tcp_progress_send(struct tp_comm *c, int *progressed)
+{
+	struct tp_req *r;
+	ssize_t n;
+
+	while ((r = comm_head(c)) != NULL) {
+		if (r->hdr_done < 8) {
+			n = sock_send_some(c->fd, r->hdr + r->hdr_done, 8 - r->hdr_done, -1);
+			if (n < 0)
+				return comm_fail(c, SM_ERR_REMOTE, "receiving peer: %s", sm_last_error());
+			r->hdr_done += (size_t)n;
+			if (r->hdr_done < 8)
+				break;
+			*progressed = 1;
+		}
+		if (r->moved < r->size) {
+			n = sock_send_some(c->fd, r->buf + r->moved, r->size - r->moved, -1);
+			if (n < 0)
+				return comm_fail(c, SM_ERR_REMOTE, "receiving peer: %s", sm_last_error());
+			r->moved += (uint64_t)n;
+			if (n)
+				*progressed = 1;
+			if (r->moved < r->size)
+				break;
+		}
+		r->done = 1;
+		comm_pop(c);
+		*progressed = 1;
+	}
+	return SM_OK;
+}
+
+static int tcp_progress_recv(struct tp_comm *c, int *progressed)
+{
+	struct tp_req *r;
+	ssize_t n;
+	int rc;
+
+	rc = tcp_flush_posts(c);
+	if (rc)
+		return rc;
+	while ((r = comm_head(c)) != NULL) {
+		if (!r->have_size) {
+			n = sock_recv_some(c->fd, r->hdr + r->hdr_done, 8 - r->hdr_done, NULL);
+			if (n < 0)
+				return comm_fail(c, SM_ERR_REMOTE, "sending peer: %s", sm_last_error());
+			r->hdr_done += (size_t)n;
+			if (r->hdr_done < 8)
+				break;
+			memcpy(&r->msg_size, r->hdr, 8);
+			if (r->msg_size > r->size)
+				return comm_fail(c, SM_ERR_USAGE,
+						 "peer sent %llu bytes into a posted receive of %llu bytes (message %llu)",
+						 (unsigned long long)r->msg_size,
+						 (unsigned long long)r->size, (unsigned long long)r->seq);
+			r->have_size = 1;
+			*progressed = 1;
+		}
+		if (r->moved < r->msg_size) {
+			n = sock_recv_some(c->fd, r->buf + r->moved,
+					   min_u64(r->msg_size - r->moved, 1ull << 30), NULL);
+			if (n < 0)
+				return comm_fail(c, SM_ERR_REMOTE, "sending peer: %s", sm_last_error());
+			r->moved += (uint64_t)n;
+			if (n)
+				*progressed = 1;
+			if (r->moved < r->msg_size)
+				break;
+		}
+		r->done = 1;
+		comm_pop(c);
+		*progressed = 1;
+	}
+	return SM_OK;
+}
+
+static int tcp_progress(struct tp_comm *c, int *progressed)
+{
+	return c->is_send ? tcp_progress_send(c, progressed) : tcp_progress_recv(c, progressed);
+}
+
+static void tcp_close(struct tp_comm *c)
+{
+	(void)c;
+}
+
+const struct tp_ops tp_tcp_ops = {
+	.name = "tcp",
+	.isend = tcp_isend,
+	.irecv = tcp_irecv,
+	.progress = tcp_progress,
+	.close = tcp_close,
+};

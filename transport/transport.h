@@ -1,0 +1,75 @@
+/* transport: connections between two processes and the bytes they carry.
+ *
+ * One connection is one-way: a sender comm and a receiver comm.  Setup is
+ * non-blocking on both ends (a NULL comm with SM_OK means "call again"), so
+ * one thread may drive both.  On one host the control channel is a Unix
+ * socket and the data moves through a shared-memory ring; between hosts (or
+ * when forced) the data moves over the TCP control connection itself.
+ * Receives and sends match in posting order.  Every function returns an
+ * enum sm_status; the message is in sm_last_error(). */
+#ifndef SYMMEM_TRANSPORT_H
+#define SYMMEM_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TP_HANDLE_SIZE 128
+#define TP_MAX_REQUESTS 32
+
+enum tp_backend {
+	TP_BACKEND_AUTO = 0,
+	TP_BACKEND_SHM,
+	TP_BACKEND_TCP,
+};
+
+struct tp_options {
+	int backend;			/* enum tp_backend */
+	uint64_t ring_size;		/* shared-memory data ring per connection */
+	uint64_t chunk_size;		/* copy granularity in that ring */
+	double connect_timeout;		/* seconds a connect/accept may take */
+	const char *ifname;		/* NCCL_SOCKET_IFNAME syntax, or "" */
+};
+
+struct tp_listener;
+struct tp_comm;
+struct tp_req;
+
+/* The handle: what a listener publishes and a connector consumes. */
+struct tp_handle_info {
+	uint64_t host_id;
+	uint8_t token[16];
+	int dev;
+	int pid;
+	char uds_name[32];
+	int family;			/* AF_INET or AF_INET6 */
+	uint16_t port;			/* host byte order */
+	uint8_t addr[16];
+};
+
+void tp_handle_encode(const struct tp_handle_info *info, void *handle);
+/* Checks magic, version, checksum and every field; never trusts the bytes. */
+int tp_handle_decode(const void *handle, struct tp_handle_info *info);
+
+/* This host's identity: a hash of the kernel boot id. */
+uint64_t tp_host_id(void);
+
+int tp_listen(const struct tp_options *opt, int dev, void *handle, struct tp_listener **out);
+int tp_accept(struct tp_listener *l, struct tp_comm **out);
+void tp_close_listener(struct tp_listener *l);
+
+/* `handle` must hold the same bytes on every call for one connection. */
+int tp_connect(const struct tp_options *opt, const void *handle, struct tp_comm **out);
+
+/* Frees the comm and every request still in flight. */
+void tp_close(struct tp_comm *c);
+
+/* *out is NULL when the send cannot start yet (no receive posted). */
+int tp_isend(struct tp_comm *c, const void *data, size_t size, struct tp_req **out);
+int tp_irecv(struct tp_comm *c, void *data, size_t size, struct tp_req **out);
+/* On done the request is released; *size is the byte count moved. */
+int tp_test(struct tp_req *r, int *done, size_t *size);
+
+/* A short description ("shm", "tcp") for log lines. */
+const char *tp_comm_backend(const struct tp_comm *c);
+
+#endif
