@@ -5,6 +5,7 @@
  * from the handle and, on one host, runs as the same user.  Anyone else is
  * told no and dropped, and the listener keeps waiting. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -106,7 +107,7 @@ static void refuse(struct tp_listener *l, int status, const char *why)
 {
 	struct wire_reply r = { .magic = WIRE_MAGIC, .status = status };
 
-	strncpy(r.reason, why, sizeof(r.reason) - 1);
+	snprintf(r.reason, sizeof(r.reason), "%s", why);
 	sock_send_some(l->cand_fd, &r, sizeof(r), -1);
 	sm_info("refused a connection: %s", why);
 	drop_candidate(l);
@@ -166,8 +167,7 @@ static int check_hello(struct tp_listener *l)
 		if (rc) {
 			char why[120];
 
-			strncpy(why, sm_last_error(), sizeof(why) - 1);
-			why[sizeof(why) - 1] = '\0';
+			snprintf(why, sizeof(why), "%s", sm_last_error());
 			l->comm->fd = -1;	/* refuse() still needs the socket */
 			tp_close(l->comm);
 			l->comm = NULL;

@@ -1,0 +1,23 @@
+#!/bin/sh
+# Installs the Debian packages the build and the tests need, if missing.
+# Sourced by install.sh and test.sh.
+need=""
+command -v meson >/dev/null 2>&1 || need="$need meson"
+command -v ninja >/dev/null 2>&1 || need="$need ninja-build"
+command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
+command -v cc >/dev/null 2>&1 || need="$need gcc libc6-dev"
+command -v python3 >/dev/null 2>&1 || need="$need python3"
+[ -f /usr/include/cmocka.h ] || need="$need libcmocka-dev"
+[ -f /usr/include/infiniband/verbs.h ] || need="$need libibverbs-dev"
+if [ -n "$need" ]; then
+	echo "installing:$need"
+	if [ "$(id -u)" = 0 ]; then
+		sudo=""
+	else
+		sudo="sudo"
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	$sudo apt-get update -qq >/dev/null || exit 1
+	# shellcheck disable=SC2086
+	$sudo apt-get install -y -qq $need >/dev/null || exit 1
+fi

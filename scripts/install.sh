@@ -1,0 +1,17 @@
+#!/bin/sh
+# Builds libnccl-net-symmem.so and installs it where NCCL_NET_PLUGIN=symmem
+# finds it (a library directory on the loader path), plus a pkg-config file.
+# Usage: scripts/install.sh [meson setup options, e.g. --prefix=/opt/symmem]
+set -e
+cd "$(dirname "$0")/.."
+. scripts/deps.sh
+[ -d build-release ] || meson setup build-release --buildtype=release --prefix=/usr/local -Dtests=disabled "$@"
+meson compile -C build-release
+if [ "$(id -u)" = 0 ]; then
+	meson install -C build-release
+	ldconfig
+else
+	sudo meson install -C build-release
+	sudo ldconfig
+fi
+echo "installed: $(meson introspect build-release --installed | python3 -c 'import json,sys; print(" ".join(v for v in json.load(sys.stdin).values() if v.endswith(".so")))')"
