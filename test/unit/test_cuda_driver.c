@@ -1,0 +1,54 @@
+/* The CUDA driver is optional: without it the loader says why, once, and
+ * nothing else changes; with it the driver answers basic queries. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <dlfcn.h>
+#include <string.h>
+
+#include "symmem.h"
+
+static void test_loader_reports_truthfully(void **state)
+{
+	const struct sm_cuda_info *a = sm_cuda_load(), *b = sm_cuda_load();
+	void *probe = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+
+	(void)state;
+	assert_ptr_equal(a, b);		/* opened once per process */
+	if (!probe) {
+		/* No driver on this host (CI): not loaded, and the reason names it. */
+		assert_int_equal(a->loaded, 0);
+		assert_non_null(strstr(a->reason, "libcuda.so.1"));
+		return;
+	}
+	dlclose(probe);
+	/* A driver exists: either it initialised, or the reason says why not
+	 * (a driver without devices fails cuInit). */
+	if (a->loaded) {
+		assert_true(a->driver_version >= 12000);
+		assert_true(a->device_count >= 0);
+	} else {
+		assert_true(strlen(a->reason) > 0);
+	}
+}
+
+static void test_error_messages_are_per_call(void **state)
+{
+	(void)state;
+	assert_int_equal(sm_fail(SM_ERR_REMOTE, "peer %d died", 3), SM_ERR_REMOTE);
+	assert_string_equal(sm_last_error(), "peer 3 died");
+	assert_int_equal(sm_fail(SM_ERR_USAGE, "size %zu", (size_t)7), SM_ERR_USAGE);
+	assert_string_equal(sm_last_error(), "size 7");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_loader_reports_truthfully),
+		cmocka_unit_test(test_error_messages_are_per_call),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
