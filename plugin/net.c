@@ -439,11 +439,8 @@ static ncclResult_t close_comm(void *comm, int kind, const char *what)
 
 	if (!comm)
 		return ncclSuccess;
-	if (registry_remove(c, kind)) {
-		LOG_WARN("NET/symmem: %s of %p, which is not an open %s (closed twice?)", what, comm,
-			 registry_kind_name(kind));
+	if (registry_take(c, kind, what))
 		return ncclInternalError;
-	}
 	tp_close(c->tp);
 	free(c);
 	return ncclSuccess;
@@ -465,11 +462,8 @@ ncclResult_t net_close_listen(void *listenComm)
 
 	if (!l)
 		return ncclSuccess;
-	if (registry_remove(l, OBJ_LISTEN)) {
-		LOG_WARN("NET/symmem: closeListen of %p, which is not an open listen comm "
-			 "(closed twice?)", listenComm);
+	if (registry_take(l, OBJ_LISTEN, "closeListen"))
 		return ncclInternalError;
-	}
 	tp_close_listener(l->tp);
 	free(l);
 	return ncclSuccess;
@@ -480,10 +474,8 @@ ncclResult_t net_finalize(void *ctx)
 	/* 2.28.9 also calls this after a failed init, with a NULL context. */
 	if (!ctx)
 		return ncclSuccess;
-	if (registry_remove(ctx, OBJ_CTX)) {
-		LOG_WARN("NET/symmem: finalize of %p, which is not a live context", ctx);
+	if (registry_take(ctx, OBJ_CTX, "finalize"))
 		return ncclInternalError;
-	}
 	free(ctx);
 	return ncclSuccess;
 }

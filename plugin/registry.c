@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "log.h"
 #include "registry.h"
 
 struct entry {
@@ -65,6 +66,15 @@ int registry_remove(void *p, int kind)
 	return i >= 0 ? 0 : -1;
 }
 
+int registry_take(void *p, int kind, const char *what)
+{
+	if (registry_remove(p, kind) == 0)
+		return 0;
+	LOG_WARN("NET/symmem: %s of %p, which is not a live %s (closed or freed twice?)", what, p,
+		 registry_kind_name(kind));
+	return -1;
+}
+
 int registry_has(void *p, int kind)
 {
 	int i;
@@ -99,6 +109,8 @@ const char *registry_kind_name(int kind)
 		return "receive comm";
 	case OBJ_MR:
 		return "memory handle";
+	case OBJ_TUNER:
+		return "tuner context";
 	default:
 		return "object";
 	}

@@ -10,10 +10,14 @@ enum obj_kind {
 	OBJ_SEND,
 	OBJ_RECV,
 	OBJ_MR,
+	OBJ_TUNER,
 };
 
 int registry_add(void *p, int kind);		/* 0, or -1 when out of memory */
 int registry_remove(void *p, int kind);		/* 0, or -1 when p is not live as kind */
+/* registry_remove() for a call named `what` ("closeSend"): on failure it
+ * WARNs that p is not a live object of that kind (a double close). */
+int registry_take(void *p, int kind, const char *what);
 int registry_has(void *p, int kind);		/* 1 if p is live as kind */
 int registry_count(int kind);
 const char *registry_kind_name(int kind);

@@ -33,7 +33,7 @@ static ncclResult_t tuner_start(size_t nRanks, size_t nNodes, ncclDebugLogger_t 
 		return ncclInvalidUsage;
 	}
 	t = calloc(1, sizeof(*t));
-	if (!t || registry_add(t, OBJ_CTX)) {
+	if (!t || registry_add(t, OBJ_TUNER)) {
 		free(t);
 		LOG_WARN("TUNER/symmem: out of memory in init");
 		return ncclSystemError;
@@ -98,10 +98,8 @@ static ncclResult_t tuner_finish(void *ctx)
 {
 	if (!ctx)
 		return ncclSuccess;
-	if (registry_remove(ctx, OBJ_CTX)) {
-		LOG_WARN("TUNER/symmem: finalize of %p, which is not a live tuner context", ctx);
+	if (registry_take(ctx, OBJ_TUNER, "tuner finalize"))
 		return ncclInternalError;
-	}
 	free(ctx);
 	return ncclSuccess;
 }

@@ -125,25 +125,35 @@ static void test_host_id_stable(void **state)
 	assert_int_equal(tp_host_id(), tp_host_id());
 }
 
-static int make_pair(const struct tp_options *o, struct tp_comm **s, struct tp_comm **r)
+/* Drives connect and accept from this thread until both ends exist. */
+static int drive_pair(const struct tp_options *o, struct tp_listener *l, const uint8_t *h,
+		      struct tp_comm **s, struct tp_comm **r)
 {
-	uint8_t h[TP_HANDLE_SIZE];
-	struct tp_listener *l;
 	double end = now() + 10;
-	int rc;
+	int rc = SM_OK;
 
 	*s = *r = NULL;
-	rc = tp_listen(o, 0, h, &l);
-	if (rc)
-		return rc;
 	while ((!*s || !*r) && now() < end && !rc) {
 		if (!*s)
 			rc = tp_connect(o, h, s);
 		if (!*r && !rc)
 			rc = tp_accept(l, r);
 	}
-	tp_close_listener(l);
 	return rc ? rc : (*s && *r ? SM_OK : SM_ERR_INTERNAL);
+}
+
+static int make_pair(const struct tp_options *o, struct tp_comm **s, struct tp_comm **r)
+{
+	uint8_t h[TP_HANDLE_SIZE];
+	struct tp_listener *l;
+	int rc;
+
+	rc = tp_listen(o, 0, h, &l);
+	if (rc)
+		return rc;
+	rc = drive_pair(o, l, h, s, r);
+	tp_close_listener(l);
+	return rc;
 }
 
 /* A tiny ring and odd sizes: every message wraps around the ring end. */
@@ -232,15 +242,7 @@ static void test_stranger_refused(void **state)
 	assert_true(n > 0);	/* told why, then hung up on */
 	close(fd);
 
-	end = now() + 10;
-	while ((!s || !r) && now() < end) {
-		if (!s)
-			assert_int_equal(tp_connect(&o, h, &s), SM_OK);
-		if (!r)
-			assert_int_equal(tp_accept(l, &r), SM_OK);
-	}
-	assert_non_null(s);
-	assert_non_null(r);
+	assert_int_equal(drive_pair(&o, l, h, &s, &r), SM_OK);
 	assert_string_equal(tp_comm_backend(s), "shm");
 	tp_close_listener(l);
 	tp_close(s);
@@ -270,22 +272,14 @@ static void test_other_host_uses_tcp(void **state)
 	struct tp_handle_info info;
 	uint8_t h[TP_HANDLE_SIZE];
 	struct tp_listener *l;
-	struct tp_comm *s = NULL, *r = NULL;
-	double end = now() + 10;
+	struct tp_comm *s, *r;
 
 	(void)state;
 	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
 	assert_int_equal(tp_handle_decode(h, &info), SM_OK);
 	info.host_id ^= 0xffff;
 	tp_handle_encode(&info, h);
-	while ((!s || !r) && now() < end) {
-		if (!s)
-			assert_int_equal(tp_connect(&o, h, &s), SM_OK);
-		if (!r)
-			assert_int_equal(tp_accept(l, &r), SM_OK);
-	}
-	assert_non_null(s);
-	assert_non_null(r);
+	assert_int_equal(drive_pair(&o, l, h, &s, &r), SM_OK);
 	assert_string_equal(tp_comm_backend(s), "tcp");
 	assert_string_equal(tp_comm_backend(r), "tcp");
 	tp_close_listener(l);
