@@ -28,7 +28,7 @@ gcc -std=c11 -O2 -D_GNU_SOURCE -I"$(dirname "$NCCL_H")" -I/usr/local/cuda/includ
 	-Wl,-rpath,"$(dirname "$NCCL_SO")":/usr/local/cuda/lib64 -o build-gpu/nccl_check \
 	>>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 
-export LD_LIBRARY_PATH="$PWD/build-gpu/plugin:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="$PWD/build-gpu:${LD_LIBRARY_PATH:-}"
 PLUGIN_ENV="NCCL_NET_PLUGIN=symmem NCCL_NET=symmem NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1"
 DEBUG_ENV="NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV,NET"
 
