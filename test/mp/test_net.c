@@ -481,6 +481,8 @@ static int stream_sender(int sock, int die_after)
 			return 15;
 	/* Keep the connection until the receiver has everything. */
 	harness_recv_all(sock, handle, 1);
+	for (int i = 0; i < STREAM_WINDOW; i++)
+		free(bufs[i]);
 	net->closeSend(send);
 	net->finalize(cctx);
 	return 0;
