@@ -66,37 +66,7 @@ int registry_remove(void *p, int kind)
 	return i >= 0 ? 0 : -1;
 }
 
-int registry_take(void *p, int kind, const char *what)
-{
-	if (registry_remove(p, kind) == 0)
-		return 0;
-	LOG_WARN("NET/symmem: %s of %p, which is not a live %s (closed or freed twice?)", what, p,
-		 registry_kind_name(kind));
-	return -1;
-}
-
-int registry_has(void *p, int kind)
-{
-	int i;
-
-	pthread_mutex_lock(&lock);
-	i = find(p, kind);
-	pthread_mutex_unlock(&lock);
-	return i >= 0;
-}
-
-int registry_count(int kind)
-{
-	int n = 0;
-
-	pthread_mutex_lock(&lock);
-	for (int i = 0; i < used; i++)
-		n += entries[i].kind == kind;
-	pthread_mutex_unlock(&lock);
-	return n;
-}
-
-const char *registry_kind_name(int kind)
+static const char *registry_kind_name(int kind)
 {
 	switch (kind) {
 	case OBJ_CTX:
@@ -114,4 +84,23 @@ const char *registry_kind_name(int kind)
 	default:
 		return "object";
 	}
+}
+
+int registry_take(void *p, int kind, const char *what)
+{
+	if (registry_remove(p, kind) == 0)
+		return 0;
+	LOG_WARN("NET/symmem: %s of %p, which is not a live %s (closed or freed twice?)", what, p,
+		 registry_kind_name(kind));
+	return -1;
+}
+
+int registry_has(void *p, int kind)
+{
+	int i;
+
+	pthread_mutex_lock(&lock);
+	i = find(p, kind);
+	pthread_mutex_unlock(&lock);
+	return i >= 0;
 }

@@ -19,7 +19,5 @@ int registry_remove(void *p, int kind);		/* 0, or -1 when p is not live as kind 
  * WARNs that p is not a live object of that kind (a double close). */
 int registry_take(void *p, int kind, const char *what);
 int registry_has(void *p, int kind);		/* 1 if p is live as kind */
-int registry_count(int kind);
-const char *registry_kind_name(int kind);
 
 #endif
