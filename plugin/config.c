@@ -107,6 +107,9 @@ static const struct var vars[] = {
 	{ .name = "NCCL_SYMMEM_CHUNK_SIZE", .kind = VAR_SIZE,
 	  .off = offsetof(struct config, chunk_size),
 	  .udef = 512 * SZ_KIB, .umin = 4 * SZ_KIB, .umax = SZ_GIB },
+	{ .name = "NCCL_SYMMEM_SPLIT_SIZE", .kind = VAR_SIZE,
+	  .off = offsetof(struct config, split_min),
+	  .udef = 0, .umin = 0, .umax = SZ_GIB },
 	{ .name = "NCCL_SYMMEM_HOST_RING_SIZE", .kind = VAR_SIZE,
 	  .off = offsetof(struct config, host_ring_size),
 	  .udef = 4 * SZ_MIB, .umin = 64 * SZ_KIB, .umax = SZ_GIB },
@@ -118,6 +121,8 @@ static const struct var vars[] = {
 	{ .name = "NCCL_SYMMEM_PASS_SM_CHANNELS", .kind = VAR_INT,
 	  .off = offsetof(struct config, pass_sm_channels),
 	  .idef = 2, .imin = 1, .imax = 64 },
+	{ .name = "NCCL_SYMMEM_NCCL_DEFAULTS", .kind = VAR_BOOL,
+	  .off = offsetof(struct config, nccl_defaults), .idef = 1 },
 };
 
 #define NVARS (sizeof(vars) / sizeof(vars[0]))
@@ -877,4 +882,40 @@ int config_unknown_vars(char *out, size_t outlen)
 		append_name(out, outlen, &used, &full, *e, n);
 	}
 	return count;
+}
+
+/* NCCL settings the copy-engine path needs.  NCCL reads each of these when
+ * it first needs it, after the plugin's init, so a value set here still
+ * counts; a value the user set always wins. */
+static const struct {
+	const char *name;
+	const char *value;
+	const char *why;
+} nccl_defaults[] = {
+	{ "NCCL_NET_GDR_LEVEL", "SYS",
+	  "the plugin's devices are GPUs' copy engines, not PCI NICs; NCCL places them at the "
+	  "CPU and would otherwise stage GPU buffers in host memory" },
+};
+
+int config_apply_nccl_defaults(const struct config *cfg,
+			       void (*emit)(const char *name, const char *value, int applied,
+					    const char *why, void *arg),
+			       void *arg)
+{
+	int applied = 0;
+
+	for (size_t i = 0; i < sizeof(nccl_defaults) / sizeof(nccl_defaults[0]); i++) {
+		const char *name = nccl_defaults[i].name;
+		const char *cur = getenv(name);
+		int apply = cfg->nccl_defaults && !cur;
+
+		if (apply && setenv(name, nccl_defaults[i].value, 0) == 0)
+			applied++;
+		else
+			apply = 0;
+		if (emit)
+			emit(name, apply ? nccl_defaults[i].value : cur ? cur : "(unset)", apply,
+			     nccl_defaults[i].why, arg);
+	}
+	return applied;
 }

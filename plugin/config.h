@@ -44,10 +44,12 @@ struct config {
 	char socket_ifname[256];	/* NCCL_SOCKET_IFNAME, "" when unset */
 	int streams;			/* NCCL_SYMMEM_STREAMS, 1..16 */
 	uint64_t chunk_size;		/* NCCL_SYMMEM_CHUNK_SIZE */
+	uint64_t split_min;		/* NCCL_SYMMEM_SPLIT_SIZE, 0 = never split a copy */
 	uint64_t host_ring_size;	/* NCCL_SYMMEM_HOST_RING_SIZE */
 	double connect_timeout;		/* NCCL_SYMMEM_CONNECT_TIMEOUT, seconds */
 	int backend;			/* NCCL_SYMMEM_BACKEND, enum config_backend */
 	int pass_sm_channels;		/* NCCL_SYMMEM_PASS_SM_CHANNELS, 1..64 */
+	int nccl_defaults;		/* NCCL_SYMMEM_NCCL_DEFAULTS */
 };
 
 /* Looks a name up; getenv in production, a table in tests. */
@@ -70,6 +72,15 @@ const char *config_error(void);
 /* Names under NCCL_SYMMEM_ in the environment that the plugin does not know
  * (likely typos), written space-separated into `out`; returns the count. */
 int config_unknown_vars(char *out, size_t outlen);
+
+/* Sets the NCCL variables the GPU path needs (NCCL_NET_GDR_LEVEL) where the
+ * user left them unset and NCCL_SYMMEM_NCCL_DEFAULTS is on.  `emit` hears
+ * each one: its value now and whether it was set here.  Returns how many
+ * were set.  Call only once a GPU path is really offered. */
+int config_apply_nccl_defaults(const struct config *cfg,
+			       void (*emit)(const char *name, const char *value, int applied,
+					    const char *why, void *arg),
+			       void *arg);
 
 /* Parsers, exposed for the unit tests. Each returns 0 or -1. */
 int config_parse_size(const char *s, uint64_t *out);

@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +18,22 @@
 /* The host-memory path is bounded by two memcpy streams; advertising more
  * would only make NCCL's graph search overestimate this device. */
 #define HOST_PATH_SPEED_MBPS 100000
+/* The copy-engine path: one copy engine writes about 395 GB/s into a peer
+ * GPU over NVLink (H200, NV18).  NCCL reads speed / 8000 as GB/s. */
+#define GPU_PATH_SPEED_MBPS 3200000
 #define MAX_TRANSFER_BYTES (1ull << 30)
+#define MAX_DEVICES 64
+
+/* The plugin's devices: one per visible GPU when the copy-engine path is
+ * on, else one host-memory device.  Built once, read from any thread. */
+struct net_device {
+	char name[16];
+};
+
+static pthread_once_t devices_once = PTHREAD_ONCE_INIT;
+static struct net_device devices[MAX_DEVICES];
+static int ndevices;
+static int gpu_path;		/* 1: devices are GPUs, NCCL_PTR_CUDA advertised */
 
 struct net_ctx {
 	uint64_t comm_id;
@@ -39,6 +55,7 @@ struct net_mr {
 	uintptr_t base;
 	size_t size;
 	int type;
+	struct tp_region *region;
 };
 
 static atomic_int announced;
@@ -67,13 +84,56 @@ static void announce(const struct config *cfg)
 	if (config_unknown_vars(unknown, sizeof(unknown)) > 0)
 		LOG_WARN("NET/symmem: ignoring unknown variable(s): %s", unknown);
 	cuda = sm_cuda_load();
-	if (cuda->loaded)
-		LOG_INFO("NET/symmem CUDA driver %d.%d, %d GPU(s); data path: host memory "
-			 "(shared-memory ring on one host, TCP between hosts)",
+	if (!cuda->loaded)
+		LOG_INFO("NET/symmem no CUDA driver (%s); serving host memory only", cuda->reason);
+	else if (!cfg->dma_enable)
+		LOG_INFO("NET/symmem CUDA driver %d.%d, %d GPU(s); NCCL_DMA_ENABLE=0: host memory only",
 			 cuda->driver_version / 1000, cuda->driver_version % 1000 / 10,
 			 cuda->device_count);
 	else
-		LOG_INFO("NET/symmem no CUDA driver (%s); serving host memory only", cuda->reason);
+		LOG_INFO("NET/symmem CUDA driver %d.%d, %d GPU(s); data path: copy engines into "
+			 "peer-mapped GPU buffers on one host, TCP (host memory) between hosts",
+			 cuda->driver_version / 1000, cuda->driver_version % 1000 / 10,
+			 cuda->device_count);
+}
+
+static void emit_nccl_default(const char *name, const char *value, int applied, const char *why,
+			      void *arg)
+{
+	(void)arg;
+	if (applied)
+		LOG_INFO("NET/symmem set %s=%s: %s (NCCL_SYMMEM_NCCL_DEFAULTS=0 leaves it alone)",
+			 name, value, why);
+	else
+		LOG_INFO("NET/symmem %s=%s left as it is", name, value);
+}
+
+static void build_devices(void)
+{
+	const struct config *cfg = config_get();
+	const struct sm_cuda_info *cuda = sm_cuda_load();
+	int n = cuda->loaded ? cuda->device_count : 0;
+
+	if (n > MAX_DEVICES)
+		n = MAX_DEVICES;
+	if (!cfg || !cfg->dma_enable || !sm_cu() || n < 1) {
+		ndevices = 1;
+		snprintf(devices[0].name, sizeof(devices[0].name), "symmem0");
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		struct net_device *d = &devices[i];
+
+		snprintf(d->name, sizeof(d->name), "symmem%d", i);
+		/* No pciPath: NCCL hangs the device off the CPU with no PCI link
+		 * of its own to cap it.  Giving it the GPU's own PCI function
+		 * instead leaves NCCL's topology with a GPU that has no links
+		 * (NCCL 2.28 crashed in topology setup, measured); a sibling on
+		 * the root bus would cap it at that device's link speed. */
+	}
+	ndevices = n;
+	gpu_path = 1;
+	config_apply_nccl_defaults(cfg, emit_nccl_default, NULL);
 }
 
 static const struct config *load_config(void)
@@ -94,6 +154,8 @@ static void transport_options(const struct config *cfg, struct tp_options *opt)
 	opt->chunk_size = cfg->chunk_size;
 	opt->connect_timeout = cfg->connect_timeout;
 	opt->ifname = cfg->socket_ifname;
+	opt->copy_streams = cfg->streams;
+	opt->split_min = cfg->split_min;
 }
 
 ncclResult_t net_init(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *config,
@@ -110,6 +172,7 @@ ncclResult_t net_init(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *conf
 	if (!cfg)
 		return ncclInvalidUsage;
 	announce(cfg);
+	pthread_once(&devices_once, build_devices);
 	if (!ctx)
 		return ncclSuccess;	/* pre-v11 init: no per-comm context */
 	c = calloc(1, sizeof(*c));
@@ -130,32 +193,34 @@ ncclResult_t net_devices(int *ndev)
 		LOG_WARN("NET/symmem: devices called with a NULL count");
 		return ncclInvalidArgument;
 	}
-	*ndev = 1;
+	pthread_once(&devices_once, build_devices);
+	*ndev = ndevices;
 	return ncclSuccess;
 }
 
 static int check_dev(int dev, const char *what)
 {
-	if (dev == 0)
+	pthread_once(&devices_once, build_devices);
+	if (dev >= 0 && dev < ndevices)
 		return 0;
-	LOG_WARN("NET/symmem: %s on device %d, this plugin has 1 device", what, dev);
+	LOG_WARN("NET/symmem: %s on device %d, this plugin has %d device(s)", what, dev,
+		 ndevices);
 	return -1;
 }
 
 ncclResult_t net_get_properties(int dev, ncclNetProperties_v11_t *props)
 {
-	static char name[] = "symmem0";
-
 	if (check_dev(dev, "getProperties") || !props)
 		return ncclInvalidArgument;
 	memset(props, 0, sizeof(*props));
-	props->name = name;
-	props->pciPath = NULL;
+	props->name = devices[dev].name;
+	props->pciPath = NULL;	/* see build_devices() */
 	props->guid = 0x53594d4d00000000ull | (uint64_t)dev;
-	props->ptrSupport = NCCL_PTR_HOST;
+	props->ptrSupport = NCCL_PTR_HOST | (gpu_path ? NCCL_PTR_CUDA : 0);
 	props->regIsGlobal = 0;
+	/* Copy-engine writes are complete when their event fires: no flush. */
 	props->forceFlush = 0;
-	props->speed = HOST_PATH_SPEED_MBPS;
+	props->speed = gpu_path ? GPU_PATH_SPEED_MBPS : HOST_PATH_SPEED_MBPS;
 	props->port = 1;
 	props->latency = 0;
 	props->maxComms = 1 << 20;
@@ -223,8 +288,9 @@ static ncclResult_t publish_comm(struct tp_comm *tp, int dev, int kind, void **o
 	c->tp = tp;
 	c->dev = dev;
 	if (cfg && cfg->verbose)
-		LOG_INFO("NET/symmem %s comm %p on device %d: %s data path, host-memory buffers",
-			 kind == OBJ_SEND ? "send" : "receive", (void *)c, dev, tp_comm_backend(tp));
+		LOG_INFO("NET/symmem %s comm %p on device %d: %s data path%s",
+			 kind == OBJ_SEND ? "send" : "receive", (void *)c, dev, tp_comm_backend(tp),
+			 gpu_path ? ", GPU buffers moved by copy engines" : ", host memory");
 	*out = c;
 	return ncclSuccess;
 }
@@ -283,7 +349,9 @@ ncclResult_t net_accept(void *listenComm, void **recvComm, ncclNetDeviceHandle_t
 
 ncclResult_t net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
 {
+	struct net_comm *c = comm;
 	struct net_mr *mr;
+	int rc;
 
 	if (!mhandle) {
 		LOG_WARN("NET/symmem: regMr called with a NULL handle slot");
@@ -294,9 +362,10 @@ ncclResult_t net_reg_mr(void *comm, void *data, size_t size, int type, void **mh
 		LOG_WARN("NET/symmem: regMr on %p, which is not an open comm", comm);
 		return ncclInternalError;
 	}
-	if (type != NCCL_PTR_HOST) {
-		LOG_WARN("NET/symmem: regMr of memory type %d; this build moves host memory only "
-			 "(NCCL_PTR_HOST)", type);
+	if (type != NCCL_PTR_HOST && (type != NCCL_PTR_CUDA || !gpu_path)) {
+		LOG_WARN("NET/symmem: regMr of memory type %d; this process serves %s", type,
+			 gpu_path ? "NCCL_PTR_HOST and NCCL_PTR_CUDA" :
+				    "host memory only (NCCL_PTR_HOST)");
 		return ncclInvalidArgument;
 	}
 	if (!data && size) {
@@ -304,7 +373,18 @@ ncclResult_t net_reg_mr(void *comm, void *data, size_t size, int type, void **mh
 		return ncclInvalidArgument;
 	}
 	mr = calloc(1, sizeof(*mr));
-	if (!mr || registry_add(mr, OBJ_MR)) {
+	if (!mr) {
+		LOG_WARN("NET/symmem: out of memory in regMr");
+		return ncclSystemError;
+	}
+	rc = tp_register(c->tp, data, size, type == NCCL_PTR_CUDA ? TP_MEM_CUDA : TP_MEM_HOST,
+			 &mr->region);
+	if (rc) {
+		free(mr);
+		return log_fail(rc, "regMr");
+	}
+	if (registry_add(mr, OBJ_MR)) {
+		tp_deregister(c->tp, mr->region);
 		free(mr);
 		LOG_WARN("NET/symmem: out of memory in regMr");
 		return ncclSystemError;
@@ -320,6 +400,7 @@ ncclResult_t net_reg_mr(void *comm, void *data, size_t size, int type, void **mh
 ncclResult_t net_dereg_mr(void *comm, void *mhandle)
 {
 	struct net_mr *mr = mhandle;
+	struct net_comm *c = comm;
 
 	if (!registry_has(mr, OBJ_MR)) {
 		LOG_WARN("NET/symmem: deregMr of %p, which is not a live memory handle "
@@ -332,6 +413,9 @@ ncclResult_t net_dereg_mr(void *comm, void *mhandle)
 		return ncclInternalError;
 	}
 	registry_remove(mr, OBJ_MR);
+	/* After an abort NCCL may close the comm before deregistering. */
+	tp_deregister(registry_has(c, OBJ_SEND) || registry_has(c, OBJ_RECV) ? c->tp : NULL,
+		      mr->region);
 	free(mr);
 	return ncclSuccess;
 }
@@ -367,7 +451,7 @@ ncclResult_t net_isend(void *sendComm, void *data, size_t size, int tag, void *m
 	}
 	if (check_range(mhandle, data, size, "isend"))
 		return ncclInternalError;
-	rc = tp_isend(c->tp, data, size, &r);
+	rc = tp_isend(c->tp, data, size, mhandle ? ((struct net_mr *)mhandle)->region : NULL, &r);
 	if (rc)
 		return log_fail(rc, "isend");
 	*request = r;
@@ -396,7 +480,8 @@ ncclResult_t net_irecv(void *recvComm, int n, void **data, size_t *sizes, int *t
 	}
 	if (check_range(mhandles ? mhandles[0] : NULL, data[0], sizes[0], "irecv"))
 		return ncclInternalError;
-	rc = tp_irecv(c->tp, data[0], sizes[0], &r);
+	rc = tp_irecv(c->tp, data[0], sizes[0],
+		      mhandles && mhandles[0] ? ((struct net_mr *)mhandles[0])->region : NULL, &r);
 	if (rc)
 		return log_fail(rc, "irecv");
 	*request = r;

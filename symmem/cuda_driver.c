@@ -5,8 +5,11 @@
  * driver is dlopen()ed once and every entry point is fetched through
  * cuGetProcAddress, which also picks the right ABI version of each call. */
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cuda.h>
@@ -23,6 +26,8 @@ static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
 static struct sm_cuda_info cuda_info;
 static void *cuda_lib;
 static get_proc_fn get_proc;
+static struct sm_cuda_api api;
+static int api_ready;
 
 /* Stores the entry point for `name` into the function pointer at `fnp`
  * (memcpy: ISO C has no cast between object and function pointers). */
@@ -38,12 +43,68 @@ static int cuda_symbol(const char *name, void *fnp)
 	return 0;
 }
 
+struct api_entry {
+	const char *name;
+	size_t off;
+};
+
+#define API(field, sym) { sym, offsetof(struct sm_cuda_api, field) }
+static const struct api_entry api_entries[] = {
+	API(get_error_string, "cuGetErrorString"),
+	API(device_get, "cuDeviceGet"),
+	API(device_get_pci_bus_id, "cuDeviceGetPCIBusId"),
+	API(device_get_attribute, "cuDeviceGetAttribute"),
+	API(primary_ctx_retain, "cuDevicePrimaryCtxRetain"),
+	API(primary_ctx_release, "cuDevicePrimaryCtxRelease"),
+	API(ctx_get_current, "cuCtxGetCurrent"),
+	API(ctx_set_current, "cuCtxSetCurrent"),
+	API(ctx_get_device, "cuCtxGetDevice"),
+	API(ctx_enable_peer_access, "cuCtxEnablePeerAccess"),
+	API(pointer_get_attribute, "cuPointerGetAttribute"),
+	API(mem_get_address_range, "cuMemGetAddressRange"),
+	API(mem_retain_allocation_handle, "cuMemRetainAllocationHandle"),
+	API(mem_get_allocation_properties, "cuMemGetAllocationPropertiesFromHandle"),
+	API(mem_export, "cuMemExportToShareableHandle"),
+	API(mem_import, "cuMemImportFromShareableHandle"),
+	API(mem_address_reserve, "cuMemAddressReserve"),
+	API(mem_address_free, "cuMemAddressFree"),
+	API(mem_map, "cuMemMap"),
+	API(mem_unmap, "cuMemUnmap"),
+	API(mem_set_access, "cuMemSetAccess"),
+	API(mem_release, "cuMemRelease"),
+	API(ipc_get_mem_handle, "cuIpcGetMemHandle"),
+	API(ipc_open_mem_handle, "cuIpcOpenMemHandle"),
+	API(ipc_close_mem_handle, "cuIpcCloseMemHandle"),
+	API(stream_create, "cuStreamCreate"),
+	API(stream_destroy, "cuStreamDestroy"),
+	API(stream_synchronize, "cuStreamSynchronize"),
+	API(event_create, "cuEventCreate"),
+	API(event_record, "cuEventRecord"),
+	API(event_query, "cuEventQuery"),
+	API(event_destroy, "cuEventDestroy"),
+	API(memcpy_async, "cuMemcpyAsync"),
+	API(memcpy_sync, "cuMemcpy"),
+};
+
+/* Fills the table; a driver missing any entry point serves host memory only. */
+static int resolve_api(char *missing, size_t len)
+{
+	for (size_t i = 0; i < sizeof(api_entries) / sizeof(api_entries[0]); i++) {
+		if (cuda_symbol(api_entries[i].name, (char *)&api + api_entries[i].off)) {
+			snprintf(missing, len, "%s", api_entries[i].name);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static void cuda_open(void)
 {
 	struct sm_cuda_info *ci = &cuda_info;
 	driver_version_fn driver_version;
 	device_count_fn device_count;
 	init_fn init;
+	char missing[64];
 	void *sym;
 	CUresult rc;
 
@@ -76,6 +137,11 @@ static void cuda_open(void)
 		snprintf(ci->reason, sizeof(ci->reason), "cannot query the CUDA driver");
 		goto fail;
 	}
+	if (resolve_api(missing, sizeof(missing))) {
+		snprintf(ci->reason, sizeof(ci->reason), "libcuda.so.1 lacks %s", missing);
+		goto fail;
+	}
+	api_ready = 1;
 	ci->loaded = 1;
 	return;
 
@@ -89,4 +155,57 @@ const struct sm_cuda_info *sm_cuda_load(void)
 {
 	pthread_once(&cuda_once, cuda_open);
 	return &cuda_info;
+}
+
+const struct sm_cuda_api *sm_cu(void)
+{
+	return sm_cuda_load()->loaded && api_ready ? &api : NULL;
+}
+
+int sm_cuda_fail(CUresult rc, const char *fmt, ...)
+{
+	const char *name = NULL;
+	char what[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	if (api_ready)
+		api.get_error_string(rc, &name);
+	return sm_fail(SM_ERR_CUDA, "%s: %s (CUDA error %d)", what, name ? name : "unknown error",
+		       (int)rc);
+}
+
+int sm_ctx_enter(int ordinal, int *device, CUcontext *ctx)
+{
+	const struct sm_cuda_api *cu = sm_cu();
+	CUcontext cur = NULL;
+	CUdevice dev;
+	CUresult rc;
+
+	if (!cu)
+		return sm_fail(SM_ERR_CUDA, "no CUDA driver: %s", sm_cuda_load()->reason);
+	rc = cu->ctx_get_current(&cur);
+	if (rc != CUDA_SUCCESS)
+		return sm_cuda_fail(rc, "cuCtxGetCurrent");
+	if (!cur) {
+		rc = cu->device_get(&dev, ordinal);
+		if (rc != CUDA_SUCCESS)
+			return sm_cuda_fail(rc, "cuDeviceGet(%d)", ordinal);
+		rc = cu->primary_ctx_retain(&cur, dev);
+		if (rc != CUDA_SUCCESS)
+			return sm_cuda_fail(rc, "cuDevicePrimaryCtxRetain(%d)", ordinal);
+		rc = cu->ctx_set_current(cur);
+		if (rc != CUDA_SUCCESS)
+			return sm_cuda_fail(rc, "cuCtxSetCurrent");
+	}
+	rc = cu->ctx_get_device(&dev);
+	if (rc != CUDA_SUCCESS)
+		return sm_cuda_fail(rc, "cuCtxGetDevice");
+	if (device)
+		*device = (int)dev;
+	if (ctx)
+		*ctx = cur;
+	return SM_OK;
 }

@@ -5,6 +5,9 @@
 #define SYMMEM_SYMMEM_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include <cuda.h>
 
 /* What went wrong, coarse enough for plugin/ to pick an ncclResult_t. */
 enum sm_status {
@@ -38,5 +41,98 @@ struct sm_cuda_info {
 
 /* Opens the driver once per process; safe from any thread. */
 const struct sm_cuda_info *sm_cuda_load(void);
+
+/* The driver entry points the data path uses, resolved once by
+ * sm_cuda_load().  sm_cu() is NULL when the driver is not loaded. */
+struct sm_cuda_api {
+	CUresult (*get_error_string)(CUresult, const char **);
+	CUresult (*device_get)(CUdevice *, int);
+	CUresult (*device_get_pci_bus_id)(char *, int, CUdevice);
+	CUresult (*device_get_attribute)(int *, CUdevice_attribute, CUdevice);
+	CUresult (*primary_ctx_retain)(CUcontext *, CUdevice);
+	CUresult (*primary_ctx_release)(CUdevice);
+	CUresult (*ctx_get_current)(CUcontext *);
+	CUresult (*ctx_set_current)(CUcontext);
+	CUresult (*ctx_get_device)(CUdevice *);
+	CUresult (*ctx_enable_peer_access)(CUcontext, unsigned int);
+	CUresult (*pointer_get_attribute)(void *, CUpointer_attribute, CUdeviceptr);
+	CUresult (*mem_get_address_range)(CUdeviceptr *, size_t *, CUdeviceptr);
+	CUresult (*mem_retain_allocation_handle)(CUmemGenericAllocationHandle *, void *);
+	CUresult (*mem_get_allocation_properties)(CUmemAllocationProp *,
+						  CUmemGenericAllocationHandle);
+	CUresult (*mem_export)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType,
+			       unsigned long long);
+	CUresult (*mem_import)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType);
+	CUresult (*mem_address_reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr,
+					unsigned long long);
+	CUresult (*mem_address_free)(CUdeviceptr, size_t);
+	CUresult (*mem_map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+			    unsigned long long);
+	CUresult (*mem_unmap)(CUdeviceptr, size_t);
+	CUresult (*mem_set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+	CUresult (*mem_release)(CUmemGenericAllocationHandle);
+	CUresult (*ipc_get_mem_handle)(CUipcMemHandle *, CUdeviceptr);
+	CUresult (*ipc_open_mem_handle)(CUdeviceptr *, CUipcMemHandle, unsigned int);
+	CUresult (*ipc_close_mem_handle)(CUdeviceptr);
+	CUresult (*stream_create)(CUstream *, unsigned int);
+	CUresult (*stream_destroy)(CUstream);
+	CUresult (*stream_synchronize)(CUstream);
+	CUresult (*event_create)(CUevent *, unsigned int);
+	CUresult (*event_record)(CUevent, CUstream);
+	CUresult (*event_query)(CUevent);
+	CUresult (*event_destroy)(CUevent);
+	CUresult (*memcpy_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+	CUresult (*memcpy_sync)(CUdeviceptr, CUdeviceptr, size_t);
+};
+
+const struct sm_cuda_api *sm_cu(void);
+
+/* sm_fail(SM_ERR_CUDA, ...) with the driver's name for `rc` appended. */
+int sm_cuda_fail(CUresult rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Makes sure the calling thread has a CUDA context: the one already current
+ * (NCCL's proxy threads have one), else the primary context of GPU
+ * `ordinal`.  *device receives the context's device ordinal. */
+int sm_ctx_enter(int ordinal, int *device, CUcontext *ctx);
+
+/* Exporting memory to another process of this host.  One record per
+ * allocation and process, shared by every registration inside it. */
+enum sm_share_kind {
+	SM_SHARE_POSIX_FD = 1,	/* cuMem allocation: a POSIX fd passed with SCM_RIGHTS */
+	SM_SHARE_LEGACY_IPC = 2,	/* cudaMalloc allocation: a CUDA IPC handle */
+};
+
+/* What the importing process needs, apart from the fd itself. */
+struct sm_share_info {
+	uint64_t alloc_id;	/* exporter-unique while the export lives */
+	uint64_t alloc_size;	/* bytes mapped from the allocation's start */
+	uint32_t kind;		/* enum sm_share_kind */
+	int32_t device;		/* exporter's GPU ordinal, for messages */
+	uint64_t addr;		/* the allocation's address in the exporter */
+	uint8_t ipc[64];	/* SM_SHARE_LEGACY_IPC: the CUipcMemHandle bytes */
+};
+
+struct sm_export;
+
+/* Finds the allocation holding [ptr, ptr + size) and exports it (or takes
+ * another reference on the existing export).  *offset is ptr's offset in
+ * the allocation; *fd (borrowed, -1 for IPC) stays open until the last put. */
+int sm_export_get(const void *ptr, size_t size, struct sm_export **out,
+		  struct sm_share_info *info, uint64_t *offset, int *fd);
+void sm_export_put(struct sm_export *e);
+
+struct sm_mapping;
+
+/* Maps a peer's export into the calling thread's context (cached per owner
+ * process and allocation; refcounted).  Consumes `fd` in every case. */
+int sm_import_get(int owner_pid, const struct sm_share_info *info, int fd,
+		  struct sm_mapping **out);
+/* The local address of the allocation's first byte. */
+uint8_t *sm_mapping_base(const struct sm_mapping *m);
+void sm_import_put(struct sm_mapping *m);
+
+/* Live export records and peer mappings in this process (leak checks). */
+int sm_export_count(void);
+int sm_import_count(void);
 
 #endif

@@ -32,6 +32,8 @@ struct tp_comm *comm_new(int is_send, const struct tp_ops *ops, int fd)
 	c->is_send = is_send;
 	c->ops = ops;
 	c->fd = fd;
+	c->rin_fd = -1;
+	c->copy_streams = 1;
 	for (int i = 0; i < TP_MAX_REQUESTS; i++)
 		c->reqs[i].comm = c;
 	return c;
@@ -110,7 +112,22 @@ static int comm_check_peer(struct tp_comm *c, struct tp_req *r)
 			 c->is_send ? "receiving" : "sending", c->q_count);
 }
 
-int tp_isend(struct tp_comm *c, const void *data, size_t size, struct tp_req **out)
+/* A request's buffer must lie inside the registration it names. */
+static int check_region(const struct tp_comm *c, const struct tp_region *reg, const void *data,
+			size_t size)
+{
+	if (!reg)
+		return SM_OK;
+	if (reg->comm != c)
+		return sm_fail(SM_ERR_INTERNAL, "buffer registered on another connection");
+	if (size && !tp_region_covers(reg, data, size))
+		return sm_fail(SM_ERR_INTERNAL, "%zu bytes at %p lie outside their registration "
+			       "(%zu bytes at 0x%lx)", size, data, reg->size, (unsigned long)reg->base);
+	return SM_OK;
+}
+
+int tp_isend(struct tp_comm *c, const void *data, size_t size, const struct tp_region *reg,
+	     struct tp_req **out)
 {
 	int progressed = 0, rc;
 
@@ -124,7 +141,10 @@ int tp_isend(struct tp_comm *c, const void *data, size_t size, struct tp_req **o
 	if (c->q_count == TP_MAX_REQUESTS)
 		return sm_fail(SM_ERR_INTERNAL, "more than %d sends in flight on one connection",
 			       TP_MAX_REQUESTS);
-	rc = c->ops->isend(c, out, data, size);
+	rc = check_region(c, reg, data, size);
+	if (rc)
+		return rc;
+	rc = c->ops->isend(c, out, data, size, reg);
 	if (rc)
 		return rc;
 	if (!*out)
@@ -134,7 +154,8 @@ int tp_isend(struct tp_comm *c, const void *data, size_t size, struct tp_req **o
 	return c->ops->progress(c, &progressed);
 }
 
-int tp_irecv(struct tp_comm *c, void *data, size_t size, struct tp_req **out)
+int tp_irecv(struct tp_comm *c, void *data, size_t size, const struct tp_region *reg,
+	     struct tp_req **out)
 {
 	struct tp_req *r;
 	int rc;
@@ -146,6 +167,9 @@ int tp_irecv(struct tp_comm *c, void *data, size_t size, struct tp_req **out)
 		return sm_fail(SM_ERR_INTERNAL, "irecv on a sending connection");
 	if (size && !data)
 		return sm_fail(SM_ERR_INTERNAL, "irecv of %zu bytes into a NULL buffer", size);
+	rc = check_region(c, reg, data, size);
+	if (rc)
+		return rc;
 	r = comm_req_alloc(c, REQ_RECV);
 	if (!r)
 		return sm_fail(SM_ERR_INTERNAL, "more than %d receives in flight on one connection",
@@ -153,7 +177,7 @@ int tp_irecv(struct tp_comm *c, void *data, size_t size, struct tp_req **out)
 	r->buf = data;
 	r->size = size;
 	c->posted++;
-	rc = c->ops->irecv(c, r);
+	rc = c->ops->irecv(c, r, reg);
 	if (rc)
 		return rc;
 	*out = r;

@@ -6,18 +6,24 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "smfree.h"
+#include "symmem.h"
 #include "transport.h"
 
 #define SHM_MAGIC 0x4d485353u		/* "SSHM" */
-#define SHM_VERSION 1
+#define SHM_VERSION 2
 #define WIRE_MAGIC 0x45524957u		/* "WIRE" */
-#define WIRE_VERSION 1
+#define WIRE_VERSION 2
+#define REGION_MAGIC 0x4e474552u	/* "REGN" */
 
 /* The shared segment of one shared-memory connection.  Each side writes
  * only its own cache line of counters; the sender writes send_size[] and
  * the ring, the receiver recv_size[].  Slot i % 32 belongs to message i:
  * a slot cannot be reused before its message completed on both sides,
- * because each side holds at most 32 requests and both complete in order. */
+ * because each side holds at most 32 requests and both complete in order.
+ * A receive into an exported GPU registration names it in recv_region[]
+ * (0 = the byte ring) and recv_offset[]; the sender's copy engine writes
+ * such a message in place and counts it in send_done once it landed. */
 struct shm_ctrl {
 	uint32_t magic;
 	uint32_t version;
@@ -27,7 +33,10 @@ struct shm_ctrl {
 	_Atomic uint64_t data_read;			/* receiver */
 	_Alignas(64) _Atomic uint64_t send_posted;	/* sender */
 	_Atomic uint64_t data_written;			/* sender */
+	_Atomic uint64_t send_done;			/* sender */
 	_Alignas(64) uint64_t recv_size[TP_MAX_REQUESTS];
+	uint64_t recv_offset[TP_MAX_REQUESTS];
+	uint32_t recv_region[TP_MAX_REQUESTS];
 	_Alignas(64) uint64_t send_size[TP_MAX_REQUESTS];
 };
 
@@ -52,6 +61,40 @@ struct wire_reply {
 	char reason[120];
 };
 
+/* Receiver to sender on the Unix socket: a GPU registration to map (with
+ * its fd, for cuMem memory) or one to forget. */
+enum region_op {
+	REGION_ADD = 1,
+	REGION_DEL = 2,
+};
+
+struct wire_region {
+	uint32_t magic;
+	uint32_t op;
+	uint32_t id;
+	uint32_t pad;
+	struct sm_share_info info;
+};
+
+/* A registration as its owner sees it. */
+struct tp_region {
+	struct tp_comm *comm;
+	uintptr_t base;
+	size_t size;
+	int mem;			/* enum tp_mem */
+	uint32_t id;			/* exported: the peer's name for it, else 0 */
+	uint64_t offset;		/* base's offset in the exported allocation */
+	struct sm_export *exp;
+};
+
+/* A peer's exported registration as the sender sees it. */
+struct remote_region {
+	uint32_t id;
+	int fd;				/* until imported */
+	struct sm_share_info info;
+	struct sm_mapping *map;		/* imported on first use */
+};
+
 enum req_kind {
 	REQ_FREE = 0,
 	REQ_SEND,
@@ -70,12 +113,17 @@ struct tp_req {
 	uint64_t moved;		/* bytes copied or put on the wire so far */
 	uint8_t hdr[8];		/* TCP: the size header, sent or received */
 	size_t hdr_done;
+	int src_dev;		/* send: the source is GPU memory */
+	int dst_dev;		/* receive: the destination is GPU memory */
+	int direct;		/* the copy engine moves it in place (no ring) */
+	struct smf_copy copy;	/* send, direct: the copy in flight */
 };
 
 struct tp_ops {
 	const char *name;
-	int (*isend)(struct tp_comm *c, struct tp_req **out, const void *data, size_t size);
-	int (*irecv)(struct tp_comm *c, struct tp_req *r);
+	int (*isend)(struct tp_comm *c, struct tp_req **out, const void *data, size_t size,
+		     const struct tp_region *reg);
+	int (*irecv)(struct tp_comm *c, struct tp_req *r, const struct tp_region *reg);
 	int (*progress)(struct tp_comm *c, int *progressed);
 	void (*close)(struct tp_comm *c);
 };
@@ -100,6 +148,16 @@ struct tp_comm {
 	uint64_t ring_size;
 	uint64_t chunk;
 	uint64_t data_pos;	/* bytes this side wrote (sender) or read (receiver) */
+	int peer_pid;
+	uint32_t next_region;	/* receiver: last id handed out */
+	struct remote_region *remote;	/* sender: the peer's registrations */
+	unsigned nremote, remote_cap;
+	uint8_t rin[sizeof(struct wire_region)];	/* sender: partial message */
+	size_t rin_len;
+	int rin_fd;
+	struct smf_engine *ce;	/* sender: opened on the first GPU copy */
+	int copy_streams;
+	uint64_t split_min;
 
 	/* TCP */
 	uint64_t peer_posted;		/* sender: receives announced by the peer */
@@ -108,6 +166,8 @@ struct tp_comm {
 	size_t in_len;
 	uint8_t out[TP_MAX_REQUESTS * 16];	/* receiver: announcements not yet sent */
 	size_t out_len;
+	uint8_t *stage;			/* GPU buffers: host bounce, allocated on first use */
+	uint64_t stage_fill, stage_off;
 };
 
 extern const struct tp_ops tp_shm_ops;
@@ -121,6 +181,12 @@ void comm_pop(struct tp_comm *c);
 int comm_fail(struct tp_comm *c, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 uint64_t comm_now_ns(void);
+
+/* region.c */
+int region_lookup(struct tp_comm *c, uint32_t id, struct remote_region **out);
+int region_map(struct tp_comm *c, struct remote_region *rr);
+int region_drain(struct tp_comm *c);
+void region_close_all(struct tp_comm *c);
 
 /* shm.c */
 int shm_segment_create(uint64_t ring_size, int *memfd, uint64_t *seg_size);

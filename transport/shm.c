@@ -83,39 +83,93 @@ int shm_comm_attach(struct tp_comm *c, int memfd, uint64_t seg_size, uint64_t ch
 	return SM_OK;
 }
 
-static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t size)
+/* A receive into an exported GPU buffer: find the peer's registration
+ * (reading its announcement if needed) and map it.  *dst stays NULL when
+ * the announcement has not arrived yet. */
+static int direct_target(struct tp_comm *c, unsigned slot, size_t size, uint8_t **dst)
+{
+	struct shm_ctrl *ctrl = c->ctrl;
+	uint64_t offset = ctrl->recv_offset[slot];
+	struct remote_region *rr;
+	int rc;
+
+	*dst = NULL;
+	rc = region_lookup(c, ctrl->recv_region[slot], &rr);
+	if (rc || !rr)
+		return rc;
+	if (offset > rr->info.alloc_size || size > rr->info.alloc_size - offset)
+		return comm_fail(c, SM_ERR_REMOTE, "receive at offset %llu of a %llu-byte peer "
+				 "allocation cannot hold %zu bytes", (unsigned long long)offset,
+				 (unsigned long long)rr->info.alloc_size, size);
+	rc = region_map(c, rr);
+	if (rc)
+		return rc;
+	if (!c->ce) {
+		rc = smf_engine_open(c->copy_streams, c->split_min, &c->ce);
+		if (rc)
+			return comm_fail(c, rc, "opening the copy engine: %s", sm_last_error());
+	}
+	*dst = sm_mapping_base(rr->map) + offset;
+	return SM_OK;
+}
+
+static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t size,
+		     const struct tp_region *reg)
 {
 	struct shm_ctrl *ctrl = c->ctrl;
 	unsigned slot = c->posted % TP_MAX_REQUESTS;
+	uint8_t *dst = NULL;
 	uint64_t capacity;
 	struct tp_req *r;
+	int rc;
 
 	if (atomic_load_explicit(&ctrl->recv_posted, memory_order_acquire) <= c->posted)
 		return SM_OK;		/* no receive posted yet: NCCL retries */
 	capacity = ctrl->recv_size[slot];
-	ctrl->send_size[slot] = size;
 	if (size > capacity) {
 		/* Publish the size anyway so the receiver fails too, rather than
 		 * waiting for bytes that will never come. */
+		ctrl->send_size[slot] = size;
 		atomic_store_explicit(&ctrl->send_posted, c->posted + 1, memory_order_release);
 		return comm_fail(c, SM_ERR_USAGE,
 				 "send of %zu bytes into a posted receive of %llu bytes (message %llu)",
 				 size, (unsigned long long)capacity, (unsigned long long)c->posted);
 	}
+	if (ctrl->recv_region[slot] != 0) {
+		rc = direct_target(c, slot, size, &dst);
+		if (rc || !dst)
+			return rc;
+	}
 	r = comm_req_alloc(c, REQ_SEND);
 	r->buf = (uint8_t *)data;
 	r->size = size;
+	r->src_dev = reg && reg->mem == TP_MEM_CUDA;
+	if (dst) {
+		r->direct = 1;
+		rc = smf_copy_start(c->ce, dst, data, size, &r->copy);
+		if (rc)
+			return comm_fail(c, rc, "%s", sm_last_error());
+	}
+	ctrl->send_size[slot] = size;
 	c->posted++;
 	atomic_store_explicit(&ctrl->send_posted, c->posted, memory_order_release);
 	*out = r;
 	return SM_OK;
 }
 
-static int shm_irecv(struct tp_comm *c, struct tp_req *r)
+static int shm_irecv(struct tp_comm *c, struct tp_req *r, const struct tp_region *reg)
 {
 	struct shm_ctrl *ctrl = c->ctrl;
+	unsigned slot = r->seq % TP_MAX_REQUESTS;
 
-	ctrl->recv_size[r->seq % TP_MAX_REQUESTS] = r->size;
+	ctrl->recv_size[slot] = r->size;
+	ctrl->recv_region[slot] = 0;
+	r->dst_dev = reg && reg->mem == TP_MEM_CUDA;
+	if (reg && reg->id) {
+		ctrl->recv_region[slot] = reg->id;
+		ctrl->recv_offset[slot] = reg->offset + ((uintptr_t)r->buf - reg->base);
+		r->direct = 1;
+	}
 	atomic_store_explicit(&ctrl->recv_posted, c->posted, memory_order_release);
 	return SM_OK;
 }
@@ -153,12 +207,28 @@ static void copy_bytes(uint8_t *dst, const uint8_t *src, uint64_t n)
 #endif
 }
 
-/* Copies n bytes between a linear buffer and the ring at stream offset pos. */
-static void ring_copy(struct tp_comm *c, uint64_t pos, uint8_t *buf, uint64_t n, int to_ring)
+/* Copies n bytes between a linear buffer and the ring at stream offset pos.
+ * GPU memory on the linear side (a GPU buffer whose peer is host memory)
+ * is moved with a synchronous driver copy. */
+static int ring_copy(struct tp_comm *c, uint64_t pos, uint8_t *buf, uint64_t n, int to_ring,
+		     int buf_dev)
 {
 	uint64_t off = pos % c->ring_size;
 	uint64_t first = min_u64(n, c->ring_size - off);
+	int rc;
 
+	if (buf_dev) {
+		if (to_ring) {
+			rc = smf_copy_sync(c->ring + off, buf, first);
+			if (!rc && n > first)
+				rc = smf_copy_sync(c->ring, buf + first, n - first);
+		} else {
+			rc = smf_copy_sync(buf, c->ring + off, first);
+			if (!rc && n > first)
+				rc = smf_copy_sync(buf + first, c->ring, n - first);
+		}
+		return rc ? comm_fail(c, rc, "%s", sm_last_error()) : SM_OK;
+	}
 	if (to_ring) {
 		copy_bytes(c->ring + off, buf, first);
 		copy_bytes(c->ring, buf + first, n - first);
@@ -166,6 +236,7 @@ static void ring_copy(struct tp_comm *c, uint64_t pos, uint8_t *buf, uint64_t n,
 		copy_bytes(buf, c->ring + off, first);
 		copy_bytes(buf + first, c->ring, n - first);
 	}
+	return SM_OK;
 }
 
 /* One call moves at most one ring's worth of bytes, so a single large
@@ -178,9 +249,19 @@ static int shm_progress_send(struct tp_comm *c, int *progressed)
 
 	while ((r = comm_head(c)) != NULL) {
 		uint64_t used, n;
+		int rc, landed;
 
+		if (r->direct) {
+			rc = smf_copy_test(c->ce, &r->copy, &landed);
+			if (rc)
+				return comm_fail(c, rc, "%s", sm_last_error());
+			if (!landed)
+				break;
+			r->moved = r->size;
+		}
 		if (r->moved == r->size) {
 			r->done = 1;
+			atomic_store_explicit(&ctrl->send_done, r->seq + 1, memory_order_release);
 			comm_pop(c);
 			*progressed = 1;
 			continue;
@@ -191,7 +272,9 @@ static int shm_progress_send(struct tp_comm *c, int *progressed)
 		n = min_u64(min_u64(c->ring_size - used, r->size - r->moved), min_u64(c->chunk, budget));
 		if (n == 0)
 			break;
-		ring_copy(c, c->data_pos, r->buf + r->moved, n, 1);
+		rc = ring_copy(c, c->data_pos, r->buf + r->moved, n, 1, r->src_dev);
+		if (rc)
+			return rc;
 		r->moved += n;
 		c->data_pos += n;
 		budget -= n;
@@ -209,6 +292,7 @@ static int shm_progress_recv(struct tp_comm *c, int *progressed)
 
 	while ((r = comm_head(c)) != NULL) {
 		uint64_t avail, n;
+		int rc;
 
 		if (!r->have_size) {
 			if (atomic_load_explicit(&ctrl->send_posted, memory_order_acquire) <= r->seq)
@@ -222,6 +306,11 @@ static int shm_progress_recv(struct tp_comm *c, int *progressed)
 			r->have_size = 1;
 			*progressed = 1;
 		}
+		if (r->direct) {
+			if (atomic_load_explicit(&ctrl->send_done, memory_order_acquire) <= r->seq)
+				break;
+			r->moved = r->msg_size;
+		}
 		if (r->moved == r->msg_size) {
 			r->done = 1;
 			comm_pop(c);
@@ -234,7 +323,9 @@ static int shm_progress_recv(struct tp_comm *c, int *progressed)
 		n = min_u64(min_u64(avail, r->msg_size - r->moved), min_u64(c->chunk, budget));
 		if (n == 0)
 			break;
-		ring_copy(c, c->data_pos, r->buf + r->moved, n, 0);
+		rc = ring_copy(c, c->data_pos, r->buf + r->moved, n, 0, r->dst_dev);
+		if (rc)
+			return rc;
 		r->moved += n;
 		c->data_pos += n;
 		budget -= n;
@@ -251,6 +342,10 @@ static int shm_progress(struct tp_comm *c, int *progressed)
 
 static void shm_close(struct tp_comm *c)
 {
+	/* Copies still queued must land before their targets are unmapped. */
+	smf_engine_close(c->ce);
+	c->ce = NULL;
+	region_close_all(c);
 	if (c->ctrl)
 		munmap(c->ctrl, c->seg_size);
 	c->ctrl = NULL;

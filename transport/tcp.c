@@ -4,16 +4,90 @@
  * 16 bytes) so the sender can refuse an oversized send before any payload
  * moves; the sender answers with an 8-byte size header and the payload.
  * Everything is non-blocking and resumes where a short write or read
- * stopped. */
+ * stopped.  GPU buffers go through a host bounce buffer, one synchronous
+ * driver copy per STAGE_BYTES: this is the slow path between hosts. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 #include "sock.h"
 #include "symmem.h"
 
+#define STAGE_BYTES (4ull << 20)
+
 static uint64_t min_u64(uint64_t a, uint64_t b)
 {
 	return a < b ? a : b;
+}
+
+static int stage_get(struct tp_comm *c)
+{
+	if (c->stage)
+		return SM_OK;
+	c->stage = malloc(STAGE_BYTES);
+	if (!c->stage)
+		return comm_fail(c, SM_ERR_SYSTEM, "out of memory for a TCP bounce buffer");
+	c->stage_fill = c->stage_off = 0;
+	return SM_OK;
+}
+
+/* Sends from GPU memory: fill the bounce buffer, drain it to the socket. */
+static int send_staged(struct tp_comm *c, struct tp_req *r, int *progressed)
+{
+	int rc = stage_get(c);
+
+	while (!rc && r->moved < r->size) {
+		ssize_t n;
+
+		if (c->stage_off == c->stage_fill) {
+			uint64_t len = min_u64(STAGE_BYTES, r->size - r->moved);
+
+			rc = smf_copy_sync(c->stage, r->buf + r->moved, len);
+			if (rc)
+				return comm_fail(c, rc, "%s", sm_last_error());
+			c->stage_fill = len;
+			c->stage_off = 0;
+		}
+		n = sock_send_some(c->fd, c->stage + c->stage_off, c->stage_fill - c->stage_off, -1);
+		if (n < 0)
+			return comm_fail(c, SM_ERR_REMOTE, "receiving peer: %s", sm_last_error());
+		if (n == 0)
+			break;
+		c->stage_off += (uint64_t)n;
+		r->moved += (uint64_t)n;
+		*progressed = 1;
+		if (c->stage_off == c->stage_fill)
+			c->stage_off = c->stage_fill = 0;
+	}
+	return rc;
+}
+
+/* Receives into GPU memory: fill the bounce buffer from the socket, copy
+ * it up whenever it is full or the message is complete. */
+static int recv_staged(struct tp_comm *c, struct tp_req *r, int *progressed)
+{
+	int rc = stage_get(c);
+
+	while (!rc && r->moved < r->msg_size) {
+		uint64_t want = min_u64(STAGE_BYTES - c->stage_fill,
+					r->msg_size - r->moved - c->stage_fill);
+		ssize_t n = sock_recv_some(c->fd, c->stage + c->stage_fill, want, NULL);
+
+		if (n < 0)
+			return comm_fail(c, SM_ERR_REMOTE, "sending peer: %s", sm_last_error());
+		c->stage_fill += (uint64_t)n;
+		if (c->stage_fill == STAGE_BYTES || r->moved + c->stage_fill == r->msg_size) {
+			rc = smf_copy_sync(r->buf + r->moved, c->stage, c->stage_fill);
+			if (rc)
+				return comm_fail(c, rc, "%s", sm_last_error());
+			r->moved += c->stage_fill;
+			c->stage_fill = 0;
+			*progressed = 1;
+		} else if (n == 0) {
+			break;
+		}
+	}
+	return rc;
 }
 
 /* Sender: collect the receiver's announcements.  A hang-up is only an
@@ -46,7 +120,8 @@ static int tcp_read_posts(struct tp_comm *c, int *eof)
 	}
 }
 
-static int tcp_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t size)
+static int tcp_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t size,
+		     const struct tp_region *reg)
 {
 	uint64_t capacity, sz = size;
 	struct tp_req *r;
@@ -63,6 +138,7 @@ static int tcp_isend(struct tp_comm *c, struct tp_req **out, const void *data, s
 	r = comm_req_alloc(c, REQ_SEND);
 	r->buf = (uint8_t *)data;
 	r->size = size;
+	r->src_dev = reg && reg->mem == TP_MEM_CUDA;
 	memcpy(r->hdr, &sz, 8);
 	c->posted++;
 	if (size > capacity) {
@@ -91,10 +167,11 @@ static int tcp_flush_posts(struct tp_comm *c)
 	return SM_OK;
 }
 
-static int tcp_irecv(struct tp_comm *c, struct tp_req *r)
+static int tcp_irecv(struct tp_comm *c, struct tp_req *r, const struct tp_region *reg)
 {
 	uint64_t size = r->size;
 
+	r->dst_dev = reg && reg->mem == TP_MEM_CUDA;
 	/* At most 32 receives are in flight, so announcements always fit. */
 	memcpy(c->out + c->out_len, &r->seq, 8);
 	memcpy(c->out + c->out_len + 8, &size, 8);
@@ -117,7 +194,14 @@ static int tcp_progress_send(struct tp_comm *c, int *progressed)
 				break;
 			*progressed = 1;
 		}
-		if (r->moved < r->size) {
+		if (r->src_dev) {
+			int rc = send_staged(c, r, progressed);
+
+			if (rc)
+				return rc;
+			if (r->moved < r->size)
+				break;
+		} else if (r->moved < r->size) {
 			n = sock_send_some(c->fd, r->buf + r->moved, r->size - r->moved, -1);
 			if (n < 0)
 				return comm_fail(c, SM_ERR_REMOTE, "receiving peer: %s", sm_last_error());
@@ -160,7 +244,13 @@ static int tcp_progress_recv(struct tp_comm *c, int *progressed)
 			r->have_size = 1;
 			*progressed = 1;
 		}
-		if (r->moved < r->msg_size) {
+		if (r->dst_dev) {
+			rc = recv_staged(c, r, progressed);
+			if (rc)
+				return rc;
+			if (r->moved < r->msg_size)
+				break;
+		} else if (r->moved < r->msg_size) {
 			n = sock_recv_some(c->fd, r->buf + r->moved,
 					   min_u64(r->msg_size - r->moved, 1ull << 30), NULL);
 			if (n < 0)
@@ -185,7 +275,8 @@ static int tcp_progress(struct tp_comm *c, int *progressed)
 
 static void tcp_close(struct tp_comm *c)
 {
-	(void)c;
+	free(c->stage);
+	c->stage = NULL;
 }
 
 const struct tp_ops tp_tcp_ops = {

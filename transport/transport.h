@@ -6,7 +6,12 @@
  * socket and the data moves through a shared-memory ring; between hosts (or
  * when forced) the data moves over the TCP control connection itself.
  * Receives and sends match in posting order.  Every function returns an
- * enum sm_status; the message is in sm_last_error(). */
+ * enum sm_status; the message is in sm_last_error().
+ *
+ * GPU memory: a receiver registers its buffers with tp_register(); on a
+ * shared-memory connection that exports the allocation to the sender,
+ * which maps it once and then moves each message with one copy-engine copy
+ * straight into the receive buffer (no ring, no host bounce). */
 #ifndef SYMMEM_TRANSPORT_H
 #define SYMMEM_TRANSPORT_H
 
@@ -28,11 +33,19 @@ struct tp_options {
 	uint64_t chunk_size;		/* copy granularity in that ring */
 	double connect_timeout;		/* seconds a connect/accept may take */
 	const char *ifname;		/* NCCL_SOCKET_IFNAME syntax, or "" */
+	int copy_streams;		/* copy-engine streams per sending connection */
+	uint64_t split_min;		/* copies this large are split across them (0 = never) */
 };
 
 struct tp_listener;
 struct tp_comm;
 struct tp_req;
+struct tp_region;
+
+enum tp_mem {
+	TP_MEM_HOST = 0,
+	TP_MEM_CUDA = 1,
+};
 
 /* The handle: what a listener publishes and a connector consumes. */
 struct tp_handle_info {
@@ -63,13 +76,30 @@ int tp_connect(const struct tp_options *opt, const void *handle, struct tp_comm 
 /* Frees the comm and every request still in flight. */
 void tp_close(struct tp_comm *c);
 
-/* *out is NULL when the send cannot start yet (no receive posted). */
-int tp_isend(struct tp_comm *c, const void *data, size_t size, struct tp_req **out);
-int tp_irecv(struct tp_comm *c, void *data, size_t size, struct tp_req **out);
+/* Memory used by this connection's sends or receives.  GPU memory on the
+ * receiving end of a shared-memory connection is exported to the sender
+ * (fails if it cannot be); on a TCP connection it is staged through a host
+ * bounce buffer with synchronous driver copies. */
+int tp_register(struct tp_comm *c, void *data, size_t size, int mem, struct tp_region **out);
+/* `c` may be NULL when the connection was closed first (NCCL abort). */
+void tp_deregister(struct tp_comm *c, struct tp_region *r);
+/* 1 if [data, data + size) lies inside the region. */
+int tp_region_covers(const struct tp_region *r, const void *data, size_t size);
+
+/* `reg` is the registration holding the buffer, NULL for unregistered host
+ * memory.  *out is NULL when the send cannot start yet (no receive posted,
+ * or the peer's registration has not arrived). */
+int tp_isend(struct tp_comm *c, const void *data, size_t size, const struct tp_region *reg,
+	     struct tp_req **out);
+int tp_irecv(struct tp_comm *c, void *data, size_t size, const struct tp_region *reg,
+	     struct tp_req **out);
 /* On done the request is released; *size is the byte count moved. */
 int tp_test(struct tp_req *r, int *done, size_t *size);
 
 /* A short description ("shm", "tcp") for log lines. */
 const char *tp_comm_backend(const struct tp_comm *c);
+
+/* Counters for the leak checks: live connections' remote regions. */
+int tp_remote_region_count(const struct tp_comm *c);
 
 #endif

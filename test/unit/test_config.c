@@ -61,10 +61,12 @@ static const char *const all_names[] = {
 	"NCCL_SOCKET_IFNAME",
 	"NCCL_SYMMEM_STREAMS",
 	"NCCL_SYMMEM_CHUNK_SIZE",
+	"NCCL_SYMMEM_SPLIT_SIZE",
 	"NCCL_SYMMEM_HOST_RING_SIZE",
 	"NCCL_SYMMEM_CONNECT_TIMEOUT",
 	"NCCL_SYMMEM_BACKEND",
 	"NCCL_SYMMEM_PASS_SM_CHANNELS",
+	"NCCL_SYMMEM_NCCL_DEFAULTS",
 };
 
 #define NNAMES (sizeof(all_names) / sizeof(all_names[0]))
@@ -1014,10 +1016,12 @@ static void test_describe_all(void **state)
 		"NCCL_SOCKET_IFNAME= (default)",
 		"NCCL_SYMMEM_STREAMS=2 (default)",
 		"NCCL_SYMMEM_CHUNK_SIZE=512KiB (default)",
+		"NCCL_SYMMEM_SPLIT_SIZE=0 (default)",
 		"NCCL_SYMMEM_HOST_RING_SIZE=4MiB (default)",
 		"NCCL_SYMMEM_CONNECT_TIMEOUT=120 (default)",
 		"NCCL_SYMMEM_BACKEND=auto (default)",
 		"NCCL_SYMMEM_PASS_SM_CHANNELS=2 (default)",
+		"NCCL_SYMMEM_NCCL_DEFAULTS=1 (default)",
 	};
 	struct kv none[] = { { NULL, NULL } };
 	struct kv one[] = { { "NCCL_SYMMEM_STREAMS", "4" }, { NULL, NULL } };
@@ -1100,10 +1104,12 @@ static void test_describe_roundtrip(void **state)
 		{ "NCCL_SOCKET_IFNAME", "=eth0,ib" },
 		{ "NCCL_SYMMEM_STREAMS", "5" },
 		{ "NCCL_SYMMEM_CHUNK_SIZE", "64k" },
+		{ "NCCL_SYMMEM_SPLIT_SIZE", "32M" },
 		{ "NCCL_SYMMEM_HOST_RING_SIZE", "8 MiB" },
 		{ "NCCL_SYMMEM_CONNECT_TIMEOUT", "86399.9999" },
 		{ "NCCL_SYMMEM_BACKEND", "SHM" },
 		{ "NCCL_SYMMEM_PASS_SM_CHANNELS", "64" },
+		{ "NCCL_SYMMEM_NCCL_DEFAULTS", "0" },
 		{ NULL, NULL },
 	};
 	struct kv back[NNAMES + 1];

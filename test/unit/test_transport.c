@@ -172,9 +172,9 @@ static void ring_wraps(int backend)
 		for (size_t i = 0; i < size; i++)
 			src[i] = (uint8_t)(i * 31 + (size_t)m + 1);
 		memset(dst, 0, size);
-		assert_int_equal(tp_irecv(r, dst, 300000, &rr), SM_OK);
+		assert_int_equal(tp_irecv(r, dst, 300000, NULL, &rr), SM_OK);
 		while (!sr && now() < end)
-			assert_int_equal(tp_isend(s, src, size, &sr), SM_OK);
+			assert_int_equal(tp_isend(s, src, size, NULL, &sr), SM_OK);
 		assert_non_null(sr);
 		/* One thread drives both: alternate until both are done. */
 		for (int done_s = 0, done_r = 0; !done_s || !done_r;) {

@@ -1,0 +1,248 @@
+/* Registrations and how the sender learns about the receiver's.
+ *
+ * When the receiving end of a shared-memory connection registers GPU
+ * memory, the allocation is exported and announced on the connection's
+ * Unix socket (cuMem memory: the fd rides along with SCM_RIGHTS).  The
+ * announcement always precedes the first receive that names it, so the
+ * sender reads announcements only when a receive names a region it does
+ * not know yet, and maps each region on its first use. */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "sock.h"
+
+/* The socket is non-blocking; an announcement is small and the sender
+ * reads them, so waiting for room is short unless the peer is stuck. */
+#define ANNOUNCE_TIMEOUT_MS 10000
+
+static int send_bounded(struct tp_comm *c, const void *buf, size_t len, int pass_fd)
+{
+	const uint8_t *p = buf;
+	size_t done = 0;
+
+	while (done < len) {
+		struct pollfd pfd = { .fd = c->fd, .events = POLLOUT };
+		ssize_t n = sock_send_some(c->fd, p + done, len - done, done ? -1 : pass_fd);
+
+		if (n < 0)
+			return comm_fail(c, SM_ERR_REMOTE, "announcing a registration: %s",
+					 sm_last_error());
+		done += (size_t)n;
+		if (done < len && poll(&pfd, 1, ANNOUNCE_TIMEOUT_MS) <= 0)
+			return comm_fail(c, SM_ERR_REMOTE, "sender did not read a registration "
+					 "announcement within %d s", ANNOUNCE_TIMEOUT_MS / 1000);
+	}
+	return SM_OK;
+}
+
+static int announce(struct tp_comm *c, struct tp_region *r)
+{
+	struct wire_region msg;
+	int fd = -1, rc;
+
+	memset(&msg, 0, sizeof(msg));
+	msg.magic = REGION_MAGIC;
+	msg.op = REGION_ADD;
+	msg.id = r->id;
+	rc = sm_export_get((void *)r->base, r->size, &r->exp, &msg.info, &r->offset, &fd);
+	if (rc)
+		return rc;
+	rc = send_bounded(c, &msg, sizeof(msg), fd);
+	if (rc) {
+		sm_export_put(r->exp);
+		r->exp = NULL;
+	}
+	return rc;
+}
+
+int tp_register(struct tp_comm *c, void *data, size_t size, int mem, struct tp_region **out)
+{
+	struct tp_region *r;
+	int rc = SM_OK;
+
+	*out = NULL;
+	if (c->failed)
+		return sm_fail(c->failed, "%s", c->failmsg);
+	if (mem != TP_MEM_HOST && mem != TP_MEM_CUDA)
+		return sm_fail(SM_ERR_INVALID, "unknown memory type %d", mem);
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return sm_fail(SM_ERR_SYSTEM, "out of memory registering %zu bytes", size);
+	r->comm = c;
+	r->base = (uintptr_t)data;
+	r->size = size;
+	r->mem = mem;
+	if (mem == TP_MEM_CUDA && !c->is_send && c->ops == &tp_shm_ops) {
+		r->id = ++c->next_region;
+		rc = announce(c, r);
+	}
+	if (rc) {
+		free(r);
+		return rc;
+	}
+	*out = r;
+	return SM_OK;
+}
+
+void tp_deregister(struct tp_comm *c, struct tp_region *r)
+{
+	struct wire_region msg;
+
+	if (!r)
+		return;
+	if (r->exp) {
+		/* Best effort: after a failure, or once the connection is
+		 * closed (c == NULL), the sender unmaps at its own close. */
+		if (c && !c->failed) {
+			memset(&msg, 0, sizeof(msg));
+			msg.magic = REGION_MAGIC;
+			msg.op = REGION_DEL;
+			msg.id = r->id;
+			send_bounded(c, &msg, sizeof(msg), -1);
+		}
+		sm_export_put(r->exp);
+	}
+	free(r);
+}
+
+int tp_region_covers(const struct tp_region *r, const void *data, size_t size)
+{
+	uintptr_t p = (uintptr_t)data;
+
+	return p >= r->base && size <= r->size && p - r->base <= r->size - size;
+}
+
+static struct remote_region *remote_find(struct tp_comm *c, uint32_t id)
+{
+	for (unsigned i = 0; i < c->nremote; i++)
+		if (c->remote[i].id == id)
+			return &c->remote[i];
+	return NULL;
+}
+
+static void remote_drop(struct tp_comm *c, struct remote_region *rr)
+{
+	if (rr->fd >= 0)
+		close(rr->fd);
+	sm_import_put(rr->map);
+	*rr = c->remote[--c->nremote];
+}
+
+static int remote_add(struct tp_comm *c, const struct wire_region *msg, int fd)
+{
+	struct remote_region *rr;
+
+	if (remote_find(c, msg->id))
+		return comm_fail(c, SM_ERR_REMOTE, "peer announced registration %u twice", msg->id);
+	if (c->nremote == c->remote_cap) {
+		unsigned cap = c->remote_cap ? 2 * c->remote_cap : 8;
+		struct remote_region *n = realloc(c->remote, cap * sizeof(*n));
+
+		if (!n)
+			return comm_fail(c, SM_ERR_SYSTEM, "out of memory for peer registrations");
+		c->remote = n;
+		c->remote_cap = cap;
+	}
+	rr = &c->remote[c->nremote++];
+	memset(rr, 0, sizeof(*rr));
+	rr->id = msg->id;
+	rr->fd = fd;
+	rr->info = msg->info;
+	return SM_OK;
+}
+
+static int handle_message(struct tp_comm *c, const struct wire_region *msg, int fd)
+{
+	struct remote_region *rr;
+
+	if (msg->magic != REGION_MAGIC || (msg->op != REGION_ADD && msg->op != REGION_DEL) ||
+	    msg->id == 0) {
+		if (fd >= 0)
+			close(fd);
+		return comm_fail(c, SM_ERR_REMOTE, "malformed registration message from the peer");
+	}
+	if (msg->op == REGION_ADD)
+		return remote_add(c, msg, fd);
+	if (fd >= 0)
+		close(fd);
+	rr = remote_find(c, msg->id);
+	if (rr)
+		remote_drop(c, rr);
+	return SM_OK;
+}
+
+/* Reads every complete announcement waiting on the socket. */
+int region_drain(struct tp_comm *c)
+{
+	for (;;) {
+		int fd = -1, rc;
+		ssize_t n = sock_recv_some(c->fd, c->rin + c->rin_len, sizeof(c->rin) - c->rin_len,
+					   &fd);
+
+		if (n < 0)
+			return comm_fail(c, SM_ERR_REMOTE, "receiving peer: %s", sm_last_error());
+		if (fd >= 0) {
+			if (c->rin_fd >= 0)
+				close(c->rin_fd);
+			c->rin_fd = fd;
+		}
+		if (n == 0)
+			return SM_OK;
+		c->rin_len += (size_t)n;
+		if (c->rin_len < sizeof(c->rin))
+			continue;
+		rc = handle_message(c, (const struct wire_region *)c->rin, c->rin_fd);
+		c->rin_len = 0;
+		c->rin_fd = -1;
+		if (rc)
+			return rc;
+	}
+}
+
+int region_lookup(struct tp_comm *c, uint32_t id, struct remote_region **out)
+{
+	int rc;
+
+	*out = remote_find(c, id);
+	if (*out)
+		return SM_OK;
+	rc = region_drain(c);
+	if (rc)
+		return rc;
+	*out = remote_find(c, id);
+	return SM_OK;
+}
+
+int region_map(struct tp_comm *c, struct remote_region *rr)
+{
+	int rc;
+
+	if (rr->map)
+		return SM_OK;
+	rc = sm_import_get(c->peer_pid, &rr->info, rr->fd, &rr->map);
+	rr->fd = -1;		/* consumed either way */
+	if (rc)
+		return comm_fail(c, rc, "mapping the receiver's GPU buffer: %s", sm_last_error());
+	return SM_OK;
+}
+
+void region_close_all(struct tp_comm *c)
+{
+	while (c->nremote > 0)
+		remote_drop(c, &c->remote[c->nremote - 1]);
+	free(c->remote);
+	c->remote = NULL;
+	c->remote_cap = 0;
+	if (c->rin_fd >= 0)
+		close(c->rin_fd);
+	c->rin_fd = -1;
+}
+
+int tp_remote_region_count(const struct tp_comm *c)
+{
+	return (int)c->nremote;
+}
