@@ -518,6 +518,23 @@ ncclResult_t net_test(void *request, int *done, int *sizes)
 	return ncclSuccess;
 }
 
+static void log_comm_stats(const struct net_comm *c, int kind)
+{
+	const struct config *cfg = config_get();
+	struct tp_stats st;
+
+	if (!cfg || !cfg->verbose)
+		return;
+	tp_get_stats(c->tp, &st);
+	LOG_INFO("NET/symmem %s comm %p closed: %llu messages (%llu by copy engine in place), "
+		 "%.1f MiB, post-to-done mean %.1f us max %.1f us, %llu isend retries",
+		 kind == OBJ_SEND ? "send" : "receive", (const void *)c,
+		 (unsigned long long)st.messages, (unsigned long long)st.direct,
+		 (double)st.bytes / 1048576.0,
+		 st.messages ? (double)st.lat_ns_sum / (double)st.messages / 1e3 : 0.0,
+		 (double)st.lat_ns_max / 1e3, (unsigned long long)st.retries);
+}
+
 static ncclResult_t close_comm(void *comm, int kind, const char *what)
 {
 	struct net_comm *c = comm;
@@ -526,6 +543,7 @@ static ncclResult_t close_comm(void *comm, int kind, const char *what)
 		return ncclSuccess;
 	if (registry_take(c, kind, what))
 		return ncclInternalError;
+	log_comm_stats(c, kind);
 	tp_close(c->tp);
 	free(c);
 	return ncclSuccess;

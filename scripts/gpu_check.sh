@@ -1,85 +1,96 @@
 #!/bin/bash
-# One call on a GPU host: build the plugin and the NCCL check driver, run
-# collectives natively and through the plugin in the same invocation, check
-# every result, and prove from NCCL's own log that traffic went through
-# NET/symmem.  Logs go to $OUT (default /tmp/symmem-gpu).
-# Usage: scripts/gpu_check.sh [max_bytes]
+# One command on a GPU host: build the plugin and the NCCL driver, run the
+# driver's matrix natively and through the plugin (same invocation, ratios),
+# and prove from NCCL's own logs that every plugin run went via NET/symmem
+# with GPUDirect.  Fails if any element is wrong or any log shows other
+# traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
+#
+# Usage: scripts/gpu_check.sh [quick|full]   (full: sizes to 1 GiB)
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/symmem-gpu}
-MAX=${1:-268435456}
-mkdir -p "$OUT"
+MODE=${1:-full}
+mkdir -p "$OUT/logs"
 # NVLink multicast stays off on shared hosts.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 fail=0
 note() { echo "== $*"; }
 
-nvidia-smi -L | tee "$OUT/gpus.txt"
-nvidia-smi topo -m >"$OUT/topo.txt" 2>&1
-meson setup build-gpu -Dtests=disabled --buildtype=release -Dwerror=false >"$OUT/build.log" 2>&1 &&
-	ninja -C build-gpu >>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
-
-NCCL_H=$(find /usr/include /usr/local/cuda/include /opt/torch -name nccl.h 2>/dev/null | head -1)
+nvidia-smi -L | tee "$OUT/logs/gpus.txt"
+nvidia-smi topo -m >"$OUT/logs/topo.txt" 2>&1
+meson setup build-gpu -Dtests=disabled --buildtype=release -Dwerror=false >"$OUT/logs/build.log" 2>&1 &&
+	ninja -C build-gpu >>"$OUT/logs/build.log" 2>&1 || { tail -30 "$OUT/logs/build.log"; exit 1; }
+NCCL_H=$(ls /usr/include/nccl.h 2>/dev/null || find /opt/torch -name nccl.h 2>/dev/null | head -1)
 NCCL_SO=$(ls /usr/lib/x86_64-linux-gnu/libnccl.so.2 2>/dev/null ||
 	find /opt/torch -name 'libnccl.so.2' 2>/dev/null | head -1)
 note "nccl.h: $NCCL_H  libnccl: $NCCL_SO"
 gcc -std=c11 -O2 -D_GNU_SOURCE -I"$(dirname "$NCCL_H")" -I/usr/local/cuda/include \
-	test/nccl/nccl_check.c "$NCCL_SO" -L/usr/local/cuda/lib64 -lcudart \
-	-Wl,-rpath,"$(dirname "$NCCL_SO")":/usr/local/cuda/lib64 -o build-gpu/nccl_check \
-	>>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
-
+	test/nccl/bench_*.c "$NCCL_SO" -L/usr/local/cuda/lib64 -lcudart -lm \
+	-Wl,-rpath,"$(dirname "$NCCL_SO")":/usr/local/cuda/lib64 -o build-gpu/nccl_bench \
+	>>"$OUT/logs/build.log" 2>&1 || { tail -30 "$OUT/logs/build.log"; exit 1; }
 export LD_LIBRARY_PATH="$PWD/build-gpu:${LD_LIBRARY_PATH:-}"
-PLUGIN_ENV="NCCL_NET_PLUGIN=symmem NCCL_NET=symmem NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1"
-DEBUG_ENV="NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV,NET"
 
-# run NAME "ENV..." ARGS...: one driver invocation, logged.
-run() {
-	local name=$1 envs=$2
-	shift 2
-	note "$name: $envs nccl_check $*"
-	if ! env $envs timeout 300 ./build-gpu/nccl_check "$@" >"$OUT/$name.log" 2>&1; then
-		echo "FAILED: $name"; tail -5 "$OUT/$name.log"; fail=1
+# bench NAME [nccl_bench args...]: one invocation, both phases; the plugin
+# phase logs NCCL's INIT/NET lines per process for prove().
+bench() {
+	local name=$1
+	shift
+	mkdir -p "$OUT/logs/$name"
+	note "$name: nccl_bench $*"
+	if ! timeout 580 ./build-gpu/nccl_bench -t "${PHASE_TIMEOUT:-240}" "$@" -E NCCL_DEBUG=INFO \
+		-E NCCL_DEBUG_SUBSYS=INIT,ENV,NET -E "NCCL_DEBUG_FILE=$OUT/logs/$name/nccl.%p.log" \
+		>"$OUT/logs/$name/table.txt" 2>"$OUT/logs/$name/stderr.txt"; then
+		echo "FAILED: $name"; tail -5 "$OUT/logs/$name/stderr.txt"; fail=1
 	fi
-	grep -vE 'NCCL (INFO|WARN)' "$OUT/$name.log" | grep -E '^ |^#|correct|FAILED' | tail -12
+	{ echo "## $name: nccl_bench $*"; cat "$OUT/logs/$name/table.txt"; echo; } >>"$OUT/tables.txt"
+	grep -E 'nccl_bench:' "$OUT/logs/$name/table.txt"
+	prove "$name"
 }
 
-# A plugin run must show the plugin in use and no P2P/SHM channel.
+# Every plugin process: the plugin in use, channels via NET/symmem with
+# GDRDMA, nothing via P2P/SHM/another net.
 prove() {
-	local log="$OUT/$1.log"
-	grep -m1 'Using network symmem' "$log" || { echo "MISSING 'Using network symmem' in $1"; fail=1; }
-	grep -m2 'via NET/symmem' "$log" || { echo "MISSING 'via NET/symmem' in $1"; fail=1; }
-	if grep -E 'via (P2P|SHM)|via NET/(Socket|IB)' "$log" | head -3 | grep .; then
-		echo "traffic outside NET/symmem in $1"; fail=1
-	fi
+	local dir="$OUT/logs/$1" n=0
+	for log in "$dir"/nccl.*.log; do
+		[ -e "$log" ] || continue
+		grep -q 'Using network symmem' "$log" || continue
+		n=$((n + 1))
+		if grep -E 'via (P2P|SHM)|via NET/(Socket|IB)' "$log" | head -2 | grep .; then
+			echo "traffic outside NET/symmem in $log"; fail=1
+		fi
+		if grep 'via NET/symmem' "$log" | grep -vq 'GDRDMA'; then
+			echo "a channel without GPUDirect in $log:"; grep 'via NET/symmem' "$log" | grep -v GDRDMA | head -2
+			fail=1
+		fi
+	done
+	[ "$n" -gt 0 ] || { echo "no plugin log says 'Using network symmem' in $1"; fail=1; }
+	grep -h -m1 'via NET/symmem' "$dir"/nccl.*.log 2>/dev/null | head -1
 }
 
-run native-allreduce "NCCL_DEBUG=WARN" -c allreduce -b 8 -e "$MAX"
-run plugin-allreduce "$PLUGIN_ENV $DEBUG_ENV" -c allreduce -b 8 -e "$MAX"
-prove plugin-allreduce
+MAX=1073741824
+[ "$MODE" = quick ] && MAX=268435456
+bench default -b 0 -e $MAX
 for proto in Simple LL LL128; do
-	run "plugin-allreduce-$proto" "$PLUGIN_ENV $DEBUG_ENV NCCL_PROTO=$proto" -c allreduce -b 8 -e 16777216 -i 5
-	prove "plugin-allreduce-$proto"
+	NCCL_PROTO=$proto bench "proto-$proto" -b 0 -e 67108864 -c none -i 5
 done
-run native-allgather "NCCL_DEBUG=WARN" -c allgather -b 8 -e 67108864
-run plugin-allgather "$PLUGIN_ENV $DEBUG_ENV" -c allgather -b 8 -e 67108864
-prove plugin-allgather
-run native-sendrecv "NCCL_DEBUG=WARN" -c sendrecv -b 8 -e 67108864
-run plugin-sendrecv "$PLUGIN_ENV $DEBUG_ENV" -c sendrecv -b 8 -e 67108864
-prove plugin-sendrecv
-run plugin-allreduce-tcp "$PLUGIN_ENV $DEBUG_ENV NCCL_SYMMEM_BACKEND=tcp" -c allreduce -b 8 -e 16777216 -i 5
-prove plugin-allreduce-tcp
+bench graph -G -b 0 -e $MAX -c none
+bench registered -R -b 8 -e $MAX -c none
+bench registered-graph -R -G -o sendrecv,alltoall -b 1048576 -e $MAX -c none
+bench tcp -E NCCL_SYMMEM_BACKEND=tcp -o all_reduce,sendrecv -b 8 -e 16777216 -c none -i 3
 
 note "pytorch all_reduce through the plugin"
 PY=$(command -v python3)
 [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
-if ! env $PLUGIN_ENV $DEBUG_ENV timeout 300 "$PY" scripts/torch_allreduce.py >"$OUT/torch.log" 2>&1; then
-	echo "FAILED: torch"; tail -20 "$OUT/torch.log"; fail=1
+mkdir -p "$OUT/logs/torch"
+if ! env NCCL_NET_PLUGIN=symmem NCCL_NET=symmem NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \
+	NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV,NET NCCL_DEBUG_FILE="$OUT/logs/torch/nccl.%p.log" \
+	timeout 300 "$PY" scripts/torch_allreduce.py >"$OUT/logs/torch/out.txt" 2>&1; then
+	echo "FAILED: torch"; tail -20 "$OUT/logs/torch/out.txt"; fail=1
 fi
-grep -E 'all_reduce over|WRONG' "$OUT/torch.log"
+grep -E 'all_reduce over|WRONG' "$OUT/logs/torch/out.txt"
 prove torch
 
-# The device tool brings back at most 8 files: pack the logs into one.
-tar -C "$OUT" -czf "$OUT/logs.tgz" --exclude=logs.tgz . 2>/dev/null
-find "$OUT" -maxdepth 1 -name '*.log' -delete
+# The device tool brings back at most 8 files: the tables stay, logs are packed.
+tar -C "$OUT" -czf "$OUT/logs.tgz" logs 2>/dev/null && rm -rf "$OUT/logs"
 note "result: $([ $fail = 0 ] && echo PASS || echo FAIL)"
 exit $fail

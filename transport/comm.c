@@ -57,6 +57,7 @@ struct tp_req *comm_req_alloc(struct tp_comm *c, int kind)
 	r->comm = c;
 	r->kind = kind;
 	r->seq = c->posted;
+	r->t_post = comm_now_ns();
 	c->queue[(c->q_head + c->q_count) % TP_MAX_REQUESTS] = r;
 	c->q_count++;
 	return r;
@@ -147,8 +148,10 @@ int tp_isend(struct tp_comm *c, const void *data, size_t size, const struct tp_r
 	rc = c->ops->isend(c, out, data, size, reg);
 	if (rc)
 		return rc;
-	if (!*out)
+	if (!*out) {
+		c->stats.retries++;
 		return comm_check_peer(c, NULL);
+	}
 	/* Start moving bytes now: a small message is often complete before
 	 * NCCL's first test(), and the receiver can start copying sooner. */
 	return c->ops->progress(c, &progressed);
@@ -184,6 +187,23 @@ int tp_irecv(struct tp_comm *c, void *data, size_t size, const struct tp_region 
 	return SM_OK;
 }
 
+static void account(struct tp_comm *c, const struct tp_req *r)
+{
+	uint64_t lat = comm_now_ns() - r->t_post;
+
+	c->stats.messages++;
+	c->stats.bytes += r->kind == REQ_RECV ? r->msg_size : r->size;
+	c->stats.direct += r->direct != 0;
+	c->stats.lat_ns_sum += lat;
+	if (lat > c->stats.lat_ns_max)
+		c->stats.lat_ns_max = lat;
+}
+
+void tp_get_stats(const struct tp_comm *c, struct tp_stats *out)
+{
+	*out = c->stats;
+}
+
 int tp_test(struct tp_req *r, int *done, size_t *size)
 {
 	struct tp_comm *c = r->comm;
@@ -207,6 +227,7 @@ int tp_test(struct tp_req *r, int *done, size_t *size)
 			return SM_OK;
 	}
 	*done = 1;
+	account(c, r);
 	if (size)
 		*size = r->kind == REQ_RECV ? r->msg_size : r->size;
 	r->kind = REQ_FREE;

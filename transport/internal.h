@@ -116,6 +116,7 @@ struct tp_req {
 	int src_dev;		/* send: the source is GPU memory */
 	int dst_dev;		/* receive: the destination is GPU memory */
 	int direct;		/* the copy engine moves it in place (no ring) */
+	uint64_t t_post;	/* when it was posted, for the statistics */
 	struct smf_copy copy;	/* send, direct: the copy in flight */
 };
 
@@ -136,6 +137,7 @@ struct tp_comm {
 	char failmsg[256];
 	uint64_t posted;	/* messages posted locally */
 	uint64_t next_check_ns;	/* next liveness check while idle */
+	struct tp_stats stats;
 
 	struct tp_req reqs[TP_MAX_REQUESTS];
 	struct tp_req *queue[TP_MAX_REQUESTS];	/* in flight, posting order */

@@ -99,6 +99,17 @@ int tp_test(struct tp_req *r, int *done, size_t *size);
 /* A short description ("shm", "tcp") for log lines. */
 const char *tp_comm_backend(const struct tp_comm *c);
 
+/* What a connection did, for NCCL_SM_FREE_VERBOSE / monitor lines. */
+struct tp_stats {
+	uint64_t messages;
+	uint64_t bytes;
+	uint64_t direct;	/* messages moved by a copy engine in place */
+	uint64_t retries;	/* isend calls answered "not yet" */
+	uint64_t lat_ns_sum;	/* post to completion seen by test() */
+	uint64_t lat_ns_max;
+};
+void tp_get_stats(const struct tp_comm *c, struct tp_stats *out);
+
 /* Counters for the leak checks: live connections' remote regions. */
 int tp_remote_region_count(const struct tp_comm *c);
 

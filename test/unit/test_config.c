@@ -1360,6 +1360,56 @@ static void test_config_get_defaults(void **state)
 	assert_int_equal(run_in_child(child_config_get_defaults), 0);
 }
 
+struct applied {
+	int calls, set;
+	char last[64];
+};
+
+static void note_default(const char *name, const char *value, int applied, const char *why,
+			 void *arg)
+{
+	struct applied *a = arg;
+
+	(void)name;
+	assert_non_null(why);
+	a->calls++;
+	a->set += applied;
+	snprintf(a->last, sizeof(a->last), "%s", value);
+}
+
+/* The NCCL variables the GPU path needs are set only where the user left
+ * them unset, and not at all with NCCL_SYMMEM_NCCL_DEFAULTS=0. */
+static void test_nccl_defaults(void **state)
+{
+	struct config cfg;
+	struct applied a = { 0 };
+	char err[ERRLEN];
+	struct kv none[] = { { NULL, NULL } };
+
+	(void)state;
+	assert_int_equal(config_parse(&cfg, table_get, none, err, sizeof(err)), 0);
+	unsetenv("NCCL_NET_GDR_LEVEL");
+	unsetenv("NCCL_BUFFSIZE");
+	setenv("NCCL_P2P_NET_CHUNKSIZE", "131072", 1);
+	cfg.nccl_defaults = 0;
+	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 0);
+	assert_null(getenv("NCCL_NET_GDR_LEVEL"));
+	assert_int_equal(a.set, 0);
+	assert_int_equal(a.calls, 3);
+
+	memset(&a, 0, sizeof(a));
+	cfg.nccl_defaults = 1;
+	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 2);
+	assert_string_equal(getenv("NCCL_NET_GDR_LEVEL"), "SYS");
+	assert_string_equal(getenv("NCCL_BUFFSIZE"), "16777216");
+	assert_string_equal(getenv("NCCL_P2P_NET_CHUNKSIZE"), "131072");	/* the user's */
+	assert_string_equal(a.last, "131072");
+	assert_int_equal(a.set, 2);
+	unsetenv("NCCL_NET_GDR_LEVEL");
+	unsetenv("NCCL_BUFFSIZE");
+	unsetenv("NCCL_P2P_NET_CHUNKSIZE");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1394,6 +1444,7 @@ int main(void)
 		cmocka_unit_test(test_unknown_vars),
 		cmocka_unit_test(test_config_get_ok),
 		cmocka_unit_test(test_config_get_error),
+		cmocka_unit_test(test_nccl_defaults),
 		cmocka_unit_test(test_config_get_defaults),
 	};
 

@@ -1,0 +1,113 @@
+/* The project's NCCL driver: one process per GPU, every collective checked
+ * element by element and timed, natively and through the plugin in one
+ * invocation.  bench_main.c runs the phases and prints the tables,
+ * bench_rank.c is what each rank does, bench_data.c makes inputs and
+ * expected values. */
+#ifndef SYMMEM_BENCH_H
+#define SYMMEM_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <nccl.h>
+
+enum op {
+	OP_ALLREDUCE,
+	OP_BROADCAST,
+	OP_REDUCE,
+	OP_ALLGATHER,
+	OP_REDUCESCATTER,
+	OP_ALLTOALL,
+	OP_SENDRECV,
+	OP_COUNT
+};
+
+enum phase {
+	PHASE_NATIVE,
+	PHASE_PLUGIN,
+	PHASE_COUNT
+};
+
+#define MAX_SIZES 40
+#define MAX_CASES 24
+#define BENCH_ROOT 0
+
+/* One data type and reduction checked beside the timed float sums. */
+struct bench_case {
+	int dtype;		/* index into bench_dtypes */
+	ncclRedOp_t redop;
+};
+
+struct bench_opts {
+	int nranks;
+	int ops[OP_COUNT];		/* which to run */
+	size_t sizes[MAX_SIZES];	/* timed sweep, bytes as nccl-tests counts them */
+	int nsizes;
+	int iters, warmup;
+	int graph;			/* capture each op into a CUDA graph */
+	int registered;			/* ncclCommRegister the buffers */
+	int phases[PHASE_COUNT];
+	struct bench_case cases[MAX_CASES];
+	int ncases;
+	size_t case_sizes[3];		/* where the extra cases are checked */
+	const char *plugin;		/* NCCL_NET_PLUGIN for the plugin phase */
+	char *plugin_env[16];		/* extra NAME=VALUE for the plugin phase */
+	int nplugin_env;
+	double timeout;			/* seconds per phase */
+};
+
+/* What a rank reports for one run (written to the results file). */
+struct bench_result {
+	int32_t phase, rank, op, dtype, redop, timed;
+	uint64_t bytes;
+	double time_us;
+	uint64_t errors;
+};
+
+struct bench_dtype {
+	ncclDataType_t nccl;
+	const char *name;
+	size_t size;
+	double exact;		/* every integer up to this is exact */
+	int is_int;
+};
+
+extern const struct bench_dtype bench_dtypes[];
+extern const int bench_ndtypes;
+int bench_dtype_find(const char *name);
+const char *bench_op_name(int op);
+const char *bench_redop_name(ncclRedOp_t r);
+
+/* Element counts and bytes per buffer for an op at nccl-tests size `bytes`;
+ * 0 when the size does not divide evenly. */
+struct bench_shape {
+	size_t send_count, recv_count;	/* elements */
+	size_t unit;			/* elements per rank block */
+	double bus_factor;
+};
+int bench_shape(int op, int nranks, size_t elsize, size_t bytes, struct bench_shape *s);
+
+/* Inputs: rank r's element k is val(r, k), a small integer chosen so that
+ * every result is exact in the data type.  Expected outputs come from
+ * per-rank tables indexed by k % period. */
+struct bench_pattern {
+	int period;
+	int nranks;
+	size_t elsize;
+	uint8_t *tab;		/* [nranks][period][elsize] encoded inputs */
+	uint8_t *red;		/* [period][elsize] the reduction over ranks */
+};
+
+/* Returns 0, or -1 if the combination cannot be checked exactly here
+ * (e.g. prod overflowing int8, avg with a rank count not a power of two). */
+int bench_pattern_make(struct bench_pattern *p, int dtype, ncclRedOp_t redop, int nranks,
+		       int seed);
+void bench_pattern_free(struct bench_pattern *p);
+void bench_fill(const struct bench_pattern *p, int rank, uint8_t *dst, size_t count);
+/* Counts the elements of `out` that differ from what `rank` must hold. */
+uint64_t bench_check(const struct bench_pattern *p, int op, int rank, const uint8_t *out,
+		     const struct bench_shape *s, int report);
+
+int bench_rank_main(const struct bench_opts *o, int phase, int rank, ncclUniqueId id, int out_fd);
+
+#endif

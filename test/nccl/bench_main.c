@@ -1,0 +1,414 @@
+/* nccl_bench: the project's NCCL driver.
+ *
+ * Runs every selected collective over a size sweep natively and through
+ * the plugin in one invocation (each phase in fresh processes, one per
+ * GPU, so NCCL reads its environment anew), checks every result element,
+ * and prints time and bus bandwidth per size for both with their ratio.
+ *
+ *   nccl_bench [-n ranks] [-b min] [-e max] [-f factor] [-o ops] [-i iters]
+ *              [-w warmup] [-G] [-R] [-m both|native|plugin] [-c cases]
+ *              [-P plugin] [-E NAME=VALUE]... [-t seconds]
+ *
+ * -o: comma list of all_reduce,broadcast,reduce,all_gather,reduce_scatter,
+ *     alltoall,sendrecv, or "all".  -c: comma list of dtype:redop checked
+ *     at three sizes besides the timed float sums ("none" for no extra).
+ * -G: capture each op into a CUDA graph.  -R: ncclCommRegister the buffers.
+ * -E: extra variables for the plugin phase only.  Exit status 0 only when
+ * every element of every run in every phase was correct. */
+#include <errno.h>
+#include <execinfo.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "bench.h"
+
+static const char *default_cases =
+	"bf16:sum,half:max,int32:min,int8:sum,double:prod,float:avg,uint8:max,int64:sum";
+
+static void usage(const char *argv0)
+{
+	fprintf(stderr, "usage: %s [-n ranks] [-b min] [-e max] [-f factor] [-o ops] [-i iters] "
+		"[-w warmup] [-G] [-R] [-m both|native|plugin] [-c dtype:redop,...] [-P plugin] "
+		"[-E NAME=VALUE] [-t seconds]\n", argv0);
+	exit(2);
+}
+
+static int parse_ops(const char *s, int *ops)
+{
+	char buf[256], *save = NULL;
+
+	memset(ops, 0, sizeof(int) * OP_COUNT);
+	snprintf(buf, sizeof(buf), "%s", s);
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		int found = 0;
+
+		for (int op = 0; op < OP_COUNT; op++) {
+			if (!strcmp(t, "all") || !strcmp(t, bench_op_name(op))) {
+				ops[op] = 1;
+				found = 1;
+			}
+		}
+		if (!found)
+			return -1;
+	}
+	return 0;
+}
+
+static int parse_cases(const char *s, struct bench_opts *o)
+{
+	static const struct { const char *name; ncclRedOp_t op; } redops[] = {
+		{ "sum", ncclSum }, { "prod", ncclProd }, { "max", ncclMax }, { "min", ncclMin },
+		{ "avg", ncclAvg },
+	};
+	char buf[512], *save = NULL;
+
+	o->ncases = 0;
+	if (!strcmp(s, "none"))
+		return 0;
+	snprintf(buf, sizeof(buf), "%s", s);
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		char *colon = strchr(t, ':');
+		int dt, found = 0;
+
+		if (!colon || o->ncases == MAX_CASES)
+			return -1;
+		*colon = '\0';
+		dt = bench_dtype_find(t);
+		if (dt < 0)
+			return -1;
+		for (size_t i = 0; i < sizeof(redops) / sizeof(redops[0]); i++) {
+			if (!strcmp(colon + 1, redops[i].name)) {
+				o->cases[o->ncases].dtype = dt;
+				o->cases[o->ncases].redop = redops[i].op;
+				o->ncases++;
+				found = 1;
+			}
+		}
+		if (!found)
+			return -1;
+	}
+	return 0;
+}
+
+static int count_gpus(void)
+{
+	int fds[2], n = 0;
+	pid_t pid;
+
+	/* In a child: CUDA must not be initialised in the parent before fork. */
+	if (pipe(fds) != 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		cudaGetDeviceCount(&n);
+		_exit(write(fds[1], &n, sizeof(n)) == sizeof(n) ? 0 : 1);
+	}
+	if (read(fds[0], &n, sizeof(n)) != sizeof(n))
+		n = -1;
+	waitpid(pid, NULL, 0);
+	close(fds[0]);
+	close(fds[1]);
+	return n;
+}
+
+static void crash_handler(int sig)
+{
+	void *frames[64];
+	int n = backtrace(frames, 64);
+
+	fprintf(stderr, "rank process %d: signal %d, backtrace:\n", (int)getpid(), sig);
+	backtrace_symbols_fd(frames, n, 2);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void phase_env(const struct bench_opts *o, int phase)
+{
+	static const char *routing[] = { "NCCL_NET_PLUGIN", "NCCL_NET", "NCCL_P2P_DISABLE",
+					 "NCCL_SHM_DISABLE" };
+
+	if (phase == PHASE_NATIVE) {
+		for (size_t i = 0; i < sizeof(routing) / sizeof(routing[0]); i++)
+			unsetenv(routing[i]);
+		return;
+	}
+	setenv("NCCL_NET_PLUGIN", o->plugin, 1);
+	setenv("NCCL_NET", "symmem", 1);
+	setenv("NCCL_P2P_DISABLE", "1", 1);
+	setenv("NCCL_SHM_DISABLE", "1", 1);
+	for (int i = 0; i < o->nplugin_env; i++)
+		putenv(o->plugin_env[i]);
+}
+
+/* Forks the ranks of one phase and waits for them, killing them all at
+ * the deadline.  Returns how many ranks failed. */
+static int run_phase(const struct bench_opts *o, int phase, int out_fd)
+{
+	pid_t pids[64];
+	int idpipe[2], failed = 0, left = o->nranks;
+	ncclUniqueId id;
+	double deadline;
+	struct timespec ts;
+
+	if (pipe(idpipe) != 0)
+		return o->nranks;
+	for (int r = 0; r < o->nranks; r++) {
+		int to_rank[2];
+
+		if (pipe(to_rank) != 0)
+			return o->nranks;
+		pids[r] = fork();
+		if (pids[r] == 0) {
+			setvbuf(stdout, NULL, _IOLBF, 0);
+			signal(SIGSEGV, crash_handler);
+			signal(SIGBUS, crash_handler);
+			signal(SIGABRT, crash_handler);
+			phase_env(o, phase);
+			if (r == 0) {
+				if (ncclGetUniqueId(&id) != ncclSuccess ||
+				    write(idpipe[1], &id, sizeof(id)) != sizeof(id))
+					_exit(2);
+			} else if (read(to_rank[0], &id, sizeof(id)) != sizeof(id)) {
+				_exit(2);
+			}
+			_exit(bench_rank_main(o, phase, r, id, out_fd));
+		}
+		if (r == 0 && read(idpipe[0], &id, sizeof(id)) != sizeof(id))
+			return o->nranks;
+		if (r > 0 && write(to_rank[1], &id, sizeof(id)) != sizeof(id))
+			return o->nranks;
+		close(to_rank[0]);
+		close(to_rank[1]);
+	}
+	close(idpipe[0]);
+	close(idpipe[1]);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	deadline = (double)ts.tv_sec + o->timeout;
+	while (left > 0) {
+		int status;
+		pid_t p = waitpid(-1, &status, WNOHANG);
+
+		if (p > 0) {
+			left--;
+			if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+				fprintf(stderr, "%s phase: a rank process failed (status 0x%x)\n",
+					phase == PHASE_NATIVE ? "native" : "plugin", status);
+				failed++;
+			}
+			continue;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		if ((double)ts.tv_sec > deadline) {
+			fprintf(stderr, "%s phase: no result after %.0f s, killing the ranks\n",
+				phase == PHASE_NATIVE ? "native" : "plugin", o->timeout);
+			for (int r = 0; r < o->nranks; r++)
+				kill(pids[r], SIGKILL);
+			while (waitpid(-1, NULL, 0) > 0)
+				;
+			return failed + left;
+		}
+		usleep(20000);
+	}
+	return failed;
+}
+
+/* The slowest rank's time and all ranks' errors for one run. */
+struct row {
+	int op, dtype, redop, timed;
+	uint64_t bytes;
+	double us[PHASE_COUNT];
+	uint64_t errors[PHASE_COUNT];
+	int ranks[PHASE_COUNT];
+};
+
+static struct row *find_row(struct row *rows, int *nrows, const struct bench_result *r)
+{
+	for (int i = 0; i < *nrows; i++)
+		if (rows[i].op == r->op && rows[i].dtype == r->dtype && rows[i].redop == r->redop &&
+		    rows[i].bytes == r->bytes && rows[i].timed == r->timed)
+			return &rows[i];
+	memset(&rows[*nrows], 0, sizeof(rows[0]));
+	rows[*nrows].op = r->op;
+	rows[*nrows].dtype = r->dtype;
+	rows[*nrows].redop = r->redop;
+	rows[*nrows].bytes = r->bytes;
+	rows[*nrows].timed = r->timed;
+	return &rows[(*nrows)++];
+}
+
+static double busbw(const struct bench_opts *o, const struct row *w, int phase)
+{
+	struct bench_shape s;
+
+	if (w->us[phase] <= 0 || w->bytes == 0)
+		return 0;
+	bench_shape(w->op, o->nranks, bench_dtypes[w->dtype].size, w->bytes, &s);
+	return (double)w->bytes / (w->us[phase] * 1e-6) / 1e9 * s.bus_factor;
+}
+
+/* Prints the tables; returns the number of runs with errors or missing ranks. */
+static int print_rows(const struct bench_opts *o, struct row *rows, int nrows)
+{
+	int bad = 0, checked = 0, last_op = -1;
+
+	for (int i = 0; i < nrows; i++) {
+		struct row *w = &rows[i];
+		double nb = busbw(o, w, PHASE_NATIVE), pb = busbw(o, w, PHASE_PLUGIN);
+		uint64_t errs = 0;
+
+		for (int p = 0; p < PHASE_COUNT; p++) {
+			if (!o->phases[p])
+				continue;
+			checked++;
+			errs += w->errors[p];
+			if (w->ranks[p] != o->nranks)
+				bad++;
+		}
+		bad += errs != 0;
+		if (!w->timed)
+			continue;
+		if (w->op != last_op) {
+			printf("\n# %s, %s %s, %d ranks%s%s\n", bench_op_name(w->op),
+			       bench_dtypes[w->dtype].name, bench_redop_name((ncclRedOp_t)w->redop),
+			       o->nranks, o->graph ? ", CUDA graph" : "",
+			       o->registered ? ", registered buffers" : "");
+			printf("# %12s %12s %12s %12s %12s %7s %7s\n", "size(B)", "native_us",
+			       "native_GB/s", "plugin_us", "plugin_GB/s", "ratio", "errors");
+			last_op = w->op;
+		}
+		char ratio[16] = "-";
+
+		if (nb > 0 && pb > 0)
+			snprintf(ratio, sizeof(ratio), "%.3f", pb / nb);
+		else if (w->bytes == 0 && w->us[PHASE_NATIVE] > 0 && w->us[PHASE_PLUGIN] > 0)
+			snprintf(ratio, sizeof(ratio), "%.3f", w->us[PHASE_NATIVE] / w->us[PHASE_PLUGIN]);
+		printf("  %12llu %12.1f %12.2f %12.1f %12.2f %7s %7llu\n",
+		       (unsigned long long)w->bytes, w->us[PHASE_NATIVE], nb, w->us[PHASE_PLUGIN], pb,
+		       ratio, (unsigned long long)errs);
+	}
+	printf("\n# extra checks (dtype:redop at 3 sizes):");
+	for (int i = 0, n = 0; i < nrows; i++) {
+		struct row *w = &rows[i];
+
+		if (w->timed)
+			continue;
+		if (n++ % 6 == 0)
+			printf("\n#  ");
+		printf(" %s/%s/%s:%s", bench_op_name(w->op), bench_dtypes[w->dtype].name,
+		       bench_redop_name((ncclRedOp_t)w->redop),
+		       w->errors[0] + w->errors[1] ? "WRONG" : "ok");
+	}
+	printf("\n# %d checked runs\n", checked);
+	return bad;
+}
+
+static void add_sizes(struct bench_opts *o, size_t min, size_t max, size_t factor)
+{
+	size_t s = min;
+
+	o->nsizes = 0;
+	if (s == 0) {
+		o->sizes[o->nsizes++] = 0;
+		s = 8;
+	}
+	for (; s <= max && o->nsizes < MAX_SIZES; s *= factor)
+		o->sizes[o->nsizes++] = s;
+}
+
+int main(int argc, char **argv)
+{
+	struct bench_opts o = {
+		.iters = 20, .warmup = 3, .plugin = "symmem", .timeout = 900,
+		.phases = { 1, 1 },
+	};
+	size_t min = 8, max = 64 << 20, factor = 4;
+	struct bench_result rec;
+	struct row *rows;
+	int opt, nrows = 0, failed = 0, bad;
+	FILE *results;
+
+	parse_ops("all", o.ops);
+	parse_cases(default_cases, &o);
+	while ((opt = getopt(argc, argv, "n:b:e:f:o:i:w:GRm:c:P:E:t:")) != -1) {
+		switch (opt) {
+		case 'n': o.nranks = atoi(optarg); break;
+		case 'b': min = strtoull(optarg, NULL, 0); break;
+		case 'e': max = strtoull(optarg, NULL, 0); break;
+		case 'f': factor = strtoull(optarg, NULL, 0); break;
+		case 'o': if (parse_ops(optarg, o.ops)) usage(argv[0]); break;
+		case 'i': o.iters = atoi(optarg); break;
+		case 'w': o.warmup = atoi(optarg); break;
+		case 'G': o.graph = 1; break;
+		case 'R': o.registered = 1; break;
+		case 'm':
+			o.phases[PHASE_NATIVE] = strcmp(optarg, "plugin") != 0;
+			o.phases[PHASE_PLUGIN] = strcmp(optarg, "native") != 0;
+			break;
+		case 'c': if (parse_cases(optarg, &o)) usage(argv[0]); break;
+		case 'P': o.plugin = optarg; break;
+		case 'E':
+			if (o.nplugin_env == 16 || !strchr(optarg, '='))
+				usage(argv[0]);
+			o.plugin_env[o.nplugin_env++] = optarg;
+			break;
+		case 't': o.timeout = atof(optarg); break;
+		default: usage(argv[0]);
+		}
+	}
+	if (factor < 2 || o.iters < 1)
+		usage(argv[0]);
+	add_sizes(&o, min, max, factor);
+	if (o.nranks <= 0)
+		o.nranks = count_gpus();
+	if (o.nranks < 1 || o.nranks > 64) {
+		fprintf(stderr, "no GPUs (or more than 64)\n");
+		return 2;
+	}
+	/* Odd element counts at the small and middle size; 8 MiB per rank. */
+	o.case_sizes[0] = (size_t)o.nranks * 8 * 5;
+	o.case_sizes[1] = (size_t)o.nranks * 8 * 12347;
+	o.case_sizes[2] = (size_t)o.nranks * (8u << 20);
+	results = tmpfile();
+	if (!results)
+		return 2;
+	fflush(stdout);
+	for (int p = 0; p < PHASE_COUNT; p++)
+		if (o.phases[p])
+			failed += run_phase(&o, p, fileno(results));
+	rewind(results);
+	rows = calloc(OP_COUNT * (MAX_SIZES + 3 * MAX_CASES), sizeof(*rows));
+	if (!rows)
+		return 2;
+	while (fread(&rec, sizeof(rec), 1, results) == 1) {
+		struct row *w = find_row(rows, &nrows, &rec);
+
+		if (rec.phase < 0 || rec.phase >= PHASE_COUNT)
+			continue;
+		if (rec.time_us > w->us[rec.phase])
+			w->us[rec.phase] = rec.time_us;
+		w->errors[rec.phase] += rec.errors;
+		w->ranks[rec.phase]++;
+	}
+	printf("# nccl_bench: %d ranks, iters %d, phases:%s%s (plugin: NCCL_NET_PLUGIN=%s "
+	       "NCCL_NET=symmem NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1",
+	       o.nranks, o.iters, o.phases[0] ? " native" : "", o.phases[1] ? " plugin" : "",
+	       o.plugin);
+	for (int i = 0; i < o.nplugin_env; i++)
+		printf(" %s", o.plugin_env[i]);
+	printf(")\n");
+	bad = print_rows(&o, rows, nrows);
+	free(rows);
+	fclose(results);
+	if (nrows == 0)
+		bad++;
+	printf("nccl_bench: %s (%d failed rank process(es), %d wrong or incomplete run(s))\n",
+	       failed || bad ? "FAIL" : "PASS", failed, bad);
+	return failed || bad ? 1 : 0;
+}

@@ -1,0 +1,229 @@
+/* What one rank of the NCCL driver does in one phase: set up the
+ * communicator, then for every op and size poison the output, run once and
+ * check every element, then time `iters` runs.  Results go to the parent
+ * as fixed-size records. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "bench.h"
+
+#define CUDA_OK(call) cuda_ok((call), #call, __LINE__)
+#define NCCL_OK(call) nccl_ok((call), #call, __LINE__)
+
+static void cuda_ok(cudaError_t e, const char *what, int line)
+{
+	if (e == cudaSuccess)
+		return;
+	fprintf(stderr, "bench_rank.c:%d: %s: %s\n", line, what, cudaGetErrorString(e));
+	exit(2);
+}
+
+static void nccl_ok(ncclResult_t r, const char *what, int line)
+{
+	if (r == ncclSuccess)
+		return;
+	fprintf(stderr, "bench_rank.c:%d: %s: %s\n", line, what, ncclGetErrorString(r));
+	exit(3);
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+struct rank_ctx {
+	const struct bench_opts *o;
+	int rank, phase, out_fd;
+	ncclComm_t comm;
+	cudaStream_t stream;
+	void *sbuf, *rbuf;
+	uint8_t *host;
+	size_t cap;		/* bytes of each device buffer */
+};
+
+static void issue(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop,
+		  const struct bench_shape *s)
+{
+	ncclDataType_t t = bench_dtypes[dtype].nccl;
+	size_t es = bench_dtypes[dtype].size;
+	int n = c->o->nranks, r = c->rank;
+	char *sb = c->sbuf, *rb = c->rbuf;
+
+	switch (op) {
+	case OP_ALLREDUCE:
+		NCCL_OK(ncclAllReduce(sb, rb, s->send_count, t, redop, c->comm, c->stream));
+		break;
+	case OP_BROADCAST:
+		NCCL_OK(ncclBroadcast(sb, rb, s->send_count, t, BENCH_ROOT, c->comm, c->stream));
+		break;
+	case OP_REDUCE:
+		NCCL_OK(ncclReduce(sb, rb, s->send_count, t, redop, BENCH_ROOT, c->comm, c->stream));
+		break;
+	case OP_ALLGATHER:
+		NCCL_OK(ncclAllGather(sb, rb, s->send_count, t, c->comm, c->stream));
+		break;
+	case OP_REDUCESCATTER:
+		NCCL_OK(ncclReduceScatter(sb, rb, s->recv_count, t, redop, c->comm, c->stream));
+		break;
+	case OP_ALLTOALL:
+		NCCL_OK(ncclGroupStart());
+		for (int p = 0; p < n; p++) {
+			NCCL_OK(ncclSend(sb + (size_t)p * s->unit * es, s->unit, t, p, c->comm, c->stream));
+			NCCL_OK(ncclRecv(rb + (size_t)p * s->unit * es, s->unit, t, p, c->comm, c->stream));
+		}
+		NCCL_OK(ncclGroupEnd());
+		break;
+	case OP_SENDRECV:
+		NCCL_OK(ncclGroupStart());
+		NCCL_OK(ncclSend(sb, s->send_count, t, (r + 1) % n, c->comm, c->stream));
+		NCCL_OK(ncclRecv(rb, s->recv_count, t, (r + n - 1) % n, c->comm, c->stream));
+		NCCL_OK(ncclGroupEnd());
+		break;
+	}
+}
+
+/* Runs the op `times` times, directly or as one captured graph launched
+ * `times` times (so each launch is one op, as in nccl-tests -G). */
+static void run(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop,
+		const struct bench_shape *s, int times, cudaGraphExec_t *exec)
+{
+	if (!c->o->graph) {
+		for (int i = 0; i < times; i++)
+			issue(c, op, dtype, redop, s);
+		return;
+	}
+	if (!*exec) {
+		cudaGraph_t g;
+
+		CUDA_OK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
+		issue(c, op, dtype, redop, s);
+		CUDA_OK(cudaStreamEndCapture(c->stream, &g));
+		CUDA_OK(cudaGraphInstantiate(exec, g, 0));
+		CUDA_OK(cudaGraphDestroy(g));
+	}
+	for (int i = 0; i < times; i++)
+		CUDA_OK(cudaGraphLaunch(*exec, c->stream));
+}
+
+static void report(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop, size_t bytes,
+		   int timed, double time_us, uint64_t errors)
+{
+	struct bench_result r = {
+		.phase = c->phase, .rank = c->rank, .op = op, .dtype = dtype, .redop = (int)redop,
+		.timed = timed, .bytes = bytes, .time_us = time_us, .errors = errors,
+	};
+
+	if (write(c->out_fd, &r, sizeof(r)) != (ssize_t)sizeof(r))
+		exit(4);
+}
+
+/* One size: check, then (if timed) measure. */
+static void one(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop, size_t bytes,
+		int timed)
+{
+	const struct bench_dtype *d = &bench_dtypes[dtype];
+	struct bench_pattern pat;
+	struct bench_shape s;
+	cudaGraphExec_t exec = NULL;
+	size_t sbytes, rbytes;
+	uint64_t errors = 0;
+	double t0, us = 0;
+
+	if (!bench_shape(op, c->o->nranks, d->size, bytes, &s))
+		return;
+	sbytes = s.send_count * d->size;
+	rbytes = s.recv_count * d->size;
+	if (sbytes > c->cap || rbytes > c->cap)
+		return;
+	if (bench_pattern_make(&pat, dtype, redop, c->o->nranks, (int)(bytes % 53)))
+		return;
+	bench_fill(&pat, c->rank, c->host, s.send_count);
+	CUDA_OK(cudaMemcpyAsync(c->sbuf, c->host, sbytes, cudaMemcpyHostToDevice, c->stream));
+	/* Poison: 0xff bytes are NaN or -1, never an expected value. */
+	CUDA_OK(cudaMemsetAsync(c->rbuf, 0xff, rbytes + 64 <= c->cap ? rbytes + 64 : c->cap,
+				c->stream));
+	run(c, op, dtype, redop, &s, 1, &exec);
+	CUDA_OK(cudaStreamSynchronize(c->stream));
+	CUDA_OK(cudaMemcpy(c->host, c->rbuf, rbytes + 64 <= c->cap ? rbytes + 64 : rbytes,
+			   cudaMemcpyDeviceToHost));
+	errors = bench_check(&pat, op, c->rank, c->host, &s, 1);
+	/* Nothing may be written past the result (or anywhere, off-root reduce). */
+	for (size_t i = op == OP_REDUCE && c->rank != BENCH_ROOT ? 0 : rbytes;
+	     i < rbytes + 64 && i < c->cap; i++)
+		errors += c->host[i] != 0xff;
+	if (errors)
+		fprintf(stderr, "rank %d %s %s/%s %zu bytes: %llu wrong element(s)\n", c->rank,
+			bench_op_name(op), d->name, bench_redop_name(redop), bytes,
+			(unsigned long long)errors);
+	if (timed) {
+		run(c, op, dtype, redop, &s, c->o->warmup, &exec);
+		CUDA_OK(cudaStreamSynchronize(c->stream));
+		t0 = now();
+		run(c, op, dtype, redop, &s, c->o->iters, &exec);
+		CUDA_OK(cudaStreamSynchronize(c->stream));
+		us = (now() - t0) * 1e6 / c->o->iters;
+	}
+	if (exec)
+		CUDA_OK(cudaGraphExecDestroy(exec));
+	bench_pattern_free(&pat);
+	report(c, op, dtype, redop, bytes, timed, us, errors);
+}
+
+int bench_rank_main(const struct bench_opts *o, int phase, int rank, ncclUniqueId id, int out_fd)
+{
+	struct rank_ctx c = { .o = o, .rank = rank, .phase = phase, .out_fd = out_fd };
+	void *sreg = NULL, *rreg = NULL;
+
+	for (int i = 0; i < o->nsizes; i++)
+		if (o->sizes[i] > c.cap)
+			c.cap = o->sizes[i];
+	for (int i = 0; i < 3; i++)
+		if (o->case_sizes[i] > c.cap)
+			c.cap = o->case_sizes[i];
+	c.cap += 4096;
+	c.host = malloc(c.cap);
+	if (!c.host)
+		return 2;
+	CUDA_OK(cudaSetDevice(rank));
+	NCCL_OK(ncclCommInitRank(&c.comm, o->nranks, id, rank));
+	CUDA_OK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
+	CUDA_OK(cudaMalloc(&c.sbuf, c.cap));
+	CUDA_OK(cudaMalloc(&c.rbuf, c.cap));
+	if (o->registered) {
+		NCCL_OK(ncclCommRegister(c.comm, c.sbuf, c.cap, &sreg));
+		NCCL_OK(ncclCommRegister(c.comm, c.rbuf, c.cap, &rreg));
+	}
+	for (int op = 0; op < OP_COUNT; op++) {
+		if (!o->ops[op])
+			continue;
+		for (int i = 0; i < o->nsizes; i++)
+			one(&c, op, 0, ncclSum, o->sizes[i], 1);
+		for (int k = 0; k < o->ncases; k++) {
+			int reducing = op == OP_ALLREDUCE || op == OP_REDUCE || op == OP_REDUCESCATTER;
+
+			/* Moving ops ignore the reduction: one check per type. */
+			if (!reducing && o->cases[k].redop != ncclSum)
+				continue;
+			for (int i = 0; i < 3; i++)
+				one(&c, op, o->cases[k].dtype, o->cases[k].redop, o->case_sizes[i], 0);
+		}
+	}
+	if (o->registered) {
+		NCCL_OK(ncclCommDeregister(c.comm, sreg));
+		NCCL_OK(ncclCommDeregister(c.comm, rreg));
+	}
+	NCCL_OK(ncclCommDestroy(c.comm));
+	CUDA_OK(cudaFree(c.sbuf));
+	CUDA_OK(cudaFree(c.rbuf));
+	CUDA_OK(cudaStreamDestroy(c.stream));
+	free(c.host);
+	return 0;
+}
