@@ -192,15 +192,14 @@ void smf_copy_abandon(struct smf_engine *e, struct smf_copy *op)
 	release_events(e, op);
 }
 
-int smf_copy_sync(void *dst, const void *src, size_t n)
+int smf_copy_sync(struct smf_engine *e, void *dst, const void *src, size_t n)
 {
-	const struct sm_cuda_api *cu = sm_cu();
 	CUresult rc;
 
-	if (!cu)
-		return sm_fail(SM_ERR_CUDA, "GPU buffer without a CUDA driver");
-	rc = cu->memcpy_sync((CUdeviceptr)dst, (CUdeviceptr)src, n);
+	rc = e->cu->memcpy_async((CUdeviceptr)dst, (CUdeviceptr)src, n, e->streams[0]);
+	if (rc == CUDA_SUCCESS)
+		rc = e->cu->stream_synchronize(e->streams[0]);
 	if (rc != CUDA_SUCCESS)
-		return sm_cuda_fail(rc, "cuMemcpy of %zu bytes", n);
+		return sm_cuda_fail(rc, "staged copy of %zu bytes", n);
 	return SM_OK;
 }

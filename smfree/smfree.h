@@ -50,9 +50,13 @@ int smf_copy_start(struct smf_engine *e, void *dst, const void *src, size_t n,
 		   struct smf_copy *op);
 /* *done = 1 once every piece landed; the events then go back to the pool. */
 int smf_copy_test(struct smf_engine *e, struct smf_copy *op, int *done);
-/* A synchronous copy between any two addresses the driver knows (used
- * where one side is a plain host buffer and the other GPU memory). */
-int smf_copy_sync(void *dst, const void *src, size_t n);
+/* A copy that has fully landed when it returns, between any two addresses
+ * the driver knows (one side a plain host buffer, the other GPU memory).
+ * It runs on the engine's own non-blocking stream: cuMemcpy would use the
+ * legacy stream, which waits for every blocking stream of the context,
+ * NCCL's kernel included, and a pageable-to-device cuMemcpy may return
+ * before the data reached the GPU. */
+int smf_copy_sync(struct smf_engine *e, void *dst, const void *src, size_t n);
 
 /* Forgets an unfinished copy (connection teardown after a failure). */
 void smf_copy_abandon(struct smf_engine *e, struct smf_copy *op);

@@ -83,7 +83,6 @@ static const struct api_entry api_entries[] = {
 	API(event_query, "cuEventQuery"),
 	API(event_destroy, "cuEventDestroy"),
 	API(memcpy_async, "cuMemcpyAsync"),
-	API(memcpy_sync, "cuMemcpy"),
 };
 
 /* Fills the table; a driver missing any entry point serves host memory only. */

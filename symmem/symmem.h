@@ -82,7 +82,6 @@ struct sm_cuda_api {
 	CUresult (*event_query)(CUevent);
 	CUresult (*event_destroy)(CUevent);
 	CUresult (*memcpy_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
-	CUresult (*memcpy_sync)(CUdeviceptr, CUdeviceptr, size_t);
 };
 
 const struct sm_cuda_api *sm_cu(void);

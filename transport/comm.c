@@ -74,6 +74,18 @@ void comm_pop(struct tp_comm *c)
 	c->q_count--;
 }
 
+int comm_engine(struct tp_comm *c)
+{
+	int rc;
+
+	if (c->ce)
+		return SM_OK;
+	rc = smf_engine_open(c->copy_streams, c->split_min, &c->ce);
+	if (rc)
+		return comm_fail(c, rc, "opening the copy engine: %s", sm_last_error());
+	return SM_OK;
+}
+
 int comm_fail(struct tp_comm *c, int status, const char *fmt, ...)
 {
 	va_list ap;
@@ -238,6 +250,9 @@ void tp_close(struct tp_comm *c)
 {
 	if (!c)
 		return;
+	/* Copies still queued must land before their targets are unmapped. */
+	smf_engine_close(c->ce);
+	c->ce = NULL;
 	c->ops->close(c);
 	if (c->fd >= 0)
 		close(c->fd);

@@ -157,7 +157,7 @@ struct tp_comm {
 	uint8_t rin[sizeof(struct wire_region)];	/* sender: partial message */
 	size_t rin_len;
 	int rin_fd;
-	struct smf_engine *ce;	/* sender: opened on the first GPU copy */
+	struct smf_engine *ce;	/* opened on the first GPU copy */
 	int copy_streams;
 	uint64_t split_min;
 
@@ -180,6 +180,9 @@ struct tp_comm *comm_new(int is_send, const struct tp_ops *ops, int fd);
 struct tp_req *comm_req_alloc(struct tp_comm *c, int kind);
 struct tp_req *comm_head(struct tp_comm *c);
 void comm_pop(struct tp_comm *c);
+/* Opens the connection's copy engine on first use (in the calling
+ * thread's CUDA context: NCCL's proxy threads have one). */
+int comm_engine(struct tp_comm *c);
 int comm_fail(struct tp_comm *c, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 uint64_t comm_now_ns(void);

@@ -104,11 +104,9 @@ static int direct_target(struct tp_comm *c, unsigned slot, size_t size, uint8_t 
 	rc = region_map(c, rr);
 	if (rc)
 		return rc;
-	if (!c->ce) {
-		rc = smf_engine_open(c->copy_streams, c->split_min, &c->ce);
-		if (rc)
-			return comm_fail(c, rc, "opening the copy engine: %s", sm_last_error());
-	}
+	rc = comm_engine(c);
+	if (rc)
+		return rc;
 	*dst = sm_mapping_base(rr->map) + offset;
 	return SM_OK;
 }
@@ -218,14 +216,17 @@ static int ring_copy(struct tp_comm *c, uint64_t pos, uint8_t *buf, uint64_t n, 
 	int rc;
 
 	if (buf_dev) {
+		rc = comm_engine(c);
+		if (rc)
+			return rc;
 		if (to_ring) {
-			rc = smf_copy_sync(c->ring + off, buf, first);
+			rc = smf_copy_sync(c->ce, c->ring + off, buf, first);
 			if (!rc && n > first)
-				rc = smf_copy_sync(c->ring, buf + first, n - first);
+				rc = smf_copy_sync(c->ce, c->ring, buf + first, n - first);
 		} else {
-			rc = smf_copy_sync(buf, c->ring + off, first);
+			rc = smf_copy_sync(c->ce, buf, c->ring + off, first);
 			if (!rc && n > first)
-				rc = smf_copy_sync(buf + first, c->ring, n - first);
+				rc = smf_copy_sync(c->ce, buf + first, c->ring, n - first);
 		}
 		return rc ? comm_fail(c, rc, "%s", sm_last_error()) : SM_OK;
 	}
@@ -342,9 +343,6 @@ static int shm_progress(struct tp_comm *c, int *progressed)
 
 static void shm_close(struct tp_comm *c)
 {
-	/* Copies still queued must land before their targets are unmapped. */
-	smf_engine_close(c->ce);
-	c->ce = NULL;
 	region_close_all(c);
 	if (c->ctrl)
 		munmap(c->ctrl, c->seg_size);

@@ -22,8 +22,10 @@ static uint64_t min_u64(uint64_t a, uint64_t b)
 
 static int stage_get(struct tp_comm *c)
 {
-	if (c->stage)
-		return SM_OK;
+	int rc = comm_engine(c);
+
+	if (rc || c->stage)
+		return rc;
 	c->stage = malloc(STAGE_BYTES);
 	if (!c->stage)
 		return comm_fail(c, SM_ERR_SYSTEM, "out of memory for a TCP bounce buffer");
@@ -42,7 +44,7 @@ static int send_staged(struct tp_comm *c, struct tp_req *r, int *progressed)
 		if (c->stage_off == c->stage_fill) {
 			uint64_t len = min_u64(STAGE_BYTES, r->size - r->moved);
 
-			rc = smf_copy_sync(c->stage, r->buf + r->moved, len);
+			rc = smf_copy_sync(c->ce, c->stage, r->buf + r->moved, len);
 			if (rc)
 				return comm_fail(c, rc, "%s", sm_last_error());
 			c->stage_fill = len;
@@ -77,7 +79,7 @@ static int recv_staged(struct tp_comm *c, struct tp_req *r, int *progressed)
 			return comm_fail(c, SM_ERR_REMOTE, "sending peer: %s", sm_last_error());
 		c->stage_fill += (uint64_t)n;
 		if (c->stage_fill == STAGE_BYTES || r->moved + c->stage_fill == r->msg_size) {
-			rc = smf_copy_sync(r->buf + r->moved, c->stage, c->stage_fill);
+			rc = smf_copy_sync(c->ce, r->buf + r->moved, c->stage, c->stage_fill);
 			if (rc)
 				return comm_fail(c, rc, "%s", sm_last_error());
 			r->moved += c->stage_fill;
