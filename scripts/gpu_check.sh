@@ -91,7 +91,6 @@ fi
 grep -E 'all_reduce over|WRONG' "$OUT/logs/torch/out.txt"
 prove torch
 
-[ -n "${EXTRA:-}" ] && source "$EXTRA"
 # The device tool brings back at most 8 files: the tables stay, logs are packed.
 tar -C "$OUT" -czf "$OUT/logs.tgz" logs 2>/dev/null && rm -rf "$OUT/logs"
 note "result: $([ $fail = 0 ] && echo PASS || echo FAIL)"

@@ -320,6 +320,9 @@ static void add_sizes(struct bench_opts *o, size_t min, size_t max, size_t facto
 	}
 	for (; s <= max && o->nsizes < MAX_SIZES; s *= factor)
 		o->sizes[o->nsizes++] = s;
+	/* The sweep always ends at the largest size asked for. */
+	if (o->nsizes < MAX_SIZES && o->nsizes > 0 && o->sizes[o->nsizes - 1] < max)
+		o->sizes[o->nsizes++] = max;
 }
 
 int main(int argc, char **argv)
