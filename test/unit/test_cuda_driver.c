@@ -6,7 +6,10 @@
 #include <setjmp.h>
 #include <cmocka.h>
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "symmem.h"
 
@@ -43,11 +46,50 @@ static void test_error_messages_are_per_call(void **state)
 	assert_string_equal(sm_last_error(), "size 7");
 }
 
+/* Importing consumes the fd whatever happens, so a failed import cannot
+ * leak the peer's allocation. */
+static void test_import_failure_consumes_fd(void **state)
+{
+	struct sm_share_info info;
+	struct sm_mapping *m = (struct sm_mapping *)1;
+	int fds[2];
+
+	(void)state;
+	assert_int_equal(pipe(fds), 0);
+	memset(&info, 0, sizeof(info));
+	info.kind = SM_SHARE_POSIX_FD;
+	info.alloc_size = 1 << 21;
+	info.alloc_id = 1;
+	assert_int_not_equal(sm_import_get(12345, &info, fds[0], &m), SM_OK);
+	assert_null(m);
+	assert_int_equal(fcntl(fds[0], F_GETFD), -1);
+	assert_int_equal(errno, EBADF);
+	assert_int_equal(sm_import_count(), 0);
+	close(fds[1]);
+}
+
+/* Host memory is not an exportable GPU allocation. */
+static void test_export_of_host_memory_fails(void **state)
+{
+	struct sm_share_info info;
+	struct sm_export *e = (struct sm_export *)1;
+	uint64_t off;
+	char buf[64] = "host";
+	int fd = 7;
+
+	(void)state;
+	assert_int_equal(sm_export_get(buf, sizeof(buf), &e, &info, &off, &fd), SM_ERR_CUDA);
+	assert_null(e);
+	assert_int_equal(sm_export_count(), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_loader_reports_truthfully),
 		cmocka_unit_test(test_error_messages_are_per_call),
+		cmocka_unit_test(test_import_failure_consumes_fd),
+		cmocka_unit_test(test_export_of_host_memory_fails),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "internal.h"	/* the malformed-announcement test writes raw bytes */
+#include "smfree.h"
 #include "symmem.h"
 #include "transport.h"
 
@@ -287,6 +289,147 @@ static void test_other_host_uses_tcp(void **state)
 	tp_close(r);
 }
 
+static void test_register_bad_type(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	struct tp_comm *s, *r;
+	struct tp_region *reg = (struct tp_region *)1;
+	char buf[64];
+
+	(void)state;
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	assert_int_equal(tp_register(r, buf, sizeof(buf), 7, &reg), SM_ERR_INVALID);
+	assert_null(reg);
+	assert_non_null(strstr(sm_last_error(), "memory type 7"));
+	tp_close(s);
+	tp_close(r);
+}
+
+/* Host memory registered as GPU memory cannot be exported: a clear CUDA
+ * error, nothing announced, and the connection keeps working. */
+static void test_register_unexportable(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	char src[100] = "payload", dst[100] = { 0 };
+	struct tp_region *reg = (struct tp_region *)1;
+	struct tp_comm *s, *r;
+	struct tp_req *sr = NULL, *rr;
+	int ds = 0, dr = 0;
+	size_t got = 0;
+
+	(void)state;
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	assert_int_equal(tp_register(r, dst, sizeof(dst), TP_MEM_CUDA, &reg), SM_ERR_CUDA);
+	assert_null(reg);
+	assert_true(strlen(sm_last_error()) > 10);
+	assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &rr), SM_OK);
+	assert_int_equal(tp_isend(s, src, 8, NULL, &sr), SM_OK);
+	assert_non_null(sr);
+	while (!ds || !dr) {
+		if (!ds)
+			assert_int_equal(tp_test(sr, &ds, NULL), SM_OK);
+		if (!dr)
+			assert_int_equal(tp_test(rr, &dr, &got), SM_OK);
+	}
+	assert_int_equal(got, 8);
+	assert_string_equal(dst, "payload");
+	tp_close(s);
+	tp_close(r);
+}
+
+/* A buffer outside the registration it names is refused before anything
+ * moves; the connection is not broken by it. */
+static void test_buffer_outside_region(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	char buf[256];
+	struct tp_region *reg;
+	struct tp_comm *s, *r;
+	struct tp_req *req;
+
+	(void)state;
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	assert_int_equal(tp_register(s, buf, 128, TP_MEM_HOST, &reg), SM_OK);
+	assert_int_equal(tp_isend(s, buf + 64, 128, reg, &req), SM_ERR_INTERNAL);
+	assert_null(req);
+	assert_non_null(strstr(sm_last_error(), "outside"));
+	assert_int_equal(tp_irecv(r, buf + 128, 128, reg, &req), SM_ERR_INTERNAL);
+	assert_int_equal(tp_irecv(r, buf + 128, 128, NULL, &req), SM_OK);
+	tp_deregister(s, reg);
+	tp_close(s);
+	tp_close(r);
+}
+
+/* A receive names a registration whose announcement has not arrived: the
+ * sender answers "not yet" (NULL request), as often as asked. */
+static void test_unannounced_region_waits(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	struct tp_region fake = { 0 };
+	char buf[64] = "x";
+	struct tp_comm *s, *r;
+	struct tp_req *sr, *rr;
+
+	(void)state;
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	fake.comm = r;
+	fake.base = (uintptr_t)buf;
+	fake.size = sizeof(buf);
+	fake.mem = TP_MEM_HOST;
+	fake.id = 9;
+	assert_int_equal(tp_irecv(r, buf, sizeof(buf), &fake, &rr), SM_OK);
+	for (int i = 0; i < 100; i++) {
+		assert_int_equal(tp_isend(s, buf, 8, NULL, &sr), SM_OK);
+		assert_null(sr);
+	}
+	tp_close(s);
+	tp_close(r);
+}
+
+/* Garbage where a registration announcement belongs: the sender fails the
+ * connection with a remote error instead of trusting it. */
+static void test_malformed_announcement(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	struct tp_region fake = { 0 };
+	uint8_t junk[sizeof(struct wire_region)];
+	char buf[64] = "x";
+	struct tp_comm *s, *r;
+	struct tp_req *sr, *rr;
+
+	(void)state;
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	memset(junk, 0x5a, sizeof(junk));
+	assert_int_equal(write(r->fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+	fake.comm = r;
+	fake.base = (uintptr_t)buf;
+	fake.size = sizeof(buf);
+	fake.id = 3;
+	assert_int_equal(tp_irecv(r, buf, sizeof(buf), &fake, &rr), SM_OK);
+	assert_int_equal(tp_isend(s, buf, 8, NULL, &sr), SM_ERR_REMOTE);
+	assert_null(sr);
+	assert_non_null(strstr(sm_last_error(), "malformed registration"));
+	/* Sticky: the next call says the same. */
+	assert_int_equal(tp_isend(s, buf, 8, NULL, &sr), SM_ERR_REMOTE);
+	tp_close(s);
+	tp_close(r);
+}
+
+/* Without a usable driver the copy engine does not open, and says why. */
+static void test_copy_engine_needs_driver(void **state)
+{
+	struct smf_engine *e = (struct smf_engine *)1;
+
+	(void)state;
+	if (sm_cu()) {
+		skip();		/* a driver exists: covered by the GPU runs */
+	}
+	assert_int_equal(smf_engine_open(2, 0, &e), SM_ERR_CUDA);
+	assert_null(e);
+	assert_non_null(strstr(sm_last_error(), "CUDA"));
+	assert_int_equal(smf_engine_open(0, 0, &e), SM_ERR_INTERNAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -299,6 +442,12 @@ int main(void)
 		cmocka_unit_test(test_stranger_refused),
 		cmocka_unit_test(test_shm_backend_refuses_other_host),
 		cmocka_unit_test(test_other_host_uses_tcp),
+		cmocka_unit_test(test_register_bad_type),
+		cmocka_unit_test(test_register_unexportable),
+		cmocka_unit_test(test_buffer_outside_region),
+		cmocka_unit_test(test_unannounced_region_waits),
+		cmocka_unit_test(test_malformed_announcement),
+		cmocka_unit_test(test_copy_engine_needs_driver),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
