@@ -1389,25 +1389,26 @@ static void test_nccl_defaults(void **state)
 	(void)state;
 	assert_int_equal(config_parse(&cfg, table_get, none, err, sizeof(err)), 0);
 	unsetenv("NCCL_NET_GDR_LEVEL");
-	unsetenv("NCCL_BUFFSIZE");
-	setenv("NCCL_P2P_NET_CHUNKSIZE", "131072", 1);
 	cfg.nccl_defaults = 0;
 	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 0);
 	assert_null(getenv("NCCL_NET_GDR_LEVEL"));
 	assert_int_equal(a.set, 0);
-	assert_int_equal(a.calls, 3);
+	assert_int_equal(a.calls, 1);
+	assert_string_equal(a.last, "(unset)");
 
 	memset(&a, 0, sizeof(a));
 	cfg.nccl_defaults = 1;
-	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 2);
+	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 1);
 	assert_string_equal(getenv("NCCL_NET_GDR_LEVEL"), "SYS");
-	assert_string_equal(getenv("NCCL_BUFFSIZE"), "16777216");
-	assert_string_equal(getenv("NCCL_P2P_NET_CHUNKSIZE"), "131072");	/* the user's */
-	assert_string_equal(a.last, "131072");
-	assert_int_equal(a.set, 2);
+	assert_int_equal(a.set, 1);
+
+	/* The user's value wins. */
+	memset(&a, 0, sizeof(a));
+	setenv("NCCL_NET_GDR_LEVEL", "PHB", 1);
+	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 0);
+	assert_string_equal(getenv("NCCL_NET_GDR_LEVEL"), "PHB");
+	assert_string_equal(a.last, "PHB");
 	unsetenv("NCCL_NET_GDR_LEVEL");
-	unsetenv("NCCL_BUFFSIZE");
-	unsetenv("NCCL_P2P_NET_CHUNKSIZE");
 }
 
 int main(void)
