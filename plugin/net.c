@@ -50,11 +50,10 @@ struct net_listen {
 	int dev;
 };
 
+/* What NCCL holds as an mhandle; the range lives in the tp_region, which
+ * tp_isend/tp_irecv check every buffer against. */
 struct net_mr {
 	void *comm;
-	uintptr_t base;
-	size_t size;
-	int type;
 	struct tp_region *region;
 };
 
@@ -125,11 +124,6 @@ static void build_devices(void)
 		struct net_device *d = &devices[i];
 
 		snprintf(d->name, sizeof(d->name), "symmem%d", i);
-		/* No pciPath: NCCL hangs the device off the CPU with no PCI link
-		 * of its own to cap it.  Giving it the GPU's own PCI function
-		 * instead leaves NCCL's topology with a GPU that has no links
-		 * (NCCL 2.28 crashed in topology setup, measured); a sibling on
-		 * the root bus would cap it at that device's link speed. */
 	}
 	ndevices = n;
 	gpu_path = 1;
@@ -214,7 +208,11 @@ ncclResult_t net_get_properties(int dev, ncclNetProperties_v11_t *props)
 		return ncclInvalidArgument;
 	memset(props, 0, sizeof(*props));
 	props->name = devices[dev].name;
-	props->pciPath = NULL;	/* see build_devices() */
+	/* No pciPath: NCCL hangs the device off the CPU with no PCI link of
+	 * its own to cap it.  The GPU's own PCI function instead leaves NCCL's
+	 * topology with a GPU that has no links (both ranks crashed, measured);
+	 * a sibling on the root bus would cap it at that device's link. */
+	props->pciPath = NULL;
 	props->guid = 0x53594d4d00000000ull | (uint64_t)dev;
 	props->ptrSupport = NCCL_PTR_HOST | (gpu_path ? NCCL_PTR_CUDA : 0);
 	props->regIsGlobal = 0;
@@ -390,9 +388,6 @@ ncclResult_t net_reg_mr(void *comm, void *data, size_t size, int type, void **mh
 		return ncclSystemError;
 	}
 	mr->comm = comm;
-	mr->base = (uintptr_t)data;
-	mr->size = size;
-	mr->type = type;
 	*mhandle = mr;
 	return ncclSuccess;
 }
@@ -420,20 +415,6 @@ ncclResult_t net_dereg_mr(void *comm, void *mhandle)
 	return ncclSuccess;
 }
 
-/* A buffer must lie inside the registration it is sent with. */
-static int check_range(const struct net_mr *mr, const void *data, size_t size, const char *what)
-{
-	uintptr_t p = (uintptr_t)data;
-
-	if (!mr || size == 0)
-		return 0;
-	if (p >= mr->base && p - mr->base <= mr->size && size <= mr->size - (p - mr->base))
-		return 0;
-	LOG_WARN("NET/symmem: %s of %zu bytes at %p lies outside its registration [%p, +%zu)",
-		 what, size, data, (void *)mr->base, mr->size);
-	return -1;
-}
-
 ncclResult_t net_isend(void *sendComm, void *data, size_t size, int tag, void *mhandle,
 		       void *phandle, void **request)
 {
@@ -449,8 +430,6 @@ ncclResult_t net_isend(void *sendComm, void *data, size_t size, int tag, void *m
 			 MAX_TRANSFER_BYTES);
 		return ncclInternalError;
 	}
-	if (check_range(mhandle, data, size, "isend"))
-		return ncclInternalError;
 	rc = tp_isend(c->tp, data, size, mhandle ? ((struct net_mr *)mhandle)->region : NULL, &r);
 	if (rc)
 		return log_fail(rc, "isend");
@@ -478,8 +457,6 @@ ncclResult_t net_irecv(void *recvComm, int n, void **data, size_t *sizes, int *t
 			 MAX_TRANSFER_BYTES);
 		return ncclInternalError;
 	}
-	if (check_range(mhandles ? mhandles[0] : NULL, data[0], sizes[0], "irecv"))
-		return ncclInternalError;
 	rc = tp_irecv(c->tp, data[0], sizes[0],
 		      mhandles && mhandles[0] ? ((struct net_mr *)mhandles[0])->region : NULL, &r);
 	if (rc)

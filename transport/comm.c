@@ -97,7 +97,7 @@ int comm_fail(struct tp_comm *c, int status, const char *fmt, ...)
 	return sm_fail(status, "%s", c->failmsg);
 }
 
-static int comm_broken(struct tp_comm *c)
+int comm_broken(const struct tp_comm *c)
 {
 	return sm_fail(c->failed, "%s", c->failmsg);
 }
@@ -157,13 +157,14 @@ int tp_isend(struct tp_comm *c, const void *data, size_t size, const struct tp_r
 	rc = check_region(c, reg, data, size);
 	if (rc)
 		return rc;
-	rc = c->ops->isend(c, out, data, size, reg);
+	rc = c->ops->isend(c, out, data, size);
 	if (rc)
 		return rc;
 	if (!*out) {
 		c->stats.retries++;
 		return comm_check_peer(c, NULL);
 	}
+	(*out)->src_dev = reg && reg->mem == TP_MEM_CUDA;
 	/* Start moving bytes now: a small message is often complete before
 	 * NCCL's first test(), and the receiver can start copying sooner. */
 	return c->ops->progress(c, &progressed);
@@ -191,6 +192,7 @@ int tp_irecv(struct tp_comm *c, void *data, size_t size, const struct tp_region 
 			       TP_MAX_REQUESTS);
 	r->buf = data;
 	r->size = size;
+	r->dst_dev = reg && reg->mem == TP_MEM_CUDA;
 	c->posted++;
 	rc = c->ops->irecv(c, r, reg);
 	if (rc)

@@ -122,8 +122,7 @@ struct tp_req {
 
 struct tp_ops {
 	const char *name;
-	int (*isend)(struct tp_comm *c, struct tp_req **out, const void *data, size_t size,
-		     const struct tp_region *reg);
+	int (*isend)(struct tp_comm *c, struct tp_req **out, const void *data, size_t size);
 	int (*irecv)(struct tp_comm *c, struct tp_req *r, const struct tp_region *reg);
 	int (*progress)(struct tp_comm *c, int *progressed);
 	void (*close)(struct tp_comm *c);
@@ -183,6 +182,8 @@ void comm_pop(struct tp_comm *c);
 /* Opens the connection's copy engine on first use (in the calling
  * thread's CUDA context: NCCL's proxy threads have one). */
 int comm_engine(struct tp_comm *c);
+/* Repeats a broken connection's sticky failure as the current error. */
+int comm_broken(const struct tp_comm *c);
 int comm_fail(struct tp_comm *c, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 uint64_t comm_now_ns(void);

@@ -66,7 +66,7 @@ int tp_register(struct tp_comm *c, void *data, size_t size, int mem, struct tp_r
 
 	*out = NULL;
 	if (c->failed)
-		return sm_fail(c->failed, "%s", c->failmsg);
+		return comm_broken(c);
 	if (mem != TP_MEM_HOST && mem != TP_MEM_CUDA)
 		return sm_fail(SM_ERR_INVALID, "unknown memory type %d", mem);
 	r = calloc(1, sizeof(*r));

@@ -111,8 +111,7 @@ static int direct_target(struct tp_comm *c, unsigned slot, size_t size, uint8_t 
 	return SM_OK;
 }
 
-static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t size,
-		     const struct tp_region *reg)
+static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t size)
 {
 	struct shm_ctrl *ctrl = c->ctrl;
 	unsigned slot = c->posted % TP_MAX_REQUESTS;
@@ -141,7 +140,6 @@ static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, s
 	r = comm_req_alloc(c, REQ_SEND);
 	r->buf = (uint8_t *)data;
 	r->size = size;
-	r->src_dev = reg && reg->mem == TP_MEM_CUDA;
 	if (dst) {
 		r->direct = 1;
 		rc = smf_copy_start(c->ce, dst, data, size, &r->copy);
@@ -162,7 +160,6 @@ static int shm_irecv(struct tp_comm *c, struct tp_req *r, const struct tp_region
 
 	ctrl->recv_size[slot] = r->size;
 	ctrl->recv_region[slot] = 0;
-	r->dst_dev = reg && reg->mem == TP_MEM_CUDA;
 	if (reg && reg->id) {
 		ctrl->recv_region[slot] = reg->id;
 		ctrl->recv_offset[slot] = reg->offset + ((uintptr_t)r->buf - reg->base);
@@ -205,9 +202,27 @@ static void copy_bytes(uint8_t *dst, const uint8_t *src, uint64_t n)
 #endif
 }
 
-/* Copies n bytes between a linear buffer and the ring at stream offset pos.
- * GPU memory on the linear side (a GPU buffer whose peer is host memory)
- * is moved with a synchronous driver copy. */
+/* One piece of a ring copy.  GPU memory on the linear side (a GPU buffer
+ * whose peer is host memory) is moved with a synchronous driver copy. */
+static int copy_piece(struct tp_comm *c, uint8_t *dst, const uint8_t *src, uint64_t n,
+		      int buf_dev)
+{
+	int rc;
+
+	if (n == 0)
+		return SM_OK;
+	if (!buf_dev) {
+		copy_bytes(dst, src, n);
+		return SM_OK;
+	}
+	rc = comm_engine(c);
+	if (!rc)
+		rc = smf_copy_sync(c->ce, dst, src, n);
+	return rc ? comm_fail(c, rc, "%s", sm_last_error()) : SM_OK;
+}
+
+/* Copies n bytes between a linear buffer and the ring at stream offset pos,
+ * in two pieces where the ring wraps. */
 static int ring_copy(struct tp_comm *c, uint64_t pos, uint8_t *buf, uint64_t n, int to_ring,
 		     int buf_dev)
 {
@@ -215,29 +230,12 @@ static int ring_copy(struct tp_comm *c, uint64_t pos, uint8_t *buf, uint64_t n, 
 	uint64_t first = min_u64(n, c->ring_size - off);
 	int rc;
 
-	if (buf_dev) {
-		rc = comm_engine(c);
-		if (rc)
-			return rc;
-		if (to_ring) {
-			rc = smf_copy_sync(c->ce, c->ring + off, buf, first);
-			if (!rc && n > first)
-				rc = smf_copy_sync(c->ce, c->ring, buf + first, n - first);
-		} else {
-			rc = smf_copy_sync(c->ce, buf, c->ring + off, first);
-			if (!rc && n > first)
-				rc = smf_copy_sync(c->ce, buf + first, c->ring, n - first);
-		}
-		return rc ? comm_fail(c, rc, "%s", sm_last_error()) : SM_OK;
-	}
 	if (to_ring) {
-		copy_bytes(c->ring + off, buf, first);
-		copy_bytes(c->ring, buf + first, n - first);
-	} else {
-		copy_bytes(buf, c->ring + off, first);
-		copy_bytes(buf + first, c->ring, n - first);
+		rc = copy_piece(c, c->ring + off, buf, first, buf_dev);
+		return rc ? rc : copy_piece(c, c->ring, buf + first, n - first, buf_dev);
 	}
-	return SM_OK;
+	rc = copy_piece(c, buf, c->ring + off, first, buf_dev);
+	return rc ? rc : copy_piece(c, buf + first, c->ring, n - first, buf_dev);
 }
 
 /* One call moves at most one ring's worth of bytes, so a single large

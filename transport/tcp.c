@@ -122,8 +122,7 @@ static int tcp_read_posts(struct tp_comm *c, int *eof)
 	}
 }
 
-static int tcp_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t size,
-		     const struct tp_region *reg)
+static int tcp_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t size)
 {
 	uint64_t capacity, sz = size;
 	struct tp_req *r;
@@ -140,7 +139,6 @@ static int tcp_isend(struct tp_comm *c, struct tp_req **out, const void *data, s
 	r = comm_req_alloc(c, REQ_SEND);
 	r->buf = (uint8_t *)data;
 	r->size = size;
-	r->src_dev = reg && reg->mem == TP_MEM_CUDA;
 	memcpy(r->hdr, &sz, 8);
 	c->posted++;
 	if (size > capacity) {
@@ -173,7 +171,7 @@ static int tcp_irecv(struct tp_comm *c, struct tp_req *r, const struct tp_region
 {
 	uint64_t size = r->size;
 
-	r->dst_dev = reg && reg->mem == TP_MEM_CUDA;
+	(void)reg;
 	/* At most 32 receives are in flight, so announcements always fit. */
 	memcpy(c->out + c->out_len, &r->seq, 8);
 	memcpy(c->out + c->out_len + 8, &size, 8);
