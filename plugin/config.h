@@ -47,6 +47,7 @@ struct config {
 	uint64_t split_min;		/* NCCL_SYMMEM_SPLIT_SIZE, 0 = never split a copy */
 	uint64_t host_ring_size;	/* NCCL_SYMMEM_HOST_RING_SIZE */
 	double connect_timeout;		/* NCCL_SYMMEM_CONNECT_TIMEOUT, seconds */
+	double stall_report;		/* NCCL_SYMMEM_STALL_REPORT, seconds */
 	int backend;			/* NCCL_SYMMEM_BACKEND, enum config_backend */
 	int pass_sm_channels;		/* NCCL_SYMMEM_PASS_SM_CHANNELS, 1..64 */
 	int nccl_defaults;		/* NCCL_SYMMEM_NCCL_DEFAULTS */

@@ -9,9 +9,12 @@
 
 static _Atomic(ncclDebugLogger_t) nccl_logger;
 
-static void lower_layer_info(const char *msg)
+static void lower_layer_line(int warn, const char *msg)
 {
-	LOG_INFO("NET/symmem %s", msg);
+	if (warn)
+		LOG_WARN("NET/symmem: %s", msg);
+	else
+		LOG_INFO("NET/symmem %s", msg);
 }
 
 void log_set_logger(ncclDebugLogger_t logger)
@@ -19,7 +22,7 @@ void log_set_logger(ncclDebugLogger_t logger)
 	if (!logger)
 		return;
 	atomic_store(&nccl_logger, logger);
-	sm_set_log_sink(lower_layer_info);
+	sm_set_log_sink(lower_layer_line);
 }
 
 void log_msg(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,

@@ -5,8 +5,11 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full]   (full: sizes to 1 GiB)
+# Usage: scripts/gpu_check.sh [quick|full|debug]   (full: sizes to 1 GiB;
+#        debug: only the runs that hung before, short deadlines, stacks)
 #        SKIP_GRAPH=1 leaves out the CUDA-graph runs.
+#        PHASE_TIMEOUT (s) per phase; a phase past it has its ranks' stacks
+#        taken (cuda-gdb) into its log folder before they are killed.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/symmem-gpu}
@@ -38,7 +41,8 @@ bench() {
 	shift
 	mkdir -p "$OUT/logs/$name"
 	note "$name: nccl_bench $*"
-	if ! timeout 580 ./build-gpu/nccl_bench -t "${PHASE_TIMEOUT:-240}" "$@" -E NCCL_DEBUG=INFO \
+	if ! timeout 580 ./build-gpu/nccl_bench -t "${PHASE_TIMEOUT:-240}" -S "$OUT/logs/$name" "$@" \
+		-E NCCL_SYMMEM_STALL_REPORT="${STALL_REPORT:-20}" -E NCCL_DEBUG=INFO \
 		-E NCCL_DEBUG_SUBSYS=INIT,ENV,NET -E "NCCL_DEBUG_FILE=$OUT/logs/$name/nccl.%p.log" \
 		>"$OUT/logs/$name/table.txt" 2>"$OUT/logs/$name/stderr.txt"; then
 		echo "FAILED: $name"; tail -5 "$OUT/logs/$name/stderr.txt"; fail=1
@@ -68,6 +72,21 @@ prove() {
 	grep -h -m1 'via NET/symmem' "$dir"/nccl.*.log 2>/dev/null | head -1
 }
 
+finish() {
+	# The device tool brings back at most 8 files: the tables stay, logs are packed.
+	tar -C "$OUT" -czf "$OUT/logs.tgz" logs 2>/dev/null && rm -rf "$OUT/logs"
+	note "result: $([ $fail = 0 ] && echo PASS || echo FAIL)"
+	exit $fail
+}
+
+if [ "$MODE" = debug ]; then
+	bench graph -G -o all_reduce,sendrecv -b 8 -e 4194304 -f 8 -c none -i 5
+	bench chan16 -E NCCL_MIN_NCHANNELS=16 -o all_reduce -b 65536 -e 1048576 -c none -i 5
+	bench registered-graph -R -G -o sendrecv,alltoall -b 1048576 -e 16777216 -c none -i 5
+	bench tcp -E NCCL_SYMMEM_BACKEND=tcp -o all_reduce,sendrecv -b 8 -e 16777216 -c none -i 3
+	finish
+fi
+
 MAX=1073741824
 [ "$MODE" = quick ] && MAX=268435456
 bench default -b 0 -e $MAX
@@ -91,7 +110,4 @@ fi
 grep -E 'all_reduce over|WRONG' "$OUT/logs/torch/out.txt"
 prove torch
 
-# The device tool brings back at most 8 files: the tables stay, logs are packed.
-tar -C "$OUT" -czf "$OUT/logs.tgz" logs 2>/dev/null && rm -rf "$OUT/logs"
-note "result: $([ $fail = 0 ] && echo PASS || echo FAIL)"
-exit $fail
+finish

@@ -28,16 +28,34 @@ void sm_set_log_sink(sm_log_sink sink)
 	atomic_store(&log_sink, sink);
 }
 
-void sm_info(const char *fmt, ...)
+static void emit(int warn, const char *fmt, va_list ap)
 {
 	sm_log_sink sink = atomic_load(&log_sink);
 	char line[512];
+
+	if (!sink && !warn)
+		return;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	if (sink)
+		sink(warn, line);
+	else
+		fprintf(stderr, "NET/symmem WARN %s\n", line);
+}
+
+void sm_info(const char *fmt, ...)
+{
 	va_list ap;
 
-	if (!sink)
-		return;
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	emit(0, fmt, ap);
 	va_end(ap);
-	sink(line);
+}
+
+void sm_warn(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	emit(1, fmt, ap);
+	va_end(ap);
 }

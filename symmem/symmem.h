@@ -25,11 +25,12 @@ enum sm_status {
 int sm_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *sm_last_error(void);
 
-/* Informational lines from lower layers go through a sink that plugin/
- * installs (NCCL's logger); without one they are dropped. */
-typedef void (*sm_log_sink)(const char *msg);
+/* Lines from lower layers go through a sink that plugin/ installs (NCCL's
+ * logger).  Without one, info lines are dropped and warnings go to stderr. */
+typedef void (*sm_log_sink)(int warn, const char *msg);
 void sm_set_log_sink(sm_log_sink sink);
 void sm_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void sm_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* CUDA driver, resolved with dlopen("libcuda.so.1") + cuGetProcAddress. */
 struct sm_cuda_info {

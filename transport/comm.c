@@ -86,6 +86,49 @@ int comm_engine(struct tp_comm *c)
 	return SM_OK;
 }
 
+void comm_set_options(struct tp_comm *c, const struct tp_options *opt)
+{
+	c->copy_streams = opt->copy_streams > 0 ? opt->copy_streams : 1;
+	c->split_min = opt->split_min;
+	c->stall_ns = opt->stall_report > 0 ? (uint64_t)(opt->stall_report * 1e9) : 0;
+}
+
+/* A wait that makes no progress for stall_ns is reported once, with both
+ * sides' counters: NCCL itself never says which connection a stuck job
+ * waits on.  The wait goes on; a live but slow peer is not an error. */
+static void comm_note_wait(struct tp_comm *c, uint64_t now)
+{
+	char state[320];
+	const struct tp_req *r = comm_head(c);
+
+	if (!c->stall_ns || c->stall_reported)
+		return;
+	if (!c->wait_since_ns) {
+		c->wait_since_ns = now;
+		return;
+	}
+	if (now - c->wait_since_ns < c->stall_ns)
+		return;
+	c->stall_reported = 1;
+	state[0] = '\0';
+	if (c->ops->describe)
+		c->ops->describe(c, state, sizeof(state));
+	sm_warn("%s connection (%s) made no progress for %.0f s, still waiting; %llu posted here, "
+		"oldest in flight: %s%llu (%llu of %llu bytes moved%s); %s",
+		c->is_send ? "sending" : "receiving", c->ops->name,
+		(double)(now - c->wait_since_ns) / 1e9, (unsigned long long)c->posted,
+		r ? "message " : "none", r ? (unsigned long long)r->seq : 0ull,
+		r ? (unsigned long long)r->moved : 0ull,
+		r ? (unsigned long long)(r->kind == REQ_RECV && r->have_size ? r->msg_size : r->size) : 0ull,
+		r && r->direct ? ", copy engine in place" : "", state);
+}
+
+static void comm_progressed(struct tp_comm *c)
+{
+	c->wait_since_ns = 0;
+	c->stall_reported = 0;
+}
+
 int comm_fail(struct tp_comm *c, int status, const char *fmt, ...)
 {
 	va_list ap;
@@ -113,6 +156,7 @@ static int comm_check_peer(struct tp_comm *c, struct tp_req *r)
 	if (now < c->next_check_ns)
 		return SM_OK;
 	c->next_check_ns = now + LIVENESS_INTERVAL_NS;
+	comm_note_wait(c, now);
 	if (!sock_peer_gone(c->fd))
 		return SM_OK;
 	rc = c->ops->progress(c, &progressed);
@@ -164,6 +208,7 @@ int tp_isend(struct tp_comm *c, const void *data, size_t size, const struct tp_r
 		c->stats.retries++;
 		return comm_check_peer(c, NULL);
 	}
+	comm_progressed(c);
 	(*out)->src_dev = reg && reg->mem == TP_MEM_CUDA;
 	/* Start moving bytes now: a small message is often complete before
 	 * NCCL's first test(), and the receiver can start copying sooner. */
@@ -232,6 +277,8 @@ int tp_test(struct tp_req *r, int *done, size_t *size)
 		rc = c->ops->progress(c, &progressed);
 		if (rc)
 			return rc;
+		if (progressed)
+			comm_progressed(c);
 		if (!r->done && !progressed) {
 			rc = comm_check_peer(c, r);
 			if (rc)

@@ -119,8 +119,7 @@ static int pending_start(const struct tp_options *opt, const struct tp_handle_in
 			goto fail;
 		}
 		p->comm->peer_pid = info->pid;
-		p->comm->copy_streams = opt->copy_streams > 0 ? opt->copy_streams : 1;
-		p->comm->split_min = opt->split_min;
+		comm_set_options(p->comm, opt);
 		rc = shm_comm_attach(p->comm, p->memfd, p->hello.seg_size, opt->chunk_size);
 		if (rc)
 			goto fail;
@@ -134,6 +133,7 @@ static int pending_start(const struct tp_options *opt, const struct tp_handle_in
 			rc = sm_fail(SM_ERR_SYSTEM, "out of memory");
 			goto fail;
 		}
+		comm_set_options(p->comm, opt);
 		p->state = inprogress ? CONN_CONNECTING : CONN_HELLO;
 	}
 	*out = p;

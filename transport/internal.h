@@ -126,6 +126,8 @@ struct tp_ops {
 	int (*irecv)(struct tp_comm *c, struct tp_req *r, const struct tp_region *reg);
 	int (*progress)(struct tp_comm *c, int *progressed);
 	void (*close)(struct tp_comm *c);
+	/* Both sides' counters in one line, for the stall report. */
+	void (*describe)(const struct tp_comm *c, char *buf, size_t len);
 };
 
 struct tp_comm {
@@ -136,6 +138,9 @@ struct tp_comm {
 	char failmsg[256];
 	uint64_t posted;	/* messages posted locally */
 	uint64_t next_check_ns;	/* next liveness check while idle */
+	uint64_t stall_ns;	/* report a wait this long (0 = never) */
+	uint64_t wait_since_ns;	/* start of the current wait without progress */
+	int stall_reported;
 	struct tp_stats stats;
 
 	struct tp_req reqs[TP_MAX_REQUESTS];
@@ -182,6 +187,8 @@ void comm_pop(struct tp_comm *c);
 /* Opens the connection's copy engine on first use (in the calling
  * thread's CUDA context: NCCL's proxy threads have one). */
 int comm_engine(struct tp_comm *c);
+/* Applies the options every connection shares (streams, stall report). */
+void comm_set_options(struct tp_comm *c, const struct tp_options *opt);
 /* Repeats a broken connection's sticky failure as the current error. */
 int comm_broken(const struct tp_comm *c);
 int comm_fail(struct tp_comm *c, int status, const char *fmt, ...)

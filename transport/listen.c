@@ -26,6 +26,7 @@ struct tp_listener {
 	uint64_t chunk;
 	double timeout;
 	uint64_t deadline_ns;
+	struct tp_options opt;		/* applied to each accepted connection */
 
 	/* the connection being served */
 	int cand_fd;
@@ -55,6 +56,8 @@ int tp_listen(const struct tp_options *opt, int dev, void *handle, struct tp_lis
 	l->memfd = -1;
 	l->chunk = opt->chunk_size;
 	l->timeout = opt->connect_timeout;
+	l->opt = *opt;
+	l->opt.ifname = NULL;		/* the caller's string need not outlive listen */
 	memset(&info, 0, sizeof(info));
 	rc = sock_random(l->token, sizeof(l->token));
 	if (rc)
@@ -160,6 +163,7 @@ static int check_hello(struct tp_listener *l)
 	l->comm = comm_new(0, l->cand_uds ? &tp_shm_ops : &tp_tcp_ops, l->cand_fd);
 	if (!l->comm)
 		return sm_fail(SM_ERR_SYSTEM, "out of memory");
+	comm_set_options(l->comm, &l->opt);
 	if (l->cand_uds) {
 		rc = shm_comm_attach(l->comm, l->memfd, h->seg_size, l->chunk);
 		close(l->memfd);

@@ -5,6 +5,7 @@
  * other in the ring in posting order; each side advances only its own
  * counter, so no lock is needed (single producer, single consumer). */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -339,6 +340,21 @@ static int shm_progress(struct tp_comm *c, int *progressed)
 	return c->is_send ? shm_progress_send(c, progressed) : shm_progress_recv(c, progressed);
 }
 
+static void shm_describe(const struct tp_comm *c, char *buf, size_t len)
+{
+	const struct shm_ctrl *ctrl = c->ctrl;
+
+	if (!ctrl)
+		return;
+	snprintf(buf, len, "shared counters: receives posted %llu, sends posted %llu, "
+		 "sends landed %llu, ring bytes written %llu, read %llu",
+		 (unsigned long long)atomic_load(&ctrl->recv_posted),
+		 (unsigned long long)atomic_load(&ctrl->send_posted),
+		 (unsigned long long)atomic_load(&ctrl->send_done),
+		 (unsigned long long)atomic_load(&ctrl->data_written),
+		 (unsigned long long)atomic_load(&ctrl->data_read));
+}
+
 static void shm_close(struct tp_comm *c)
 {
 	region_close_all(c);
@@ -353,4 +369,5 @@ const struct tp_ops tp_shm_ops = {
 	.irecv = shm_irecv,
 	.progress = shm_progress,
 	.close = shm_close,
+	.describe = shm_describe,
 };

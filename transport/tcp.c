@@ -7,6 +7,7 @@
  * stopped.  GPU buffers go through a host bounce buffer, one synchronous
  * driver copy per STAGE_BYTES: this is the slow path between hosts. */
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
@@ -279,10 +280,20 @@ static void tcp_close(struct tp_comm *c)
 	c->stage = NULL;
 }
 
+static void tcp_describe(const struct tp_comm *c, char *buf, size_t len)
+{
+	if (c->is_send)
+		snprintf(buf, len, "receives announced by the peer %llu",
+			 (unsigned long long)c->peer_posted);
+	else
+		snprintf(buf, len, "%zu announcement bytes not yet sent", c->out_len);
+}
+
 const struct tp_ops tp_tcp_ops = {
 	.name = "tcp",
 	.isend = tcp_isend,
 	.irecv = tcp_irecv,
 	.progress = tcp_progress,
 	.close = tcp_close,
+	.describe = tcp_describe,
 };

@@ -35,6 +35,7 @@ struct tp_options {
 	const char *ifname;		/* NCCL_SOCKET_IFNAME syntax, or "" */
 	int copy_streams;		/* copy-engine streams per sending connection */
 	uint64_t split_min;		/* copies this large are split across them (0 = never) */
+	double stall_report;		/* seconds without progress before a WARN (0 = never) */
 };
 
 struct tp_listener;

@@ -54,6 +54,7 @@ struct bench_opts {
 	char *plugin_env[16];		/* extra NAME=VALUE for the plugin phase */
 	int nplugin_env;
 	double timeout;			/* seconds per phase */
+	const char *stack_dir;		/* where hung ranks' stacks go (cuda-gdb), or NULL */
 };
 
 /* What a rank reports for one run (written to the results file). */

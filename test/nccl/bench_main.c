@@ -36,7 +36,7 @@ static void usage(const char *argv0)
 {
 	fprintf(stderr, "usage: %s [-n ranks] [-b min] [-e max] [-f factor] [-o ops] [-i iters] "
 		"[-w warmup] [-G] [-R] [-m both|native|plugin] [-c dtype:redop,...] [-P plugin] "
-		"[-E NAME=VALUE] [-t seconds]\n", argv0);
+		"[-E NAME=VALUE] [-t seconds] [-S stack-dir]\n", argv0);
 	exit(2);
 }
 
@@ -147,6 +147,28 @@ static void phase_env(const struct bench_opts *o, int phase)
 		putenv(o->plugin_env[i]);
 }
 
+/* A hung phase is only worth its time with the ranks' stacks: every
+ * thread of every rank, taken with cuda-gdb (the GPU hosts have no gdb)
+ * while the ranks still hang, all ranks at once. */
+static void dump_stacks(const struct bench_opts *o, int phase, const pid_t *pids)
+{
+	char cmd[8192];
+	size_t n = 0;
+
+	if (!o->stack_dir)
+		return;
+	n += (size_t)snprintf(cmd + n, sizeof(cmd) - n, "command -v cuda-gdb >/dev/null || exit 0; ");
+	for (int r = 0; r < o->nranks && n < sizeof(cmd) - 512; r++)
+		n += (size_t)snprintf(cmd + n, sizeof(cmd) - n,
+			"timeout 120 cuda-gdb -q -p %d -batch -ex 'thread apply all bt' "
+			">'%s/stacks.%s.rank%d.txt' 2>&1 & ", (int)pids[r], o->stack_dir,
+			phase == PHASE_NATIVE ? "native" : "plugin", r);
+	snprintf(cmd + n, sizeof(cmd) - n, "wait");
+	fprintf(stderr, "taking the ranks' stacks into %s\n", o->stack_dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "stack dump failed\n");
+}
+
 /* Forks the ranks of one phase and waits for them, killing them all at
  * the deadline.  Returns how many ranks failed. */
 static int run_phase(const struct bench_opts *o, int phase, int out_fd)
@@ -208,6 +230,7 @@ static int run_phase(const struct bench_opts *o, int phase, int out_fd)
 		if ((double)ts.tv_sec > deadline) {
 			fprintf(stderr, "%s phase: no result after %.0f s, killing the ranks\n",
 				phase == PHASE_NATIVE ? "native" : "plugin", o->timeout);
+			dump_stacks(o, phase, pids);
 			for (int r = 0; r < o->nranks; r++)
 				kill(pids[r], SIGKILL);
 			while (waitpid(-1, NULL, 0) > 0)
@@ -339,7 +362,7 @@ int main(int argc, char **argv)
 
 	parse_ops("all", o.ops);
 	parse_cases(default_cases, &o);
-	while ((opt = getopt(argc, argv, "n:b:e:f:o:i:w:GRm:c:P:E:t:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:b:e:f:o:i:w:GRm:c:P:E:t:S:")) != -1) {
 		switch (opt) {
 		case 'n': o.nranks = atoi(optarg); break;
 		case 'b': min = strtoull(optarg, NULL, 0); break;
@@ -362,6 +385,7 @@ int main(int argc, char **argv)
 			o.plugin_env[o.nplugin_env++] = optarg;
 			break;
 		case 't': o.timeout = atof(optarg); break;
+		case 'S': o.stack_dir = optarg; break;
 		default: usage(argv[0]);
 		}
 	}

@@ -64,6 +64,7 @@ static const char *const all_names[] = {
 	"NCCL_SYMMEM_SPLIT_SIZE",
 	"NCCL_SYMMEM_HOST_RING_SIZE",
 	"NCCL_SYMMEM_CONNECT_TIMEOUT",
+	"NCCL_SYMMEM_STALL_REPORT",
 	"NCCL_SYMMEM_BACKEND",
 	"NCCL_SYMMEM_PASS_SM_CHANNELS",
 	"NCCL_SYMMEM_NCCL_DEFAULTS",
@@ -634,6 +635,7 @@ static void test_seconds(void **state)
 	(void)state;
 	check_seconds("NCCL_CUMEM_MONITOR_INTERVAL", offsetof(struct config, monitor_interval));
 	check_seconds("NCCL_SYMMEM_CONNECT_TIMEOUT", offsetof(struct config, connect_timeout));
+	check_seconds("NCCL_SYMMEM_STALL_REPORT", offsetof(struct config, stall_report));
 }
 
 /* ---- device lists ------------------------------------------------------ */
@@ -1019,6 +1021,7 @@ static void test_describe_all(void **state)
 		"NCCL_SYMMEM_SPLIT_SIZE=0 (default)",
 		"NCCL_SYMMEM_HOST_RING_SIZE=4MiB (default)",
 		"NCCL_SYMMEM_CONNECT_TIMEOUT=120 (default)",
+		"NCCL_SYMMEM_STALL_REPORT=60 (default)",
 		"NCCL_SYMMEM_BACKEND=auto (default)",
 		"NCCL_SYMMEM_PASS_SM_CHANNELS=2 (default)",
 		"NCCL_SYMMEM_NCCL_DEFAULTS=1 (default)",
@@ -1107,6 +1110,7 @@ static void test_describe_roundtrip(void **state)
 		{ "NCCL_SYMMEM_SPLIT_SIZE", "32M" },
 		{ "NCCL_SYMMEM_HOST_RING_SIZE", "8 MiB" },
 		{ "NCCL_SYMMEM_CONNECT_TIMEOUT", "86399.9999" },
+		{ "NCCL_SYMMEM_STALL_REPORT", "2.5" },
 		{ "NCCL_SYMMEM_BACKEND", "SHM" },
 		{ "NCCL_SYMMEM_PASS_SM_CHANNELS", "64" },
 		{ "NCCL_SYMMEM_NCCL_DEFAULTS", "0" },
@@ -1161,6 +1165,7 @@ static void test_describe_roundtrip(void **state)
 	assert_true(a.chunk_size == b.chunk_size);
 	assert_true(a.host_ring_size == b.host_ring_size);
 	assert_true(a.connect_timeout == b.connect_timeout && a.connect_timeout == 86399.9999);
+	assert_true(a.stall_report == b.stall_report && a.stall_report == 2.5);
 	assert_int_equal(a.backend, b.backend);
 	assert_int_equal(a.pass_sm_channels, b.pass_sm_channels);
 }

@@ -6,6 +6,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 #include <arpa/inet.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -386,6 +387,78 @@ static void test_unannounced_region_waits(void **state)
 	tp_close(r);
 }
 
+/* The stall report: warnings the transport sends through the log sink. */
+static char stall_line[512];
+static int stall_warns;
+
+static void stall_sink(int warn, const char *msg)
+{
+	if (!warn)
+		return;
+	stall_warns++;
+	snprintf(stall_line, sizeof(stall_line), "%s", msg);
+}
+
+/* Both ends wait on each other for longer than the stall period: each says
+ * so once, with its counters, and keeps waiting (no error); progress
+ * re-arms the report. */
+static void test_stall_reported_once(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	char src[64] = "stalled", dst[64] = { 0 };
+	struct tp_comm *s, *r;
+	struct tp_req *sr = NULL, *rr;
+	size_t got = 0;
+	int done = 0;
+	double end;
+
+	(void)state;
+	o.stall_report = 0.2;
+	sm_set_log_sink(stall_sink);
+	stall_warns = 0;
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+
+	/* A sender with no posted receive. */
+	end = now() + 0.6;
+	while (now() < end) {
+		assert_int_equal(tp_isend(s, src, 8, NULL, &sr), SM_OK);
+		assert_null(sr);
+		usleep(1000);
+	}
+	assert_int_equal(stall_warns, 1);
+	assert_non_null(strstr(stall_line, "sending connection (shm) made no progress"));
+	assert_non_null(strstr(stall_line, "receives posted 0"));
+
+	/* A receiver whose sender never sends. */
+	assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &rr), SM_OK);
+	end = now() + 0.6;
+	while (now() < end) {
+		assert_int_equal(tp_test(rr, &done, &got), SM_OK);
+		assert_false(done);
+		usleep(1000);
+	}
+	assert_int_equal(stall_warns, 2);
+	assert_non_null(strstr(stall_line, "receiving connection (shm)"));
+	assert_non_null(strstr(stall_line, "oldest in flight: message 0"));
+
+	/* The waits were only reported: both requests still complete. */
+	end = now() + 10;
+	while (!sr && now() < end)
+		assert_int_equal(tp_isend(s, src, 8, NULL, &sr), SM_OK);
+	assert_non_null(sr);
+	while (!done && now() < end)
+		assert_int_equal(tp_test(rr, &done, &got), SM_OK);
+	assert_int_equal(got, 8);
+	assert_string_equal(dst, "stalled");
+	done = 0;
+	while (!done && now() < end)
+		assert_int_equal(tp_test(sr, &done, NULL), SM_OK);
+	assert_true(done);
+	sm_set_log_sink(NULL);
+	tp_close(s);
+	tp_close(r);
+}
+
 /* Garbage where a registration announcement belongs: the sender fails the
  * connection with a remote error instead of trusting it. */
 static void test_malformed_announcement(void **state)
@@ -447,6 +520,7 @@ int main(void)
 		cmocka_unit_test(test_buffer_outside_region),
 		cmocka_unit_test(test_unannounced_region_waits),
 		cmocka_unit_test(test_malformed_announcement),
+		cmocka_unit_test(test_stall_reported_once),
 		cmocka_unit_test(test_copy_engine_needs_driver),
 	};
 
