@@ -5,8 +5,10 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug]   (full: sizes to 1 GiB;
-#        debug: only the runs that hung before, short deadlines, stacks)
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf]   (full: sizes to 1 GiB;
+#        debug: only the runs that hung before, short deadlines, stacks;
+#        perf: registered-buffer and copy-splitting variants, large sizes)
+#        NRANKS=n uses the first n GPUs (default: all).
 #        SKIP_GRAPH=1 leaves out the CUDA-graph runs.
 #        PHASE_TIMEOUT (s) per phase; a phase past it has its ranks' stacks
 #        taken (cuda-gdb) into its log folder before they are killed.
@@ -40,8 +42,8 @@ bench() {
 	local name=$1
 	shift
 	mkdir -p "$OUT/logs/$name"
-	note "$name: nccl_bench $*"
-	if ! timeout 580 ./build-gpu/nccl_bench -t "${PHASE_TIMEOUT:-240}" -S "$OUT/logs/$name" "$@" \
+	note "$name: nccl_bench $* ($(date +%T))"
+	if ! timeout 580 ./build-gpu/nccl_bench ${NRANKS:+-n $NRANKS} -t "${PHASE_TIMEOUT:-240}" -S "$OUT/logs/$name" "$@" \
 		-E NCCL_SYMMEM_STALL_REPORT="${STALL_REPORT:-20}" -E NCCL_DEBUG=INFO \
 		-E NCCL_DEBUG_SUBSYS=INIT,ENV,NET -E "NCCL_DEBUG_FILE=$OUT/logs/$name/nccl.%p.log" \
 		>"$OUT/logs/$name/table.txt" 2>"$OUT/logs/$name/stderr.txt"; then
@@ -84,6 +86,17 @@ if [ "$MODE" = debug ]; then
 	bench chan16 -E NCCL_MIN_NCHANNELS=16 -o all_reduce -b 65536 -e 1048576 -c none -i 5
 	bench registered-graph -R -G -o sendrecv,alltoall -b 1048576 -e 16777216 -c none -i 5
 	bench tcp -E NCCL_SYMMEM_BACKEND=tcp -o all_reduce,sendrecv -b 8 -e 16777216 -c none -i 3
+	finish
+fi
+
+if [ "$MODE" = perf ]; then
+	R="-R -o sendrecv,alltoall,all_gather -b 67108864 -e 1073741824 -f 4 -c none -i 10"
+	bench reg $R
+	bench reg-split8m -m plugin $R -E NCCL_SYMMEM_SPLIT_SIZE=8M -E NCCL_SYMMEM_STREAMS=4
+	bench reg-split32m -m plugin $R -E NCCL_SYMMEM_SPLIT_SIZE=32M -E NCCL_SYMMEM_STREAMS=2
+	bench reg-streams4 -m plugin $R -E NCCL_SYMMEM_STREAMS=4
+	bench steps16m -m plugin -o sendrecv,all_reduce,all_gather -b 268435456 -e 1073741824 -f 4 \
+		-c none -i 10 -E NCCL_BUFFSIZE=16777216 -E NCCL_P2P_NET_CHUNKSIZE=2097152
 	finish
 fi
 

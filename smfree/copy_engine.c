@@ -1,70 +1,63 @@
-/* Copies that never touch an SM: cuMemcpyAsync on the connection's own
+/* Copies that never touch an SM: cuMemcpyAsync on the plugin's own
  * non-blocking streams, completion seen by polling events from the host.
  *
+ * One engine per CUDA context (one per GPU in practice), shared by every
+ * connection on it and refcounted.  Its streams and its whole event pool
+ * are made when the first connection is set up, on NCCL's service thread:
+ * made lazily on the progress thread, cuStreamCreate blocked behind NCCL's
+ * own kernel, which was waiting for that very thread (2 x H200, 16
+ * channels: every rank hung there).  After setup the data path makes no
+ * driver call that allocates.
+ *
  * Consecutive copies go to the streams in turn, so a copy's launch cost
- * overlaps the previous copy's transfer and the GPU's copy engines share
- * the work; a large copy is cut into one piece per stream. */
+ * overlaps the previous copy's transfer; a large copy may be cut into one
+ * piece per stream.  Several progress threads (several communicators in
+ * one process) share an engine, so the event pool and the stream cursor
+ * sit under a mutex; no driver call is made while it is held. */
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "smfree.h"
 #include "symmem.h"
 
-#define EVENT_POOL (SMF_MAX_STREAMS * 64)
+/* Enough for 32 copies in flight on each of 64 connections of one GPU;
+ * beyond that a copy waits for a free event (the caller retries). */
+#define EVENT_POOL 2048
+
+/* A synchronous copy that has not landed after this long is an error. */
+#define SYNC_COPY_LIMIT_NS (60ull * 1000 * 1000 * 1000)
 
 struct smf_engine {
+	struct smf_engine *next;	/* in the engine list */
+	int refs;			/* under list_lock */
 	const struct sm_cuda_api *cu;
 	CUcontext ctx;
+	int device;
 	int nstreams;
-	int next_stream;
 	uint64_t split_min;
 	CUstream streams[SMF_MAX_STREAMS];
-	CUevent free_ev[EVENT_POOL];
+	pthread_mutex_t lock;		/* the pool and the cursor */
+	int next_stream;
 	int nfree;
 	int ncreated;
+	CUevent free_ev[EVENT_POOL];
 };
 
-int smf_engine_open(int nstreams, uint64_t split_min, struct smf_engine **out)
-{
-	const struct sm_cuda_api *cu = sm_cu();
-	struct smf_engine *e;
-	CUresult crc;
-	int rc;
+static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct smf_engine *engines;
 
-	*out = NULL;
-	if (nstreams < 1 || nstreams > SMF_MAX_STREAMS)
-		return sm_fail(SM_ERR_INTERNAL, "copy engine with %d streams", nstreams);
-	e = calloc(1, sizeof(*e));
-	if (!e)
-		return sm_fail(SM_ERR_SYSTEM, "out of memory opening a copy engine");
-	e->cu = cu;
-	e->split_min = split_min;
-	rc = sm_ctx_enter(0, NULL, &e->ctx);
-	if (rc)
-		goto fail;
-	for (; e->nstreams < nstreams; e->nstreams++) {
-		crc = cu->stream_create(&e->streams[e->nstreams], CU_STREAM_NON_BLOCKING);
-		if (crc != CUDA_SUCCESS) {
-			rc = sm_cuda_fail(crc, "cuStreamCreate");
-			goto fail;
-		}
-	}
-	*out = e;
-	return SM_OK;
-fail:
-	smf_engine_close(e);
-	return rc;
-}
-
-void smf_engine_close(struct smf_engine *e)
+/* Runs `e`'s teardown calls in its own context: closes come from
+ * whichever thread drops the last connection. */
+static void engine_destroy(struct smf_engine *e)
 {
 	CUcontext prev = NULL;
 
 	if (!e)
 		return;
 	if (e->ctx) {
-		/* Closes come from NCCL's service thread; the streams belong to
-		 * the context they were made in. */
 		e->cu->ctx_get_current(&prev);
 		e->cu->ctx_set_current(e->ctx);
 	}
@@ -76,92 +69,179 @@ void smf_engine_close(struct smf_engine *e)
 		e->cu->event_destroy(e->free_ev[i]);
 	if (e->ctx)
 		e->cu->ctx_set_current(prev);
+	pthread_mutex_destroy(&e->lock);
 	free(e);
 }
 
-static int event_get(struct smf_engine *e, CUevent *ev)
+static int engine_create(const struct sm_cuda_api *cu, CUcontext ctx, int device, int nstreams,
+			 uint64_t split_min, struct smf_engine **out)
 {
-	CUresult rc;
-
-	if (e->nfree > 0) {
-		*ev = e->free_ev[--e->nfree];
-		return SM_OK;
-	}
-	if (e->ncreated == EVENT_POOL)
-		return sm_fail(SM_ERR_INTERNAL, "more than %d copies in flight", EVENT_POOL);
-	rc = e->cu->event_create(ev, CU_EVENT_DISABLE_TIMING);
-	if (rc != CUDA_SUCCESS)
-		return sm_cuda_fail(rc, "cuEventCreate");
-	e->ncreated++;
-	return SM_OK;
-}
-
-static void event_put(struct smf_engine *e, CUevent ev)
-{
-	e->free_ev[e->nfree++] = ev;
-}
-
-static void release_events(struct smf_engine *e, struct smf_copy *op)
-{
-	for (int i = 0; i < op->nev; i++) {
-		CUevent ev;
-
-		memcpy(&ev, &op->ev[i], sizeof(ev));
-		event_put(e, ev);
-	}
-	op->nev = 0;
-}
-
-/* Queues one piece on stream `s` followed by its completion event. */
-static int copy_piece(struct smf_engine *e, int s, CUdeviceptr dst, CUdeviceptr src, size_t n,
-		      struct smf_copy *op)
-{
-	CUevent ev;
+	struct smf_engine *e;
 	CUresult crc;
-	int rc;
+	int rc = SM_OK;
 
-	rc = event_get(e, &ev);
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return sm_fail(SM_ERR_SYSTEM, "out of memory opening a copy engine");
+	pthread_mutex_init(&e->lock, NULL);
+	e->cu = cu;
+	e->ctx = ctx;
+	e->device = device;
+	e->split_min = split_min;
+	for (; e->nstreams < nstreams; e->nstreams++) {
+		crc = cu->stream_create(&e->streams[e->nstreams], CU_STREAM_NON_BLOCKING);
+		if (crc != CUDA_SUCCESS) {
+			rc = sm_cuda_fail(crc, "cuStreamCreate");
+			goto fail;
+		}
+	}
+	for (; e->nfree < EVENT_POOL; e->nfree++) {
+		crc = cu->event_create(&e->free_ev[e->nfree], CU_EVENT_DISABLE_TIMING);
+		if (crc != CUDA_SUCCESS) {
+			rc = sm_cuda_fail(crc, "cuEventCreate");
+			goto fail;
+		}
+	}
+	e->ncreated = e->nfree;
+	*out = e;
+	return SM_OK;
+fail:
+	engine_destroy(e);
+	return rc;
+}
+
+int smf_engine_get(int nstreams, uint64_t split_min, struct smf_engine **out)
+{
+	const struct sm_cuda_api *cu = sm_cu();
+	struct smf_engine *e;
+	CUcontext ctx;
+	int device, rc;
+
+	*out = NULL;
+	if (nstreams < 1 || nstreams > SMF_MAX_STREAMS)
+		return sm_fail(SM_ERR_INTERNAL, "copy engine with %d streams", nstreams);
+	rc = sm_ctx_enter(0, &device, &ctx);
 	if (rc)
 		return rc;
-	crc = e->cu->memcpy_async(dst, src, n, e->streams[s]);
-	if (crc == CUDA_SUCCESS)
-		crc = e->cu->event_record(ev, e->streams[s]);
-	if (crc != CUDA_SUCCESS) {
-		event_put(e, ev);
-		return sm_cuda_fail(crc, "copy of %zu bytes 0x%llx -> 0x%llx", n,
-				    (unsigned long long)src, (unsigned long long)dst);
+	pthread_mutex_lock(&list_lock);
+	for (e = engines; e; e = e->next)
+		if (e->ctx == ctx)
+			break;
+	if (!e) {
+		rc = engine_create(cu, ctx, device, nstreams, split_min, &e);
+		if (!rc) {
+			e->next = engines;
+			engines = e;
+		}
 	}
-	memcpy(&op->ev[op->nev++], &ev, sizeof(ev));
-	return SM_OK;
+	if (!rc) {
+		e->refs++;
+		*out = e;
+	}
+	pthread_mutex_unlock(&list_lock);
+	return rc;
+}
+
+void smf_engine_put(struct smf_engine *e)
+{
+	struct smf_engine **p;
+
+	if (!e)
+		return;
+	pthread_mutex_lock(&list_lock);
+	if (--e->refs > 0) {
+		pthread_mutex_unlock(&list_lock);
+		return;
+	}
+	for (p = &engines; *p; p = &(*p)->next) {
+		if (*p == e) {
+			*p = e->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&list_lock);
+	engine_destroy(e);
+}
+
+int smf_engine_count(void)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&list_lock);
+	for (struct smf_engine *e = engines; e; e = e->next)
+		n++;
+	pthread_mutex_unlock(&list_lock);
+	return n;
+}
+
+/* Takes `n` events and a first stream, or none when the pool is short. */
+static int reserve(struct smf_engine *e, int n, CUevent *ev, int *first_stream)
+{
+	pthread_mutex_lock(&e->lock);
+	if (e->nfree < n) {
+		pthread_mutex_unlock(&e->lock);
+		return 0;
+	}
+	for (int i = 0; i < n; i++)
+		ev[i] = e->free_ev[--e->nfree];
+	*first_stream = e->next_stream;
+	e->next_stream = (e->next_stream + 1) % e->nstreams;
+	pthread_mutex_unlock(&e->lock);
+	return 1;
+}
+
+static void events_put(struct smf_engine *e, const CUevent *ev, int n)
+{
+	pthread_mutex_lock(&e->lock);
+	for (int i = 0; i < n; i++)
+		e->free_ev[e->nfree++] = ev[i];
+	pthread_mutex_unlock(&e->lock);
 }
 
 int smf_copy_start(struct smf_engine *e, void *dst, const void *src, size_t n,
-		   struct smf_copy *op)
+		   struct smf_copy *op, int *started)
 {
 	CUdeviceptr d = (CUdeviceptr)dst, s = (CUdeviceptr)src;
-	int pieces = 1, rc = SM_OK;
+	CUevent ev[SMF_MAX_STREAMS];
+	int pieces = 1, first, rc = SM_OK;
 	size_t piece, off = 0;
 
 	memset(op, 0, sizeof(*op));
+	*started = 1;
 	if (n == 0)
 		return SM_OK;
 	if (e->split_min && n >= e->split_min)
 		pieces = e->nstreams;
 	/* Pieces stay multiples of 4 KiB so each copy runs at full width. */
 	piece = ((n / (size_t)pieces) + 4095) & ~(size_t)4095;
-	op->first_stream = e->next_stream;
-	for (int i = 0; i < pieces && off < n; i++) {
+	pieces = (int)((n + piece - 1) / piece);
+	if (!reserve(e, pieces, ev, &first)) {
+		*started = 0;
+		return SM_OK;
+	}
+	for (int i = 0; i < pieces; i++) {
 		size_t len = n - off < piece ? n - off : piece;
-		int st = (e->next_stream + i) % e->nstreams;
+		CUstream st = e->streams[(first + i) % e->nstreams];
+		CUresult crc;
 
-		rc = copy_piece(e, st, d + off, s + off, len, op);
-		if (rc)
+		crc = e->cu->memcpy_async(d + off, s + off, len, st);
+		if (crc == CUDA_SUCCESS)
+			crc = e->cu->event_record(ev[i], st);
+		if (crc != CUDA_SUCCESS) {
+			rc = sm_cuda_fail(crc, "copy of %zu bytes 0x%llx -> 0x%llx", len,
+					  (unsigned long long)(s + off),
+					  (unsigned long long)(d + off));
 			break;
+		}
+		memcpy(&op->ev[op->nev++], &ev[i], sizeof(ev[i]));
 		off += len;
 	}
-	e->next_stream = (e->next_stream + 1) % e->nstreams;
-	if (rc)
-		release_events(e, op);
+	if (rc) {
+		/* Pieces already queued may still land; their events are
+		 * recorded and only go back to the pool. */
+		events_put(e, ev, pieces);
+		op->nev = 0;
+	}
 	return rc;
 }
 
@@ -178,7 +258,7 @@ int smf_copy_test(struct smf_engine *e, struct smf_copy *op, int *done)
 			return SM_OK;
 		if (rc != CUDA_SUCCESS)
 			return sm_cuda_fail(rc, "copy engine reported a failed copy; cuEventQuery");
-		event_put(e, ev);
+		events_put(e, &ev, 1);
 		op->nev--;
 	}
 	*done = 1;
@@ -187,19 +267,58 @@ int smf_copy_test(struct smf_engine *e, struct smf_copy *op, int *done)
 
 void smf_copy_abandon(struct smf_engine *e, struct smf_copy *op)
 {
-	/* The streams are synchronised when the engine closes; until then
-	 * the events may still fire, so they simply return to the pool. */
-	release_events(e, op);
+	/* An event re-recorded later simply moves on; until then it may still
+	 * fire, which harms nobody. */
+	for (int i = 0; i < op->nev; i++) {
+		CUevent ev;
+
+		memcpy(&ev, &op->ev[i], sizeof(ev));
+		events_put(e, &ev, 1);
+	}
+	op->nev = 0;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int smf_copy_wait(struct smf_engine *e, struct smf_copy *op)
+{
+	uint64_t limit = now_ns() + SYNC_COPY_LIMIT_NS;
+	int done = 0, rc;
+
+	for (;;) {
+		rc = smf_copy_test(e, op, &done);
+		if (rc || done)
+			return rc;
+		if (now_ns() > limit) {
+			smf_copy_abandon(e, op);
+			return sm_fail(SM_ERR_CUDA, "a copy did not land in %.0f s",
+				       SYNC_COPY_LIMIT_NS / 1e9);
+		}
+		sched_yield();
+	}
 }
 
 int smf_copy_sync(struct smf_engine *e, void *dst, const void *src, size_t n)
 {
-	CUresult rc;
+	uint64_t limit = now_ns() + SYNC_COPY_LIMIT_NS;
+	struct smf_copy op;
+	int started = 0, rc;
 
-	rc = e->cu->memcpy_async((CUdeviceptr)dst, (CUdeviceptr)src, n, e->streams[0]);
-	if (rc == CUDA_SUCCESS)
-		rc = e->cu->stream_synchronize(e->streams[0]);
-	if (rc != CUDA_SUCCESS)
-		return sm_cuda_fail(rc, "staged copy of %zu bytes", n);
-	return SM_OK;
+	while (!started) {
+		rc = smf_copy_start(e, dst, src, n, &op, &started);
+		if (rc)
+			return rc;
+		if (!started && now_ns() > limit)
+			return sm_fail(SM_ERR_CUDA, "no copy-engine event free for %.0f s",
+				       SYNC_COPY_LIMIT_NS / 1e9);
+		if (!started)
+			sched_yield();
+	}
+	return smf_copy_wait(e, &op);
 }

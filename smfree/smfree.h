@@ -26,36 +26,46 @@ enum smfree_coll {
 int smfree_channels(const struct smfree_policy *p, int coll, size_t bytes, size_t nranks,
 		    size_t nnodes);
 
-/* The copy engine of one sending connection: its own non-blocking streams
- * in the GPU context current when it was opened.  A copy is one
- * cuMemcpyAsync, or one per stream for large copies, each followed by an
- * event the host polls: no kernel, no SM. */
+/* The copy engine of one GPU context, shared by every connection of this
+ * process on that GPU: non-blocking streams and a pool of events, all made
+ * in smf_engine_get() (call it where NCCL sets connections up, never from
+ * the progress thread: making streams there can block behind NCCL's
+ * running kernel).  A copy is one cuMemcpyAsync, or one per stream for
+ * large copies, each followed by an event the host polls: no kernel, no SM.
+ * Every function here is safe from several threads. */
 #define SMF_MAX_STREAMS 16
 
 struct smf_engine;
 
 struct smf_copy {
 	int nev;
-	int first_stream;
 	void *ev[SMF_MAX_STREAMS];	/* CUevent, kept opaque here */
 };
 
-/* `split_min`: copies of at least this many bytes are cut into one piece
- * per stream (0 = never split). */
-int smf_engine_open(int nstreams, uint64_t split_min, struct smf_engine **out);
-/* Stops accepting work, waits for what is queued, frees the streams. */
-void smf_engine_close(struct smf_engine *e);
+/* The engine of the calling thread's current context (made on first use,
+ * with `nstreams` streams; later callers share it).  `split_min`: copies of
+ * at least this many bytes are cut into one piece per stream (0 = never). */
+int smf_engine_get(int nstreams, uint64_t split_min, struct smf_engine **out);
+/* Drops a reference; the last one waits for queued copies and frees all. */
+void smf_engine_put(struct smf_engine *e);
+/* Live engines in this process (leak checks). */
+int smf_engine_count(void);
 
+/* Queues a copy.  *started = 0 (and SM_OK) when every event of the pool is
+ * in flight: nothing was queued, try again later. */
 int smf_copy_start(struct smf_engine *e, void *dst, const void *src, size_t n,
-		   struct smf_copy *op);
+		   struct smf_copy *op, int *started);
 /* *done = 1 once every piece landed; the events then go back to the pool. */
 int smf_copy_test(struct smf_engine *e, struct smf_copy *op, int *done);
-/* A copy that has fully landed when it returns, between any two addresses
- * the driver knows (one side a plain host buffer, the other GPU memory).
- * It runs on the engine's own non-blocking stream: cuMemcpy would use the
- * legacy stream, which waits for every blocking stream of the context,
- * NCCL's kernel included, and a pageable-to-device cuMemcpy may return
- * before the data reached the GPU. */
+/* Waits (bounded: 60 s) until a started copy landed; past the bound the
+ * copy is abandoned and an error returned. */
+int smf_copy_wait(struct smf_engine *e, struct smf_copy *op);
+/* A copy that has fully landed when it returns (bounded: 60 s), between any
+ * two addresses the driver knows (one side may be a plain host buffer).  It
+ * runs on the engine's non-blocking streams: cuMemcpy would use the legacy
+ * stream, which waits for every blocking stream of the context, NCCL's
+ * kernel included, and a pageable-to-device cuMemcpy may return before the
+ * data reached the GPU. */
 int smf_copy_sync(struct smf_engine *e, void *dst, const void *src, size_t n);
 
 /* Forgets an unfinished copy (connection teardown after a failure). */

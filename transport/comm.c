@@ -33,7 +33,6 @@ struct tp_comm *comm_new(int is_send, const struct tp_ops *ops, int fd)
 	c->ops = ops;
 	c->fd = fd;
 	c->rin_fd = -1;
-	c->copy_streams = 1;
 	for (int i = 0; i < TP_MAX_REQUESTS; i++)
 		c->reqs[i].comm = c;
 	return c;
@@ -76,21 +75,23 @@ void comm_pop(struct tp_comm *c)
 
 int comm_engine(struct tp_comm *c)
 {
-	int rc;
-
 	if (c->ce)
 		return SM_OK;
-	rc = smf_engine_open(c->copy_streams, c->split_min, &c->ce);
-	if (rc)
-		return comm_fail(c, rc, "opening the copy engine: %s", sm_last_error());
-	return SM_OK;
+	return comm_fail(c, SM_ERR_USAGE, "GPU memory on a connection without a copy engine "
+			 "(this process serves host memory only)");
 }
 
-void comm_set_options(struct tp_comm *c, const struct tp_options *opt)
+int comm_setup(struct tp_comm *c, const struct tp_options *opt)
 {
-	c->copy_streams = opt->copy_streams > 0 ? opt->copy_streams : 1;
-	c->split_min = opt->split_min;
+	int rc;
+
 	c->stall_ns = opt->stall_report > 0 ? (uint64_t)(opt->stall_report * 1e9) : 0;
+	if (!opt->gpu)
+		return SM_OK;
+	rc = smf_engine_get(opt->copy_streams > 0 ? opt->copy_streams : 1, opt->split_min, &c->ce);
+	if (rc)
+		return sm_fail(rc, "opening the copy engine: %s", sm_last_error());
+	return SM_OK;
 }
 
 /* A wait that makes no progress for stall_ns is reported once, with both
@@ -299,8 +300,15 @@ void tp_close(struct tp_comm *c)
 {
 	if (!c)
 		return;
-	/* Copies still queued must land before their targets are unmapped. */
-	smf_engine_close(c->ce);
+	/* Copies still queued must land before their targets are unmapped,
+	 * and their events go back to the engine other connections share. */
+	for (unsigned i = 0; i < c->q_count; i++) {
+		struct tp_req *r = c->queue[(c->q_head + i) % TP_MAX_REQUESTS];
+
+		if (r->direct && r->copy.nev)
+			smf_copy_wait(c->ce, &r->copy);
+	}
+	smf_engine_put(c->ce);
 	c->ce = NULL;
 	c->ops->close(c);
 	if (c->fd >= 0)

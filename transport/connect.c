@@ -119,7 +119,9 @@ static int pending_start(const struct tp_options *opt, const struct tp_handle_in
 			goto fail;
 		}
 		p->comm->peer_pid = info->pid;
-		comm_set_options(p->comm, opt);
+		rc = comm_setup(p->comm, opt);
+		if (rc)
+			goto fail;
 		rc = shm_comm_attach(p->comm, p->memfd, p->hello.seg_size, opt->chunk_size);
 		if (rc)
 			goto fail;
@@ -133,7 +135,9 @@ static int pending_start(const struct tp_options *opt, const struct tp_handle_in
 			rc = sm_fail(SM_ERR_SYSTEM, "out of memory");
 			goto fail;
 		}
-		comm_set_options(p->comm, opt);
+		rc = comm_setup(p->comm, opt);
+		if (rc)
+			goto fail;
 		p->state = inprogress ? CONN_CONNECTING : CONN_HELLO;
 	}
 	*out = p;

@@ -161,9 +161,7 @@ struct tp_comm {
 	uint8_t rin[sizeof(struct wire_region)];	/* sender: partial message */
 	size_t rin_len;
 	int rin_fd;
-	struct smf_engine *ce;	/* opened on the first GPU copy */
-	int copy_streams;
-	uint64_t split_min;
+	struct smf_engine *ce;	/* this GPU's shared copy engine, or NULL */
 
 	/* TCP */
 	uint64_t peer_posted;		/* sender: receives announced by the peer */
@@ -184,11 +182,13 @@ struct tp_comm *comm_new(int is_send, const struct tp_ops *ops, int fd);
 struct tp_req *comm_req_alloc(struct tp_comm *c, int kind);
 struct tp_req *comm_head(struct tp_comm *c);
 void comm_pop(struct tp_comm *c);
-/* Opens the connection's copy engine on first use (in the calling
- * thread's CUDA context: NCCL's proxy threads have one). */
+/* The connection's copy engine, taken at setup; an error when there is
+ * none (the GPU path is off for this process). */
 int comm_engine(struct tp_comm *c);
-/* Applies the options every connection shares (streams, stall report). */
-void comm_set_options(struct tp_comm *c, const struct tp_options *opt);
+/* Applies the options every connection shares (stall report) and, with
+ * opt->gpu, takes this GPU's copy engine: setup runs on NCCL's service
+ * thread, where making streams cannot block NCCL's kernels. */
+int comm_setup(struct tp_comm *c, const struct tp_options *opt);
 /* Repeats a broken connection's sticky failure as the current error. */
 int comm_broken(const struct tp_comm *c);
 int comm_fail(struct tp_comm *c, int status, const char *fmt, ...)

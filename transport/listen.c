@@ -163,21 +163,22 @@ static int check_hello(struct tp_listener *l)
 	l->comm = comm_new(0, l->cand_uds ? &tp_shm_ops : &tp_tcp_ops, l->cand_fd);
 	if (!l->comm)
 		return sm_fail(SM_ERR_SYSTEM, "out of memory");
-	comm_set_options(l->comm, &l->opt);
+	rc = comm_setup(l->comm, &l->opt);
 	if (l->cand_uds) {
-		rc = shm_comm_attach(l->comm, l->memfd, h->seg_size, l->chunk);
+		if (!rc)
+			rc = shm_comm_attach(l->comm, l->memfd, h->seg_size, l->chunk);
 		close(l->memfd);
 		l->memfd = -1;
-		if (rc) {
-			char why[120];
+	}
+	if (rc) {
+		char why[160];
 
-			snprintf(why, sizeof(why), "%s", sm_last_error());
-			l->comm->fd = -1;	/* refuse() still needs the socket */
-			tp_close(l->comm);
-			l->comm = NULL;
-			refuse(l, rc, why);
-			return sm_fail(rc, "%s", why);
-		}
+		snprintf(why, sizeof(why), "%s", sm_last_error());
+		l->comm->fd = -1;	/* refuse() still needs the socket */
+		tp_close(l->comm);
+		l->comm = NULL;
+		refuse(l, rc, why);
+		return sm_fail(rc, "%s", why);
 	}
 	l->reply.magic = WIRE_MAGIC;
 	l->reply.status = SM_OK;

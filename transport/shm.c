@@ -116,6 +116,7 @@ static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, s
 {
 	struct shm_ctrl *ctrl = c->ctrl;
 	unsigned slot = c->posted % TP_MAX_REQUESTS;
+	struct smf_copy copy;
 	uint8_t *dst = NULL;
 	uint64_t capacity;
 	struct tp_req *r;
@@ -138,14 +139,21 @@ static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, s
 		if (rc || !dst)
 			return rc;
 	}
-	r = comm_req_alloc(c, REQ_SEND);
+	if (dst) {
+		int started;
+
+		rc = smf_copy_start(c->ce, dst, data, size, &copy, &started);
+		if (rc)
+			return comm_fail(c, rc, "%s", sm_last_error());
+		if (!started)
+			return SM_OK;	/* every copy event is in flight: retry */
+	}
+	r = comm_req_alloc(c, REQ_SEND);	/* tp_isend checked there is room */
 	r->buf = (uint8_t *)data;
 	r->size = size;
 	if (dst) {
 		r->direct = 1;
-		rc = smf_copy_start(c->ce, dst, data, size, &r->copy);
-		if (rc)
-			return comm_fail(c, rc, "%s", sm_last_error());
+		r->copy = copy;
 	}
 	ctrl->send_size[slot] = size;
 	c->posted++;

@@ -36,6 +36,7 @@ struct tp_options {
 	int copy_streams;		/* copy-engine streams per sending connection */
 	uint64_t split_min;		/* copies this large are split across them (0 = never) */
 	double stall_report;		/* seconds without progress before a WARN (0 = never) */
+	int gpu;			/* GPU buffers may come: take the copy engine at setup */
 };
 
 struct tp_listener;

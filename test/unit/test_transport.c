@@ -497,10 +497,51 @@ static void test_copy_engine_needs_driver(void **state)
 	if (sm_cu()) {
 		skip();		/* a driver exists: covered by the GPU runs */
 	}
-	assert_int_equal(smf_engine_open(2, 0, &e), SM_ERR_CUDA);
+	assert_int_equal(smf_engine_get(2, 0, &e), SM_ERR_CUDA);
 	assert_null(e);
 	assert_non_null(strstr(sm_last_error(), "CUDA"));
-	assert_int_equal(smf_engine_open(0, 0, &e), SM_ERR_INTERNAL);
+	assert_int_equal(smf_engine_get(0, 0, &e), SM_ERR_INTERNAL);
+	assert_int_equal(smf_engine_count(), 0);
+}
+
+/* A process that advertises GPU buffers takes the copy engine while the
+ * connection is set up; without a driver that setup fails on both ends
+ * with the reason, instead of failing later on NCCL's progress thread. */
+static void test_gpu_setup_needs_engine(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	uint8_t h[TP_HANDLE_SIZE];
+	struct tp_listener *l;
+	struct tp_comm *s = NULL, *r = NULL;
+	double end;
+	int rc_s = SM_OK, rc_r = SM_OK;
+
+	(void)state;
+	if (sm_cu()) {
+		skip();		/* a driver exists: covered by the GPU runs */
+	}
+	o.gpu = 1;
+	o.copy_streams = 2;
+	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
+	end = now() + 10;
+	while (rc_s == SM_OK && !s && now() < end)
+		rc_s = tp_connect(&o, h, &s);
+	assert_int_equal(rc_s, SM_ERR_CUDA);
+	assert_null(s);
+	assert_non_null(strstr(sm_last_error(), "copy engine"));
+
+	/* A host-only connector still gets through to the same listener's
+	 * accept, which needs the engine too and refuses. */
+	o.gpu = 0;
+	while ((!s || !r) && rc_r == SM_OK && now() < end) {
+		if (!s)
+			assert_int_equal(tp_connect(&o, h, &s), SM_OK);
+		rc_r = tp_accept(l, &r);
+	}
+	tp_close_listener(l);
+	tp_close(s);
+	assert_null(r);
+	assert_int_equal(smf_engine_count(), 0);
 }
 
 int main(void)
@@ -522,6 +563,7 @@ int main(void)
 		cmocka_unit_test(test_malformed_announcement),
 		cmocka_unit_test(test_stall_reported_once),
 		cmocka_unit_test(test_copy_engine_needs_driver),
+		cmocka_unit_test(test_gpu_setup_needs_engine),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
