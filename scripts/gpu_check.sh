@@ -110,6 +110,9 @@ done
 bench registered -R -b 8 -e $MAX -c none
 [ -z "${SKIP_GRAPH:-}" ] && bench registered-graph -R -G -o sendrecv,alltoall -b 1048576 -e $MAX -c none
 bench tcp -E NCCL_SYMMEM_BACKEND=tcp -o all_reduce,sendrecv -b 8 -e 16777216 -c none -i 3
+# NCCL's buffers from cudaMalloc: exported as legacy CUDA IPC handles.
+bench cumem0 -E NCCL_CUMEM_ENABLE=0 -o all_reduce,all_gather,reduce_scatter,alltoall,sendrecv \
+	-b 8 -e $((MAX / 4)) -c none -i 5
 
 note "pytorch all_reduce through the plugin"
 PY=$(command -v python3)

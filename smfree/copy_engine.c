@@ -34,7 +34,9 @@ struct smf_engine {
 	struct smf_engine *next;	/* in the engine list */
 	int refs;			/* under list_lock */
 	const struct sm_cuda_api *cu;
-	CUcontext ctx;
+	CUcontext key;			/* the context of the threads using it */
+	CUcontext ctx;			/* where the streams live: key, or our own */
+	int own_ctx;
 	int device;
 	int nstreams;
 	uint64_t split_min;
@@ -49,34 +51,80 @@ struct smf_engine {
 static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct smf_engine *engines;
 
-/* Runs `e`'s teardown calls in its own context: closes come from
- * whichever thread drops the last connection. */
-static void engine_destroy(struct smf_engine *e)
+/* Every driver call on the engine's streams and events runs with the
+ * engine's context current, and the caller's context is put back after:
+ * NCCL's threads keep using theirs. */
+static CUcontext enter(const struct smf_engine *e)
 {
 	CUcontext prev = NULL;
+
+	e->cu->ctx_get_current(&prev);
+	if (prev != e->ctx)
+		e->cu->ctx_set_current(e->ctx);
+	return prev;
+}
+
+static void leave(const struct smf_engine *e, CUcontext prev)
+{
+	if (prev != e->ctx)
+		e->cu->ctx_set_current(prev);
+}
+
+/* Closes come from whichever thread drops the last connection. */
+static void engine_destroy(struct smf_engine *e)
+{
+	CUcontext prev;
 
 	if (!e)
 		return;
 	if (e->ctx) {
-		e->cu->ctx_get_current(&prev);
-		e->cu->ctx_set_current(e->ctx);
+		prev = enter(e);
+		for (int i = 0; i < e->nstreams; i++) {
+			e->cu->stream_synchronize(e->streams[i]);
+			e->cu->stream_destroy(e->streams[i]);
+		}
+		for (int i = 0; i < e->nfree; i++)
+			e->cu->event_destroy(e->free_ev[i]);
+		leave(e, prev);
+		if (e->own_ctx)
+			e->cu->ctx_destroy(e->ctx);
 	}
-	for (int i = 0; i < e->nstreams; i++) {
-		e->cu->stream_synchronize(e->streams[i]);
-		e->cu->stream_destroy(e->streams[i]);
-	}
-	for (int i = 0; i < e->nfree; i++)
-		e->cu->event_destroy(e->free_ev[i]);
-	if (e->ctx)
-		e->cu->ctx_set_current(prev);
 	pthread_mutex_destroy(&e->lock);
 	free(e);
 }
 
-static int engine_create(const struct sm_cuda_api *cu, CUcontext ctx, int device, int nstreams,
-			 uint64_t split_min, struct smf_engine **out)
+/* A context of our own on the caller's device.  Under CUDA-graph replay
+ * the application thread sits in cuGraphLaunch, waiting for the previous
+ * replay to finish, while holding a lock that cuMemcpyAsync and
+ * cuEventRecord in the caller's context also take; that replay waits for
+ * our copies: a deadlock (4 x H200, cuda-gdb stacks).  Copies issued in
+ * another context do not share that lock.  Costs device memory, which is
+ * logged. */
+static int own_context(struct smf_engine *e, int device)
+{
+	size_t free0 = 0, free1 = 0, total = 0;
+	CUcontext caller = e->key;
+	CUresult crc;
+
+	e->cu->mem_get_info(&free0, &total);
+	crc = e->cu->ctx_create(&e->ctx, 0, (CUdevice)device);
+	if (crc != CUDA_SUCCESS) {
+		e->ctx = NULL;
+		return sm_cuda_fail(crc, "cuCtxCreate on GPU %d for the copy engine", device);
+	}
+	e->own_ctx = 1;
+	e->cu->mem_get_info(&free1, &total);
+	e->cu->ctx_set_current(caller);
+	sm_info("copy engine of GPU %d runs in its own CUDA context (%.0f MiB of device memory)",
+		device, free0 > free1 ? (double)(free0 - free1) / 1048576.0 : 0.0);
+	return SM_OK;
+}
+
+static int engine_create(const struct sm_cuda_api *cu, CUcontext ctx, int device,
+			 const struct smf_engine_options *opt, struct smf_engine **out)
 {
 	struct smf_engine *e;
+	CUcontext prev = NULL;
 	CUresult crc;
 	int rc = SM_OK;
 
@@ -85,10 +133,17 @@ static int engine_create(const struct sm_cuda_api *cu, CUcontext ctx, int device
 		return sm_fail(SM_ERR_SYSTEM, "out of memory opening a copy engine");
 	pthread_mutex_init(&e->lock, NULL);
 	e->cu = cu;
+	e->key = ctx;
 	e->ctx = ctx;
 	e->device = device;
-	e->split_min = split_min;
-	for (; e->nstreams < nstreams; e->nstreams++) {
+	e->split_min = opt->split_min;
+	if (opt->own_context) {
+		rc = own_context(e, device);
+		if (rc)
+			goto fail;
+	}
+	prev = enter(e);
+	for (; e->nstreams < opt->nstreams; e->nstreams++) {
 		crc = cu->stream_create(&e->streams[e->nstreams], CU_STREAM_NON_BLOCKING);
 		if (crc != CUDA_SUCCESS) {
 			rc = sm_cuda_fail(crc, "cuStreamCreate");
@@ -103,14 +158,17 @@ static int engine_create(const struct sm_cuda_api *cu, CUcontext ctx, int device
 		}
 	}
 	e->ncreated = e->nfree;
+	leave(e, prev);
 	*out = e;
 	return SM_OK;
 fail:
+	if (e->ctx)
+		leave(e, prev);
 	engine_destroy(e);
 	return rc;
 }
 
-int smf_engine_get(int nstreams, uint64_t split_min, struct smf_engine **out)
+int smf_engine_get(const struct smf_engine_options *opt, struct smf_engine **out)
 {
 	const struct sm_cuda_api *cu = sm_cu();
 	struct smf_engine *e;
@@ -118,17 +176,17 @@ int smf_engine_get(int nstreams, uint64_t split_min, struct smf_engine **out)
 	int device, rc;
 
 	*out = NULL;
-	if (nstreams < 1 || nstreams > SMF_MAX_STREAMS)
-		return sm_fail(SM_ERR_INTERNAL, "copy engine with %d streams", nstreams);
+	if (opt->nstreams < 1 || opt->nstreams > SMF_MAX_STREAMS)
+		return sm_fail(SM_ERR_INTERNAL, "copy engine with %d streams", opt->nstreams);
 	rc = sm_ctx_enter(0, &device, &ctx);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&list_lock);
 	for (e = engines; e; e = e->next)
-		if (e->ctx == ctx)
+		if (e->key == ctx)
 			break;
 	if (!e) {
-		rc = engine_create(cu, ctx, device, nstreams, split_min, &e);
+		rc = engine_create(cu, ctx, device, opt, &e);
 		if (!rc) {
 			e->next = engines;
 			engines = e;
@@ -203,6 +261,7 @@ int smf_copy_start(struct smf_engine *e, void *dst, const void *src, size_t n,
 {
 	CUdeviceptr d = (CUdeviceptr)dst, s = (CUdeviceptr)src;
 	CUevent ev[SMF_MAX_STREAMS];
+	CUcontext prev;
 	int pieces = 1, first, rc = SM_OK;
 	size_t piece, off = 0;
 
@@ -219,6 +278,7 @@ int smf_copy_start(struct smf_engine *e, void *dst, const void *src, size_t n,
 		*started = 0;
 		return SM_OK;
 	}
+	prev = enter(e);
 	for (int i = 0; i < pieces; i++) {
 		size_t len = n - off < piece ? n - off : piece;
 		CUstream st = e->streams[(first + i) % e->nstreams];
@@ -236,6 +296,7 @@ int smf_copy_start(struct smf_engine *e, void *dst, const void *src, size_t n,
 		memcpy(&op->ev[op->nev++], &ev[i], sizeof(ev[i]));
 		off += len;
 	}
+	leave(e, prev);
 	if (rc) {
 		/* Pieces already queued may still land; their events are
 		 * recorded and only go back to the pool. */
@@ -247,20 +308,30 @@ int smf_copy_start(struct smf_engine *e, void *dst, const void *src, size_t n,
 
 int smf_copy_test(struct smf_engine *e, struct smf_copy *op, int *done)
 {
+	CUcontext prev;
+	CUresult rc = CUDA_SUCCESS;
+
 	*done = 0;
+	if (op->nev == 0) {
+		*done = 1;
+		return SM_OK;
+	}
+	prev = enter(e);
 	while (op->nev > 0) {
 		CUevent ev;
-		CUresult rc;
 
 		memcpy(&ev, &op->ev[op->nev - 1], sizeof(ev));
 		rc = e->cu->event_query(ev);
-		if (rc == CUDA_ERROR_NOT_READY)
-			return SM_OK;
 		if (rc != CUDA_SUCCESS)
-			return sm_cuda_fail(rc, "copy engine reported a failed copy; cuEventQuery");
+			break;
 		events_put(e, &ev, 1);
 		op->nev--;
 	}
+	leave(e, prev);
+	if (rc == CUDA_ERROR_NOT_READY)
+		return SM_OK;
+	if (rc != CUDA_SUCCESS)
+		return sm_cuda_fail(rc, "copy engine reported a failed copy; cuEventQuery");
 	*done = 1;
 	return SM_OK;
 }
