@@ -38,6 +38,7 @@ int smfree_channels(const struct smfree_policy *p, int coll, size_t bytes, size_
 struct smf_engine;
 
 struct smf_copy {
+	int lane;			/* which of the engine's stream sets */
 	int nev;
 	void *ev[SMF_MAX_STREAMS];	/* CUevent, kept opaque here */
 };

@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "symmem.h"
 
@@ -10,11 +11,15 @@ static _Atomic(sm_log_sink) log_sink;
 
 int sm_fail(int status, const char *fmt, ...)
 {
+	char line[sizeof(last_error)];
 	va_list ap;
 
+	/* Callers often wrap the previous message ("...: %s", sm_last_error()):
+	 * format aside first, never into the buffer being read. */
 	va_start(ap, fmt);
-	vsnprintf(last_error, sizeof(last_error), fmt, ap);
+	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
+	memcpy(last_error, line, sizeof(line));
 	return status;
 }
 
