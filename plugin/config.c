@@ -104,8 +104,6 @@ static const struct var vars[] = {
 	{ .name = "NCCL_SYMMEM_STREAMS", .kind = VAR_INT,
 	  .off = offsetof(struct config, streams),
 	  .idef = 2, .imin = 1, .imax = 16 },
-	{ .name = "NCCL_SYMMEM_OWN_CONTEXT", .kind = VAR_BOOL,
-	  .off = offsetof(struct config, own_context), .idef = 1 },
 	{ .name = "NCCL_SYMMEM_CHUNK_SIZE", .kind = VAR_SIZE,
 	  .off = offsetof(struct config, chunk_size),
 	  .udef = 512 * SZ_KIB, .umin = 4 * SZ_KIB, .umax = SZ_GIB },

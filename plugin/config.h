@@ -43,7 +43,6 @@ struct config {
 	char ib_hca[256];		/* NCCL_IB_HCA, syntax-checked, "" when unset */
 	char socket_ifname[256];	/* NCCL_SOCKET_IFNAME, "" when unset */
 	int streams;			/* NCCL_SYMMEM_STREAMS, 1..16 */
-	int own_context;		/* NCCL_SYMMEM_OWN_CONTEXT */
 	uint64_t chunk_size;		/* NCCL_SYMMEM_CHUNK_SIZE */
 	uint64_t split_min;		/* NCCL_SYMMEM_SPLIT_SIZE, 0 = never split a copy */
 	uint64_t host_ring_size;	/* NCCL_SYMMEM_HOST_RING_SIZE */

@@ -38,20 +38,14 @@ int smfree_channels(const struct smfree_policy *p, int coll, size_t bytes, size_
 struct smf_engine;
 
 struct smf_copy {
-	int lane;			/* which of the engine's stream sets */
 	int nev;
 	void *ev[SMF_MAX_STREAMS];	/* CUevent, kept opaque here */
 };
 
-struct smf_engine_options {
-	int nstreams;		/* 1..SMF_MAX_STREAMS */
-	uint64_t split_min;	/* copies this large are cut into one piece per stream (0 = never) */
-	int own_context;	/* issue copies from a CUDA context of the engine's own */
-};
-
 /* The engine of the calling thread's current context (made on first use,
- * with the first caller's options; later callers share it). */
-int smf_engine_get(const struct smf_engine_options *opt, struct smf_engine **out);
+ * with `nstreams` streams; later callers share it).  `split_min`: copies of
+ * at least this many bytes are cut into one piece per stream (0 = never). */
+int smf_engine_get(int nstreams, uint64_t split_min, struct smf_engine **out);
 /* Drops a reference; the last one waits for queued copies and frees all. */
 void smf_engine_put(struct smf_engine *e);
 /* Live engines in this process (leak checks). */

@@ -56,10 +56,6 @@ struct sm_cuda_api {
 	CUresult (*ctx_set_current)(CUcontext);
 	CUresult (*ctx_get_device)(CUdevice *);
 	CUresult (*ctx_enable_peer_access)(CUcontext, unsigned int);
-	/* cuCtxCreate as resolved for CUDA 12.0: the _v3 ABI (affinity list) */
-	CUresult (*ctx_create)(CUcontext *, CUexecAffinityParam *, int, unsigned int, CUdevice);
-	CUresult (*ctx_destroy)(CUcontext);
-	CUresult (*mem_get_info)(size_t *, size_t *);
 	CUresult (*pointer_get_attribute)(void *, CUpointer_attribute, CUdeviceptr);
 	CUresult (*mem_get_address_range)(CUdeviceptr *, size_t *, CUdeviceptr);
 	CUresult (*mem_retain_allocation_handle)(CUmemGenericAllocationHandle *, void *);

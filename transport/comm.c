@@ -83,16 +83,12 @@ int comm_engine(struct tp_comm *c)
 
 int comm_setup(struct tp_comm *c, const struct tp_options *opt)
 {
-	struct smf_engine_options eo;
 	int rc;
 
 	c->stall_ns = opt->stall_report > 0 ? (uint64_t)(opt->stall_report * 1e9) : 0;
 	if (!opt->gpu)
 		return SM_OK;
-	eo.nstreams = opt->copy_streams > 0 ? opt->copy_streams : 1;
-	eo.split_min = opt->split_min;
-	eo.own_context = opt->own_context;
-	rc = smf_engine_get(&eo, &c->ce);
+	rc = smf_engine_get(opt->copy_streams > 0 ? opt->copy_streams : 1, opt->split_min, &c->ce);
 	if (rc)
 		return sm_fail(rc, "opening the copy engine: %s", sm_last_error());
 	return SM_OK;

@@ -37,7 +37,6 @@ struct tp_options {
 	uint64_t split_min;		/* copies this large are split across them (0 = never) */
 	double stall_report;		/* seconds without progress before a WARN (0 = never) */
 	int gpu;			/* GPU buffers may come: take the copy engine at setup */
-	int own_context;		/* copies from a CUDA context of the plugin's own */
 };
 
 struct tp_listener;

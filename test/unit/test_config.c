@@ -60,7 +60,6 @@ static const char *const all_names[] = {
 	"NCCL_IB_HCA",
 	"NCCL_SOCKET_IFNAME",
 	"NCCL_SYMMEM_STREAMS",
-	"NCCL_SYMMEM_OWN_CONTEXT",
 	"NCCL_SYMMEM_CHUNK_SIZE",
 	"NCCL_SYMMEM_SPLIT_SIZE",
 	"NCCL_SYMMEM_HOST_RING_SIZE",
@@ -86,8 +85,6 @@ static const struct {
 	{ "NCCL_DMA_ENABLE", offsetof(struct config, dma_enable), 1 },
 	{ "NCCL_DIRECT_PATH", offsetof(struct config, direct_path), 1 },
 	{ "NCCL_ENABLE_FAULT_TOLERANCE", offsetof(struct config, fault_tolerance), 0 },
-	{ "NCCL_SYMMEM_OWN_CONTEXT", offsetof(struct config, own_context), 1 },
-	{ "NCCL_SYMMEM_NCCL_DEFAULTS", offsetof(struct config, nccl_defaults), 1 },
 };
 
 #define NBOOLS (sizeof(bool_vars) / sizeof(bool_vars[0]))
@@ -1020,7 +1017,6 @@ static void test_describe_all(void **state)
 		"NCCL_IB_HCA= (default)",
 		"NCCL_SOCKET_IFNAME= (default)",
 		"NCCL_SYMMEM_STREAMS=2 (default)",
-		"NCCL_SYMMEM_OWN_CONTEXT=1 (default)",
 		"NCCL_SYMMEM_CHUNK_SIZE=512KiB (default)",
 		"NCCL_SYMMEM_SPLIT_SIZE=0 (default)",
 		"NCCL_SYMMEM_HOST_RING_SIZE=4MiB (default)",
@@ -1110,7 +1106,6 @@ static void test_describe_roundtrip(void **state)
 		{ "NCCL_IB_HCA", "^mlx5_0:1,mlx5_1" },
 		{ "NCCL_SOCKET_IFNAME", "=eth0,ib" },
 		{ "NCCL_SYMMEM_STREAMS", "5" },
-		{ "NCCL_SYMMEM_OWN_CONTEXT", "no" },
 		{ "NCCL_SYMMEM_CHUNK_SIZE", "64k" },
 		{ "NCCL_SYMMEM_SPLIT_SIZE", "32M" },
 		{ "NCCL_SYMMEM_HOST_RING_SIZE", "8 MiB" },
@@ -1167,8 +1162,6 @@ static void test_describe_roundtrip(void **state)
 	assert_string_equal(a.ib_hca, b.ib_hca);
 	assert_string_equal(a.socket_ifname, b.socket_ifname);
 	assert_int_equal(a.streams, b.streams);
-	assert_int_equal(a.own_context, 0);
-	assert_int_equal(a.own_context, b.own_context);
 	assert_true(a.chunk_size == b.chunk_size);
 	assert_true(a.host_ring_size == b.host_ring_size);
 	assert_true(a.connect_timeout == b.connect_timeout && a.connect_timeout == 86399.9999);
