@@ -152,6 +152,7 @@ static void transport_options(const struct config *cfg, struct tp_options *opt)
 	opt->split_min = cfg->split_min;
 	opt->stall_report = cfg->stall_report;
 	opt->gpu = gpu_path;
+	opt->no_direct = !cfg->direct_path;
 }
 
 ncclResult_t net_init(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *config,

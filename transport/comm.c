@@ -86,6 +86,7 @@ int comm_setup(struct tp_comm *c, const struct tp_options *opt)
 	int rc;
 
 	c->stall_ns = opt->stall_report > 0 ? (uint64_t)(opt->stall_report * 1e9) : 0;
+	c->no_direct = opt->no_direct;
 	if (!opt->gpu)
 		return SM_OK;
 	rc = smf_engine_get(opt->copy_streams > 0 ? opt->copy_streams : 1, opt->split_min, &c->ce);

@@ -156,6 +156,7 @@ struct tp_comm {
 	uint64_t data_pos;	/* bytes this side wrote (sender) or read (receiver) */
 	int peer_pid;
 	uint32_t next_region;	/* receiver: last id handed out */
+	int no_direct;		/* receiver: GPU registrations are not exported */
 	struct remote_region *remote;	/* sender: the peer's registrations */
 	unsigned nremote, remote_cap;
 	uint8_t rin[sizeof(struct wire_region)];	/* sender: partial message */

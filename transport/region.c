@@ -76,7 +76,9 @@ int tp_register(struct tp_comm *c, void *data, size_t size, int mem, struct tp_r
 	r->base = (uintptr_t)data;
 	r->size = size;
 	r->mem = mem;
-	if (mem == TP_MEM_CUDA && !c->is_send && c->ops == &tp_shm_ops) {
+	/* Exported GPU memory is written in place by the peer's copy engine;
+	 * anything else arrives through the ring (host bounce). */
+	if (mem == TP_MEM_CUDA && !c->is_send && c->ops == &tp_shm_ops && !c->no_direct) {
 		r->id = ++c->next_region;
 		rc = announce(c, r);
 	}

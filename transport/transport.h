@@ -37,6 +37,8 @@ struct tp_options {
 	uint64_t split_min;		/* copies this large are split across them (0 = never) */
 	double stall_report;		/* seconds without progress before a WARN (0 = never) */
 	int gpu;			/* GPU buffers may come: take the copy engine at setup */
+	int no_direct;			/* never export GPU registrations to the peer:
+					 * GPU data bounces through the host ring */
 };
 
 struct tp_listener;

@@ -338,6 +338,41 @@ static void test_register_unexportable(void **state)
 	tp_close(r);
 }
 
+/* NCCL_DIRECT_PATH=0: GPU registrations are not exported (no driver call,
+ * so it works here without one), nothing is announced to the sender, and
+ * host traffic on the connection is unaffected. */
+static void test_register_no_direct_path(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	char src[100] = "payload", dst[100] = { 0 };
+	struct tp_region *reg = NULL;
+	struct tp_comm *s, *r;
+	struct tp_req *sr = NULL, *rr;
+	int ds = 0, dr = 0;
+	size_t got = 0;
+
+	(void)state;
+	o.no_direct = 1;
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	assert_int_equal(tp_register(r, dst, sizeof(dst), TP_MEM_CUDA, &reg), SM_OK);
+	assert_non_null(reg);
+	assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &rr), SM_OK);
+	assert_int_equal(tp_isend(s, src, 8, NULL, &sr), SM_OK);
+	assert_non_null(sr);
+	while (!ds || !dr) {
+		if (!ds)
+			assert_int_equal(tp_test(sr, &ds, NULL), SM_OK);
+		if (!dr)
+			assert_int_equal(tp_test(rr, &dr, &got), SM_OK);
+	}
+	assert_int_equal(got, 8);
+	assert_string_equal(dst, "payload");
+	assert_int_equal(tp_remote_region_count(s), 0);
+	tp_deregister(r, reg);
+	tp_close(s);
+	tp_close(r);
+}
+
 /* A buffer outside the registration it names is refused before anything
  * moves; the connection is not broken by it. */
 static void test_buffer_outside_region(void **state)
@@ -558,6 +593,7 @@ int main(void)
 		cmocka_unit_test(test_other_host_uses_tcp),
 		cmocka_unit_test(test_register_bad_type),
 		cmocka_unit_test(test_register_unexportable),
+		cmocka_unit_test(test_register_no_direct_path),
 		cmocka_unit_test(test_buffer_outside_region),
 		cmocka_unit_test(test_unannounced_region_waits),
 		cmocka_unit_test(test_malformed_announcement),
