@@ -5,7 +5,12 @@
 set -e
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
-[ -d build-release ] || meson setup build-release --buildtype=release --prefix=/usr/local -Dtests=disabled "$@"
+if [ -d build-release ]; then
+	# An existing build keeps its settings unless new options are given.
+	[ $# -eq 0 ] || meson configure build-release "$@"
+else
+	meson setup build-release --buildtype=release --prefix=/usr/local -Dtests=disabled "$@"
+fi
 meson compile -C build-release
 if [ "$(id -u)" = 0 ]; then
 	meson install -C build-release

@@ -202,6 +202,33 @@ static int pending_step(struct pending *p, int *done)
 	return SM_OK;
 }
 
+/* NCCL may give up on a connect (an abort, another rank's failure) and
+ * never call again with that handle: entries past their deadline are
+ * freed by the next connect of any handle, so an abandoned one holds its
+ * socket, ring and comm at most until then. */
+static void pending_sweep(const uint8_t *keep)
+{
+	uint64_t now = comm_now_ns();
+	struct pending *p = pending_list, *next;
+
+	for (; p; p = next) {
+		next = p->next;
+		if (now > p->deadline_ns && memcmp(p->token, keep, 16))
+			pending_free(p);
+	}
+}
+
+int tp_pending_connects(void)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&pending_lock);
+	for (struct pending *p = pending_list; p; p = p->next)
+		n++;
+	pthread_mutex_unlock(&pending_lock);
+	return n;
+}
+
 int tp_connect(const struct tp_options *opt, const void *handle, struct tp_comm **out)
 {
 	struct tp_handle_info info;
@@ -213,6 +240,7 @@ int tp_connect(const struct tp_options *opt, const void *handle, struct tp_comm 
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&pending_lock);
+	pending_sweep(info.token);
 	p = pending_find(info.token);
 	if (!p) {
 		rc = pending_start(opt, &info, &p);

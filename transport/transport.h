@@ -76,6 +76,8 @@ void tp_close_listener(struct tp_listener *l);
 
 /* `handle` must hold the same bytes on every call for one connection. */
 int tp_connect(const struct tp_options *opt, const void *handle, struct tp_comm **out);
+/* Connects in progress in this process (leak checks). */
+int tp_pending_connects(void);
 
 /* Frees the comm and every request still in flight. */
 void tp_close(struct tp_comm *c);

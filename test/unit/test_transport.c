@@ -208,6 +208,40 @@ static void test_ring_wraps_tcp(void **state)
 	ring_wraps(TP_BACKEND_TCP);
 }
 
+/* A connect that NCCL abandons (never calls again) is freed by the next
+ * connect once its deadline has passed; one still in time is kept. */
+static void test_abandoned_connect_freed(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	uint8_t h1[TP_HANDLE_SIZE], h2[TP_HANDLE_SIZE];
+	struct tp_listener *l1, *l2;
+	struct tp_comm *s = NULL, *r = NULL;
+
+	(void)state;
+	o.connect_timeout = 0.5;
+	assert_int_equal(tp_listen(&o, 0, h1, &l1), SM_OK);
+	assert_int_equal(tp_pending_connects(), 0);
+	assert_int_equal(tp_connect(&o, h1, &s), SM_OK);	/* nobody accepts: pending */
+	assert_null(s);
+	assert_int_equal(tp_pending_connects(), 1);
+
+	/* Another connection while the first is still in time: it stays. */
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	assert_int_equal(tp_pending_connects(), 1);
+	tp_close(s);
+	tp_close(r);
+
+	/* Past its deadline, the next connect of any handle frees it. */
+	usleep(600 * 1000);
+	assert_int_equal(tp_listen(&o, 0, h2, &l2), SM_OK);
+	assert_int_equal(drive_pair(&o, l2, h2, &s, &r), SM_OK);
+	assert_int_equal(tp_pending_connects(), 0);
+	tp_close(s);
+	tp_close(r);
+	tp_close_listener(l1);
+	tp_close_listener(l2);
+}
+
 /* A stranger who knows the socket name but not the token is refused, and
  * the real connector still gets through afterwards. */
 static void test_stranger_refused(void **state)
@@ -585,6 +619,7 @@ int main(void)
 		cmocka_unit_test(test_ring_wraps_shm),
 		cmocka_unit_test(test_ring_wraps_tcp),
 		cmocka_unit_test(test_stranger_refused),
+		cmocka_unit_test(test_abandoned_connect_freed),
 		cmocka_unit_test(test_shm_backend_refuses_other_host),
 		cmocka_unit_test(test_other_host_uses_tcp),
 		cmocka_unit_test(test_register_bad_type),
