@@ -5,9 +5,10 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug|perf]   (full: sizes to 1 GiB;
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
-#        perf: registered-buffer and copy-splitting variants, large sizes)
+#        perf: registered-buffer and copy-splitting variants, large sizes;
+#        probe: graph replays with a sync between, registered sendrecv statistics)
 #        NRANKS=n uses the first n GPUs (default: all).
 #        SKIP_GRAPH=1 leaves out the CUDA-graph runs.
 #        PHASE_TIMEOUT (s) per phase; a phase past it has its ranks' stacks
@@ -86,6 +87,14 @@ if [ "$MODE" = debug ]; then
 	bench chan16 -E NCCL_MIN_NCHANNELS=16 -o all_reduce -b 65536 -e 1048576 -c none -i 5
 	bench registered-graph -R -G -o sendrecv,alltoall -b 1048576 -e 16777216 -c none -i 5
 	bench tcp -E NCCL_SYMMEM_BACKEND=tcp -o all_reduce,sendrecv -b 8 -e 16777216 -c none -i 3
+	finish
+fi
+
+if [ "$MODE" = probe ]; then
+	bench graph-sync -G -Y -o all_reduce,sendrecv -b 67108864 -e 268435456 -f 4 -c none -i 5
+	bench reg-stats -R -m plugin -o sendrecv -b 1073741824 -e 1073741824 -c none -i 3 \
+		-E NCCL_SM_FREE_VERBOSE=1
+	grep -h "closed:" "$OUT"/logs/reg-stats/nccl.*.log | head -20
 	finish
 fi
 

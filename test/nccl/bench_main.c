@@ -35,7 +35,7 @@ static const char *default_cases =
 static void usage(const char *argv0)
 {
 	fprintf(stderr, "usage: %s [-n ranks] [-b min] [-e max] [-f factor] [-o ops] [-i iters] "
-		"[-w warmup] [-G] [-R] [-m both|native|plugin] [-c dtype:redop,...] [-P plugin] "
+		"[-w warmup] [-G [-Y]] [-R] [-m both|native|plugin] [-c dtype:redop,...] [-P plugin] "
 		"[-E NAME=VALUE] [-t seconds] [-S stack-dir]\n", argv0);
 	exit(2);
 }
@@ -300,7 +300,8 @@ static int print_rows(const struct bench_opts *o, struct row *rows, int nrows)
 		if (w->op != last_op) {
 			printf("\n# %s, %s %s, %d ranks%s%s\n", bench_op_name(w->op),
 			       bench_dtypes[w->dtype].name, bench_redop_name((ncclRedOp_t)w->redop),
-			       o->nranks, o->graph ? ", CUDA graph" : "",
+			       o->nranks,
+			       o->graph ? (o->graph_sync ? ", CUDA graph (sync per replay)" : ", CUDA graph") : "",
 			       o->registered ? ", registered buffers" : "");
 			printf("# %12s %12s %12s %12s %12s %7s %7s\n", "size(B)", "native_us",
 			       "native_GB/s", "plugin_us", "plugin_GB/s", "ratio", "errors");
@@ -362,7 +363,7 @@ int main(int argc, char **argv)
 
 	parse_ops("all", o.ops);
 	parse_cases(default_cases, &o);
-	while ((opt = getopt(argc, argv, "n:b:e:f:o:i:w:GRm:c:P:E:t:S:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:b:e:f:o:i:w:GYRm:c:P:E:t:S:")) != -1) {
 		switch (opt) {
 		case 'n': o.nranks = atoi(optarg); break;
 		case 'b': min = strtoull(optarg, NULL, 0); break;
@@ -372,6 +373,7 @@ int main(int argc, char **argv)
 		case 'i': o.iters = atoi(optarg); break;
 		case 'w': o.warmup = atoi(optarg); break;
 		case 'G': o.graph = 1; break;
+		case 'Y': o.graph_sync = 1; break;
 		case 'R': o.registered = 1; break;
 		case 'm':
 			o.phases[PHASE_NATIVE] = strcmp(optarg, "plugin") != 0;

@@ -109,8 +109,13 @@ static void run(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop,
 		CUDA_OK(cudaGraphInstantiate(exec, g, 0));
 		CUDA_OK(cudaGraphDestroy(g));
 	}
-	for (int i = 0; i < times; i++)
+	for (int i = 0; i < times; i++) {
 		CUDA_OK(cudaGraphLaunch(*exec, c->stream));
+		/* -Y: one replay in flight at a time (the plugin's copies
+		 * deadlock against a cuGraphLaunch that waits for a replay). */
+		if (c->o->graph_sync)
+			CUDA_OK(cudaStreamSynchronize(c->stream));
+	}
 }
 
 static void report(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop, size_t bytes,
