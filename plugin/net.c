@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "monitor.h"
 #include "net.h"
 #include "registry.h"
 #include "symmem.h"
@@ -43,6 +44,8 @@ struct net_ctx {
 struct net_comm {
 	struct tp_comm *tp;
 	int dev;
+	int is_send;
+	struct monitor_state mon;
 };
 
 struct net_listen {
@@ -288,6 +291,8 @@ static ncclResult_t publish_comm(struct tp_comm *tp, int dev, int kind, void **o
 	}
 	c->tp = tp;
 	c->dev = dev;
+	c->is_send = kind == OBJ_SEND;
+	monitor_open(&c->mon);
 	if (cfg && cfg->verbose)
 		LOG_INFO("NET/symmem %s comm %p on device %d: %s data path%s",
 			 kind == OBJ_SEND ? "send" : "receive", (void *)c, dev, tp_comm_backend(tp),
@@ -436,6 +441,7 @@ ncclResult_t net_isend(void *sendComm, void *data, size_t size, int tag, void *m
 	rc = tp_isend(c->tp, data, size, mhandle ? ((struct net_mr *)mhandle)->region : NULL, &r);
 	if (rc)
 		return log_fail(rc, "isend");
+	monitor_tick(&c->mon, c->tp, c, 1, c->dev);
 	*request = r;
 	return ncclSuccess;
 }
@@ -464,6 +470,7 @@ ncclResult_t net_irecv(void *recvComm, int n, void **data, size_t *sizes, int *t
 		      mhandles && mhandles[0] ? ((struct net_mr *)mhandles[0])->region : NULL, &r);
 	if (rc)
 		return log_fail(rc, "irecv");
+	monitor_tick(&c->mon, c->tp, c, 0, c->dev);
 	*request = r;
 	return ncclSuccess;
 }
@@ -498,23 +505,6 @@ ncclResult_t net_test(void *request, int *done, int *sizes)
 	return ncclSuccess;
 }
 
-static void log_comm_stats(const struct net_comm *c, int kind)
-{
-	const struct config *cfg = config_get();
-	struct tp_stats st;
-
-	if (!cfg || !cfg->verbose)
-		return;
-	tp_get_stats(c->tp, &st);
-	LOG_INFO("NET/symmem %s comm %p closed: %llu messages (%llu by copy engine in place), "
-		 "%.1f MiB, post-to-done mean %.1f us max %.1f us, %llu isend retries",
-		 kind == OBJ_SEND ? "send" : "receive", (const void *)c,
-		 (unsigned long long)st.messages, (unsigned long long)st.direct,
-		 (double)st.bytes / 1048576.0,
-		 st.messages ? (double)st.lat_ns_sum / (double)st.messages / 1e3 : 0.0,
-		 (double)st.lat_ns_max / 1e3, (unsigned long long)st.retries);
-}
-
 static ncclResult_t close_comm(void *comm, int kind, const char *what)
 {
 	struct net_comm *c = comm;
@@ -523,7 +513,7 @@ static ncclResult_t close_comm(void *comm, int kind, const char *what)
 		return ncclSuccess;
 	if (registry_take(c, kind, what))
 		return ncclInternalError;
-	log_comm_stats(c, kind);
+	monitor_close(&c->mon, c->tp, c, c->is_send, c->dev);
 	tp_close(c->tp);
 	free(c);
 	return ncclSuccess;
@@ -560,5 +550,6 @@ ncclResult_t net_finalize(void *ctx)
 	if (registry_take(ctx, OBJ_CTX, "finalize"))
 		return ncclInternalError;
 	free(ctx);
+	monitor_finalize();
 	return ncclSuccess;
 }

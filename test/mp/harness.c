@@ -1,5 +1,6 @@
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -14,6 +15,30 @@ ncclNet_v11_t *net;
 
 static atomic_int warn_count;
 static char last_warn[1024];
+
+#define INFO_KEEP 256
+static pthread_mutex_t info_lock = PTHREAD_MUTEX_INITIALIZER;
+static char info_lines[INFO_KEEP][1024];
+static unsigned info_next;
+
+static void keep_info(const char *line)
+{
+	pthread_mutex_lock(&info_lock);
+	snprintf(info_lines[info_next % INFO_KEEP], sizeof(info_lines[0]), "%s", line);
+	info_next++;
+	pthread_mutex_unlock(&info_lock);
+}
+
+int harness_info_count(const char *needle)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&info_lock);
+	for (unsigned i = 0; i < INFO_KEEP && i < info_next; i++)
+		n += strstr(info_lines[i], needle) != NULL;
+	pthread_mutex_unlock(&info_lock);
+	return n;
+}
 
 void *harness_open(void)
 {
@@ -48,8 +73,10 @@ void harness_logger(ncclDebugLogLevel level, unsigned long flags, const char *fi
 		snprintf(last_warn, sizeof(last_warn), "%s", buf);
 		if (getenv("HARNESS_VERBOSE"))
 			fprintf(stderr, "WARN %s:%d %s\n", file, line, buf);
-	} else if (getenv("HARNESS_VERBOSE")) {
-		fprintf(stderr, "INFO %s\n", buf);
+	} else {
+		keep_info(buf);
+		if (getenv("HARNESS_VERBOSE"))
+			fprintf(stderr, "INFO %s\n", buf);
 	}
 }
 

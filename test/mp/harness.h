@@ -19,6 +19,8 @@ void harness_logger(ncclDebugLogLevel level, unsigned long flags, const char *fi
 int harness_warn_count(void);
 const char *harness_last_warn(void);
 void harness_reset_warn(void);
+/* INFO lines seen so far (the last 256 kept) that contain `needle`. */
+int harness_info_count(const char *needle);
 
 /* init + one listen/connect/accept pair, all from this thread. */
 void *harness_init(void);

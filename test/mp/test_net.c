@@ -754,6 +754,63 @@ static int child_accept_timeout(void)
 	return 0;
 }
 
+/* NCCL_CUMEM_MONITOR=1 with a 50 ms interval: traffic lines for both ends
+ * while messages flow, a close line per connection, and a finalize line
+ * that finds nothing live once everything is closed. */
+static int child_monitor(void)
+{
+	uint8_t *src = malloc(1 << 20), *dst = malloc(1 << 20);
+	void *c, *send, *recv, *sreq, *rreq;
+	double end;
+	int size;
+
+	if (!src || !dst || !harness_open() || !(c = harness_init()))
+		return 10;
+	if (harness_pair(c, &send, &recv) != ncclSuccess)
+		return 11;
+	end = harness_now() + 0.4;
+	for (uint64_t m = 0; harness_now() < end; m++) {
+		pattern_fill(src, 1 << 20, m);
+		if (net->irecv(recv, 1, (void **)&dst, &(size_t){ 1 << 20 }, &(int){ 0 }, NULL, NULL,
+			       &rreq))
+			return 12;
+		sreq = NULL;
+		while (!sreq)
+			if (net->isend(send, src, 1 << 20, 0, NULL, NULL, &sreq))
+				return 13;
+		if (harness_wait(sreq, &size, 10) || harness_wait(rreq, &size, 10))
+			return 14;
+		if (pattern_check(dst, 1 << 20, m) != 1 << 20)
+			return 15;
+		usleep(5000);
+	}
+	if (harness_info_count("monitor: send comm") < 2 ||
+	    harness_info_count("monitor: receive comm") < 2)
+		return 16;
+	if (harness_info_count("GB/s") < 4)
+		return 17;
+	net->closeSend(send);
+	net->closeRecv(recv);
+	if (harness_info_count("send comm") < 3 || harness_info_count(" closed: ") != 2)
+		return 18;
+	net->finalize(c);
+	if (harness_info_count("at finalize 0 copy engine(s), 0 exported allocation(s), "
+			       "0 peer mapping(s), 0 connect(s)") != 1)
+		return 19;
+	free(src);
+	free(dst);
+	return 0;
+}
+
+static void test_monitor_lines(void **state)
+{
+	const char *env[] = { "NCCL_CUMEM_MONITOR", "1", "NCCL_CUMEM_MONITOR_INTERVAL", "0.05",
+			      NULL };
+
+	(void)state;
+	assert_int_equal(run_child("--child-monitor", env), 0);
+}
+
 static int setup(void **state)
 {
 	*state = harness_open();
@@ -789,11 +846,14 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_dead_receiver),
 		cmocka_unit_test(test_bad_env_fails_init),
 		cmocka_unit_test(test_accept_timeout),
+		cmocka_unit_test(test_monitor_lines),
 	};
 
 	if (argc > 1 && !strcmp(argv[1], "--child-bad-env"))
 		return child_bad_env();
 	if (argc > 1 && !strcmp(argv[1], "--child-accept-timeout"))
 		return child_accept_timeout();
+	if (argc > 1 && !strcmp(argv[1], "--child-monitor"))
+		return child_monitor();
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
