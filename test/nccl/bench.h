@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cuda_runtime_api.h>
 #include <nccl.h>
 
 enum op {
@@ -109,6 +110,11 @@ void bench_fill(const struct bench_pattern *p, int rank, uint8_t *dst, size_t co
 /* Counts the elements of `out` that differ from what `rank` must hold. */
 uint64_t bench_check(const struct bench_pattern *p, int op, int rank, const uint8_t *out,
 		     const struct bench_shape *s, int report);
+
+/* Enqueues one op on `stream`: buffers as bench_shape() sizes them. */
+ncclResult_t bench_issue(ncclComm_t comm, cudaStream_t stream, int op, int dtype,
+			 ncclRedOp_t redop, const struct bench_shape *s, void *sbuf, void *rbuf,
+			 int rank, int nranks);
 
 int bench_rank_main(const struct bench_opts *o, int phase, int rank, ncclUniqueId id, int out_fd);
 

@@ -52,42 +52,8 @@ struct rank_ctx {
 static void issue(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop,
 		  const struct bench_shape *s)
 {
-	ncclDataType_t t = bench_dtypes[dtype].nccl;
-	size_t es = bench_dtypes[dtype].size;
-	int n = c->o->nranks, r = c->rank;
-	char *sb = c->sbuf, *rb = c->rbuf;
-
-	switch (op) {
-	case OP_ALLREDUCE:
-		NCCL_OK(ncclAllReduce(sb, rb, s->send_count, t, redop, c->comm, c->stream));
-		break;
-	case OP_BROADCAST:
-		NCCL_OK(ncclBroadcast(sb, rb, s->send_count, t, BENCH_ROOT, c->comm, c->stream));
-		break;
-	case OP_REDUCE:
-		NCCL_OK(ncclReduce(sb, rb, s->send_count, t, redop, BENCH_ROOT, c->comm, c->stream));
-		break;
-	case OP_ALLGATHER:
-		NCCL_OK(ncclAllGather(sb, rb, s->send_count, t, c->comm, c->stream));
-		break;
-	case OP_REDUCESCATTER:
-		NCCL_OK(ncclReduceScatter(sb, rb, s->recv_count, t, redop, c->comm, c->stream));
-		break;
-	case OP_ALLTOALL:
-		NCCL_OK(ncclGroupStart());
-		for (int p = 0; p < n; p++) {
-			NCCL_OK(ncclSend(sb + (size_t)p * s->unit * es, s->unit, t, p, c->comm, c->stream));
-			NCCL_OK(ncclRecv(rb + (size_t)p * s->unit * es, s->unit, t, p, c->comm, c->stream));
-		}
-		NCCL_OK(ncclGroupEnd());
-		break;
-	case OP_SENDRECV:
-		NCCL_OK(ncclGroupStart());
-		NCCL_OK(ncclSend(sb, s->send_count, t, (r + 1) % n, c->comm, c->stream));
-		NCCL_OK(ncclRecv(rb, s->recv_count, t, (r + n - 1) % n, c->comm, c->stream));
-		NCCL_OK(ncclGroupEnd());
-		break;
-	}
+	NCCL_OK(bench_issue(c->comm, c->stream, op, dtype, redop, s, c->sbuf, c->rbuf, c->rank,
+			    c->o->nranks));
 }
 
 /* Runs the op `times` times, directly or as one captured graph launched
