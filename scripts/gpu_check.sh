@@ -25,17 +25,8 @@ note() { echo "== $*"; }
 
 nvidia-smi -L | tee "$OUT/logs/gpus.txt"
 nvidia-smi topo -m >"$OUT/logs/topo.txt" 2>&1
-meson setup build-gpu -Dtests=disabled --buildtype=release -Dwerror=false >"$OUT/logs/build.log" 2>&1 &&
-	ninja -C build-gpu >>"$OUT/logs/build.log" 2>&1 || { tail -30 "$OUT/logs/build.log"; exit 1; }
-NCCL_H=$(ls /usr/include/nccl.h 2>/dev/null || find /opt/torch -name nccl.h 2>/dev/null | head -1)
-NCCL_SO=$(ls /usr/lib/x86_64-linux-gnu/libnccl.so.2 2>/dev/null ||
-	find /opt/torch -name 'libnccl.so.2' 2>/dev/null | head -1)
-note "nccl.h: $NCCL_H  libnccl: $NCCL_SO"
-gcc -std=c11 -O2 -D_GNU_SOURCE -I"$(dirname "$NCCL_H")" -I/usr/local/cuda/include \
-	test/nccl/bench_*.c "$NCCL_SO" -L/usr/local/cuda/lib64 -lcudart -lm \
-	-Wl,-rpath,"$(dirname "$NCCL_SO")":/usr/local/cuda/lib64 -o build-gpu/nccl_bench \
-	>>"$OUT/logs/build.log" 2>&1 || { tail -30 "$OUT/logs/build.log"; exit 1; }
-export LD_LIBRARY_PATH="$PWD/build-gpu:${LD_LIBRARY_PATH:-}"
+. scripts/gpu_build.sh
+gpu_build "$OUT/logs/build.log" || exit 1
 
 # bench NAME [nccl_bench args...]: one invocation, both phases; the plugin
 # phase logs NCCL's INIT/NET lines per process for prove().

@@ -1,0 +1,32 @@
+#!/bin/bash
+# Sourced by the GPU scripts: builds the plugin (build-gpu/) and the GPU
+# drivers that are not part of the meson build because they need NCCL's
+# header and library, or cuBLAS, which CI machines lack.  Logs go to $1.
+
+gpu_nccl_paths() {
+	NCCL_H=$(ls /usr/include/nccl.h 2>/dev/null || find /opt/torch -name nccl.h 2>/dev/null | head -1)
+	NCCL_SO=$(ls /usr/lib/x86_64-linux-gnu/libnccl.so.2 2>/dev/null ||
+		find /opt/torch -name 'libnccl.so.2' 2>/dev/null | head -1)
+	GPU_CC="gcc -std=c11 -O2 -D_GNU_SOURCE -I$(dirname "$NCCL_H") -I/usr/local/cuda/include"
+	GPU_LD="$NCCL_SO -L/usr/local/cuda/lib64 -Wl,-rpath,$(dirname "$NCCL_SO"):/usr/local/cuda/lib64"
+}
+
+# The plugin and nccl_bench.
+gpu_build() {
+	local log=$1
+	meson setup build-gpu -Dtests=disabled --buildtype=release -Dwerror=false >"$log" 2>&1 &&
+		ninja -C build-gpu >>"$log" 2>&1 || { tail -30 "$log"; return 1; }
+	gpu_nccl_paths
+	echo "== nccl.h: $NCCL_H  libnccl: $NCCL_SO"
+	$GPU_CC test/nccl/bench_*.c $GPU_LD -lcudart -lm -o build-gpu/nccl_bench >>"$log" 2>&1 ||
+		{ tail -30 "$log"; return 1; }
+	export LD_LIBRARY_PATH="$PWD/build-gpu:${LD_LIBRARY_PATH:-}"
+}
+
+# nccl_overlap (cuBLAS), after gpu_build.
+gpu_build_overlap() {
+	local log=$1
+	$GPU_CC test/nccl/overlap.c test/nccl/bench_data.c test/nccl/bench_issue.c $GPU_LD \
+		-lcublas -lcudart -lm -o build-gpu/nccl_overlap >>"$log" 2>&1 ||
+		{ tail -30 "$log"; return 1; }
+}

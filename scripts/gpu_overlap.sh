@@ -1,0 +1,30 @@
+#!/bin/bash
+# One command on a GPU host for issue 4's overlap benchmark: builds the
+# plugin and nccl_overlap, then for each collective runs a bf16 GEMM
+# (8192^3, repeated) beside it natively, through the plugin, and through the
+# plugin with NCCL_PASS_SM=1, all in one invocation per collective, with
+# NCCL's buffers and with registered ones.  Tables to $OUT/overlap.txt, a
+# plot to $OUT/overlap.png (scripts/plot_overlap.py).
+#
+# Usage: scripts/gpu_overlap.sh [bytes]   (default 134217728)
+#        NRANKS=n uses the first n GPUs; GEMMS / COLLS set the batch.
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/symmem-overlap}
+BYTES=${1:-134217728}
+mkdir -p "$OUT/logs"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+. scripts/gpu_build.sh
+gpu_build "$OUT/logs/build.log" && gpu_build_overlap "$OUT/logs/build.log" || exit 1
+fail=0
+for op in all_gather reduce_scatter all_reduce alltoall sendrecv; do
+	for reg in "" -R; do
+		echo "== $op $BYTES $reg ($(date +%T))"
+		./build-gpu/nccl_overlap ${NRANKS:+-n $NRANKS} -o $op -b "$BYTES" $reg \
+			-g "${GEMMS:-20}" -c "${COLLS:-10}" -t "${PHASE_TIMEOUT:-240}" \
+			>>"$OUT/overlap.txt" 2>>"$OUT/logs/stderr.txt" || { echo "FAILED: $op $reg"; fail=1; }
+	done
+done
+cat "$OUT/overlap.txt"
+python3 scripts/plot_overlap.py "$OUT/overlap.txt" "$OUT/overlap.png" || fail=1
+exit $fail

@@ -1,0 +1,62 @@
+"""Plot of the overlap benchmark: GEMM slowdown and collective busbw while
+overlapped, per configuration, for each collective.  Reads the "CSV," lines
+nccl_overlap prints; writes one PNG.  matplotlib: Debian's python3-matplotlib.
+
+Usage: python3 scripts/plot_overlap.py overlap.txt overlap.png"""
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def read(path):
+    rows = []
+    with open(path) as f:
+        for line in f:
+            if not line.startswith("CSV,"):
+                continue
+            _, op, size, reg, cfg, g_a, g_o, bw_a, bw_o, span, err = line.strip().split(",")
+            rows.append({
+                "case": op + (" reg" if reg == "1" else ""),
+                "config": cfg,
+                "slowdown": float(g_a) / float(g_o) if float(g_o) > 0 else 0.0,
+                "busbw": float(bw_o),
+                "size": int(size),
+            })
+    return rows
+
+
+def main():
+    rows = read(sys.argv[1])
+    if not rows:
+        sys.exit("no CSV lines in " + sys.argv[1])
+    cases = sorted({r["case"] for r in rows})
+    configs = sorted({r["config"] for r in rows})
+    width = 0.8 / len(configs)
+    fig, axes = plt.subplots(2, 1, figsize=(max(8, 1.4 * len(cases)), 8))
+    for k, cfg in enumerate(configs):
+        xs, slow, bw = [], [], []
+        for i, case in enumerate(cases):
+            r = [x for x in rows if x["case"] == case and x["config"] == cfg]
+            if r:
+                xs.append(i + k * width)
+                slow.append(r[0]["slowdown"])
+                bw.append(r[0]["busbw"])
+        axes[0].bar(xs, slow, width, label=cfg)
+        axes[1].bar(xs, bw, width, label=cfg)
+    for ax in axes:
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(cases))])
+        ax.set_xticklabels(cases, rotation=20)
+        ax.legend()
+    axes[0].set_ylabel("GEMM time overlapped / alone")
+    axes[0].axhline(1.0, color="black", linewidth=0.5)
+    axes[1].set_ylabel("collective busbw overlapped (GB/s)")
+    fig.suptitle("GEMM + collective overlap, %d MiB per collective" % (rows[0]["size"] >> 20))
+    fig.tight_layout()
+    fig.savefig(sys.argv[2], dpi=120)
+
+
+if __name__ == "__main__":
+    main()

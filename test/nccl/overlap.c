@@ -1,0 +1,493 @@
+/* Overlap benchmark (issue 4): on every rank a bf16 GEMM (d x d x d,
+ * repeated) runs on a compute stream while a collective runs on a second
+ * stream.  For each configuration (native NCCL, the plugin, the plugin with
+ * NCCL_PASS_SM=1) it measures, in fresh processes (one per GPU):
+ *   - GEMM TFLOP/s alone and overlapped,
+ *   - collective busbw alone and overlapped,
+ *   - the makespan of a fixed amount of work: N GEMMs and M collectives
+ *     started together (both streams wait on one event).
+ * Every element of the overlapped batch's last collective is checked
+ * (output poisoned first).  Times are the slowest rank's.  Besides the
+ * table, one "CSV," line per configuration feeds scripts/plot_overlap.py.
+ *
+ * Not measured here (yet): how many CTAs NCCL launched per collective, and
+ * NCCL's own copy-engine collectives (symmetric windows, CTA policy zero). */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "bench.h"
+
+enum config {
+	CFG_NATIVE,
+	CFG_PLUGIN,
+	CFG_PASS_SM,
+	CFG_COUNT
+};
+
+static const char *const config_names[CFG_COUNT] = { "native", "plugin", "plugin+PASS_SM" };
+
+struct ovl_opts {
+	int nranks;
+	int op;
+	size_t bytes;		/* collective size, nccl-tests' convention */
+	int ngemm, ncoll;
+	int dim;
+	int registered;		/* ncclCommRegister the collective buffers */
+	int configs[CFG_COUNT];
+	double timeout;
+	char *extra_env[16];	/* NAME=VALUE for the plugin configurations */
+	int nextra;
+};
+
+struct ovl_result {
+	int32_t config, rank;
+	double gemm_alone_ms, coll_alone_ms;
+	double gemm_ovl_ms, coll_ovl_ms, makespan_ms;
+	uint64_t errors;
+};
+
+static void die_cuda(cudaError_t e, const char *what)
+{
+	if (e == cudaSuccess)
+		return;
+	fprintf(stderr, "overlap: %s: %s\n", what, cudaGetErrorString(e));
+	exit(2);
+}
+
+static void die_nccl(ncclResult_t r, const char *what)
+{
+	if (r == ncclSuccess)
+		return;
+	fprintf(stderr, "overlap: %s: %s\n", what, ncclGetErrorString(r));
+	exit(3);
+}
+
+static void die_cublas(cublasStatus_t s, const char *what)
+{
+	if (s == CUBLAS_STATUS_SUCCESS)
+		return;
+	fprintf(stderr, "overlap: %s: cuBLAS status %d\n", what, (int)s);
+	exit(4);
+}
+
+/* bf16 is the top half of an IEEE float. */
+static uint16_t to_bf16(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	return (uint16_t)(u >> 16);
+}
+
+struct rank_ctx {
+	const struct ovl_opts *o;
+	int rank;
+	ncclComm_t comm;
+	cudaStream_t compute, comm_stream;
+	cublasHandle_t blas;
+	void *a, *b, *c;
+	void *sbuf, *rbuf;
+	float *bar;		/* the barrier's own word */
+	struct bench_shape shape;
+	int dtype;
+};
+
+static void gemm(struct rank_ctx *x)
+{
+	const float alpha = 1.0f, beta = 0.0f;
+	int d = x->o->dim;
+
+	die_cublas(cublasGemmEx(x->blas, CUBLAS_OP_N, CUBLAS_OP_N, d, d, d, &alpha, x->a,
+				CUDA_R_16BF, d, x->b, CUDA_R_16BF, d, &beta, x->c, CUDA_R_16BF, d,
+				CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), "cublasGemmEx");
+}
+
+static void coll(struct rank_ctx *x)
+{
+	die_nccl(bench_issue(x->comm, x->comm_stream, x->o->op, x->dtype, ncclSum, &x->shape,
+			     x->sbuf, x->rbuf, x->rank, x->o->nranks), "collective");
+}
+
+/* All ranks leave together: one small all_reduce, waited for. */
+static void barrier(struct rank_ctx *x)
+{
+	die_nccl(ncclAllReduce(x->bar, x->bar, 1, ncclFloat, ncclSum, x->comm, x->comm_stream),
+		 "barrier");
+	die_cuda(cudaStreamSynchronize(x->comm_stream), "barrier sync");
+}
+
+static double elapsed_ms(cudaEvent_t a, cudaEvent_t b)
+{
+	float ms = 0;
+
+	die_cuda(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+	return ms;
+}
+
+static void fill_matrices(struct rank_ctx *x)
+{
+	size_t n = (size_t)x->o->dim * (size_t)x->o->dim;
+	uint16_t *h = malloc(n * sizeof(*h));
+	uint32_t seed = 12345u + (uint32_t)x->rank;
+
+	if (!h)
+		exit(5);
+	/* Small non-zero values: realistic power draw, no overflow. */
+	for (size_t i = 0; i < n; i++) {
+		seed = seed * 1664525u + 1013904223u;
+		h[i] = to_bf16(((float)(seed >> 8) / 16777216.0f - 0.5f) * 0.1f);
+	}
+	die_cuda(cudaMemcpy(x->a, h, n * 2, cudaMemcpyHostToDevice), "fill A");
+	die_cuda(cudaMemcpy(x->b, h, n * 2, cudaMemcpyHostToDevice), "fill B");
+	free(h);
+}
+
+static int rank_main(const struct ovl_opts *o, int config, int rank, ncclUniqueId id, int out_fd)
+{
+	struct rank_ctx x = { .o = o, .rank = rank };
+	struct ovl_result res = { .config = config, .rank = rank };
+	struct bench_pattern pat;
+	cudaEvent_t ev[6];
+	size_t mbytes = (size_t)o->dim * (size_t)o->dim * 2, sbytes, rbytes;
+	void *sreg = NULL, *rreg = NULL;
+	uint8_t *host;
+
+	x.dtype = bench_dtype_find("float");
+	if (!bench_shape(o->op, o->nranks, 4, o->bytes, &x.shape) ||
+	    bench_pattern_make(&pat, x.dtype, ncclSum, o->nranks, 7))
+		return 6;
+	sbytes = x.shape.send_count * 4;
+	rbytes = x.shape.recv_count * 4;
+	host = malloc(sbytes > rbytes ? sbytes : rbytes);
+	if (!host)
+		return 5;
+	die_cuda(cudaSetDevice(rank), "cudaSetDevice");
+	die_nccl(ncclCommInitRank(&x.comm, o->nranks, id, rank), "ncclCommInitRank");
+	die_cuda(cudaStreamCreateWithFlags(&x.compute, cudaStreamNonBlocking), "stream");
+	die_cuda(cudaStreamCreateWithFlags(&x.comm_stream, cudaStreamNonBlocking), "stream");
+	die_cublas(cublasCreate(&x.blas), "cublasCreate");
+	die_cublas(cublasSetStream(x.blas, x.compute), "cublasSetStream");
+	die_cuda(cudaMalloc(&x.a, mbytes), "cudaMalloc A");
+	die_cuda(cudaMalloc(&x.b, mbytes), "cudaMalloc B");
+	die_cuda(cudaMalloc(&x.c, mbytes), "cudaMalloc C");
+	die_cuda(cudaMalloc(&x.sbuf, sbytes), "cudaMalloc send");
+	die_cuda(cudaMalloc(&x.rbuf, rbytes), "cudaMalloc recv");
+	die_cuda(cudaMalloc((void **)&x.bar, sizeof(float)), "cudaMalloc barrier");
+	die_cuda(cudaMemset(x.bar, 0, sizeof(float)), "barrier word");
+	if (o->registered) {
+		die_nccl(ncclCommRegister(x.comm, x.sbuf, sbytes, &sreg), "ncclCommRegister");
+		die_nccl(ncclCommRegister(x.comm, x.rbuf, rbytes, &rreg), "ncclCommRegister");
+	}
+	fill_matrices(&x);
+	bench_fill(&pat, rank, host, x.shape.send_count);
+	die_cuda(cudaMemcpy(x.sbuf, host, sbytes, cudaMemcpyHostToDevice), "fill send");
+	for (int i = 0; i < 6; i++)
+		die_cuda(cudaEventCreate(&ev[i]), "cudaEventCreate");
+
+	/* Warm-up: cuBLAS picks its kernel, NCCL connects. */
+	gemm(&x);
+	coll(&x);
+	coll(&x);
+	die_cuda(cudaDeviceSynchronize(), "warm-up");
+
+	/* Each alone. */
+	barrier(&x);
+	die_cuda(cudaEventRecord(ev[0], x.compute), "record");
+	for (int i = 0; i < o->ngemm; i++)
+		gemm(&x);
+	die_cuda(cudaEventRecord(ev[1], x.compute), "record");
+	die_cuda(cudaStreamSynchronize(x.compute), "gemm alone");
+	res.gemm_alone_ms = elapsed_ms(ev[0], ev[1]);
+	barrier(&x);
+	die_cuda(cudaEventRecord(ev[0], x.comm_stream), "record");
+	for (int i = 0; i < o->ncoll; i++)
+		coll(&x);
+	die_cuda(cudaEventRecord(ev[1], x.comm_stream), "record");
+	die_cuda(cudaStreamSynchronize(x.comm_stream), "collectives alone");
+	res.coll_alone_ms = elapsed_ms(ev[0], ev[1]);
+
+	/* Together: both streams wait on one start event. */
+	die_cuda(cudaMemsetAsync(x.rbuf, 0xff, rbytes, x.comm_stream), "poison");
+	barrier(&x);
+	die_cuda(cudaEventRecord(ev[2], x.compute), "record");
+	die_cuda(cudaStreamWaitEvent(x.comm_stream, ev[2], 0), "wait");
+	for (int i = 0; i < o->ngemm; i++)
+		gemm(&x);
+	for (int i = 0; i < o->ncoll; i++)
+		coll(&x);
+	die_cuda(cudaEventRecord(ev[3], x.compute), "record");
+	die_cuda(cudaEventRecord(ev[4], x.comm_stream), "record");
+	die_cuda(cudaDeviceSynchronize(), "overlapped batch");
+	res.gemm_ovl_ms = elapsed_ms(ev[2], ev[3]);
+	res.coll_ovl_ms = elapsed_ms(ev[2], ev[4]);
+	res.makespan_ms = res.gemm_ovl_ms > res.coll_ovl_ms ? res.gemm_ovl_ms : res.coll_ovl_ms;
+
+	die_cuda(cudaMemcpy(host, x.rbuf, rbytes, cudaMemcpyDeviceToHost), "read result");
+	res.errors = bench_check(&pat, o->op, rank, host, &x.shape, 1);
+
+	if (o->registered) {
+		die_nccl(ncclCommDeregister(x.comm, sreg), "ncclCommDeregister");
+		die_nccl(ncclCommDeregister(x.comm, rreg), "ncclCommDeregister");
+	}
+	die_nccl(ncclCommDestroy(x.comm), "ncclCommDestroy");
+	for (int i = 0; i < 6; i++)
+		cudaEventDestroy(ev[i]);
+	cublasDestroy(x.blas);
+	cudaFree(x.a);
+	cudaFree(x.b);
+	cudaFree(x.c);
+	cudaFree(x.sbuf);
+	cudaFree(x.rbuf);
+	cudaFree(x.bar);
+	bench_pattern_free(&pat);
+	free(host);
+	return write(out_fd, &res, sizeof(res)) == (ssize_t)sizeof(res) ? 0 : 7;
+}
+
+static void config_env(const struct ovl_opts *o, int config)
+{
+	if (config == CFG_NATIVE) {
+		unsetenv("NCCL_NET_PLUGIN");
+		unsetenv("NCCL_NET");
+		unsetenv("NCCL_P2P_DISABLE");
+		unsetenv("NCCL_SHM_DISABLE");
+		return;
+	}
+	setenv("NCCL_NET_PLUGIN", "symmem", 1);
+	setenv("NCCL_NET", "symmem", 1);
+	setenv("NCCL_P2P_DISABLE", "1", 1);
+	setenv("NCCL_SHM_DISABLE", "1", 1);
+	if (config == CFG_PASS_SM)
+		setenv("NCCL_PASS_SM", "1", 1);
+	for (int i = 0; i < o->nextra; i++)
+		putenv(o->extra_env[i]);
+}
+
+/* Forks the ranks of one configuration; returns how many failed. */
+static int run_config(const struct ovl_opts *o, int config, int out_fd)
+{
+	pid_t pids[64];
+	int idpipe[2], left = o->nranks, failed = 0;
+	struct timespec ts;
+	ncclUniqueId id;
+	double deadline;
+
+	if (pipe(idpipe) != 0)
+		return o->nranks;
+	for (int r = 0; r < o->nranks; r++) {
+		pids[r] = fork();
+		if (pids[r] == 0) {
+			config_env(o, config);
+			if (r == 0) {
+				if (ncclGetUniqueId(&id) != ncclSuccess)
+					_exit(2);
+				for (int k = 1; k < o->nranks; k++)
+					if (write(idpipe[1], &id, sizeof(id)) != sizeof(id))
+						_exit(2);
+			} else if (read(idpipe[0], &id, sizeof(id)) != sizeof(id)) {
+				_exit(2);
+			}
+			_exit(rank_main(o, config, r, id, out_fd));
+		}
+	}
+	close(idpipe[0]);
+	close(idpipe[1]);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	deadline = (double)ts.tv_sec + o->timeout;
+	while (left > 0) {
+		int status;
+		pid_t p = waitpid(-1, &status, WNOHANG);
+
+		if (p > 0) {
+			left--;
+			failed += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+			continue;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		if ((double)ts.tv_sec > deadline) {
+			fprintf(stderr, "%s: no result after %.0f s, killing the ranks\n",
+				config_names[config], o->timeout);
+			for (int r = 0; r < o->nranks; r++)
+				kill(pids[r], SIGKILL);
+			while (waitpid(-1, NULL, 0) > 0)
+				;
+			return failed + left;
+		}
+		usleep(20000);
+	}
+	return failed;
+}
+
+static int count_gpus(void)
+{
+	int n = 0;
+
+	/* Asked in a child: the parent must not hold a CUDA context when it
+	 * forks the ranks. */
+	int fds[2];
+	pid_t p;
+
+	if (pipe(fds) != 0)
+		return 0;
+	p = fork();
+	if (p == 0) {
+		if (cudaGetDeviceCount(&n) != cudaSuccess)
+			n = 0;
+		_exit(write(fds[1], &n, sizeof(n)) == sizeof(n) ? 0 : 1);
+	}
+	if (read(fds[0], &n, sizeof(n)) != sizeof(n))
+		n = 0;
+	waitpid(p, NULL, 0);
+	close(fds[0]);
+	close(fds[1]);
+	return n;
+}
+
+static void usage(const char *argv0)
+{
+	fprintf(stderr, "usage: %s [-n ranks] [-o op] [-b bytes] [-g gemms] [-c collectives] "
+		"[-d dim] [-R] [-C native,plugin,passsm] [-E NAME=VALUE] [-t seconds]\n", argv0);
+	exit(2);
+}
+
+static int parse_configs(char *s, int *cfg)
+{
+	memset(cfg, 0, sizeof(int) * CFG_COUNT);
+	for (char *save = NULL, *t = strtok_r(s, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(t, "native"))
+			cfg[CFG_NATIVE] = 1;
+		else if (!strcmp(t, "plugin"))
+			cfg[CFG_PLUGIN] = 1;
+		else if (!strcmp(t, "passsm"))
+			cfg[CFG_PASS_SM] = 1;
+		else
+			return -1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct ovl_opts o = {
+		.op = OP_ALLGATHER, .bytes = 128u << 20, .ngemm = 20, .ncoll = 10, .dim = 8192,
+		.configs = { 1, 1, 1 }, .timeout = 300,
+	};
+	struct ovl_result all[CFG_COUNT][64];
+	struct bench_shape shape;
+	struct ovl_result rec;
+	FILE *results;
+	int opt, failed = 0;
+	double native_makespan = 0;
+
+	memset(all, 0, sizeof(all));
+	while ((opt = getopt(argc, argv, "n:o:b:g:c:d:RC:E:t:")) != -1) {
+		switch (opt) {
+		case 'n': o.nranks = atoi(optarg); break;
+		case 'o':
+			o.op = -1;
+			for (int k = 0; k < OP_COUNT; k++)
+				if (!strcmp(optarg, bench_op_name(k)))
+					o.op = k;
+			if (o.op < 0)
+				usage(argv[0]);
+			break;
+		case 'b': o.bytes = strtoull(optarg, NULL, 0); break;
+		case 'g': o.ngemm = atoi(optarg); break;
+		case 'c': o.ncoll = atoi(optarg); break;
+		case 'd': o.dim = atoi(optarg); break;
+		case 'R': o.registered = 1; break;
+		case 'C': if (parse_configs(optarg, o.configs)) usage(argv[0]); break;
+		case 'E':
+			if (o.nextra == 16 || !strchr(optarg, '='))
+				usage(argv[0]);
+			o.extra_env[o.nextra++] = optarg;
+			break;
+		case 't': o.timeout = atof(optarg); break;
+		default: usage(argv[0]);
+		}
+	}
+	if (o.nranks <= 0)
+		o.nranks = count_gpus();
+	if (o.nranks < 2 || o.nranks > 64 || o.ngemm < 1 || o.ncoll < 1 || o.dim < 256) {
+		fprintf(stderr, "need 2-64 GPUs, at least one GEMM and one collective\n");
+		return 2;
+	}
+	if (!bench_shape(o.op, o.nranks, 4, o.bytes, &shape)) {
+		fprintf(stderr, "%zu bytes do not divide into %d ranks for %s\n", o.bytes, o.nranks,
+			bench_op_name(o.op));
+		return 2;
+	}
+	results = tmpfile();
+	if (!results)
+		return 2;
+	for (int c = 0; c < CFG_COUNT; c++)
+		if (o.configs[c])
+			failed += run_config(&o, c, fileno(results));
+	rewind(results);
+	while (fread(&rec, sizeof(rec), 1, results) == 1)
+		if (rec.config >= 0 && rec.config < CFG_COUNT && rec.rank >= 0 && rec.rank < o.nranks)
+			all[rec.config][rec.rank] = rec;
+
+	printf("# overlap: %s of %zu B%s, %d ranks, %d GEMMs of %d^3 bf16 and %d collectives "
+	       "started together\n", bench_op_name(o.op), o.bytes,
+	       o.registered ? " (registered buffers)" : "", o.nranks, o.ngemm, o.dim, o.ncoll);
+	printf("# %-15s %9s %9s %8s %10s %10s %6s %11s %9s %6s\n", "config", "gemm_TF", "gemm_TF",
+	       "gemm", "busbw", "busbw", "busbw", "makespan", "makespan", "errors");
+	printf("# %-15s %9s %9s %8s %10s %10s %6s %11s %9s %6s\n", "", "alone", "overlap",
+	       "slowdown", "alone", "overlap", "kept", "ms", "/native", "");
+	for (int c = 0; c < CFG_COUNT; c++) {
+		struct ovl_result w = { 0 };
+		uint64_t errors = 0;
+		int ranks = 0;
+		double flops, gemm_a, gemm_o, bw_a, bw_o;
+
+		if (!o.configs[c])
+			continue;
+		/* The slowest rank's times. */
+		for (int r = 0; r < o.nranks; r++) {
+			const struct ovl_result *x = &all[c][r];
+
+			if (x->gemm_alone_ms <= 0)
+				continue;
+			ranks++;
+			errors += x->errors;
+			w.gemm_alone_ms = x->gemm_alone_ms > w.gemm_alone_ms ? x->gemm_alone_ms : w.gemm_alone_ms;
+			w.coll_alone_ms = x->coll_alone_ms > w.coll_alone_ms ? x->coll_alone_ms : w.coll_alone_ms;
+			w.gemm_ovl_ms = x->gemm_ovl_ms > w.gemm_ovl_ms ? x->gemm_ovl_ms : w.gemm_ovl_ms;
+			w.coll_ovl_ms = x->coll_ovl_ms > w.coll_ovl_ms ? x->coll_ovl_ms : w.coll_ovl_ms;
+			w.makespan_ms = x->makespan_ms > w.makespan_ms ? x->makespan_ms : w.makespan_ms;
+		}
+		if (ranks != o.nranks) {
+			printf("  %-15s incomplete: %d of %d ranks reported\n", config_names[c], ranks,
+			       o.nranks);
+			failed++;
+			continue;
+		}
+		if (c == CFG_NATIVE)
+			native_makespan = w.makespan_ms;
+		flops = 2.0 * (double)o.dim * (double)o.dim * (double)o.dim * o.ngemm;
+		gemm_a = flops / (w.gemm_alone_ms * 1e-3) / 1e12;
+		gemm_o = flops / (w.gemm_ovl_ms * 1e-3) / 1e12;
+		bw_a = (double)o.bytes * shape.bus_factor * o.ncoll / (w.coll_alone_ms * 1e-3) / 1e9;
+		bw_o = (double)o.bytes * shape.bus_factor * o.ncoll / (w.coll_ovl_ms * 1e-3) / 1e9;
+		printf("  %-15s %9.1f %9.1f %8.3f %10.1f %10.1f %6.3f %11.2f %9.3f %6llu\n",
+		       config_names[c], gemm_a, gemm_o, w.gemm_ovl_ms / w.gemm_alone_ms, bw_a, bw_o,
+		       bw_o / bw_a, w.makespan_ms, native_makespan > 0 ? w.makespan_ms / native_makespan : 0.0,
+		       (unsigned long long)errors);
+		printf("CSV,%s,%zu,%d,%s,%.2f,%.2f,%.2f,%.2f,%.3f,%llu\n", bench_op_name(o.op), o.bytes,
+		       o.registered, config_names[c], gemm_a, gemm_o, bw_a, bw_o, w.makespan_ms,
+		       (unsigned long long)errors);
+		failed += errors != 0;
+	}
+	printf("overlap: %s\n", failed ? "FAIL" : "PASS");
+	return failed ? 1 : 0;
+}
