@@ -5,10 +5,12 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe]   (full: sizes to 1 GiB;
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        perf: registered-buffer and copy-splitting variants, large sizes;
-#        probe: graph replays with a sync between, registered sendrecv statistics)
+#        probe: graph replays with a sync between, registered sendrecv statistics;
+#        paths: five ops on each data path (DMA_ENABLE=0, DIRECT_PATH=0,
+#        CUMEM_ENABLE=0) and CYCLES (200) communicator create/destroy cycles)
 #        NRANKS=n uses the first n GPUs (default: all).
 #        SKIP_GRAPH=1 leaves out the CUDA-graph runs.
 #        PHASE_TIMEOUT (s) per phase; a phase past it has its ranks' stacks
@@ -42,14 +44,15 @@ bench() {
 		echo "FAILED: $name"; tail -5 "$OUT/logs/$name/stderr.txt"; fail=1
 	fi
 	{ echo "## $name: nccl_bench $*"; cat "$OUT/logs/$name/table.txt"; echo; } >>"$OUT/tables.txt"
-	grep -E 'nccl_bench:' "$OUT/logs/$name/table.txt"
-	prove "$name"
+	grep -E 'nccl_bench:|^leak' "$OUT/logs/$name/table.txt"
+	prove "$name" "${PROVE:-gdr}"
 }
 
 # Every plugin process: the plugin in use, channels via NET/symmem with
-# GDRDMA, nothing via P2P/SHM/another net.
+# GDRDMA (unless the run is host-memory only: prove NAME nogdr), nothing via
+# P2P/SHM/another net.
 prove() {
-	local dir="$OUT/logs/$1" n=0
+	local dir="$OUT/logs/$1" gdr=${2:-gdr} n=0
 	for log in "$dir"/nccl.*.log; do
 		[ -e "$log" ] || continue
 		grep -q 'Using network symmem' "$log" || continue
@@ -57,7 +60,7 @@ prove() {
 		if grep -E 'via (P2P|SHM)|via NET/(Socket|IB)' "$log" | head -2 | grep .; then
 			echo "traffic outside NET/symmem in $log"; fail=1
 		fi
-		if grep 'via NET/symmem' "$log" | grep -vq 'GDRDMA'; then
+		if [ "$gdr" = gdr ] && grep 'via NET/symmem' "$log" | grep -vq 'GDRDMA'; then
 			echo "a channel without GPUDirect in $log:"; grep 'via NET/symmem' "$log" | grep -v GDRDMA | head -2
 			fail=1
 		fi
@@ -78,6 +81,19 @@ if [ "$MODE" = debug ]; then
 	bench chan16 -E NCCL_MIN_NCHANNELS=16 -o all_reduce -b 65536 -e 1048576 -c none -i 5
 	bench registered-graph -R -G -o sendrecv,alltoall -b 1048576 -e 16777216 -c none -i 5
 	bench tcp -E NCCL_SYMMEM_BACKEND=tcp -o all_reduce,sendrecv -b 8 -e 16777216 -c none -i 3
+	finish
+fi
+
+# Issue 5: the same five ops on every data path, and communicator cycles.
+if [ "$MODE" = paths ]; then
+	P="-o all_reduce,all_gather,reduce_scatter,alltoall,sendrecv -b 8 -e 268435456 -c none -i 10"
+	bench path-default $P
+	PROVE=nogdr bench path-dma0 $P -E NCCL_DMA_ENABLE=0
+	bench path-direct0 $P -E NCCL_DIRECT_PATH=0
+	bench path-cumem0 $P -E NCCL_CUMEM_ENABLE=0
+	bench leak -L "${CYCLES:-200}" -o all_reduce,sendrecv -b 1048576 -e 1048576 -c none \
+		-E NCCL_CUMEM_MONITOR=1
+	grep -h "at finalize" "$OUT"/logs/leak/nccl.*.log | tail -4
 	finish
 fi
 

@@ -47,6 +47,7 @@ struct bench_opts {
 	int iters, warmup;
 	int graph;			/* capture each op into a CUDA graph */
 	int graph_sync;			/* synchronize after each graph replay */
+	int cycles;			/* -L: communicator create/destroy cycles instead of the matrix */
 	int registered;			/* ncclCommRegister the buffers */
 	int phases[PHASE_COUNT];
 	struct bench_case cases[MAX_CASES];

@@ -13,6 +13,10 @@
  *     alltoall,sendrecv, or "all".  -c: comma list of dtype:redop checked
  *     at three sizes besides the timed float sums ("none" for no extra).
  * -G: capture each op into a CUDA graph.  -R: ncclCommRegister the buffers.
+ * -L N: instead of the matrix, N communicators split off the first, each
+ *     running the selected ops once at the first size (checked) and then
+ *     destroyed; every rank prints device memory and RSS after the first
+ *     and the last cycle.
  * -E: extra variables for the plugin phase only.  Exit status 0 only when
  * every element of every run in every phase was correct. */
 #include <errno.h>
@@ -36,7 +40,7 @@ static void usage(const char *argv0)
 {
 	fprintf(stderr, "usage: %s [-n ranks] [-b min] [-e max] [-f factor] [-o ops] [-i iters] "
 		"[-w warmup] [-G [-Y]] [-R] [-m both|native|plugin] [-c dtype:redop,...] [-P plugin] "
-		"[-E NAME=VALUE] [-t seconds] [-S stack-dir]\n", argv0);
+		"[-E NAME=VALUE] [-t seconds] [-S stack-dir] [-L cycles]\n", argv0);
 	exit(2);
 }
 
@@ -363,7 +367,7 @@ int main(int argc, char **argv)
 
 	parse_ops("all", o.ops);
 	parse_cases(default_cases, &o);
-	while ((opt = getopt(argc, argv, "n:b:e:f:o:i:w:GYRm:c:P:E:t:S:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:b:e:f:o:i:w:GYRm:c:P:E:t:S:L:")) != -1) {
 		switch (opt) {
 		case 'n': o.nranks = atoi(optarg); break;
 		case 'b': min = strtoull(optarg, NULL, 0); break;
@@ -388,6 +392,7 @@ int main(int argc, char **argv)
 			break;
 		case 't': o.timeout = atof(optarg); break;
 		case 'S': o.stack_dir = optarg; break;
+		case 'L': o.cycles = atoi(optarg); break;
 		default: usage(argv[0]);
 		}
 	}

@@ -148,6 +148,70 @@ static void one(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop, size_t
 	report(c, op, dtype, redop, bytes, timed, us, errors);
 }
 
+static long rss_kib(void)
+{
+	long pages = 0, resident = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+		resident = -1;
+	fclose(f);
+	return resident < 0 ? -1 : resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* -L: communicators made (split from the first) and destroyed over and
+ * over, each running every selected op once at the first size, checked.
+ * Device memory and RSS after the first cycle and after the last show
+ * what a cycle leaks. */
+static void leak_cycles(struct rank_ctx *c)
+{
+	ncclComm_t parent = c->comm;
+	size_t free0 = 0, free1 = 0, total = 0;
+	long rss0 = 0, rss1;
+
+	for (int i = 0; i < c->o->cycles; i++) {
+		NCCL_OK(ncclCommSplit(parent, 0, c->rank, &c->comm, NULL));
+		for (int op = 0; op < OP_COUNT; op++)
+			if (c->o->ops[op])
+				one(c, op, 0, ncclSum, c->o->sizes[0], 0);
+		NCCL_OK(ncclCommDestroy(c->comm));
+		if (i == 0) {
+			CUDA_OK(cudaMemGetInfo(&free0, &total));
+			rss0 = rss_kib();
+		}
+	}
+	CUDA_OK(cudaMemGetInfo(&free1, &total));
+	rss1 = rss_kib();
+	printf("leak rank %d: %d communicator cycles; after cycle 1 and after cycle %d: device free "
+	       "%.1f -> %.1f MiB (%+.1f), RSS %ld -> %ld KiB (%+ld)\n", c->rank, c->o->cycles,
+	       c->o->cycles, free0 / 1048576.0, free1 / 1048576.0,
+	       ((double)free1 - (double)free0) / 1048576.0, rss0, rss1, rss1 - rss0);
+	c->comm = parent;
+}
+
+/* The whole matrix: every selected op at every size, then the extra
+ * data types and reductions at three sizes. */
+static void matrix(struct rank_ctx *c)
+{
+	for (int op = 0; op < OP_COUNT; op++) {
+		if (!c->o->ops[op])
+			continue;
+		for (int i = 0; i < c->o->nsizes; i++)
+			one(c, op, 0, ncclSum, c->o->sizes[i], 1);
+		for (int k = 0; k < c->o->ncases; k++) {
+			int reducing = op == OP_ALLREDUCE || op == OP_REDUCE || op == OP_REDUCESCATTER;
+
+			/* Moving ops ignore the reduction: one check per type. */
+			if (!reducing && c->o->cases[k].redop != ncclSum)
+				continue;
+			for (int i = 0; i < 3; i++)
+				one(c, op, c->o->cases[k].dtype, c->o->cases[k].redop, c->o->case_sizes[i], 0);
+		}
+	}
+}
+
 int bench_rank_main(const struct bench_opts *o, int phase, int rank, ncclUniqueId id, int out_fd)
 {
 	struct rank_ctx c = { .o = o, .rank = rank, .phase = phase, .out_fd = out_fd };
@@ -172,21 +236,10 @@ int bench_rank_main(const struct bench_opts *o, int phase, int rank, ncclUniqueI
 		NCCL_OK(ncclCommRegister(c.comm, c.sbuf, c.cap, &sreg));
 		NCCL_OK(ncclCommRegister(c.comm, c.rbuf, c.cap, &rreg));
 	}
-	for (int op = 0; op < OP_COUNT; op++) {
-		if (!o->ops[op])
-			continue;
-		for (int i = 0; i < o->nsizes; i++)
-			one(&c, op, 0, ncclSum, o->sizes[i], 1);
-		for (int k = 0; k < o->ncases; k++) {
-			int reducing = op == OP_ALLREDUCE || op == OP_REDUCE || op == OP_REDUCESCATTER;
-
-			/* Moving ops ignore the reduction: one check per type. */
-			if (!reducing && o->cases[k].redop != ncclSum)
-				continue;
-			for (int i = 0; i < 3; i++)
-				one(&c, op, o->cases[k].dtype, o->cases[k].redop, o->case_sizes[i], 0);
-		}
-	}
+	if (o->cycles)
+		leak_cycles(&c);
+	else
+		matrix(&c);
 	if (o->registered) {
 		NCCL_OK(ncclCommDeregister(c.comm, sreg));
 		NCCL_OK(ncclCommDeregister(c.comm, rreg));
