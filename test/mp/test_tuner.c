@@ -9,6 +9,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,17 +106,104 @@ static void single_rank_untouched(void **state)
 	assert_int_equal(t4->destroy(ctx), ncclSuccess);
 }
 
-int main(void)
+/* Every decision over 1-64 ranks on 1-8 nodes, each collective and a size
+ * sweep, one line each, through the v5 table as NCCL 2.28 calls it. */
+static void decisions(FILE *out)
+{
+	static const size_t ranks[] = { 1, 2, 3, 4, 8, 16, 32, 64 };
+	static const size_t nodes[] = { 1, 2, 4, 8 };
+	static const size_t sizes[] = { 0, 8, 65536, 1048576, 67108864, 1073741824 };
+	static const char *const colls[] = { "broadcast", "reduce", "all_gather", "reduce_scatter",
+					     "all_reduce" };
+	ncclTuner_v5_t *t = dlsym(lib, "ncclTunerPlugin_v5");
+
+	for (size_t n = 0; n < sizeof(nodes) / sizeof(nodes[0]); n++) {
+		for (size_t r = 0; r < sizeof(ranks) / sizeof(ranks[0]); r++) {
+			void *ctx = NULL;
+
+			if (ranks[r] < nodes[n] || ranks[r] % nodes[n])
+				continue;
+			if (t->init(&ctx, 1, ranks[r], nodes[n], harness_logger, NULL, NULL) != ncclSuccess) {
+				fprintf(out, "%zu ranks %zu nodes: init failed\n", ranks[r], nodes[n]);
+				continue;
+			}
+			for (int coll = 0; coll < 5; coll++) {
+				for (size_t b = 0; b < sizeof(sizes) / sizeof(sizes[0]); b++) {
+					float table[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
+					float orig[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
+					float *rows = &table[0][0];
+					int nch = 0;
+					ncclResult_t rc;
+
+					fill_table(table);
+					memcpy(orig, table, sizeof(table));
+					rc = t->getCollInfo(ctx, (ncclFunc_t)coll, sizes[b], 1,
+							    (float **)(void *)&rows, NCCL_NUM_ALGORITHMS,
+							    NCCL_NUM_PROTOCOLS, 0, &nch);
+					fprintf(out, "%zu ranks %zu nodes %s %zu B: rc %d channels %d, cost "
+						"table %s\n", ranks[r], nodes[n], colls[coll], sizes[b],
+						(int)rc, nch,
+						memcmp(table, orig, sizeof(table)) ? "CHANGED" : "kept");
+				}
+			}
+			t->finalize(ctx);
+		}
+	}
+}
+
+/* The decisions match the reviewed golden file named by $GOLDEN
+ * (test/mp/golden/; scripts/tuner_golden.sh rewrites them after a policy
+ * change, and the diff is what a reviewer reads). */
+static void golden(void **state)
+{
+	const char *path = getenv("GOLDEN");
+	char *got = NULL, *want = NULL;
+	size_t got_len = 0, want_len = 0;
+	FILE *g, *w;
+
+	(void)state;
+	assert_non_null(path);
+	g = open_memstream(&got, &got_len);
+	assert_non_null(g);
+	decisions(g);
+	fclose(g);
+	w = fopen(path, "r");
+	if (!w)
+		fail_msg("cannot read golden file %s", path);
+	want = malloc(got_len + 2);
+	assert_non_null(want);
+	want_len = fread(want, 1, got_len + 1, w);
+	fclose(w);
+	if (want_len != got_len || memcmp(want, got, got_len)) {
+		size_t i = 0;
+
+		while (i < got_len && i < want_len && got[i] == want[i])
+			i++;
+		fail_msg("tuner decisions differ from %s at byte %zu: got \"%.80s\"", path, i,
+			 got + (i > 20 ? i - 20 : 0));
+	}
+	free(got);
+	free(want);
+}
+
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(check_v5),
 		cmocka_unit_test(check_v4_v3),
 		cmocka_unit_test(single_rank_untouched),
+		cmocka_unit_test(golden),
 	};
 	const char *e = getenv("EXPECT_CHANNELS");
 
 	lib = harness_open();
-	if (!lib || !e)
+	if (!lib)
+		return 1;
+	if (argc > 1 && !strcmp(argv[1], "--print")) {
+		decisions(stdout);
+		return 0;
+	}
+	if (!e)
 		return 1;
 	expect_channels = atoi(e);
 	return cmocka_run_group_tests(tests, NULL, NULL);
