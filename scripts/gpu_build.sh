@@ -26,7 +26,8 @@ gpu_build() {
 # nccl_overlap (cuBLAS), after gpu_build.
 gpu_build_overlap() {
 	local log=$1
-	$GPU_CC test/nccl/overlap.c test/nccl/bench_data.c test/nccl/bench_issue.c $GPU_LD \
+	$GPU_CC test/nccl/overlap.c test/nccl/bench_data.c test/nccl/bench_issue.c \
+		test/nccl/bench_fork.c $GPU_LD \
 		-lcublas -lcudart -lm -o build-gpu/nccl_overlap >>"$log" 2>&1 ||
 		{ tail -30 "$log"; return 1; }
 }

@@ -119,4 +119,26 @@ ncclResult_t bench_issue(ncclComm_t comm, cudaStream_t stream, int op, int dtype
 
 int bench_rank_main(const struct bench_opts *o, int phase, int rank, ncclUniqueId id, int out_fd);
 
+/* bench_fork.c: one process per GPU. */
+#include <sys/types.h>
+
+struct bench_fork {
+	int nranks;
+	double timeout;			/* seconds until every rank is killed */
+	const char *label;		/* names the phase in messages */
+	void *arg;
+	void (*prepare)(void *arg, int rank);	/* in the child, before NCCL runs */
+	int (*run)(void *arg, int rank, ncclUniqueId id);	/* the child's exit status */
+	void (*hung)(void *arg, const pid_t *pids);	/* at the deadline, or NULL */
+};
+
+/* Forks the ranks, hands them rank 0's NCCL id and waits; returns how many
+ * failed (a killed rank counts). */
+int bench_fork_ranks(const struct bench_fork *f);
+/* GPUs visible, asked in a child so the caller stays CUDA-free; -1 on error. */
+int bench_count_gpus(void);
+/* Routes NCCL through the plugin (NCCL_NET_PLUGIN=plugin, NCCL_NET=symmem,
+ * P2P and SHM off) or clears those variables for native runs. */
+void bench_route_env(int through_plugin, const char *plugin);
+
 #endif

@@ -20,8 +20,6 @@
  * -E: extra variables for the plugin phase only.  Exit status 0 only when
  * every element of every run in every phase was correct. */
 #include <errno.h>
-#include <execinfo.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,54 +99,12 @@ static int parse_cases(const char *s, struct bench_opts *o)
 	return 0;
 }
 
-static int count_gpus(void)
-{
-	int fds[2], n = 0;
-	pid_t pid;
-
-	/* In a child: CUDA must not be initialised in the parent before fork. */
-	if (pipe(fds) != 0)
-		return -1;
-	pid = fork();
-	if (pid == 0) {
-		cudaGetDeviceCount(&n);
-		_exit(write(fds[1], &n, sizeof(n)) == sizeof(n) ? 0 : 1);
-	}
-	if (read(fds[0], &n, sizeof(n)) != sizeof(n))
-		n = -1;
-	waitpid(pid, NULL, 0);
-	close(fds[0]);
-	close(fds[1]);
-	return n;
-}
-
-static void crash_handler(int sig)
-{
-	void *frames[64];
-	int n = backtrace(frames, 64);
-
-	fprintf(stderr, "rank process %d: signal %d, backtrace:\n", (int)getpid(), sig);
-	backtrace_symbols_fd(frames, n, 2);
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
 static void phase_env(const struct bench_opts *o, int phase)
 {
-	static const char *routing[] = { "NCCL_NET_PLUGIN", "NCCL_NET", "NCCL_P2P_DISABLE",
-					 "NCCL_SHM_DISABLE" };
-
-	if (phase == PHASE_NATIVE) {
-		for (size_t i = 0; i < sizeof(routing) / sizeof(routing[0]); i++)
-			unsetenv(routing[i]);
-		return;
-	}
-	setenv("NCCL_NET_PLUGIN", o->plugin, 1);
-	setenv("NCCL_NET", "symmem", 1);
-	setenv("NCCL_P2P_DISABLE", "1", 1);
-	setenv("NCCL_SHM_DISABLE", "1", 1);
-	for (int i = 0; i < o->nplugin_env; i++)
-		putenv(o->plugin_env[i]);
+	bench_route_env(phase == PHASE_PLUGIN, o->plugin);
+	if (phase == PHASE_PLUGIN)
+		for (int i = 0; i < o->nplugin_env; i++)
+			putenv(o->plugin_env[i]);
 }
 
 /* A hung phase is only worth its time with the ranks' stacks: every
@@ -173,77 +129,45 @@ static void dump_stacks(const struct bench_opts *o, int phase, const pid_t *pids
 		fprintf(stderr, "stack dump failed\n");
 }
 
+struct phase_run {
+	const struct bench_opts *o;
+	int phase, out_fd;
+};
+
+static void phase_prepare(void *arg, int rank)
+{
+	const struct phase_run *p = arg;
+
+	(void)rank;
+	phase_env(p->o, p->phase);
+}
+
+static int phase_rank(void *arg, int rank, ncclUniqueId id)
+{
+	const struct phase_run *p = arg;
+
+	return bench_rank_main(p->o, p->phase, rank, id, p->out_fd);
+}
+
+static void phase_hung(void *arg, const pid_t *pids)
+{
+	const struct phase_run *p = arg;
+
+	dump_stacks(p->o, p->phase, pids);
+}
+
 /* Forks the ranks of one phase and waits for them, killing them all at
  * the deadline.  Returns how many ranks failed. */
 static int run_phase(const struct bench_opts *o, int phase, int out_fd)
 {
-	pid_t pids[64];
-	int idpipe[2], failed = 0, left = o->nranks;
-	ncclUniqueId id;
-	double deadline;
-	struct timespec ts;
+	struct phase_run p = { .o = o, .phase = phase, .out_fd = out_fd };
+	struct bench_fork f = {
+		.nranks = o->nranks, .timeout = o->timeout, .arg = &p,
+		.label = phase == PHASE_NATIVE ? "native phase" : "plugin phase",
+		.prepare = phase_prepare, .run = phase_rank, .hung = phase_hung,
+	};
 
-	if (pipe(idpipe) != 0)
-		return o->nranks;
-	for (int r = 0; r < o->nranks; r++) {
-		int to_rank[2];
-
-		if (pipe(to_rank) != 0)
-			return o->nranks;
-		pids[r] = fork();
-		if (pids[r] == 0) {
-			setvbuf(stdout, NULL, _IOLBF, 0);
-			signal(SIGSEGV, crash_handler);
-			signal(SIGBUS, crash_handler);
-			signal(SIGABRT, crash_handler);
-			phase_env(o, phase);
-			if (r == 0) {
-				if (ncclGetUniqueId(&id) != ncclSuccess ||
-				    write(idpipe[1], &id, sizeof(id)) != sizeof(id))
-					_exit(2);
-			} else if (read(to_rank[0], &id, sizeof(id)) != sizeof(id)) {
-				_exit(2);
-			}
-			_exit(bench_rank_main(o, phase, r, id, out_fd));
-		}
-		if (r == 0 && read(idpipe[0], &id, sizeof(id)) != sizeof(id))
-			return o->nranks;
-		if (r > 0 && write(to_rank[1], &id, sizeof(id)) != sizeof(id))
-			return o->nranks;
-		close(to_rank[0]);
-		close(to_rank[1]);
-	}
-	close(idpipe[0]);
-	close(idpipe[1]);
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	deadline = (double)ts.tv_sec + o->timeout;
-	while (left > 0) {
-		int status;
-		pid_t p = waitpid(-1, &status, WNOHANG);
-
-		if (p > 0) {
-			left--;
-			if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-				fprintf(stderr, "%s phase: a rank process failed (status 0x%x)\n",
-					phase == PHASE_NATIVE ? "native" : "plugin", status);
-				failed++;
-			}
-			continue;
-		}
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		if ((double)ts.tv_sec > deadline) {
-			fprintf(stderr, "%s phase: no result after %.0f s, killing the ranks\n",
-				phase == PHASE_NATIVE ? "native" : "plugin", o->timeout);
-			dump_stacks(o, phase, pids);
-			for (int r = 0; r < o->nranks; r++)
-				kill(pids[r], SIGKILL);
-			while (waitpid(-1, NULL, 0) > 0)
-				;
-			return failed + left;
-		}
-		usleep(20000);
-	}
-	return failed;
+	return bench_fork_ranks(&f);
 }
 
 /* The slowest rank's time and all ranks' errors for one run. */
@@ -400,7 +324,7 @@ int main(int argc, char **argv)
 		usage(argv[0]);
 	add_sizes(&o, min, max, factor);
 	if (o.nranks <= 0)
-		o.nranks = count_gpus();
+		o.nranks = bench_count_gpus();
 	if (o.nranks < 1 || o.nranks > 64) {
 		fprintf(stderr, "no GPUs (or more than 64)\n");
 		return 2;

@@ -12,13 +12,9 @@
  *
  * Not measured here (yet): how many CTAs NCCL launched per collective, and
  * NCCL's own copy-engine collectives (symmetric windows, CTA policy zero). */
-#include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cublas_v2.h>
@@ -253,103 +249,42 @@ static int rank_main(const struct ovl_opts *o, int config, int rank, ncclUniqueI
 	return write(out_fd, &res, sizeof(res)) == (ssize_t)sizeof(res) ? 0 : 7;
 }
 
-static void config_env(const struct ovl_opts *o, int config)
+struct config_run {
+	const struct ovl_opts *o;
+	int config, out_fd;
+};
+
+static void config_prepare(void *arg, int rank)
 {
-	if (config == CFG_NATIVE) {
-		unsetenv("NCCL_NET_PLUGIN");
-		unsetenv("NCCL_NET");
-		unsetenv("NCCL_P2P_DISABLE");
-		unsetenv("NCCL_SHM_DISABLE");
+	const struct config_run *p = arg;
+
+	(void)rank;
+	bench_route_env(p->config != CFG_NATIVE, "symmem");
+	if (p->config == CFG_NATIVE)
 		return;
-	}
-	setenv("NCCL_NET_PLUGIN", "symmem", 1);
-	setenv("NCCL_NET", "symmem", 1);
-	setenv("NCCL_P2P_DISABLE", "1", 1);
-	setenv("NCCL_SHM_DISABLE", "1", 1);
-	if (config == CFG_PASS_SM)
+	if (p->config == CFG_PASS_SM)
 		setenv("NCCL_PASS_SM", "1", 1);
-	for (int i = 0; i < o->nextra; i++)
-		putenv(o->extra_env[i]);
+	for (int i = 0; i < p->o->nextra; i++)
+		putenv(p->o->extra_env[i]);
 }
 
-/* Forks the ranks of one configuration; returns how many failed. */
+static int config_rank(void *arg, int rank, ncclUniqueId id)
+{
+	const struct config_run *p = arg;
+
+	return rank_main(p->o, p->config, rank, id, p->out_fd);
+}
+
+/* One configuration in fresh processes; returns how many ranks failed. */
 static int run_config(const struct ovl_opts *o, int config, int out_fd)
 {
-	pid_t pids[64];
-	int idpipe[2], left = o->nranks, failed = 0;
-	struct timespec ts;
-	ncclUniqueId id;
-	double deadline;
+	struct config_run p = { .o = o, .config = config, .out_fd = out_fd };
+	struct bench_fork f = {
+		.nranks = o->nranks, .timeout = o->timeout, .label = config_names[config],
+		.arg = &p, .prepare = config_prepare, .run = config_rank,
+	};
 
-	if (pipe(idpipe) != 0)
-		return o->nranks;
-	for (int r = 0; r < o->nranks; r++) {
-		pids[r] = fork();
-		if (pids[r] == 0) {
-			config_env(o, config);
-			if (r == 0) {
-				if (ncclGetUniqueId(&id) != ncclSuccess)
-					_exit(2);
-				for (int k = 1; k < o->nranks; k++)
-					if (write(idpipe[1], &id, sizeof(id)) != sizeof(id))
-						_exit(2);
-			} else if (read(idpipe[0], &id, sizeof(id)) != sizeof(id)) {
-				_exit(2);
-			}
-			_exit(rank_main(o, config, r, id, out_fd));
-		}
-	}
-	close(idpipe[0]);
-	close(idpipe[1]);
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	deadline = (double)ts.tv_sec + o->timeout;
-	while (left > 0) {
-		int status;
-		pid_t p = waitpid(-1, &status, WNOHANG);
-
-		if (p > 0) {
-			left--;
-			failed += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
-			continue;
-		}
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		if ((double)ts.tv_sec > deadline) {
-			fprintf(stderr, "%s: no result after %.0f s, killing the ranks\n",
-				config_names[config], o->timeout);
-			for (int r = 0; r < o->nranks; r++)
-				kill(pids[r], SIGKILL);
-			while (waitpid(-1, NULL, 0) > 0)
-				;
-			return failed + left;
-		}
-		usleep(20000);
-	}
-	return failed;
-}
-
-static int count_gpus(void)
-{
-	int n = 0;
-
-	/* Asked in a child: the parent must not hold a CUDA context when it
-	 * forks the ranks. */
-	int fds[2];
-	pid_t p;
-
-	if (pipe(fds) != 0)
-		return 0;
-	p = fork();
-	if (p == 0) {
-		if (cudaGetDeviceCount(&n) != cudaSuccess)
-			n = 0;
-		_exit(write(fds[1], &n, sizeof(n)) == sizeof(n) ? 0 : 1);
-	}
-	if (read(fds[0], &n, sizeof(n)) != sizeof(n))
-		n = 0;
-	waitpid(p, NULL, 0);
-	close(fds[0]);
-	close(fds[1]);
-	return n;
+	return bench_fork_ranks(&f);
 }
 
 static void usage(const char *argv0)
@@ -416,7 +351,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (o.nranks <= 0)
-		o.nranks = count_gpus();
+		o.nranks = bench_count_gpus();
 	if (o.nranks < 2 || o.nranks > 64 || o.ngemm < 1 || o.ncoll < 1 || o.dim < 256) {
 		fprintf(stderr, "need 2-64 GPUs, at least one GEMM and one collective\n");
 		return 2;

@@ -1,0 +1,136 @@
+/* The process side of the GPU drivers: one process per GPU, forked from a
+ * parent that never touches CUDA (so each child may), the NCCL id handed
+ * from rank 0 to the others, a deadline after which every rank is killed,
+ * and a backtrace from any rank that crashes. */
+#include <execinfo.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+int bench_count_gpus(void)
+{
+	int fds[2], n = 0;
+	pid_t pid;
+
+	/* In a child: CUDA must not be initialised in the parent before fork. */
+	if (pipe(fds) != 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		if (cudaGetDeviceCount(&n) != cudaSuccess)
+			n = 0;
+		_exit(write(fds[1], &n, sizeof(n)) == sizeof(n) ? 0 : 1);
+	}
+	if (read(fds[0], &n, sizeof(n)) != sizeof(n))
+		n = -1;
+	waitpid(pid, NULL, 0);
+	close(fds[0]);
+	close(fds[1]);
+	return n;
+}
+
+void bench_route_env(int through_plugin, const char *plugin)
+{
+	static const char *const routing[] = { "NCCL_NET_PLUGIN", "NCCL_NET", "NCCL_P2P_DISABLE",
+					       "NCCL_SHM_DISABLE" };
+
+	if (!through_plugin) {
+		for (size_t i = 0; i < sizeof(routing) / sizeof(routing[0]); i++)
+			unsetenv(routing[i]);
+		return;
+	}
+	setenv("NCCL_NET_PLUGIN", plugin, 1);
+	setenv("NCCL_NET", "symmem", 1);
+	setenv("NCCL_P2P_DISABLE", "1", 1);
+	setenv("NCCL_SHM_DISABLE", "1", 1);
+}
+
+static void crash_handler(int sig)
+{
+	void *frames[64];
+	int n = backtrace(frames, 64);
+
+	fprintf(stderr, "rank process %d: signal %d, backtrace:\n", (int)getpid(), sig);
+	backtrace_symbols_fd(frames, n, 2);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void child(const struct bench_fork *f, int rank, int id_in, int id_out)
+{
+	ncclUniqueId id;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	signal(SIGSEGV, crash_handler);
+	signal(SIGBUS, crash_handler);
+	signal(SIGABRT, crash_handler);
+	f->prepare(f->arg, rank);	/* NCCL reads its environment once */
+	if (rank == 0) {
+		if (ncclGetUniqueId(&id) != ncclSuccess)
+			_exit(2);
+		for (int r = 1; r < f->nranks; r++)
+			if (write(id_out, &id, sizeof(id)) != sizeof(id))
+				_exit(2);
+	} else if (read(id_in, &id, sizeof(id)) != sizeof(id)) {
+		_exit(2);
+	}
+	_exit(f->run(f->arg, rank, id));
+}
+
+int bench_fork_ranks(const struct bench_fork *f)
+{
+	pid_t pids[64];
+	int ids[2], failed = 0, left = f->nranks;
+	struct timespec ts;
+	double deadline;
+
+	if (f->nranks < 1 || f->nranks > 64 || pipe(ids) != 0)
+		return f->nranks;
+	/* Children would print the parent's buffered output again. */
+	fflush(stdout);
+	fflush(stderr);
+	/* Rank 0 writes the id once per other rank; each reads one copy
+	 * (writes this small are atomic). */
+	for (int r = 0; r < f->nranks; r++) {
+		pids[r] = fork();
+		if (pids[r] == 0)
+			child(f, r, ids[0], ids[1]);
+	}
+	close(ids[0]);
+	close(ids[1]);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	deadline = (double)ts.tv_sec + f->timeout;
+	while (left > 0) {
+		int status;
+		pid_t p = waitpid(-1, &status, WNOHANG);
+
+		if (p > 0) {
+			left--;
+			if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+				fprintf(stderr, "%s: a rank process failed (status 0x%x)\n", f->label,
+					status);
+				failed++;
+			}
+			continue;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		if ((double)ts.tv_sec > deadline) {
+			fprintf(stderr, "%s: no result after %.0f s, killing the ranks\n", f->label,
+				f->timeout);
+			if (f->hung)
+				f->hung(f->arg, pids);
+			for (int r = 0; r < f->nranks; r++)
+				kill(pids[r], SIGKILL);
+			while (waitpid(-1, NULL, 0) > 0)
+				;
+			return failed + left;
+		}
+		usleep(20000);
+	}
+	return failed;
+}
