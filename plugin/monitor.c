@@ -1,20 +1,11 @@
 /* NCCL_CUMEM_MONITOR and the close-time statistics of NCCL_SM_FREE_VERBOSE.
  * Lines go to NCCL's log at INFO; nothing here changes what moves. */
-#include <time.h>
 
 #include "config.h"
 #include "log.h"
 #include "monitor.h"
 #include "smfree.h"
 #include "symmem.h"
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static double mib(uint64_t bytes)
 {
@@ -29,7 +20,7 @@ static double gbps(uint64_t bytes, uint64_t ns)
 
 void monitor_open(struct monitor_state *m)
 {
-	m->start_ns = now_ns();
+	m->start_ns = sm_now_ns();
 	m->last_ns = m->start_ns;
 	m->last = (struct tp_stats){ 0 };
 }
@@ -43,7 +34,7 @@ void monitor_tick(struct monitor_state *m, const struct tp_comm *tp, const void 
 
 	if (!cfg || !cfg->monitor)
 		return;
-	now = now_ns();
+	now = sm_now_ns();
 	if ((double)(now - m->last_ns) < cfg->monitor_interval * 1e9)
 		return;
 	tp_get_stats(tp, &st);
@@ -72,7 +63,7 @@ void monitor_close(const struct monitor_state *m, const struct tp_comm *tp, cons
 		 "in place), %.1f MiB, %.2f GB/s over its life, post-to-done mean %.1f us max "
 		 "%.1f us, %llu isend retries", is_send ? "send" : "receive", who, dev,
 		 (unsigned long long)st.messages, (unsigned long long)st.direct, mib(st.bytes),
-		 gbps(st.bytes, now_ns() - m->start_ns),
+		 gbps(st.bytes, sm_now_ns() - m->start_ns),
 		 st.messages ? (double)st.lat_ns_sum / (double)st.messages / 1e3 : 0.0,
 		 (double)st.lat_ns_max / 1e3, (unsigned long long)st.retries);
 }

@@ -18,7 +18,6 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "smfree.h"
 #include "symmem.h"
@@ -278,24 +277,16 @@ void smf_copy_abandon(struct smf_engine *e, struct smf_copy *op)
 	op->nev = 0;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 int smf_copy_wait(struct smf_engine *e, struct smf_copy *op)
 {
-	uint64_t limit = now_ns() + SYNC_COPY_LIMIT_NS;
+	uint64_t limit = sm_now_ns() + SYNC_COPY_LIMIT_NS;
 	int done = 0, rc;
 
 	for (;;) {
 		rc = smf_copy_test(e, op, &done);
 		if (rc || done)
 			return rc;
-		if (now_ns() > limit) {
+		if (sm_now_ns() > limit) {
 			smf_copy_abandon(e, op);
 			return sm_fail(SM_ERR_CUDA, "a copy did not land in %.0f s",
 				       SYNC_COPY_LIMIT_NS / 1e9);
@@ -306,7 +297,7 @@ int smf_copy_wait(struct smf_engine *e, struct smf_copy *op)
 
 int smf_copy_sync(struct smf_engine *e, void *dst, const void *src, size_t n)
 {
-	uint64_t limit = now_ns() + SYNC_COPY_LIMIT_NS;
+	uint64_t limit = sm_now_ns() + SYNC_COPY_LIMIT_NS;
 	struct smf_copy op;
 	int started = 0, rc;
 
@@ -314,7 +305,7 @@ int smf_copy_sync(struct smf_engine *e, void *dst, const void *src, size_t n)
 		rc = smf_copy_start(e, dst, src, n, &op, &started);
 		if (rc)
 			return rc;
-		if (!started && now_ns() > limit)
+		if (!started && sm_now_ns() > limit)
 			return sm_fail(SM_ERR_CUDA, "no copy-engine event free for %.0f s",
 				       SYNC_COPY_LIMIT_NS / 1e9);
 		if (!started)

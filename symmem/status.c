@@ -1,8 +1,9 @@
-/* Per-thread error messages and the informational log hook. */
+/* Per-thread error messages, the log hook, and the one clock. */
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "symmem.h"
 
@@ -63,4 +64,12 @@ void sm_warn(const char *fmt, ...)
 	va_start(ap, fmt);
 	emit(1, fmt, ap);
 	va_end(ap);
+}
+
+uint64_t sm_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }

@@ -25,6 +25,9 @@ enum sm_status {
 int sm_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *sm_last_error(void);
 
+/* CLOCK_MONOTONIC in nanoseconds: deadlines, latencies, intervals. */
+uint64_t sm_now_ns(void);
+
 /* Lines from lower layers go through a sink that plugin/ installs (NCCL's
  * logger).  Without one, info lines are dropped and warnings go to stderr. */
 typedef void (*sm_log_sink)(int warn, const char *msg);

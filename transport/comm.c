@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -14,14 +13,6 @@
 /* While a request waits, the peer's socket is checked this often.  Polling
  * it on every test() call would cost a system call per spin. */
 #define LIVENESS_INTERVAL_NS (50ull * 1000 * 1000)
-
-uint64_t comm_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 struct tp_comm *comm_new(int is_send, const struct tp_ops *ops, int fd)
 {
@@ -56,7 +47,7 @@ struct tp_req *comm_req_alloc(struct tp_comm *c, int kind)
 	r->comm = c;
 	r->kind = kind;
 	r->seq = c->posted;
-	r->t_post = comm_now_ns();
+	r->t_post = sm_now_ns();
 	c->queue[(c->q_head + c->q_count) % TP_MAX_REQUESTS] = r;
 	c->q_count++;
 	return r;
@@ -152,7 +143,7 @@ int comm_broken(const struct tp_comm *c)
  * drain what the peer left behind and then fails the connection. */
 static int comm_check_peer(struct tp_comm *c, struct tp_req *r)
 {
-	uint64_t now = comm_now_ns();
+	uint64_t now = sm_now_ns();
 	int progressed = 0, rc;
 
 	if (now < c->next_check_ns)
@@ -250,7 +241,7 @@ int tp_irecv(struct tp_comm *c, void *data, size_t size, const struct tp_region 
 
 static void account(struct tp_comm *c, const struct tp_req *r)
 {
-	uint64_t lat = comm_now_ns() - r->t_post;
+	uint64_t lat = sm_now_ns() - r->t_post;
 
 	c->stats.messages++;
 	c->stats.bytes += r->kind == REQ_RECV ? r->msg_size : r->size;

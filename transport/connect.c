@@ -95,7 +95,7 @@ static int pending_start(const struct tp_options *opt, const struct tp_handle_in
 	p->fd = -1;
 	p->memfd = -1;
 	p->backend = choose_backend(opt, info);
-	p->deadline_ns = comm_now_ns() + (uint64_t)(opt->connect_timeout * 1e9);
+	p->deadline_ns = sm_now_ns() + (uint64_t)(opt->connect_timeout * 1e9);
 	p->hello.magic = WIRE_MAGIC;
 	p->hello.version = WIRE_VERSION;
 	p->hello.backend = (uint16_t)p->backend;
@@ -208,7 +208,7 @@ static int pending_step(struct pending *p, int *done)
  * socket, ring and comm at most until then. */
 static void pending_sweep(const uint8_t *keep)
 {
-	uint64_t now = comm_now_ns();
+	uint64_t now = sm_now_ns();
 	struct pending *p = pending_list, *next;
 
 	for (; p; p = next) {
@@ -259,7 +259,7 @@ int tp_connect(const struct tp_options *opt, const void *handle, struct tp_comm 
 		pending_free(p);
 		goto out;
 	}
-	if (comm_now_ns() > p->deadline_ns) {
+	if (sm_now_ns() > p->deadline_ns) {
 		rc = sm_fail(SM_ERR_REMOTE,
 			     "no answer from the listener (pid %d, socket @%s) within %.1f s "
 			     "(NCCL_SYMMEM_CONNECT_TIMEOUT)",

@@ -194,7 +194,6 @@ int comm_setup(struct tp_comm *c, const struct tp_options *opt);
 int comm_broken(const struct tp_comm *c);
 int comm_fail(struct tp_comm *c, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-uint64_t comm_now_ns(void);
 
 /* region.c */
 int region_lookup(struct tp_comm *c, uint32_t id, struct remote_region **out);

@@ -131,7 +131,7 @@ static int take_connection(struct tp_listener *l)
 		sock_enable_nodelay(fd);
 	l->cand_fd = fd;
 	l->got = 0;
-	l->cand_deadline_ns = comm_now_ns() + CANDIDATE_PATIENCE_NS;
+	l->cand_deadline_ns = sm_now_ns() + CANDIDATE_PATIENCE_NS;
 	return 1;
 }
 
@@ -188,7 +188,7 @@ static int check_hello(struct tp_listener *l)
 
 int tp_accept(struct tp_listener *l, struct tp_comm **out)
 {
-	uint64_t now = comm_now_ns();
+	uint64_t now = sm_now_ns();
 	ssize_t n;
 	int rc;
 
