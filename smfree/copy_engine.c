@@ -34,14 +34,12 @@ struct smf_engine {
 	int refs;			/* under list_lock */
 	const struct sm_cuda_api *cu;
 	CUcontext ctx;
-	int device;
 	int nstreams;
 	uint64_t split_min;
 	CUstream streams[SMF_MAX_STREAMS];
 	pthread_mutex_t lock;		/* the pool and the cursor */
 	int next_stream;
 	int nfree;
-	int ncreated;
 	CUevent free_ev[EVENT_POOL];
 };
 
@@ -72,7 +70,7 @@ static void engine_destroy(struct smf_engine *e)
 	free(e);
 }
 
-static int engine_create(const struct sm_cuda_api *cu, CUcontext ctx, int device, int nstreams,
+static int engine_create(const struct sm_cuda_api *cu, CUcontext ctx, int nstreams,
 			 uint64_t split_min, struct smf_engine **out)
 {
 	struct smf_engine *e;
@@ -85,7 +83,6 @@ static int engine_create(const struct sm_cuda_api *cu, CUcontext ctx, int device
 	pthread_mutex_init(&e->lock, NULL);
 	e->cu = cu;
 	e->ctx = ctx;
-	e->device = device;
 	e->split_min = split_min;
 	for (; e->nstreams < nstreams; e->nstreams++) {
 		crc = cu->stream_create(&e->streams[e->nstreams], CU_STREAM_NON_BLOCKING);
@@ -101,7 +98,6 @@ static int engine_create(const struct sm_cuda_api *cu, CUcontext ctx, int device
 			goto fail;
 		}
 	}
-	e->ncreated = e->nfree;
 	*out = e;
 	return SM_OK;
 fail:
@@ -114,12 +110,12 @@ int smf_engine_get(int nstreams, uint64_t split_min, struct smf_engine **out)
 	const struct sm_cuda_api *cu = sm_cu();
 	struct smf_engine *e;
 	CUcontext ctx;
-	int device, rc;
+	int rc;
 
 	*out = NULL;
 	if (nstreams < 1 || nstreams > SMF_MAX_STREAMS)
 		return sm_fail(SM_ERR_INTERNAL, "copy engine with %d streams", nstreams);
-	rc = sm_ctx_enter(0, &device, &ctx);
+	rc = sm_ctx_enter(0, NULL, &ctx);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&list_lock);
@@ -127,7 +123,7 @@ int smf_engine_get(int nstreams, uint64_t split_min, struct smf_engine **out)
 		if (e->ctx == ctx)
 			break;
 	if (!e) {
-		rc = engine_create(cu, ctx, device, nstreams, split_min, &e);
+		rc = engine_create(cu, ctx, nstreams, split_min, &e);
 		if (!rc) {
 			e->next = engines;
 			engines = e;
@@ -264,10 +260,11 @@ int smf_copy_test(struct smf_engine *e, struct smf_copy *op, int *done)
 	return SM_OK;
 }
 
-void smf_copy_abandon(struct smf_engine *e, struct smf_copy *op)
+/* Gives an unfinished copy's events back to the pool.  An event recorded
+ * again later simply moves on; until then it may still fire, which harms
+ * nobody. */
+static void copy_abandon(struct smf_engine *e, struct smf_copy *op)
 {
-	/* An event re-recorded later simply moves on; until then it may still
-	 * fire, which harms nobody. */
 	for (int i = 0; i < op->nev; i++) {
 		CUevent ev;
 
@@ -284,10 +281,14 @@ int smf_copy_wait(struct smf_engine *e, struct smf_copy *op)
 
 	for (;;) {
 		rc = smf_copy_test(e, op, &done);
-		if (rc || done)
+		if (rc) {
+			copy_abandon(e, op);	/* the pool is shared: keep it whole */
 			return rc;
+		}
+		if (done)
+			return SM_OK;
 		if (sm_now_ns() > limit) {
-			smf_copy_abandon(e, op);
+			copy_abandon(e, op);
 			return sm_fail(SM_ERR_CUDA, "a copy did not land in %.0f s",
 				       SYNC_COPY_LIMIT_NS / 1e9);
 		}

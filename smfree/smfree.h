@@ -57,8 +57,9 @@ int smf_copy_start(struct smf_engine *e, void *dst, const void *src, size_t n,
 		   struct smf_copy *op, int *started);
 /* *done = 1 once every piece landed; the events then go back to the pool. */
 int smf_copy_test(struct smf_engine *e, struct smf_copy *op, int *done);
-/* Waits (bounded: 60 s) until a started copy landed; past the bound the
- * copy is abandoned and an error returned. */
+/* Waits (bounded: 60 s) until a started copy landed; past the bound, or
+ * when the driver reports the copy failed, its events go back to the pool
+ * and an error is returned. */
 int smf_copy_wait(struct smf_engine *e, struct smf_copy *op);
 /* A copy that has fully landed when it returns (bounded: 60 s), between any
  * two addresses the driver knows (one side may be a plain host buffer).  It
@@ -67,8 +68,5 @@ int smf_copy_wait(struct smf_engine *e, struct smf_copy *op);
  * kernel included, and a pageable-to-device cuMemcpy may return before the
  * data reached the GPU. */
 int smf_copy_sync(struct smf_engine *e, void *dst, const void *src, size_t n);
-
-/* Forgets an unfinished copy (connection teardown after a failure). */
-void smf_copy_abandon(struct smf_engine *e, struct smf_copy *op);
 
 #endif
