@@ -20,6 +20,10 @@ static double gbps(uint64_t bytes, uint64_t ns)
 
 void monitor_open(struct monitor_state *m)
 {
+	const struct config *cfg = config_get();
+
+	/* Read once here: monitor_tick runs for every message. */
+	m->interval_ns = cfg && cfg->monitor ? (uint64_t)(cfg->monitor_interval * 1e9) : 0;
 	m->start_ns = sm_now_ns();
 	m->last_ns = m->start_ns;
 	m->last = (struct tp_stats){ 0 };
@@ -28,14 +32,13 @@ void monitor_open(struct monitor_state *m)
 void monitor_tick(struct monitor_state *m, const struct tp_comm *tp, const void *who,
 		  int is_send, int dev)
 {
-	const struct config *cfg = config_get();
 	struct tp_stats st;
 	uint64_t now;
 
-	if (!cfg || !cfg->monitor)
+	if (!m->interval_ns)
 		return;
 	now = sm_now_ns();
-	if ((double)(now - m->last_ns) < cfg->monitor_interval * 1e9)
+	if (now - m->last_ns < m->interval_ns)
 		return;
 	tp_get_stats(tp, &st);
 	LOG_INFO("NET/symmem monitor: %s comm %p on device %d (%s): last %.2f s %llu messages, "

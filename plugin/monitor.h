@@ -10,6 +10,7 @@
 #include "transport.h"
 
 struct monitor_state {
+	uint64_t interval_ns;	/* 0: NCCL_CUMEM_MONITOR is off */
 	uint64_t start_ns;
 	uint64_t last_ns;	/* end of the last interval logged */
 	struct tp_stats last;	/* the counters then */

@@ -44,7 +44,6 @@ struct net_ctx {
 struct net_comm {
 	struct tp_comm *tp;
 	int dev;
-	int is_send;
 	struct monitor_state mon;
 };
 
@@ -291,7 +290,6 @@ static ncclResult_t publish_comm(struct tp_comm *tp, int dev, int kind, void **o
 	}
 	c->tp = tp;
 	c->dev = dev;
-	c->is_send = kind == OBJ_SEND;
 	monitor_open(&c->mon);
 	if (cfg && cfg->verbose)
 		LOG_INFO("NET/symmem %s comm %p on device %d: %s data path%s",
@@ -513,7 +511,7 @@ static ncclResult_t close_comm(void *comm, int kind, const char *what)
 		return ncclSuccess;
 	if (registry_take(c, kind, what))
 		return ncclInternalError;
-	monitor_close(&c->mon, c->tp, c, c->is_send, c->dev);
+	monitor_close(&c->mon, c->tp, c, kind == OBJ_SEND, c->dev);
 	tp_close(c->tp);
 	free(c);
 	return ncclSuccess;

@@ -116,6 +116,7 @@ static int export_create(const struct sm_cuda_api *cu, CUdeviceptr base, size_t 
 	e->info.alloc_size = size;
 	e->info.device = ordinal;
 	e->info.addr = (uint64_t)base;
+	e->refs = 1;
 	e->next = exports;
 	exports = e;
 	export_live++;
@@ -151,8 +152,6 @@ int sm_export_get(const void *ptr, size_t size, struct sm_export **out,
 	else
 		rc = export_create(cu, base, asize, &e);
 	if (!rc) {
-		if (e->refs == 0)
-			e->refs = 1;
 		*out = e;
 		*info = e->info;
 		*offset = (CUdeviceptr)ptr - base;

@@ -23,8 +23,6 @@ struct tp_listener {
 	int uds_fd;
 	int tcp_fd;
 	uint8_t token[16];
-	uint64_t chunk;
-	double timeout;
 	uint64_t deadline_ns;
 	struct tp_options opt;		/* applied to each accepted connection */
 
@@ -54,8 +52,6 @@ int tp_listen(const struct tp_options *opt, int dev, void *handle, struct tp_lis
 	l->tcp_fd = -1;
 	l->cand_fd = -1;
 	l->memfd = -1;
-	l->chunk = opt->chunk_size;
-	l->timeout = opt->connect_timeout;
 	l->opt = *opt;
 	l->opt.ifname = NULL;		/* the caller's string need not outlive listen */
 	memset(&info, 0, sizeof(info));
@@ -166,7 +162,7 @@ static int check_hello(struct tp_listener *l)
 	rc = comm_setup(l->comm, &l->opt);
 	if (l->cand_uds) {
 		if (!rc)
-			rc = shm_comm_attach(l->comm, l->memfd, h->seg_size, l->chunk);
+			rc = shm_comm_attach(l->comm, l->memfd, h->seg_size, l->opt.chunk_size);
 		close(l->memfd);
 		l->memfd = -1;
 	}
@@ -194,7 +190,7 @@ int tp_accept(struct tp_listener *l, struct tp_comm **out)
 
 	*out = NULL;
 	if (!l->deadline_ns)
-		l->deadline_ns = now + (uint64_t)(l->timeout * 1e9);
+		l->deadline_ns = now + (uint64_t)(l->opt.connect_timeout * 1e9);
 	if (l->cand_fd < 0 && !take_connection(l))
 		goto wait;
 	if (!l->comm) {
@@ -234,7 +230,7 @@ wait:
 	if (now > l->deadline_ns)
 		return sm_fail(SM_ERR_REMOTE,
 			       "no connector arrived within %.1f s (NCCL_SYMMEM_CONNECT_TIMEOUT)",
-			       l->timeout);
+			       l->opt.connect_timeout);
 	return SM_OK;
 }
 
