@@ -138,7 +138,8 @@ int bench_fork_ranks(const struct bench_fork *f);
 /* GPUs visible, asked in a child so the caller stays CUDA-free; -1 on error. */
 int bench_count_gpus(void);
 /* Routes NCCL through the plugin (NCCL_NET_PLUGIN=plugin, NCCL_NET=symmem,
- * P2P and SHM off) or clears those variables for native runs. */
-void bench_route_env(int through_plugin, const char *plugin);
+ * P2P and SHM off, then the `extra` NAME=VALUE strings) or clears those
+ * variables for native runs. */
+void bench_route_env(int through_plugin, const char *plugin, char *const *extra, int nextra);
 
 #endif

@@ -34,7 +34,7 @@ int bench_count_gpus(void)
 	return n;
 }
 
-void bench_route_env(int through_plugin, const char *plugin)
+void bench_route_env(int through_plugin, const char *plugin, char *const *extra, int nextra)
 {
 	static const char *const routing[] = { "NCCL_NET_PLUGIN", "NCCL_NET", "NCCL_P2P_DISABLE",
 					       "NCCL_SHM_DISABLE" };
@@ -48,6 +48,8 @@ void bench_route_env(int through_plugin, const char *plugin)
 	setenv("NCCL_NET", "symmem", 1);
 	setenv("NCCL_P2P_DISABLE", "1", 1);
 	setenv("NCCL_SHM_DISABLE", "1", 1);
+	for (int i = 0; i < nextra; i++)
+		putenv(extra[i]);
 }
 
 static void crash_handler(int sig)

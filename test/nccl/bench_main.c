@@ -99,14 +99,6 @@ static int parse_cases(const char *s, struct bench_opts *o)
 	return 0;
 }
 
-static void phase_env(const struct bench_opts *o, int phase)
-{
-	bench_route_env(phase == PHASE_PLUGIN, o->plugin);
-	if (phase == PHASE_PLUGIN)
-		for (int i = 0; i < o->nplugin_env; i++)
-			putenv(o->plugin_env[i]);
-}
-
 /* A hung phase is only worth its time with the ranks' stacks: every
  * thread of every rank, taken with cuda-gdb (the GPU hosts have no gdb)
  * while the ranks still hang, all ranks at once. */
@@ -139,7 +131,8 @@ static void phase_prepare(void *arg, int rank)
 	const struct phase_run *p = arg;
 
 	(void)rank;
-	phase_env(p->o, p->phase);
+	bench_route_env(p->phase == PHASE_PLUGIN, p->o->plugin, p->o->plugin_env,
+			p->o->nplugin_env);
 }
 
 static int phase_rank(void *arg, int rank, ncclUniqueId id)

@@ -12,6 +12,7 @@
  *
  * Not measured here (yet): how many CTAs NCCL launched per collective, and
  * NCCL's own copy-engine collectives (symmetric windows, CTA policy zero). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +130,20 @@ static double elapsed_ms(cudaEvent_t a, cudaEvent_t b)
 	return ms;
 }
 
+/* n runs of `work` on `stream` with nothing beside them, in ms (ranks
+ * start together). */
+static double time_alone(struct rank_ctx *x, cudaStream_t stream, void (*work)(struct rank_ctx *),
+			 int n, cudaEvent_t ev[2])
+{
+	barrier(x);
+	die_cuda(cudaEventRecord(ev[0], stream), "record");
+	for (int i = 0; i < n; i++)
+		work(x);
+	die_cuda(cudaEventRecord(ev[1], stream), "record");
+	die_cuda(cudaStreamSynchronize(stream), "timing alone");
+	return elapsed_ms(ev[0], ev[1]);
+}
+
 static void fill_matrices(struct rank_ctx *x)
 {
 	size_t n = (size_t)x->o->dim * (size_t)x->o->dim;
@@ -152,7 +167,7 @@ static int rank_main(const struct ovl_opts *o, int config, int rank, ncclUniqueI
 	struct rank_ctx x = { .o = o, .rank = rank };
 	struct ovl_result res = { .config = config, .rank = rank };
 	struct bench_pattern pat;
-	cudaEvent_t ev[6];
+	cudaEvent_t ev[5];
 	size_t mbytes = (size_t)o->dim * (size_t)o->dim * 2, sbytes, rbytes;
 	void *sreg = NULL, *rreg = NULL;
 	uint8_t *host;
@@ -186,7 +201,7 @@ static int rank_main(const struct ovl_opts *o, int config, int rank, ncclUniqueI
 	fill_matrices(&x);
 	bench_fill(&pat, rank, host, x.shape.send_count);
 	die_cuda(cudaMemcpy(x.sbuf, host, sbytes, cudaMemcpyHostToDevice), "fill send");
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < 5; i++)
 		die_cuda(cudaEventCreate(&ev[i]), "cudaEventCreate");
 
 	/* Warm-up: cuBLAS picks its kernel, NCCL connects. */
@@ -196,20 +211,8 @@ static int rank_main(const struct ovl_opts *o, int config, int rank, ncclUniqueI
 	die_cuda(cudaDeviceSynchronize(), "warm-up");
 
 	/* Each alone. */
-	barrier(&x);
-	die_cuda(cudaEventRecord(ev[0], x.compute), "record");
-	for (int i = 0; i < o->ngemm; i++)
-		gemm(&x);
-	die_cuda(cudaEventRecord(ev[1], x.compute), "record");
-	die_cuda(cudaStreamSynchronize(x.compute), "gemm alone");
-	res.gemm_alone_ms = elapsed_ms(ev[0], ev[1]);
-	barrier(&x);
-	die_cuda(cudaEventRecord(ev[0], x.comm_stream), "record");
-	for (int i = 0; i < o->ncoll; i++)
-		coll(&x);
-	die_cuda(cudaEventRecord(ev[1], x.comm_stream), "record");
-	die_cuda(cudaStreamSynchronize(x.comm_stream), "collectives alone");
-	res.coll_alone_ms = elapsed_ms(ev[0], ev[1]);
+	res.gemm_alone_ms = time_alone(&x, x.compute, gemm, o->ngemm, ev);
+	res.coll_alone_ms = time_alone(&x, x.comm_stream, coll, o->ncoll, ev);
 
 	/* Together: both streams wait on one start event. */
 	die_cuda(cudaMemsetAsync(x.rbuf, 0xff, rbytes, x.comm_stream), "poison");
@@ -225,7 +228,7 @@ static int rank_main(const struct ovl_opts *o, int config, int rank, ncclUniqueI
 	die_cuda(cudaDeviceSynchronize(), "overlapped batch");
 	res.gemm_ovl_ms = elapsed_ms(ev[2], ev[3]);
 	res.coll_ovl_ms = elapsed_ms(ev[2], ev[4]);
-	res.makespan_ms = res.gemm_ovl_ms > res.coll_ovl_ms ? res.gemm_ovl_ms : res.coll_ovl_ms;
+	res.makespan_ms = fmax(res.gemm_ovl_ms, res.coll_ovl_ms);
 
 	die_cuda(cudaMemcpy(host, x.rbuf, rbytes, cudaMemcpyDeviceToHost), "read result");
 	res.errors = bench_check(&pat, o->op, rank, host, &x.shape, 1);
@@ -235,7 +238,7 @@ static int rank_main(const struct ovl_opts *o, int config, int rank, ncclUniqueI
 		die_nccl(ncclCommDeregister(x.comm, rreg), "ncclCommDeregister");
 	}
 	die_nccl(ncclCommDestroy(x.comm), "ncclCommDestroy");
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < 5; i++)
 		cudaEventDestroy(ev[i]);
 	cublasDestroy(x.blas);
 	cudaFree(x.a);
@@ -259,13 +262,9 @@ static void config_prepare(void *arg, int rank)
 	const struct config_run *p = arg;
 
 	(void)rank;
-	bench_route_env(p->config != CFG_NATIVE, "symmem");
-	if (p->config == CFG_NATIVE)
-		return;
 	if (p->config == CFG_PASS_SM)
-		setenv("NCCL_PASS_SM", "1", 1);
-	for (int i = 0; i < p->o->nextra; i++)
-		putenv(p->o->extra_env[i]);
+		setenv("NCCL_PASS_SM", "1", 1);	/* before the -E strings, which win */
+	bench_route_env(p->config != CFG_NATIVE, "symmem", p->o->extra_env, p->o->nextra);
 }
 
 static int config_rank(void *arg, int rank, ncclUniqueId id)
@@ -395,11 +394,11 @@ int main(int argc, char **argv)
 				continue;
 			ranks++;
 			errors += x->errors;
-			w.gemm_alone_ms = x->gemm_alone_ms > w.gemm_alone_ms ? x->gemm_alone_ms : w.gemm_alone_ms;
-			w.coll_alone_ms = x->coll_alone_ms > w.coll_alone_ms ? x->coll_alone_ms : w.coll_alone_ms;
-			w.gemm_ovl_ms = x->gemm_ovl_ms > w.gemm_ovl_ms ? x->gemm_ovl_ms : w.gemm_ovl_ms;
-			w.coll_ovl_ms = x->coll_ovl_ms > w.coll_ovl_ms ? x->coll_ovl_ms : w.coll_ovl_ms;
-			w.makespan_ms = x->makespan_ms > w.makespan_ms ? x->makespan_ms : w.makespan_ms;
+			w.gemm_alone_ms = fmax(w.gemm_alone_ms, x->gemm_alone_ms);
+			w.coll_alone_ms = fmax(w.coll_alone_ms, x->coll_alone_ms);
+			w.gemm_ovl_ms = fmax(w.gemm_ovl_ms, x->gemm_ovl_ms);
+			w.coll_ovl_ms = fmax(w.coll_ovl_ms, x->coll_ovl_ms);
+			w.makespan_ms = fmax(w.makespan_ms, x->makespan_ms);
 		}
 		if (ranks != o.nranks) {
 			printf("  %-15s incomplete: %d of %d ranks reported\n", config_names[c], ranks,
