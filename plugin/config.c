@@ -899,9 +899,11 @@ static const struct {
 	  "the plugin's devices are GPUs' copy engines, not PCI NICs; NCCL places them at the "
 	  "CPU and would otherwise stage GPU buffers in host memory" },
 	/* NCCL_BUFFSIZE=16777216 and NCCL_P2P_NET_CHUNKSIZE=2097152 were set
-	 * here too (+10 % all_reduce, +70 % sendrecv, measured), but the runs
-	 * with them hung in CUDA-graph mode where the runs without them did
-	 * not; they stay a README recommendation until that is understood. */
+	 * here too (+10 % all_reduce, +70 % sendrecv, measured) and dropped
+	 * after a CUDA-graph hang.  That hang turned out not to need them
+	 * (graph replays deadlock on the driver lock with NCCL's own step
+	 * sizes too); they stay a README recommendation until measured as
+	 * defaults again. */
 };
 
 int config_apply_nccl_defaults(const struct config *cfg,
