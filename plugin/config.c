@@ -47,6 +47,7 @@ enum var_kind {
 	VAR_BACKEND,
 	VAR_HCA_LIST,		/* [^][=]name[:port],... */
 	VAR_IFNAME_LIST,	/* [^][=]prefix,... */
+	VAR_PATH,		/* an absolute file name */
 };
 
 struct var {
@@ -126,6 +127,11 @@ static const struct var vars[] = {
 	  .idef = 2, .imin = 1, .imax = 64 },
 	{ .name = "NCCL_SYMMEM_NCCL_DEFAULTS", .kind = VAR_BOOL,
 	  .off = offsetof(struct config, nccl_defaults), .idef = 1 },
+	{ .name = "NCCL_SYMMEM_COPY_HELPER", .kind = VAR_BOOL,
+	  .off = offsetof(struct config, copy_helper), .idef = 1 },
+	{ .name = "NCCL_SYMMEM_COPY_HELPER_PATH", .kind = VAR_PATH,
+	  .off = offsetof(struct config, copy_helper_path),
+	  .len = sizeof(((struct config *)0)->copy_helper_path) },
 };
 
 #define NVARS (sizeof(vars) / sizeof(vars[0]))
@@ -568,6 +574,9 @@ static void accepted_form(const struct var *v, char *buf, size_t len)
 		snprintf(buf, len, "[^][=]prefix[,prefix...], prefix of A-Za-z0-9_.:-, at most %zu characters",
 			 v->len - 1);
 		break;
+	case VAR_PATH:
+		snprintf(buf, len, "an absolute file name, at most %zu characters", v->len - 1);
+		break;
 	}
 }
 
@@ -653,6 +662,17 @@ static int parse_value(struct config *cfg, const struct var *v, const char *val,
 		}
 		memcpy(field(cfg, v), val, strlen(val) + 1);
 		return 0;
+	case VAR_PATH:
+		if (strlen(val) >= v->len) {
+			snprintf(problem, plen, "is too long (%zu characters)", strlen(val));
+			return -1;
+		}
+		if (val[0] != '/') {
+			snprintf(problem, plen, "is not an absolute file name");
+			return -1;
+		}
+		memcpy(field(cfg, v), val, strlen(val) + 1);
+		return 0;
 	}
 
 	if (rc == PARSE_OK)
@@ -683,7 +703,8 @@ static void set_defaults(struct config *cfg)
 			break;
 		case VAR_HCA_LIST:
 		case VAR_IFNAME_LIST:
-			/* "" from the memset: unset means no filter. */
+		case VAR_PATH:
+			/* "" from the memset: unset means no filter / the default. */
 			break;
 		}
 	}
@@ -787,6 +808,7 @@ static void format_value(const struct config *cfg, const struct var *v, char *bu
 	}
 	case VAR_HCA_LIST:
 	case VAR_IFNAME_LIST:
+	case VAR_PATH:
 		snprintf(buf, len, "%s", (const char *)p);
 		break;
 	}

@@ -51,6 +51,8 @@ struct config {
 	int backend;			/* NCCL_SYMMEM_BACKEND, enum config_backend */
 	int pass_sm_channels;		/* NCCL_SYMMEM_PASS_SM_CHANNELS, 1..64 */
 	int nccl_defaults;		/* NCCL_SYMMEM_NCCL_DEFAULTS */
+	int copy_helper;		/* NCCL_SYMMEM_COPY_HELPER */
+	char copy_helper_path[256];	/* NCCL_SYMMEM_COPY_HELPER_PATH, "" = next to the library */
 };
 
 /* Looks a name up; getenv in production, a table in tests. */

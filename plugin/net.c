@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "helper_path.h"
 #include "log.h"
 #include "monitor.h"
 #include "net.h"
@@ -155,6 +156,7 @@ static void transport_options(const struct config *cfg, struct tp_options *opt)
 	opt->stall_report = cfg->stall_report;
 	opt->gpu = gpu_path;
 	opt->no_direct = !cfg->direct_path;
+	opt->copy_helper = gpu_path ? helper_path_find(cfg) : NULL;
 }
 
 ncclResult_t net_init(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *config,

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "copy_helper.h"
 #include "smfree.h"
 #include "symmem.h"
 
@@ -41,6 +42,7 @@ struct smf_engine {
 	int next_stream;
 	int nfree;
 	CUevent free_ev[EVENT_POOL];
+	struct smf_helper *helper;	/* NULL: every copy runs in this process */
 };
 
 static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -54,6 +56,7 @@ static void engine_destroy(struct smf_engine *e)
 
 	if (!e)
 		return;
+	smf_helper_stop(e->helper);
 	if (e->ctx) {
 		e->cu->ctx_get_current(&prev);
 		e->cu->ctx_set_current(e->ctx);
@@ -70,9 +73,36 @@ static void engine_destroy(struct smf_engine *e)
 	free(e);
 }
 
-static int engine_create(const struct sm_cuda_api *cu, CUcontext ctx, int nstreams,
-			 uint64_t split_min, struct smf_engine **out)
+/* Starts the helper for this context's GPU.  Without one the engine
+ * still works, in this process, so a failure is a warning. */
+static void helper_start(struct smf_engine *e, const struct smf_engine_options *o)
 {
+	char pci[32];
+	CUdevice dev;
+	CUresult crc;
+	int rc;
+
+	crc = e->cu->ctx_get_device(&dev);
+	if (crc == CUDA_SUCCESS)
+		crc = e->cu->device_get_pci_bus_id(pci, sizeof(pci), dev);
+	if (crc != CUDA_SUCCESS) {
+		rc = sm_cuda_fail(crc, "finding this GPU's PCI bus id");
+	} else {
+		rc = smf_helper_start(o->helper, pci, o->nstreams, &e->helper);
+		if (!rc) {
+			sm_info("copy helper %s (pid %d) drives GPU %s", o->helper,
+				(int)smf_helper_pid(e->helper), pci);
+			return;
+		}
+	}
+	sm_warn("copy helper not started (%s); copies run in this process, where CUDA-graph "
+		"replays queued back to back can deadlock against them", sm_last_error());
+}
+
+static int engine_create(const struct sm_cuda_api *cu, CUcontext ctx,
+			 const struct smf_engine_options *o, struct smf_engine **out)
+{
+	int nstreams = o->nstreams;
 	struct smf_engine *e;
 	CUresult crc;
 	int rc = SM_OK;
@@ -83,7 +113,7 @@ static int engine_create(const struct sm_cuda_api *cu, CUcontext ctx, int nstrea
 	pthread_mutex_init(&e->lock, NULL);
 	e->cu = cu;
 	e->ctx = ctx;
-	e->split_min = split_min;
+	e->split_min = o->split_min;
 	for (; e->nstreams < nstreams; e->nstreams++) {
 		crc = cu->stream_create(&e->streams[e->nstreams], CU_STREAM_NON_BLOCKING);
 		if (crc != CUDA_SUCCESS) {
@@ -98,6 +128,8 @@ static int engine_create(const struct sm_cuda_api *cu, CUcontext ctx, int nstrea
 			goto fail;
 		}
 	}
+	if (o->helper)
+		helper_start(e, o);
 	*out = e;
 	return SM_OK;
 fail:
@@ -105,7 +137,7 @@ fail:
 	return rc;
 }
 
-int smf_engine_get(int nstreams, uint64_t split_min, struct smf_engine **out)
+int smf_engine_get(const struct smf_engine_options *o, struct smf_engine **out)
 {
 	const struct sm_cuda_api *cu = sm_cu();
 	struct smf_engine *e;
@@ -113,8 +145,8 @@ int smf_engine_get(int nstreams, uint64_t split_min, struct smf_engine **out)
 	int rc;
 
 	*out = NULL;
-	if (nstreams < 1 || nstreams > SMF_MAX_STREAMS)
-		return sm_fail(SM_ERR_INTERNAL, "copy engine with %d streams", nstreams);
+	if (o->nstreams < 1 || o->nstreams > SMF_MAX_STREAMS)
+		return sm_fail(SM_ERR_INTERNAL, "copy engine with %d streams", o->nstreams);
 	rc = sm_ctx_enter(0, NULL, &ctx);
 	if (rc)
 		return rc;
@@ -123,7 +155,7 @@ int smf_engine_get(int nstreams, uint64_t split_min, struct smf_engine **out)
 		if (e->ctx == ctx)
 			break;
 	if (!e) {
-		rc = engine_create(cu, ctx, nstreams, split_min, &e);
+		rc = engine_create(cu, ctx, o, &e);
 		if (!rc) {
 			e->next = engines;
 			engines = e;
@@ -135,6 +167,13 @@ int smf_engine_get(int nstreams, uint64_t split_min, struct smf_engine **out)
 	}
 	pthread_mutex_unlock(&list_lock);
 	return rc;
+}
+
+void smf_engine_hold(struct smf_engine *e)
+{
+	pthread_mutex_lock(&list_lock);
+	e->refs++;
+	pthread_mutex_unlock(&list_lock);
 }
 
 void smf_engine_put(struct smf_engine *e)
@@ -167,6 +206,43 @@ int smf_engine_count(void)
 		n++;
 	pthread_mutex_unlock(&list_lock);
 	return n;
+}
+
+int smf_engine_helper_pid(const struct smf_engine *e)
+{
+	return e && e->helper ? (int)smf_helper_pid(e->helper) : 0;
+}
+
+int smf_range_add(struct smf_engine *e, int owner_pid, const struct sm_share_info *info, int fd,
+		  uint32_t *id)
+{
+	*id = 0;
+	if (!e->helper)
+		return SM_OK;
+	return smf_helper_add(e->helper, owner_pid, info, fd, id);
+}
+
+void smf_range_del(struct smf_engine *e, uint32_t id)
+{
+	if (e && e->helper)
+		smf_helper_del(e->helper, id);
+}
+
+int smf_copy_start_ranges(struct smf_engine *e, uint32_t dst_id, uint64_t dst_off,
+			  uint32_t src_id, uint64_t src_off, size_t n, struct smf_copy *op,
+			  int *started)
+{
+	int rc;
+
+	memset(op, 0, sizeof(*op));
+	*started = 1;
+	if (n == 0)
+		return SM_OK;
+	if (!e->helper || !dst_id || !src_id)
+		return sm_fail(SM_ERR_INTERNAL, "copy by mapping name without a helper mapping");
+	rc = smf_helper_post(e->helper, dst_id, dst_off, src_id, src_off, n, &op->seq, started);
+	op->helper = !rc && *started;
+	return rc;
 }
 
 /* Takes `n` events and a first stream, or none when the pool is short. */
@@ -243,6 +319,13 @@ int smf_copy_start(struct smf_engine *e, void *dst, const void *src, size_t n,
 int smf_copy_test(struct smf_engine *e, struct smf_copy *op, int *done)
 {
 	*done = 0;
+	if (op->helper) {
+		int rc = smf_helper_test(e->helper, op->seq, done);
+
+		if (*done || rc)
+			op->helper = 0;	/* its slot is free again */
+		return rc;
+	}
 	while (op->nev > 0) {
 		CUevent ev;
 		CUresult rc;
@@ -265,6 +348,10 @@ int smf_copy_test(struct smf_engine *e, struct smf_copy *op, int *done)
  * nobody. */
 static void copy_abandon(struct smf_engine *e, struct smf_copy *op)
 {
+	if (op->helper) {
+		smf_helper_abandon(e->helper, op->seq);
+		op->helper = 0;
+	}
 	for (int i = 0; i < op->nev; i++) {
 		CUevent ev;
 

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "symmem.h"
+
 struct smfree_policy {
 	int pass_sm;		/* NCCL_PASS_SM */
 	int channels;		/* NCCL_SYMMEM_PASS_SM_CHANNELS */
@@ -27,34 +29,63 @@ int smfree_channels(const struct smfree_policy *p, int coll, size_t bytes, size_
 		    size_t nnodes);
 
 /* The copy engine of one GPU context, shared by every connection of this
- * process on that GPU: non-blocking streams and a pool of events, all made
- * in smf_engine_get() (call it where NCCL sets connections up, never from
- * the progress thread: making streams there can block behind NCCL's
- * running kernel).  A copy is one cuMemcpyAsync, or one per stream for
- * large copies, each followed by an event the host polls: no kernel, no SM.
- * Every function here is safe from several threads. */
+ * process on that GPU, made in smf_engine_get() (call it where NCCL sets
+ * connections up, never from the progress thread: making streams there
+ * can block behind NCCL's running kernel).
+ *
+ * Copies between two mappings the copy helper knows (smf_range_add) go to
+ * the helper process (symmem-copyd), which runs them on its own streams:
+ * posting and testing them makes no CUDA call in this process, so a
+ * cuGraphLaunch blocked inside the driver cannot stall NCCL's progress
+ * thread.  Other copies (host memory, buffers that cannot be exported, no
+ * helper) run in this process: one cuMemcpyAsync, or one per stream for
+ * large copies, each followed by an event the host polls.  Either way no
+ * kernel and no SM.  Every function here is safe from several threads. */
 #define SMF_MAX_STREAMS 16
 
 struct smf_engine;
 
+struct smf_engine_options {
+	int nstreams;		/* 1..SMF_MAX_STREAMS */
+	uint64_t split_min;	/* in-process copies this large are cut per stream (0 = never) */
+	const char *helper;	/* path of symmem-copyd, NULL = copies stay in-process */
+};
+
 struct smf_copy {
+	int helper;		/* the helper runs it: seq names it */
+	uint64_t seq;
 	int nev;
 	void *ev[SMF_MAX_STREAMS];	/* CUevent, kept opaque here */
 };
 
-/* The engine of the calling thread's current context (made on first use,
- * with `nstreams` streams; later callers share it).  `split_min`: copies of
- * at least this many bytes are cut into one piece per stream (0 = never). */
-int smf_engine_get(int nstreams, uint64_t split_min, struct smf_engine **out);
+/* The engine of the calling thread's current context (made on first use
+ * with `o`; later callers share it).  A helper that cannot start is one
+ * WARN; copies then run in this process. */
+int smf_engine_get(const struct smf_engine_options *o, struct smf_engine **out);
+/* Another reference, for a registration that may outlive its connection. */
+void smf_engine_hold(struct smf_engine *e);
 /* Drops a reference; the last one waits for queued copies and frees all. */
 void smf_engine_put(struct smf_engine *e);
 /* Live engines in this process (leak checks). */
 int smf_engine_count(void);
+/* The helper's pid, or 0 when copies run in this process. */
+int smf_engine_helper_pid(const struct smf_engine *e);
+
+/* Makes an export (of this process or a peer: `owner_pid`) known to the
+ * helper; `fd` is borrowed (-1 for IPC handles).  *id = 0 without a
+ * helper, which is not an error. */
+int smf_range_add(struct smf_engine *e, int owner_pid, const struct sm_share_info *info, int fd,
+		  uint32_t *id);
+void smf_range_del(struct smf_engine *e, uint32_t id);
 
 /* Queues a copy.  *started = 0 (and SM_OK) when every event of the pool is
  * in flight: nothing was queued, try again later. */
 int smf_copy_start(struct smf_engine *e, void *dst, const void *src, size_t n,
 		   struct smf_copy *op, int *started);
+/* The same between two helper mappings, by name and offset. */
+int smf_copy_start_ranges(struct smf_engine *e, uint32_t dst_id, uint64_t dst_off,
+			  uint32_t src_id, uint64_t src_off, size_t n, struct smf_copy *op,
+			  int *started);
 /* *done = 1 once every piece landed; the events then go back to the pool. */
 int smf_copy_test(struct smf_engine *e, struct smf_copy *op, int *done);
 /* Waits (bounded: 60 s) until a started copy landed; past the bound, or

@@ -53,6 +53,7 @@ static const struct api_entry api_entries[] = {
 	API(get_error_string, "cuGetErrorString"),
 	API(device_get, "cuDeviceGet"),
 	API(device_get_pci_bus_id, "cuDeviceGetPCIBusId"),
+	API(device_get_by_pci_bus_id, "cuDeviceGetByPCIBusId"),
 	API(device_get_attribute, "cuDeviceGetAttribute"),
 	API(primary_ctx_retain, "cuDevicePrimaryCtxRetain"),
 	API(primary_ctx_release, "cuDevicePrimaryCtxRelease"),

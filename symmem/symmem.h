@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <cuda.h>
 
@@ -35,6 +36,13 @@ void sm_set_log_sink(sm_log_sink sink);
 void sm_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void sm_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Unix-socket I/O that never blocks.  Returns bytes moved (0 = would
+ * block) or -1 with sm_fail() set (a hang-up on receive is an error too).
+ * `pass_fd` >= 0 rides along with the first byte (SCM_RIGHTS); `got_fd`
+ * receives one if it arrives (close-on-exec). */
+ssize_t sm_send_some(int fd, const void *buf, size_t len, int pass_fd);
+ssize_t sm_recv_some(int fd, void *buf, size_t len, int *got_fd);
+
 /* CUDA driver, resolved with dlopen("libcuda.so.1") + cuGetProcAddress. */
 struct sm_cuda_info {
 	int loaded;		/* driver opened and cuInit succeeded */
@@ -52,6 +60,7 @@ struct sm_cuda_api {
 	CUresult (*get_error_string)(CUresult, const char **);
 	CUresult (*device_get)(CUdevice *, int);
 	CUresult (*device_get_pci_bus_id)(char *, int, CUdevice);
+	CUresult (*device_get_by_pci_bus_id)(CUdevice *, const char *);
 	CUresult (*device_get_attribute)(int *, CUdevice_attribute, CUdevice);
 	CUresult (*primary_ctx_retain)(CUcontext *, CUdevice);
 	CUresult (*primary_ctx_release)(CUdevice);

@@ -74,13 +74,17 @@ int comm_engine(struct tp_comm *c)
 
 int comm_setup(struct tp_comm *c, const struct tp_options *opt)
 {
+	struct smf_engine_options eo;
 	int rc;
 
 	c->stall_ns = opt->stall_report > 0 ? (uint64_t)(opt->stall_report * 1e9) : 0;
 	c->no_direct = opt->no_direct;
 	if (!opt->gpu)
 		return SM_OK;
-	rc = smf_engine_get(opt->copy_streams > 0 ? opt->copy_streams : 1, opt->split_min, &c->ce);
+	eo.nstreams = opt->copy_streams > 0 ? opt->copy_streams : 1;
+	eo.split_min = opt->split_min;
+	eo.helper = opt->copy_helper;
+	rc = smf_engine_get(&eo, &c->ce);
 	if (rc)
 		return sm_fail(rc, "opening the copy engine: %s", sm_last_error());
 	return SM_OK;
@@ -194,7 +198,7 @@ int tp_isend(struct tp_comm *c, const void *data, size_t size, const struct tp_r
 	rc = check_region(c, reg, data, size);
 	if (rc)
 		return rc;
-	rc = c->ops->isend(c, out, data, size);
+	rc = c->ops->isend(c, out, data, size, reg);
 	if (rc)
 		return rc;
 	if (!*out) {
@@ -297,12 +301,12 @@ void tp_close(struct tp_comm *c)
 	for (unsigned i = 0; i < c->q_count; i++) {
 		struct tp_req *r = c->queue[(c->q_head + i) % TP_MAX_REQUESTS];
 
-		if (r->direct && r->copy.nev)
+		if (r->direct && (r->copy.nev || r->copy.helper))
 			smf_copy_wait(c->ce, &r->copy);
 	}
+	c->ops->close(c);	/* forgets the peer's mappings, in the helper too */
 	smf_engine_put(c->ce);
 	c->ce = NULL;
-	c->ops->close(c);
 	if (c->fd >= 0)
 		close(c->fd);
 	free(c);

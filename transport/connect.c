@@ -173,7 +173,7 @@ static int pending_step(struct pending *p, int *done)
 		p->state = CONN_HELLO;
 	}
 	if (p->state == CONN_HELLO) {
-		n = sock_send_some(p->fd, (uint8_t *)&p->hello + p->sent, sizeof(p->hello) - p->sent,
+		n = sm_send_some(p->fd, (uint8_t *)&p->hello + p->sent, sizeof(p->hello) - p->sent,
 				   p->sent == 0 ? p->memfd : -1);
 		if (n < 0)
 			return SM_ERR_REMOTE;
@@ -186,7 +186,7 @@ static int pending_step(struct pending *p, int *done)
 		}
 		p->state = CONN_REPLY;
 	}
-	n = sock_recv_some(p->fd, (uint8_t *)&p->reply + p->got, sizeof(p->reply) - p->got, NULL);
+	n = sm_recv_some(p->fd, (uint8_t *)&p->reply + p->got, sizeof(p->reply) - p->got, NULL);
 	if (n < 0)
 		return sm_fail(SM_ERR_REMOTE, "listener hung up during setup: %s", sm_last_error());
 	p->got += (size_t)n;

@@ -85,6 +85,8 @@ struct tp_region {
 	uint32_t id;			/* exported: the peer's name for it, else 0 */
 	uint64_t offset;		/* base's offset in the exported allocation */
 	struct sm_export *exp;
+	struct smf_engine *ce;		/* sender, hid != 0: the engine holding it */
+	uint32_t hid;			/* sender: the copy helper's name for it, or 0 */
 };
 
 /* A peer's exported registration as the sender sees it. */
@@ -92,7 +94,9 @@ struct remote_region {
 	uint32_t id;
 	int fd;				/* until imported */
 	struct sm_share_info info;
-	struct sm_mapping *map;		/* imported on first use */
+	struct sm_mapping *map;		/* imported on first use, when no helper copies */
+	uint32_t hid;			/* the copy helper's name for it, or 0 */
+	int helper_tried;		/* hid stays 0: the helper could not map it */
 };
 
 enum req_kind {
@@ -122,7 +126,8 @@ struct tp_req {
 
 struct tp_ops {
 	const char *name;
-	int (*isend)(struct tp_comm *c, struct tp_req **out, const void *data, size_t size);
+	int (*isend)(struct tp_comm *c, struct tp_req **out, const void *data, size_t size,
+		     const struct tp_region *reg);
 	int (*irecv)(struct tp_comm *c, struct tp_req *r, const struct tp_region *reg);
 	int (*progress)(struct tp_comm *c, int *progressed);
 	void (*close)(struct tp_comm *c);
@@ -198,6 +203,9 @@ int comm_fail(struct tp_comm *c, int status, const char *fmt, ...)
 /* region.c */
 int region_lookup(struct tp_comm *c, uint32_t id, struct remote_region **out);
 int region_map(struct tp_comm *c, struct remote_region *rr);
+/* Makes the peer's registration known to the copy helper if there is one;
+ * rr->hid stays 0 when it cannot be (the copy then runs in this process). */
+void region_to_helper(struct tp_comm *c, struct remote_region *rr);
 int region_drain(struct tp_comm *c);
 void region_close_all(struct tp_comm *c);
 

@@ -107,7 +107,7 @@ static void refuse(struct tp_listener *l, int status, const char *why)
 	struct wire_reply r = { .magic = WIRE_MAGIC, .status = status };
 
 	snprintf(r.reason, sizeof(r.reason), "%s", why);
-	sock_send_some(l->cand_fd, &r, sizeof(r), -1);
+	sm_send_some(l->cand_fd, &r, sizeof(r), -1);
 	sm_info("refused a connection: %s", why);
 	drop_candidate(l);
 }
@@ -194,7 +194,7 @@ int tp_accept(struct tp_listener *l, struct tp_comm **out)
 	if (l->cand_fd < 0 && !take_connection(l))
 		goto wait;
 	if (!l->comm) {
-		n = sock_recv_some(l->cand_fd, (uint8_t *)&l->hello + l->got, sizeof(l->hello) - l->got,
+		n = sm_recv_some(l->cand_fd, (uint8_t *)&l->hello + l->got, sizeof(l->hello) - l->got,
 				   l->cand_uds ? &l->memfd : NULL);
 		if (n < 0) {
 			drop_candidate(l);	/* hung up before saying who it is */
@@ -212,7 +212,7 @@ int tp_accept(struct tp_listener *l, struct tp_comm **out)
 		if (!l->comm)
 			goto wait;
 	}
-	n = sock_send_some(l->cand_fd, (uint8_t *)&l->reply + l->sent, sizeof(l->reply) - l->sent, -1);
+	n = sm_send_some(l->cand_fd, (uint8_t *)&l->reply + l->sent, sizeof(l->reply) - l->sent, -1);
 	if (n < 0) {
 		rc = sm_fail(SM_ERR_REMOTE, "connector hung up during setup");
 		drop_candidate(l);

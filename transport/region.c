@@ -26,7 +26,7 @@ static int send_bounded(struct tp_comm *c, const void *buf, size_t len, int pass
 
 	while (done < len) {
 		struct pollfd pfd = { .fd = c->fd, .events = POLLOUT };
-		ssize_t n = sock_send_some(c->fd, p + done, len - done, done ? -1 : pass_fd);
+		ssize_t n = sm_send_some(c->fd, p + done, len - done, done ? -1 : pass_fd);
 
 		if (n < 0)
 			return comm_fail(c, SM_ERR_REMOTE, "announcing a registration: %s",
@@ -59,6 +59,29 @@ static int announce(struct tp_comm *c, struct tp_region *r)
 	return rc;
 }
 
+/* A sender's GPU buffer is exported to its own copy helper, so copies from
+ * it need no CUDA call here.  Memory that cannot be exported (a stream-
+ * ordered pool, cuMem without a shareable handle) is still fine: its
+ * copies run in this process. */
+static void sender_to_helper(struct tp_comm *c, struct tp_region *r)
+{
+	struct sm_share_info info;
+	int fd = -1;
+
+	if (sm_export_get((void *)r->base, r->size, &r->exp, &info, &r->offset, &fd) ||
+	    smf_range_add(c->ce, getpid(), &info, fd, &r->hid)) {
+		sm_info("send buffer %p (%zu bytes) stays with in-process copies: %s",
+			(void *)r->base, r->size, sm_last_error());
+		if (r->exp)
+			sm_export_put(r->exp);
+		r->exp = NULL;
+		r->hid = 0;
+		return;
+	}
+	r->ce = c->ce;
+	smf_engine_hold(r->ce);
+}
+
 int tp_register(struct tp_comm *c, void *data, size_t size, int mem, struct tp_region **out)
 {
 	struct tp_region *r;
@@ -82,6 +105,9 @@ int tp_register(struct tp_comm *c, void *data, size_t size, int mem, struct tp_r
 		r->id = ++c->next_region;
 		rc = announce(c, r);
 	}
+	if (mem == TP_MEM_CUDA && c->is_send && c->ops == &tp_shm_ops &&
+	    smf_engine_helper_pid(c->ce))
+		sender_to_helper(c, r);
 	if (rc) {
 		free(r);
 		return rc;
@@ -96,6 +122,13 @@ void tp_deregister(struct tp_comm *c, struct tp_region *r)
 
 	if (!r)
 		return;
+	if (r->hid) {
+		smf_range_del(r->ce, r->hid);
+		smf_engine_put(r->ce);
+		sm_export_put(r->exp);
+		free(r);
+		return;
+	}
 	if (r->exp) {
 		/* Best effort: after a failure, or once the connection is
 		 * closed (c == NULL), the sender unmaps at its own close. */
@@ -128,6 +161,8 @@ static struct remote_region *remote_find(struct tp_comm *c, uint32_t id)
 
 static void remote_drop(struct tp_comm *c, struct remote_region *rr)
 {
+	if (rr->hid)
+		smf_range_del(c->ce, rr->hid);
 	if (rr->fd >= 0)
 		close(rr->fd);
 	sm_import_put(rr->map);
@@ -182,7 +217,7 @@ int region_drain(struct tp_comm *c)
 {
 	for (;;) {
 		int fd = -1, rc;
-		ssize_t n = sock_recv_some(c->fd, c->rin + c->rin_len, sizeof(c->rin) - c->rin_len,
+		ssize_t n = sm_recv_some(c->fd, c->rin + c->rin_len, sizeof(c->rin) - c->rin_len,
 					   &fd);
 
 		if (n < 0)
@@ -230,6 +265,18 @@ int region_map(struct tp_comm *c, struct remote_region *rr)
 	if (rc)
 		return comm_fail(c, rc, "mapping the receiver's GPU buffer: %s", sm_last_error());
 	return SM_OK;
+}
+
+void region_to_helper(struct tp_comm *c, struct remote_region *rr)
+{
+	if (rr->hid || rr->helper_tried || !smf_engine_helper_pid(c->ce))
+		return;
+	rr->helper_tried = 1;
+	if (rr->info.kind == SM_SHARE_POSIX_FD && rr->fd < 0)
+		return;		/* already imported here, fd consumed */
+	if (smf_range_add(c->ce, c->peer_pid, &rr->info, rr->fd, &rr->hid))
+		sm_info("receiver's buffer (registration %u) stays with in-process copies: %s",
+			rr->id, sm_last_error());
 }
 
 void region_close_all(struct tp_comm *c)

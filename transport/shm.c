@@ -84,17 +84,20 @@ int shm_comm_attach(struct tp_comm *c, int memfd, uint64_t seg_size, uint64_t ch
 	return SM_OK;
 }
 
-/* A receive into an exported GPU buffer: find the peer's registration
- * (reading its announcement if needed) and map it.  *dst stays NULL when
- * the announcement has not arrived yet. */
-static int direct_target(struct tp_comm *c, unsigned slot, size_t size, uint8_t **dst)
+/* Starts the copy of a message into the receiver's exported GPU buffer:
+ * through the copy helper when it knows both buffers, else in this process
+ * (the peer's buffer mapped here on first use).  *started = 0 when the
+ * peer's announcement has not arrived yet or no copy slot is free: NCCL
+ * retries the send. */
+static int direct_copy(struct tp_comm *c, unsigned slot, const void *data, size_t size,
+		       const struct tp_region *reg, struct smf_copy *copy, int *started)
 {
 	struct shm_ctrl *ctrl = c->ctrl;
 	uint64_t offset = ctrl->recv_offset[slot];
 	struct remote_region *rr;
 	int rc;
 
-	*dst = NULL;
+	*started = 0;
 	rc = region_lookup(c, ctrl->recv_region[slot], &rr);
 	if (rc || !rr)
 		return rc;
@@ -102,22 +105,32 @@ static int direct_target(struct tp_comm *c, unsigned slot, size_t size, uint8_t 
 		return comm_fail(c, SM_ERR_REMOTE, "receive at offset %llu of a %llu-byte peer "
 				 "allocation cannot hold %zu bytes", (unsigned long long)offset,
 				 (unsigned long long)rr->info.alloc_size, size);
-	rc = region_map(c, rr);
-	if (rc)
-		return rc;
 	rc = comm_engine(c);
 	if (rc)
 		return rc;
-	*dst = sm_mapping_base(rr->map) + offset;
-	return SM_OK;
+	if (reg && reg->hid) {
+		region_to_helper(c, rr);
+		if (rr->hid) {
+			rc = smf_copy_start_ranges(c->ce, rr->hid, offset, reg->hid,
+						   reg->offset + ((uintptr_t)data - reg->base),
+						   size, copy, started);
+			return rc ? comm_fail(c, rc, "%s", sm_last_error()) : SM_OK;
+		}
+	}
+	rc = region_map(c, rr);
+	if (rc)
+		return rc;
+	rc = smf_copy_start(c->ce, sm_mapping_base(rr->map) + offset, data, size, copy, started);
+	return rc ? comm_fail(c, rc, "%s", sm_last_error()) : SM_OK;
 }
 
-static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t size)
+static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t size,
+		     const struct tp_region *reg)
 {
 	struct shm_ctrl *ctrl = c->ctrl;
 	unsigned slot = c->posted % TP_MAX_REQUESTS;
 	struct smf_copy copy;
-	uint8_t *dst = NULL;
+	int direct = 0;
 	uint64_t capacity;
 	struct tp_req *r;
 	int rc;
@@ -135,23 +148,17 @@ static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, s
 				 size, (unsigned long long)capacity, (unsigned long long)c->posted);
 	}
 	if (ctrl->recv_region[slot] != 0) {
-		rc = direct_target(c, slot, size, &dst);
-		if (rc || !dst)
-			return rc;
-	}
-	if (dst) {
 		int started;
 
-		rc = smf_copy_start(c->ce, dst, data, size, &copy, &started);
-		if (rc)
-			return comm_fail(c, rc, "%s", sm_last_error());
-		if (!started)
-			return SM_OK;	/* every copy event is in flight: retry */
+		rc = direct_copy(c, slot, data, size, reg, &copy, &started);
+		if (rc || !started)
+			return rc;
+		direct = 1;
 	}
 	r = comm_req_alloc(c, REQ_SEND);	/* tp_isend checked there is room */
 	r->buf = (uint8_t *)data;
 	r->size = size;
-	if (dst) {
+	if (direct) {
 		r->direct = 1;
 		r->copy = copy;
 	}

@@ -22,13 +22,6 @@ int sock_tcp_connect(const struct tp_handle_info *info, int *fd, int *pending);
 /* 1 when a pending TCP connect finished, 0 while still pending. */
 int sock_connect_done(int fd);
 
-/* Moves what it can without blocking. Returns bytes moved (0 = would block)
- * or -1 with sm_fail() set (a hang-up on receive is an error too).
- * `pass_fd` >= 0 rides along with the first byte (SCM_RIGHTS); `got_fd`
- * receives one if it arrives. */
-ssize_t sock_send_some(int fd, const void *buf, size_t len, int pass_fd);
-ssize_t sock_recv_some(int fd, void *buf, size_t len, int *got_fd);
-
 /* 1 if the peer has hung up or the socket failed, 0 if it looks alive.
  * Never consumes data. */
 int sock_peer_gone(int fd);

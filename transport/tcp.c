@@ -51,7 +51,7 @@ static int send_staged(struct tp_comm *c, struct tp_req *r, int *progressed)
 			c->stage_fill = len;
 			c->stage_off = 0;
 		}
-		n = sock_send_some(c->fd, c->stage + c->stage_off, c->stage_fill - c->stage_off, -1);
+		n = sm_send_some(c->fd, c->stage + c->stage_off, c->stage_fill - c->stage_off, -1);
 		if (n < 0)
 			return comm_fail(c, SM_ERR_REMOTE, "receiving peer: %s", sm_last_error());
 		if (n == 0)
@@ -74,7 +74,7 @@ static int recv_staged(struct tp_comm *c, struct tp_req *r, int *progressed)
 	while (!rc && r->moved < r->msg_size) {
 		uint64_t want = min_u64(STAGE_BYTES - c->stage_fill,
 					r->msg_size - r->moved - c->stage_fill);
-		ssize_t n = sock_recv_some(c->fd, c->stage + c->stage_fill, want, NULL);
+		ssize_t n = sm_recv_some(c->fd, c->stage + c->stage_fill, want, NULL);
 
 		if (n < 0)
 			return comm_fail(c, SM_ERR_REMOTE, "sending peer: %s", sm_last_error());
@@ -100,7 +100,7 @@ static int tcp_read_posts(struct tp_comm *c, int *eof)
 	*eof = 0;
 	for (;;) {
 		uint64_t seq, size;
-		ssize_t n = sock_recv_some(c->fd, c->in + c->in_len, sizeof(c->in) - c->in_len, NULL);
+		ssize_t n = sm_recv_some(c->fd, c->in + c->in_len, sizeof(c->in) - c->in_len, NULL);
 
 		if (n < 0) {
 			*eof = 1;
@@ -123,8 +123,10 @@ static int tcp_read_posts(struct tp_comm *c, int *eof)
 	}
 }
 
-static int tcp_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t size)
+static int tcp_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t size,
+		     const struct tp_region *reg)
 {
+	(void)reg;
 	uint64_t capacity, sz = size;
 	struct tp_req *r;
 	int rc, eof;
@@ -144,7 +146,7 @@ static int tcp_isend(struct tp_comm *c, struct tp_req **out, const void *data, s
 	c->posted++;
 	if (size > capacity) {
 		/* Send the header alone so the receiver fails too. */
-		sock_send_some(c->fd, r->hdr, 8, -1);
+		sm_send_some(c->fd, r->hdr, 8, -1);
 		r->kind = REQ_FREE;
 		return comm_fail(c, SM_ERR_USAGE,
 				 "send of %zu bytes into a posted receive of %llu bytes (message %llu)",
@@ -160,7 +162,7 @@ static int tcp_flush_posts(struct tp_comm *c)
 
 	if (!c->out_len)
 		return SM_OK;
-	n = sock_send_some(c->fd, c->out, c->out_len, -1);
+	n = sm_send_some(c->fd, c->out, c->out_len, -1);
 	if (n < 0)
 		return comm_fail(c, SM_ERR_REMOTE, "sending peer: %s", sm_last_error());
 	memmove(c->out, c->out + n, c->out_len - (size_t)n);
@@ -187,7 +189,7 @@ static int tcp_progress_send(struct tp_comm *c, int *progressed)
 
 	while ((r = comm_head(c)) != NULL) {
 		if (r->hdr_done < 8) {
-			n = sock_send_some(c->fd, r->hdr + r->hdr_done, 8 - r->hdr_done, -1);
+			n = sm_send_some(c->fd, r->hdr + r->hdr_done, 8 - r->hdr_done, -1);
 			if (n < 0)
 				return comm_fail(c, SM_ERR_REMOTE, "receiving peer: %s", sm_last_error());
 			r->hdr_done += (size_t)n;
@@ -203,7 +205,7 @@ static int tcp_progress_send(struct tp_comm *c, int *progressed)
 			if (r->moved < r->size)
 				break;
 		} else if (r->moved < r->size) {
-			n = sock_send_some(c->fd, r->buf + r->moved, r->size - r->moved, -1);
+			n = sm_send_some(c->fd, r->buf + r->moved, r->size - r->moved, -1);
 			if (n < 0)
 				return comm_fail(c, SM_ERR_REMOTE, "receiving peer: %s", sm_last_error());
 			r->moved += (uint64_t)n;
@@ -230,7 +232,7 @@ static int tcp_progress_recv(struct tp_comm *c, int *progressed)
 		return rc;
 	while ((r = comm_head(c)) != NULL) {
 		if (!r->have_size) {
-			n = sock_recv_some(c->fd, r->hdr + r->hdr_done, 8 - r->hdr_done, NULL);
+			n = sm_recv_some(c->fd, r->hdr + r->hdr_done, 8 - r->hdr_done, NULL);
 			if (n < 0)
 				return comm_fail(c, SM_ERR_REMOTE, "sending peer: %s", sm_last_error());
 			r->hdr_done += (size_t)n;
@@ -252,7 +254,7 @@ static int tcp_progress_recv(struct tp_comm *c, int *progressed)
 			if (r->moved < r->msg_size)
 				break;
 		} else if (r->moved < r->msg_size) {
-			n = sock_recv_some(c->fd, r->buf + r->moved,
+			n = sm_recv_some(c->fd, r->buf + r->moved,
 					   min_u64(r->msg_size - r->moved, 1ull << 30), NULL);
 			if (n < 0)
 				return comm_fail(c, SM_ERR_REMOTE, "sending peer: %s", sm_last_error());

@@ -39,6 +39,7 @@ struct tp_options {
 	int gpu;			/* GPU buffers may come: take the copy engine at setup */
 	int no_direct;			/* never export GPU registrations to the peer:
 					 * GPU data bounces through the host ring */
+	const char *copy_helper;	/* symmem-copyd to run copies in, or NULL */
 };
 
 struct tp_listener;

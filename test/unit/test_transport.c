@@ -556,16 +556,17 @@ static void test_malformed_announcement(void **state)
 /* Without a usable driver the copy engine does not open, and says why. */
 static void test_copy_engine_needs_driver(void **state)
 {
+	struct smf_engine_options two = { .nstreams = 2 }, none = { .nstreams = 0 };
 	struct smf_engine *e = (struct smf_engine *)1;
 
 	(void)state;
 	if (sm_cu()) {
 		skip();		/* a driver exists: covered by the GPU runs */
 	}
-	assert_int_equal(smf_engine_get(2, 0, &e), SM_ERR_CUDA);
+	assert_int_equal(smf_engine_get(&two, &e), SM_ERR_CUDA);
 	assert_null(e);
 	assert_non_null(strstr(sm_last_error(), "CUDA"));
-	assert_int_equal(smf_engine_get(0, 0, &e), SM_ERR_INTERNAL);
+	assert_int_equal(smf_engine_get(&none, &e), SM_ERR_INTERNAL);
 	assert_int_equal(smf_engine_count(), 0);
 }
 

@@ -1,0 +1,344 @@
+/* The plugin's side of the copy helper (symmem-copyd, copyd.c): starting
+ * it, asking it to map memory, posting copies into the shared ring and
+ * reading their state.  Posting and testing make no CUDA call and no
+ * system call, so NCCL's progress thread cannot block inside the driver
+ * (copyd_proto.h says why that matters). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "copy_helper.h"
+#include "copyd_proto.h"
+
+extern char **environ;
+
+/* The helper opens a CUDA context and makes its events in the hello:
+ * seconds on a loaded host.  A mapping is tens of microseconds. */
+#define HELLO_TIMEOUT_MS 60000
+#define REQUEST_TIMEOUT_MS 30000
+#define STOP_TIMEOUT_MS 5000
+/* How often a waiting test looks whether the helper still lives. */
+#define ALIVE_CHECK_NS (100ull * 1000 * 1000)
+
+struct smf_helper {
+	pid_t pid;
+	int ctrl;
+	struct cd_ring *ring;
+	pthread_mutex_t ctrl_lock;	/* one request and its reply at a time */
+	pthread_mutex_t ring_lock;	/* posting order = message order */
+	uint64_t next_seq;
+	uint8_t orphan[CD_SLOTS];	/* given up while queued: free it once it ends */
+	_Atomic uint64_t next_check_ns;
+	_Atomic int dead;
+};
+
+static int helper_gone(struct smf_helper *h)
+{
+	struct pollfd p = { .fd = h->ctrl, .events = POLLRDHUP };
+
+	if (atomic_load(&h->dead))
+		return 1;
+	if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)))
+		atomic_store(&h->dead, 1);
+	return atomic_load(&h->dead);
+}
+
+static int dead_error(struct smf_helper *h)
+{
+	return sm_fail(SM_ERR_SYSTEM, "the copy helper (symmem-copyd, pid %d) has exited",
+		       (int)h->pid);
+}
+
+/* Sends `m` (with `fd` if >= 0) and, unless no_reply, waits for the answer. */
+static int request(struct smf_helper *h, const struct cd_msg *m, int fd, int timeout_ms,
+		   struct cd_reply *r)
+{
+	struct pollfd p = { .fd = h->ctrl };
+	int rc = SM_OK, got = -1;
+	ssize_t n;
+
+	pthread_mutex_lock(&h->ctrl_lock);
+	if (helper_gone(h)) {
+		rc = dead_error(h);
+		goto out;
+	}
+	p.events = POLLOUT;
+	if (poll(&p, 1, timeout_ms) <= 0 || sm_send_some(h->ctrl, m, sizeof(*m), fd) !=
+	    (ssize_t)sizeof(*m)) {
+		rc = sm_fail(SM_ERR_SYSTEM, "the copy helper (pid %d) does not take requests",
+			     (int)h->pid);
+		goto out;
+	}
+	if (!r)
+		goto out;
+	p.events = POLLIN;
+	if (poll(&p, 1, timeout_ms) <= 0) {
+		rc = sm_fail(SM_ERR_SYSTEM, "the copy helper (pid %d) did not answer in %d s",
+			     (int)h->pid, timeout_ms / 1000);
+		goto out;
+	}
+	n = sm_recv_some(h->ctrl, r, sizeof(*r), &got);
+	if (got >= 0)
+		close(got);
+	if (n != (ssize_t)sizeof(*r) || r->magic != CD_MAGIC) {
+		atomic_store(&h->dead, 1);
+		rc = dead_error(h);
+		goto out;
+	}
+	if (r->status)
+		rc = sm_fail(r->status, "copy helper: %.180s", r->msg);
+out:
+	pthread_mutex_unlock(&h->ctrl_lock);
+	return rc;
+}
+
+/* The helper's end of the socket must be fd 3 in the child and the only
+ * descriptor it inherits besides stdio (it closes the rest itself). */
+static int spawn(const char *path, int child_end, pid_t *pid)
+{
+	posix_spawn_file_actions_t fa;
+	char client[24], *argv[3];
+	int rc;
+
+	snprintf(client, sizeof(client), "%d", (int)getpid());
+	argv[0] = (char *)path;
+	argv[1] = client;
+	argv[2] = NULL;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, child_end, CD_CTRL_FD);
+	rc = posix_spawn(pid, path, &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc)
+		return sm_fail(SM_ERR_SYSTEM, "cannot start the copy helper %s: %s", path,
+			       strerror(rc));
+	return SM_OK;
+}
+
+static int make_ring(struct cd_ring **ring, int *fd)
+{
+	void *p;
+
+	*fd = memfd_create("symmem-copyd-ring", MFD_CLOEXEC);
+	if (*fd < 0)
+		return sm_fail(SM_ERR_SYSTEM, "memfd_create: %s", strerror(errno));
+	if (ftruncate(*fd, sizeof(struct cd_ring)) != 0) {
+		close(*fd);
+		return sm_fail(SM_ERR_SYSTEM, "sizing the request ring: %s", strerror(errno));
+	}
+	p = mmap(NULL, sizeof(struct cd_ring), PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+	if (p == MAP_FAILED) {
+		close(*fd);
+		return sm_fail(SM_ERR_SYSTEM, "mapping the request ring: %s", strerror(errno));
+	}
+	*ring = p;
+	(*ring)->magic = CD_MAGIC;
+	(*ring)->nslots = CD_SLOTS;
+	return SM_OK;
+}
+
+int smf_helper_start(const char *path, const char *pci_bus_id, int nstreams,
+		     struct smf_helper **out)
+{
+	struct smf_helper *h;
+	struct cd_reply r;
+	struct cd_msg m;
+	int sv[2], child_end, ringfd = -1, rc;
+
+	*out = NULL;
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return sm_fail(SM_ERR_SYSTEM, "out of memory starting the copy helper");
+	h->ctrl = -1;
+	h->pid = -1;
+	pthread_mutex_init(&h->ctrl_lock, NULL);
+	pthread_mutex_init(&h->ring_lock, NULL);
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+		rc = sm_fail(SM_ERR_SYSTEM, "socketpair: %s", strerror(errno));
+		goto fail;
+	}
+	h->ctrl = sv[0];
+	/* dup2 onto itself would keep close-on-exec: move it off fd 3. */
+	child_end = sv[1];
+	if (child_end == CD_CTRL_FD) {
+		child_end = fcntl(sv[1], F_DUPFD_CLOEXEC, CD_CTRL_FD + 1);
+		close(sv[1]);
+		if (child_end < 0) {
+			rc = sm_fail(SM_ERR_SYSTEM, "dup: %s", strerror(errno));
+			goto fail;
+		}
+	}
+	rc = spawn(path, child_end, &h->pid);
+	close(child_end);
+	if (rc)
+		goto fail;
+	rc = make_ring(&h->ring, &ringfd);
+	if (rc)
+		goto fail;
+	memset(&m, 0, sizeof(m));
+	m.magic = CD_MAGIC;
+	m.op = CD_HELLO;
+	m.version = CD_VERSION;
+	m.nstreams = (uint32_t)nstreams;
+	snprintf(m.pci_bus_id, sizeof(m.pci_bus_id), "%s", pci_bus_id);
+	rc = request(h, &m, ringfd, HELLO_TIMEOUT_MS, &r);
+	close(ringfd);
+	if (rc)
+		goto fail;
+	*out = h;
+	return SM_OK;
+fail:
+	smf_helper_stop(h);
+	return rc;
+}
+
+void smf_helper_stop(struct smf_helper *h)
+{
+	uint64_t limit = sm_now_ns() + STOP_TIMEOUT_MS * 1000000ull;
+	int status;
+
+	if (!h)
+		return;
+	if (h->ctrl >= 0)
+		close(h->ctrl);	/* the helper's cue: finish queued copies, unmap, exit */
+	while (h->pid > 0 && waitpid(h->pid, &status, WNOHANG) == 0) {
+		if (sm_now_ns() > limit) {
+			sm_warn("copy helper (pid %d) did not exit in %d s; killed", (int)h->pid,
+				STOP_TIMEOUT_MS / 1000);
+			kill(h->pid, SIGKILL);
+			waitpid(h->pid, &status, 0);
+			break;
+		}
+		usleep(1000);
+	}
+	if (h->ring)
+		munmap(h->ring, sizeof(*h->ring));
+	pthread_mutex_destroy(&h->ctrl_lock);
+	pthread_mutex_destroy(&h->ring_lock);
+	free(h);
+}
+
+pid_t smf_helper_pid(const struct smf_helper *h)
+{
+	return h->pid;
+}
+
+int smf_helper_add(struct smf_helper *h, int owner_pid, const struct sm_share_info *info, int fd,
+		   uint32_t *id)
+{
+	struct cd_reply r;
+	struct cd_msg m;
+	int rc;
+
+	*id = 0;
+	memset(&m, 0, sizeof(m));
+	m.magic = CD_MAGIC;
+	m.op = CD_ADD;
+	m.owner_pid = owner_pid;
+	m.info = *info;
+	rc = request(h, &m, info->kind == SM_SHARE_POSIX_FD ? fd : -1, REQUEST_TIMEOUT_MS, &r);
+	if (rc)
+		return rc;
+	if (r.id == 0)
+		return sm_fail(SM_ERR_SYSTEM, "copy helper answered a mapping without a name");
+	*id = r.id;
+	return SM_OK;
+}
+
+void smf_helper_del(struct smf_helper *h, uint32_t id)
+{
+	struct cd_msg m;
+
+	if (!id)
+		return;
+	memset(&m, 0, sizeof(m));
+	m.magic = CD_MAGIC;
+	m.op = CD_DEL;
+	m.id = id;
+	request(h, &m, -1, REQUEST_TIMEOUT_MS, NULL);	/* a dead helper has nothing mapped */
+}
+
+int smf_helper_post(struct smf_helper *h, uint32_t dst_id, uint64_t dst_off, uint32_t src_id,
+		    uint64_t src_off, uint64_t len, uint64_t *seq, int *started)
+{
+	struct cd_slot *s;
+	uint32_t st;
+
+	*started = 0;
+	if (atomic_load(&h->dead))
+		return dead_error(h);
+	pthread_mutex_lock(&h->ring_lock);
+	s = &h->ring->slot[h->next_seq % CD_SLOTS];
+	st = atomic_load_explicit(&s->state, memory_order_acquire);
+	if (h->orphan[h->next_seq % CD_SLOTS] && (st == CD_DONE || st == CD_FAILED)) {
+		h->orphan[h->next_seq % CD_SLOTS] = 0;
+		st = CD_FREE;
+	}
+	if (st != CD_FREE) {
+		pthread_mutex_unlock(&h->ring_lock);
+		return SM_OK;	/* CD_SLOTS copies in flight: the caller retries */
+	}
+	s->src_id = src_id;
+	s->dst_id = dst_id;
+	s->src_off = src_off;
+	s->dst_off = dst_off;
+	s->len = len;
+	s->seq = h->next_seq;
+	*seq = h->next_seq++;
+	atomic_store_explicit(&s->state, CD_POSTED, memory_order_release);
+	pthread_mutex_unlock(&h->ring_lock);
+	*started = 1;
+	return SM_OK;
+}
+
+int smf_helper_test(struct smf_helper *h, uint64_t seq, int *done)
+{
+	struct cd_slot *s = &h->ring->slot[seq % CD_SLOTS];
+	uint32_t st = atomic_load_explicit(&s->state, memory_order_acquire);
+	uint64_t now;
+	int rc;
+
+	*done = 0;
+	if (s->seq != seq)
+		return sm_fail(SM_ERR_INTERNAL, "copy %llu tested after its slot was reused",
+			       (unsigned long long)seq);
+	if (st == CD_DONE) {
+		atomic_store_explicit(&s->state, CD_FREE, memory_order_release);
+		*done = 1;
+		return SM_OK;
+	}
+	if (st == CD_FAILED) {
+		rc = sm_fail(SM_ERR_CUDA, "copy helper: %.80s", s->err);
+		atomic_store_explicit(&s->state, CD_FREE, memory_order_release);
+		return rc;
+	}
+	/* Still queued: now and then make sure someone is there to finish it. */
+	now = sm_now_ns();
+	if (now >= atomic_load(&h->next_check_ns)) {
+		atomic_store(&h->next_check_ns, now + ALIVE_CHECK_NS);
+		if (helper_gone(h))
+			return dead_error(h);
+	}
+	return SM_OK;
+}
+
+/* A copy given up (timed out, or its connection failed): its slot is
+ * reused once the helper has finished with it. */
+void smf_helper_abandon(struct smf_helper *h, uint64_t seq)
+{
+	struct cd_slot *s = &h->ring->slot[seq % CD_SLOTS];
+
+	pthread_mutex_lock(&h->ring_lock);
+	if (s->seq == seq)
+		h->orphan[seq % CD_SLOTS] = 1;
+	pthread_mutex_unlock(&h->ring_lock);
+}

@@ -1,0 +1,36 @@
+/* The copy helper seen from the plugin (copy_helper.c); private to smfree/,
+ * which offers it to the layers above through the engine (smfree.h). */
+#ifndef SYMMEM_SMFREE_COPY_HELPER_H
+#define SYMMEM_SMFREE_COPY_HELPER_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "symmem.h"
+
+struct smf_helper;
+
+/* Starts `path` for the GPU with this PCI bus id and waits (bounded) until
+ * it has a context, `nstreams` streams and the request ring. */
+int smf_helper_start(const char *path, const char *pci_bus_id, int nstreams,
+		     struct smf_helper **out);
+/* Hangs up; the helper finishes queued copies, unmaps and exits (killed
+ * after 5 s).  NULL is fine. */
+void smf_helper_stop(struct smf_helper *h);
+pid_t smf_helper_pid(const struct smf_helper *h);
+
+/* Has the helper map an export of `owner_pid` (fd borrowed; -1 for IPC
+ * handles); *id names it in copies. */
+int smf_helper_add(struct smf_helper *h, int owner_pid, const struct sm_share_info *info, int fd,
+		   uint32_t *id);
+void smf_helper_del(struct smf_helper *h, uint32_t id);
+
+/* Posts a copy between two mappings; *started = 0 when the ring is full.
+ * No system call, no CUDA call. */
+int smf_helper_post(struct smf_helper *h, uint32_t dst_id, uint64_t dst_off, uint32_t src_id,
+		    uint64_t src_off, uint64_t len, uint64_t *seq, int *started);
+/* *done = 1 once copy `seq` landed; an error if it failed or the helper died. */
+int smf_helper_test(struct smf_helper *h, uint64_t seq, int *done);
+void smf_helper_abandon(struct smf_helper *h, uint64_t seq);
+
+#endif

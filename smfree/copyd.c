@@ -1,0 +1,349 @@
+/* symmem-copyd: the copy helper the plugin starts, one per GPU and process.
+ *
+ * It owns a CUDA context of its own process, maps what the plugin asks it
+ * to (the plugin's own registered buffers and the peers' exports), and
+ * turns each request in the shared ring into one cuMemcpyAsync plus an
+ * event it polls.  Why it exists: copyd_proto.h.
+ *
+ *   symmem-copyd <client pid>        (the control socket is fd 3)
+ *
+ * It exits when the client does (parent-death signal, and the socket's
+ * hang-up), releasing every mapping with its context. */
+#include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "copyd_proto.h"
+#include "symmem.h"
+
+/* After this long without work the loop sleeps between polls instead of
+ * spinning; the first request after a quiet spell waits at most one sleep. */
+#define SPIN_NS (50ull * 1000 * 1000)
+#define IDLE_SLEEP_NS 50000
+
+struct range {
+	uint32_t id;
+	uint64_t size;
+	struct sm_mapping *map;
+};
+
+struct copyd {
+	const struct sm_cuda_api *cu;
+	int ctrl;
+	struct cd_ring *ring;
+	int nstreams;
+	CUstream stream[16];
+	CUevent ev[CD_SLOTS];
+	uint8_t busy[CD_SLOTS];		/* slot's copy queued, event not yet seen */
+	uint64_t tail;			/* next message number to queue */
+	uint64_t oldest;		/* oldest message possibly still busy */
+	struct range *ranges;
+	unsigned nranges, cap;
+	uint32_t next_id;
+};
+
+/* Inherited descriptors (NCCL's sockets among them) would keep the
+ * client's peers from seeing a hang-up; keep only stdio and the socket. */
+static void close_inherited(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		int fd = atoi(de->d_name);
+
+		if (fd > CD_CTRL_FD && fd != dirfd(d))
+			close(fd);
+	}
+	closedir(d);
+}
+
+static int reply(struct copyd *d, int status, uint32_t id, const char *msg)
+{
+	struct cd_reply r;
+
+	memset(&r, 0, sizeof(r));
+	r.magic = CD_MAGIC;
+	r.status = status;
+	r.id = id;
+	snprintf(r.msg, sizeof(r.msg), "%s", msg ? msg : "");
+	return sm_send_some(d->ctrl, &r, sizeof(r), -1) == (ssize_t)sizeof(r) ? 0 : -1;
+}
+
+static int open_gpu(struct copyd *d, const struct cd_msg *m, int ringfd)
+{
+	CUcontext ctx;
+	CUdevice dev;
+	CUresult crc;
+	void *p;
+
+	if (m->version != CD_VERSION)
+		return sm_fail(SM_ERR_INVALID, "plugin speaks helper protocol %u, helper %u",
+			       m->version, CD_VERSION);
+	if (m->nstreams < 1 || m->nstreams > 16)
+		return sm_fail(SM_ERR_INVALID, "%u streams asked for", m->nstreams);
+	d->cu = sm_cu();
+	if (!d->cu)
+		return sm_fail(SM_ERR_CUDA, "no CUDA driver: %s", sm_cuda_load()->reason);
+	crc = d->cu->device_get_by_pci_bus_id(&dev, m->pci_bus_id);
+	if (crc != CUDA_SUCCESS)
+		return sm_cuda_fail(crc, "cuDeviceGetByPCIBusId(%.31s)", m->pci_bus_id);
+	crc = d->cu->primary_ctx_retain(&ctx, dev);
+	if (crc == CUDA_SUCCESS)
+		crc = d->cu->ctx_set_current(ctx);
+	if (crc != CUDA_SUCCESS)
+		return sm_cuda_fail(crc, "opening a context on GPU %.31s", m->pci_bus_id);
+	for (; d->nstreams < (int)m->nstreams; d->nstreams++) {
+		crc = d->cu->stream_create(&d->stream[d->nstreams], CU_STREAM_NON_BLOCKING);
+		if (crc != CUDA_SUCCESS)
+			return sm_cuda_fail(crc, "cuStreamCreate");
+	}
+	for (int i = 0; i < CD_SLOTS; i++) {
+		crc = d->cu->event_create(&d->ev[i], CU_EVENT_DISABLE_TIMING);
+		if (crc != CUDA_SUCCESS)
+			return sm_cuda_fail(crc, "cuEventCreate");
+	}
+	p = mmap(NULL, sizeof(struct cd_ring), PROT_READ | PROT_WRITE, MAP_SHARED, ringfd, 0);
+	if (p == MAP_FAILED)
+		return sm_fail(SM_ERR_SYSTEM, "mapping the request ring: %s", strerror(errno));
+	d->ring = p;
+	if (d->ring->magic != CD_MAGIC || d->ring->nslots != CD_SLOTS)
+		return sm_fail(SM_ERR_INVALID, "request ring has the wrong layout");
+	return SM_OK;
+}
+
+static struct range *range_find(struct copyd *d, uint32_t id)
+{
+	for (unsigned i = 0; i < d->nranges; i++)
+		if (d->ranges[i].id == id)
+			return &d->ranges[i];
+	return NULL;
+}
+
+static int range_add(struct copyd *d, const struct cd_msg *m, int fd, uint32_t *id)
+{
+	struct range *r;
+	int rc;
+
+	if (d->nranges == d->cap) {
+		unsigned cap = d->cap ? 2 * d->cap : 64;
+		struct range *n = realloc(d->ranges, cap * sizeof(*n));
+
+		if (!n) {
+			if (fd >= 0)
+				close(fd);
+			return sm_fail(SM_ERR_SYSTEM, "out of memory for mappings");
+		}
+		d->ranges = n;
+		d->cap = cap;
+	}
+	r = &d->ranges[d->nranges];
+	rc = sm_import_get(m->owner_pid, &m->info, fd, &r->map);	/* consumes fd */
+	if (rc)
+		return rc;
+	r->id = ++d->next_id;
+	r->size = m->info.alloc_size;
+	d->nranges++;
+	*id = r->id;
+	return SM_OK;
+}
+
+static void range_del(struct copyd *d, uint32_t id)
+{
+	struct range *r = range_find(d, id);
+
+	if (!r)
+		return;
+	sm_import_put(r->map);
+	*r = d->ranges[--d->nranges];
+}
+
+/* One control message; returns -1 when the client is gone. */
+static int control(struct copyd *d)
+{
+	struct cd_msg m;
+	uint32_t id = 0;
+	int fd = -1, rc;
+	ssize_t n = sm_recv_some(d->ctrl, &m, sizeof(m), &fd);
+
+	if (n == 0)
+		return 0;
+	if (n != (ssize_t)sizeof(m) || m.magic != CD_MAGIC) {
+		if (fd >= 0)
+			close(fd);
+		return -1;	/* hang-up or garbage: the client is not one of ours */
+	}
+	switch (m.op) {
+	case CD_HELLO:
+		rc = d->ring ? sm_fail(SM_ERR_INVALID, "second hello") : open_gpu(d, &m, fd);
+		if (fd >= 0)
+			close(fd);
+		return reply(d, rc, 0, rc ? sm_last_error() : NULL);
+	case CD_ADD:
+		if (!d->ring)
+			rc = sm_fail(SM_ERR_INVALID, "mapping before hello");
+		else
+			rc = range_add(d, &m, fd, &id);
+		return reply(d, rc, id, rc ? sm_last_error() : NULL);
+	case CD_DEL:
+		if (fd >= 0)
+			close(fd);
+		range_del(d, m.id);
+		return 0;
+	default:
+		if (fd >= 0)
+			close(fd);
+		return reply(d, SM_ERR_INVALID, 0, "unknown request");
+	}
+}
+
+static void slot_fail(struct cd_slot *s, const char *why)
+{
+	snprintf(s->err, sizeof(s->err), "%s", why);
+	atomic_store_explicit(&s->state, CD_FAILED, memory_order_release);
+}
+
+/* Resolves one side of a request to this process's address. */
+static int locate(struct copyd *d, uint32_t id, uint64_t off, uint64_t len, CUdeviceptr *p)
+{
+	struct range *r = range_find(d, id);
+
+	if (!r || off > r->size || len > r->size - off)
+		return -1;
+	*p = (CUdeviceptr)(sm_mapping_base(r->map) + off);
+	return 0;
+}
+
+/* Queues every posted request in order; returns how many. */
+static int issue(struct copyd *d)
+{
+	int n = 0;
+
+	while (d->tail - d->oldest < CD_SLOTS) {
+		unsigned i = d->tail % CD_SLOTS;
+		struct cd_slot *s = &d->ring->slot[i];
+		CUdeviceptr src, dst;
+		CUstream st = d->stream[d->tail % (uint64_t)d->nstreams];
+		CUresult crc;
+
+		if (atomic_load_explicit(&s->state, memory_order_acquire) != CD_POSTED ||
+		    s->seq != d->tail)
+			break;
+		d->tail++;
+		n++;
+		if (locate(d, s->src_id, s->src_off, s->len, &src) ||
+		    locate(d, s->dst_id, s->dst_off, s->len, &dst)) {
+			slot_fail(s, "copy names an unknown mapping or runs past one");
+			continue;
+		}
+		crc = d->cu->memcpy_async(dst, src, s->len, st);
+		if (crc == CUDA_SUCCESS)
+			crc = d->cu->event_record(d->ev[i], st);
+		if (crc != CUDA_SUCCESS) {
+			sm_cuda_fail(crc, "cuMemcpyAsync");
+			slot_fail(s, sm_last_error());
+			continue;
+		}
+		d->busy[i] = 1;
+	}
+	return n;
+}
+
+/* Marks landed copies done; returns how many are still in flight. */
+static int complete(struct copyd *d)
+{
+	int inflight = 0;
+
+	for (uint64_t q = d->oldest; q < d->tail; q++) {
+		unsigned i = q % CD_SLOTS;
+		CUresult crc;
+
+		if (!d->busy[i])
+			continue;
+		crc = d->cu->event_query(d->ev[i]);
+		if (crc == CUDA_ERROR_NOT_READY) {
+			inflight++;
+			continue;
+		}
+		d->busy[i] = 0;
+		if (crc != CUDA_SUCCESS) {
+			sm_cuda_fail(crc, "the copy engine reported a failed copy");
+			slot_fail(&d->ring->slot[i], sm_last_error());
+		} else {
+			atomic_store_explicit(&d->ring->slot[i].state, CD_DONE, memory_order_release);
+		}
+	}
+	while (d->oldest < d->tail && !d->busy[d->oldest % CD_SLOTS])
+		d->oldest++;
+	return inflight;
+}
+
+static void serve(struct copyd *d)
+{
+	uint64_t last_work = sm_now_ns();
+	unsigned spins = 0;
+
+	for (;;) {
+		int worked = 0, inflight = 0;
+
+		if (d->ring) {
+			worked = issue(d);
+			inflight = complete(d);
+		}
+		if (worked || inflight)
+			last_work = sm_now_ns();
+		/* The socket is checked every 256 turns while busy, at once
+		 * when idle: a poll per turn would add a syscall per copy. */
+		if (!worked && !inflight && sm_now_ns() - last_work > SPIN_NS) {
+			struct pollfd p = { .fd = d->ctrl, .events = POLLIN };
+			struct timespec ts = { 0, IDLE_SLEEP_NS };
+
+			if (ppoll(&p, 1, &ts, NULL) > 0 && control(d) < 0)
+				return;
+		} else if ((++spins & 255) == 0 || !d->ring) {
+			struct pollfd p = { .fd = d->ctrl, .events = POLLIN };
+
+			if (poll(&p, 1, d->ring ? 0 : 1000) > 0 && control(d) < 0)
+				return;
+		} else if (!worked && !inflight) {
+			sched_yield();
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct copyd d;
+	long client;
+
+	memset(&d, 0, sizeof(d));
+	d.ctrl = CD_CTRL_FD;
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s <client pid> (started by libnccl-net-symmem)\n", argv[0]);
+		return 2;
+	}
+	client = strtol(argv[1], NULL, 10);
+	/* Die with the client; if it is already gone, do not start at all. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != (pid_t)client)
+		return 1;
+	close_inherited();
+	serve(&d);
+	/* Queued copies finish before the mappings go. */
+	for (int i = 0; i < d.nstreams; i++)
+		d.cu->stream_synchronize(d.stream[i]);
+	while (d.nranges)
+		range_del(&d, d.ranges[d.nranges - 1].id);
+	free(d.ranges);
+	return 0;
+}

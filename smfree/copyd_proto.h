@@ -1,0 +1,81 @@
+/* What the plugin and its copy helper (symmem-copyd) share: the control
+ * messages on their socket pair and the request ring in shared memory.
+ * Internal to smfree/.
+ *
+ * Why a helper process at all: while a CUDA graph that contains host nodes
+ * (NCCL puts one in every captured operation that uses a net plugin) has
+ * about 28 launches queued, the next cuGraphLaunch blocks inside the driver
+ * holding a process-wide lock, and every other CUDA call of the process
+ * waits for it (measured: bench/results/copy-helper.md).  If that call is
+ * the progress thread's cuMemcpyAsync, the queued graphs can never finish:
+ * deadlock.  The helper has its own driver instance, so the plugin's
+ * progress thread makes no CUDA call for a copy; it writes a request into
+ * the ring and polls its state word. */
+#ifndef SYMMEM_SMFREE_COPYD_PROTO_H
+#define SYMMEM_SMFREE_COPYD_PROTO_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "symmem.h"
+
+#define CD_MAGIC 0x44504f43u		/* "COPD" */
+#define CD_VERSION 1
+#define CD_SLOTS 1024			/* requests in flight per helper */
+#define CD_CTRL_FD 3			/* the helper's end of the socket pair */
+
+enum cd_op {
+	CD_HELLO = 1,	/* ring memfd attached; the helper opens its GPU */
+	CD_ADD,		/* map an exported allocation (fd attached for cuMem) */
+	CD_DEL,		/* forget one (no reply) */
+};
+
+struct cd_msg {
+	uint32_t magic;
+	uint32_t op;
+	uint32_t id;			/* CD_DEL: the range */
+	int32_t owner_pid;		/* CD_ADD: the exporting process */
+	uint32_t nstreams;		/* CD_HELLO */
+	uint32_t version;		/* CD_HELLO */
+	char pci_bus_id[32];		/* CD_HELLO: the client's GPU */
+	struct sm_share_info info;	/* CD_ADD */
+};
+
+struct cd_reply {
+	uint32_t magic;
+	int32_t status;			/* enum sm_status */
+	uint32_t id;			/* CD_ADD: the range's name in requests */
+	uint32_t pad;
+	char msg[192];
+};
+
+enum cd_slot_state {
+	CD_FREE = 0,	/* the client may fill it */
+	CD_POSTED,	/* filled; the helper queues the copy */
+	CD_DONE,	/* landed; the client sets it free */
+	CD_FAILED,	/* not copied; the reason is in err */
+};
+
+/* One copy: `len` bytes from src range + offset to dst range + offset.
+ * Message `seq` lives in slot seq % CD_SLOTS; the helper takes slots in
+ * seq order, the client frees them in any order and reuses a slot only
+ * once it is free. */
+struct cd_slot {
+	_Atomic uint32_t state;
+	uint32_t src_id;
+	uint32_t dst_id;
+	uint32_t pad;
+	uint64_t seq;
+	uint64_t src_off;
+	uint64_t dst_off;
+	uint64_t len;
+	char err[80];
+};
+
+struct cd_ring {
+	uint32_t magic;
+	uint32_t nslots;
+	struct cd_slot slot[CD_SLOTS];
+};
+
+#endif

@@ -1,0 +1,81 @@
+/* Moving bytes and file descriptors over a Unix socket without blocking:
+ * the shared-memory connections and the copy helper both pass cuMem fds
+ * with SCM_RIGHTS. */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "symmem.h"
+
+ssize_t sm_send_some(int fd, const void *buf, size_t len, int pass_fd)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	ssize_t n;
+
+	if (pass_fd >= 0) {
+		struct cmsghdr *cm;
+
+		memset(cbuf, 0, sizeof(cbuf));
+		msg.msg_control = cbuf;
+		msg.msg_controllen = sizeof(cbuf);
+		cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+	}
+	do {
+		n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+	} while (n < 0 && errno == EINTR);
+	if (n >= 0)
+		return n;
+	if (errno == EAGAIN || errno == EWOULDBLOCK)
+		return 0;
+	sm_fail(SM_ERR_REMOTE, "peer connection lost on send: %s", strerror(errno));
+	return -1;
+}
+
+ssize_t sm_recv_some(int fd, void *buf, size_t len, int *got_fd)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *cm;
+	ssize_t n;
+
+	if (got_fd) {
+		msg.msg_control = cbuf;
+		msg.msg_controllen = sizeof(cbuf);
+	}
+	do {
+		n = recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	} while (n < 0 && errno == EINTR);
+	if (n == 0) {
+		sm_fail(SM_ERR_REMOTE, "peer closed the connection");
+		return -1;
+	}
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		sm_fail(SM_ERR_REMOTE, "peer connection lost on receive: %s", strerror(errno));
+		return -1;
+	}
+	if (got_fd) {
+		for (cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+			if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+			    cm->cmsg_len == CMSG_LEN(sizeof(int))) {
+				int nfd;
+
+				memcpy(&nfd, CMSG_DATA(cm), sizeof(int));
+				if (*got_fd >= 0)
+					close(nfd);	/* only one fd is ever expected */
+				else
+					*got_fd = nfd;
+			}
+		}
+	}
+	return n;
+}

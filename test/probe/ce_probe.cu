@@ -1,0 +1,243 @@
+// Hardware/driver probe for the copy-engine design (not part of the library,
+// which has no kernels; this tool needs one to keep SMs busy).
+//
+//   ce_probe xproc      Copy latency and bandwidth GPU0 -> GPU1 (peer mapping)
+//                       from a separate process, while the first process's
+//                       kernels fill every SM of GPU0, and while it is idle.
+//                       Answers: can a copy-helper process drive the copy
+//                       engines of a GPU another process is computing on?
+//   ce_probe graph [H]  One process: a graph whose kernel waits on a host flag
+//                       (H=1: plus a host node, as NCCL's proxy graphs have),
+//                       launched 32 times back to back; a second thread issues
+//                       cudaMemcpyAsync meanwhile.  Prints how long launches and
+//                       copies were blocked before the flag was released.
+#include <cuda_runtime.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
+	fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(2); } } while (0)
+
+static double now_us(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+__global__ void spin_ns(long long ns)
+{
+	long long t0 = clock64();
+	// ~1.98 GHz on H200; close enough for "busy for a while".
+	while (clock64() - t0 < ns * 2)
+		;
+}
+
+__global__ void wait_flag(volatile int *flag)
+{
+	if (threadIdx.x == 0 && blockIdx.x == 0)
+		while (*flag == 0)
+			;
+}
+
+static void host_node(void *arg)
+{
+	(void)arg;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+// Copy n bytes iters times, each waited for alone; prints median/p99 time.
+static void time_copies(const char *label, void *dst, const void *src, size_t n, int iters,
+			cudaStream_t s)
+{
+	double *t = (double *)calloc(iters, sizeof(double));
+	cudaEvent_t ev;
+	CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+	for (int i = 0; i < iters; i++) {
+		double t0 = now_us();
+		CK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s));
+		CK(cudaEventRecord(ev, s));
+		while (cudaEventQuery(ev) == cudaErrorNotReady)
+			;
+		t[i] = now_us() - t0;
+	}
+	qsort(t, iters, sizeof(double), cmp_d);
+	double med = t[iters / 2];
+	printf("%-28s %10zu B  median %9.1f us  p99 %9.1f us  max %9.1f us  %7.1f GB/s\n", label, n,
+	       med, t[iters * 99 / 100], t[iters - 1], n / med / 1e3);
+	fflush(stdout);
+	CK(cudaEventDestroy(ev));
+	free(t);
+}
+
+static int xproc(void)
+{
+	int go[2], done[2];
+	if (pipe(go) || pipe(done))
+		return 1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		// The "application": fills GPU0's SMs with 20 ms kernels while told to.
+		char c;
+		CK(cudaSetDevice(0));
+		cudaStream_t s;
+		CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+		int sms;
+		CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+		CK(cudaDeviceSynchronize());
+		if (read(go[0], &c, 1) != 1)
+			_exit(1);
+		// Busy until the prober says stop; keep at most a few kernels queued.
+		for (;;) {
+			spin_ns<<<sms * 4, 256, 0, s>>>(20000000LL);
+			CK(cudaStreamSynchronize(s));
+			struct timeval tv = {0, 0};
+			fd_set f;
+			FD_ZERO(&f);
+			FD_SET(done[0], &f);
+			if (select(done[0] + 1, &f, NULL, NULL, &tv) > 0)
+				break;
+		}
+		_exit(0);
+	}
+	CK(cudaSetDevice(0));
+	int can = 0;
+	CK(cudaDeviceCanAccessPeer(&can, 0, 1));
+	if (!can) {
+		fprintf(stderr, "no peer access 0->1\n");
+		return 1;
+	}
+	CK(cudaDeviceEnablePeerAccess(1, 0));
+	size_t big = 256u << 20;
+	void *src, *dst;
+	CK(cudaMalloc(&src, big));
+	CK(cudaMemset(src, 0x5a, big));
+	CK(cudaSetDevice(1));
+	CK(cudaMalloc(&dst, big));
+	CK(cudaSetDevice(0));
+	cudaStream_t s;
+	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	CK(cudaDeviceSynchronize());
+	time_copies("other process idle", dst, src, 8, 2000, s);
+	time_copies("other process idle", dst, src, 1 << 20, 500, s);
+	time_copies("other process idle", dst, src, big, 20, s);
+	if (write(go[1], "g", 1) != 1)
+		return 1;
+	usleep(200000);
+	time_copies("other process SMs busy", dst, src, 8, 2000, s);
+	time_copies("other process SMs busy", dst, src, 1 << 20, 500, s);
+	time_copies("other process SMs busy", dst, src, big, 20, s);
+	if (write(done[1], "d", 1) != 1)
+		return 1;
+	int st;
+	waitpid(pid, &st, 0);
+	return 0;
+}
+
+struct copier {
+	volatile int stop;
+	double max_call_us;
+	int calls;
+};
+
+static void *copier_main(void *arg)
+{
+	struct copier *c = (struct copier *)arg;
+	CK(cudaSetDevice(0));
+	cudaStream_t s;
+	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	void *a, *b;
+	CK(cudaMalloc(&a, 64));
+	CK(cudaMalloc(&b, 64));
+	while (!c->stop) {
+		double t0 = now_us();
+		CK(cudaMemcpyAsync(b, a, 8, cudaMemcpyDeviceToDevice, s));
+		double dt = now_us() - t0;
+		if (dt > c->max_call_us)
+			c->max_call_us = dt;
+		c->calls++;
+		usleep(1000);
+	}
+	return NULL;
+}
+
+struct releaser {
+	volatile int *flag;
+	int after_ms;
+};
+
+static void *releaser_main(void *arg)
+{
+	struct releaser *r = (struct releaser *)arg;
+	usleep(r->after_ms * 1000);
+	*r->flag = 1;
+	__sync_synchronize();
+	return NULL;
+}
+
+static int graph(int with_host_node, int launches)
+{
+	CK(cudaSetDevice(0));
+	int *flag_h, *flag_d;
+	CK(cudaHostAlloc(&flag_h, sizeof(int), cudaHostAllocMapped));
+	*flag_h = 0;
+	CK(cudaHostGetDevicePointer(&flag_d, flag_h, 0));
+	cudaStream_t s;
+	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	cudaGraph_t g;
+	cudaGraphExec_t ge;
+	CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+	wait_flag<<<1, 32, 0, s>>>(flag_d);
+	if (with_host_node)
+		CK(cudaLaunchHostFunc(s, host_node, NULL));
+	CK(cudaStreamEndCapture(s, &g));
+	CK(cudaGraphInstantiate(&ge, g, 0));
+
+	struct copier cp = {0, 0, 0};
+	pthread_t ct, rt;
+	pthread_create(&ct, NULL, copier_main, &cp);
+	usleep(100000);
+	struct releaser rel = {flag_h, 2000};
+	pthread_create(&rt, NULL, releaser_main, &rel);
+	double t0 = now_us(), worst = 0;
+	int worst_i = -1;
+	for (int i = 0; i < launches; i++) {
+		double a = now_us();
+		CK(cudaGraphLaunch(ge, s));
+		double d = now_us() - a;
+		if (d > worst) {
+			worst = d;
+			worst_i = i;
+		}
+	}
+	double launched = now_us() - t0;
+	CK(cudaStreamSynchronize(s));
+	cp.stop = 1;
+	pthread_join(ct, NULL);
+	pthread_join(rt, NULL);
+	printf("graph host_node=%d launches=%d: all launched after %.0f us (flag released at 2000000 us), "
+	       "slowest launch #%d %.0f us; copier: %d calls, slowest %.0f us\n",
+	       with_host_node, launches, launched, worst_i, worst, cp.calls, cp.max_call_us);
+	fflush(stdout);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && strcmp(argv[1], "xproc") == 0)
+		return xproc();
+	if (argc > 1 && strcmp(argv[1], "graph") == 0)
+		return graph(argc > 2 ? atoi(argv[2]) : 0, argc > 3 ? atoi(argv[3]) : 32);
+	fprintf(stderr, "usage: ce_probe xproc | graph [host_node] [launches]\n");
+	return 2;
+}
