@@ -10,7 +10,8 @@
 #        perf: registered-buffer and copy-splitting variants, large sizes;
 #        probe: graph replays with a sync between, registered sendrecv statistics;
 #        paths: five ops on each data path (DMA_ENABLE=0, DIRECT_PATH=0,
-#        CUMEM_ENABLE=0) and CYCLES (200) communicator create/destroy cycles)
+#        CUMEM_ENABLE=0) and CYCLES (200) communicator create/destroy cycles;
+#        helper: back-to-back graph replays, registered and default to 1 GiB)
 #        NRANKS=n uses the first n GPUs (default: all).
 #        SKIP_GRAPH=1 leaves out the CUDA-graph runs.
 #        PHASE_TIMEOUT (s) per phase; a phase past it has its ranks' stacks
@@ -66,6 +67,10 @@ prove() {
 		fi
 	done
 	[ "$n" -gt 0 ] || { echo "no plugin log says 'Using network symmem' in $1"; fail=1; }
+	# GPU runs: the copies ran in symmem-copyd, not in NCCL's process.
+	if [ "$gdr" = gdr ] && ! grep -qh 'copy helper .* drives GPU' "$dir"/nccl.*.log; then
+		echo "no copy helper started in $1"; fail=1
+	fi
 	grep -h -m1 'via NET/symmem' "$dir"/nccl.*.log 2>/dev/null | head -1
 }
 
@@ -94,6 +99,17 @@ if [ "$MODE" = paths ]; then
 	bench leak -L "${CYCLES:-200}" -o all_reduce,sendrecv -b 1048576 -e 1048576 -c none \
 		-E NCCL_CUMEM_MONITOR=1
 	grep -h "at finalize" "$OUT"/logs/leak/nccl.*.log | tail -4
+	finish
+fi
+
+# The copy helper: the CUDA-graph replays that deadlocked with in-process
+# copies (session 3), and the registered and default paths at full size.
+if [ "$MODE" = helper ]; then
+	bench graph -G -b 0 -e 268435456 -c none
+	bench registered-graph -R -G -o sendrecv,alltoall -b 1048576 -e 268435456 -c none
+	bench registered -R -o sendrecv,alltoall,all_gather -b 8 -e 1073741824 -c none -i 10
+	bench default -o all_reduce,all_gather,sendrecv -b 8 -e 1073741824 -c none -i 10
+	grep -h "copy helper" "$OUT"/logs/*/nccl.*.log | sed 's/.*NCCL INFO //' | sort | uniq -c | head -5
 	finish
 fi
 

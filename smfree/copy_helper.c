@@ -75,7 +75,8 @@ static int request(struct smf_helper *h, const struct cd_msg *m, int fd, int tim
 	p.events = POLLOUT;
 	if (poll(&p, 1, timeout_ms) <= 0 || sm_send_some(h->ctrl, m, sizeof(*m), fd) !=
 	    (ssize_t)sizeof(*m)) {
-		rc = sm_fail(SM_ERR_SYSTEM, "the copy helper (pid %d) does not take requests",
+		rc = helper_gone(h) ? dead_error(h) :
+		     sm_fail(SM_ERR_SYSTEM, "the copy helper (pid %d) does not take requests",
 			     (int)h->pid);
 		goto out;
 	}

@@ -68,6 +68,8 @@ static const char *const all_names[] = {
 	"NCCL_SYMMEM_BACKEND",
 	"NCCL_SYMMEM_PASS_SM_CHANNELS",
 	"NCCL_SYMMEM_NCCL_DEFAULTS",
+	"NCCL_SYMMEM_COPY_HELPER",
+	"NCCL_SYMMEM_COPY_HELPER_PATH",
 };
 
 #define NNAMES (sizeof(all_names) / sizeof(all_names[0]))
@@ -808,6 +810,31 @@ static void test_backend(void **state)
 		reject_why("NCCL_SYMMEM_BACKEND", bad[i], BACKEND_FORM, "is not a backend");
 }
 
+/* The helper's path is taken verbatim, but only as an absolute name: a
+ * relative one would depend on each rank's working directory. */
+static void test_copy_helper_path(void **state)
+{
+	static const char form[] = "an absolute file name, at most 255 characters";
+	char longest[300], err[ERRLEN];
+	struct config cfg;
+
+	(void)state;
+	accept_one("NCCL_SYMMEM_COPY_HELPER_PATH", "/usr/libexec/symmem-copyd", &cfg);
+	assert_string_equal(cfg.copy_helper_path, "/usr/libexec/symmem-copyd");
+	reject_why("NCCL_SYMMEM_COPY_HELPER_PATH", "symmem-copyd", form,
+		   "is not an absolute file name");
+	reject_why("NCCL_SYMMEM_COPY_HELPER_PATH", "./build/symmem-copyd", form,
+		   "is not an absolute file name");
+	memset(longest, 'a', sizeof(longest) - 1);
+	longest[0] = '/';
+	longest[sizeof(longest) - 1] = '\0';
+	/* Too long to be quoted whole: only the reason is checked. */
+	assert_int_equal(parse_one("NCCL_SYMMEM_COPY_HELPER_PATH", longest, &cfg, err), -1);
+	assert_contains(err, "is too long (299 characters)");
+	accept_one("NCCL_SYMMEM_COPY_HELPER", "no", &cfg);
+	assert_int_equal(cfg.copy_helper, 0);
+}
+
 /* ---- cross-checks and error reporting ---------------------------------- */
 
 static void test_cross_check_pool(void **state)
@@ -1025,6 +1052,8 @@ static void test_describe_all(void **state)
 		"NCCL_SYMMEM_BACKEND=auto (default)",
 		"NCCL_SYMMEM_PASS_SM_CHANNELS=2 (default)",
 		"NCCL_SYMMEM_NCCL_DEFAULTS=1 (default)",
+		"NCCL_SYMMEM_COPY_HELPER=1 (default)",
+		"NCCL_SYMMEM_COPY_HELPER_PATH= (default)",
 	};
 	struct kv none[] = { { NULL, NULL } };
 	struct kv one[] = { { "NCCL_SYMMEM_STREAMS", "4" }, { NULL, NULL } };
@@ -1114,6 +1143,8 @@ static void test_describe_roundtrip(void **state)
 		{ "NCCL_SYMMEM_BACKEND", "SHM" },
 		{ "NCCL_SYMMEM_PASS_SM_CHANNELS", "64" },
 		{ "NCCL_SYMMEM_NCCL_DEFAULTS", "0" },
+		{ "NCCL_SYMMEM_COPY_HELPER", "off" },
+		{ "NCCL_SYMMEM_COPY_HELPER_PATH", "/opt/symmem/libexec/symmem-copyd" },
 		{ NULL, NULL },
 	};
 	struct kv back[NNAMES + 1];
@@ -1437,6 +1468,7 @@ int main(void)
 		cmocka_unit_test(test_socket_ifname),
 		cmocka_unit_test(test_int_vars),
 		cmocka_unit_test(test_backend),
+		cmocka_unit_test(test_copy_helper_path),
 		cmocka_unit_test(test_cross_check_pool),
 		cmocka_unit_test(test_cross_check_ring),
 		cmocka_unit_test(test_empty_values),

@@ -1,0 +1,223 @@
+/* The copy helper (symmem-copyd) as the real executable in a real child
+ * process.  These hosts have no GPU, so what is checked is everything up
+ * to the GPU: starting it, its refusals reaching the caller as one clear
+ * error, its handling of a client that hangs up or sends garbage, and that
+ * nothing (child, descriptor) is left behind.  The copies themselves run
+ * on the GPU hosts (scripts/gpu_check.sh). */
+#include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "copy_helper.h"
+#include "copyd_proto.h"
+#include "symmem.h"
+
+extern char **environ;
+
+static const char *helper_path(void)
+{
+	const char *p = getenv("SYMMEM_COPYD");
+
+	assert_non_null(p);	/* set by meson: the helper built beside the tests */
+	return p;
+}
+
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d)) != NULL)
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n - 1;	/* the directory's own descriptor */
+}
+
+/* No child of this process is left, running or as a zombie. */
+static void assert_no_children(void)
+{
+	errno = 0;
+	assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+	assert_int_equal(errno, ECHILD);
+}
+
+static void test_missing_binary(void **state)
+{
+	struct smf_helper *h = (struct smf_helper *)1;
+	int fds = open_fds();
+
+	(void)state;
+	assert_int_equal(smf_helper_start("/nonexistent/symmem-copyd", "0000:00:06.0", 2, &h),
+			 SM_ERR_SYSTEM);
+	assert_null(h);
+	assert_non_null(strstr(sm_last_error(), "cannot start the copy helper "
+				"/nonexistent/symmem-copyd"));
+	assert_int_equal(open_fds(), fds);
+	assert_no_children();
+}
+
+/* The real helper on a host without a usable GPU refuses the hello with
+ * its reason, which becomes the caller's error; it is then gone. */
+static void test_no_gpu_refusal(void **state)
+{
+	struct smf_helper *h = (struct smf_helper *)1;
+	int fds = open_fds(), rc;
+
+	(void)state;
+	if (sm_cu())
+		skip();		/* a driver exists: the GPU runs cover the success path */
+	rc = smf_helper_start(helper_path(), "0000:00:06.0", 2, &h);
+	assert_int_equal(rc, SM_ERR_CUDA);
+	assert_null(h);
+	assert_non_null(strstr(sm_last_error(), "copy helper: no CUDA driver"));
+	assert_int_equal(open_fds(), fds);
+	assert_no_children();
+}
+
+/* A helper that exits at once (here: a program that is not one) is seen
+ * as gone as soon as it exits, not after the 60 s hello deadline. */
+static void test_helper_exits_at_start(void **state)
+{
+	struct smf_helper *h = (struct smf_helper *)1;
+	uint64_t t0 = sm_now_ns();
+
+	(void)state;
+	assert_int_not_equal(smf_helper_start("/bin/false", "0000:00:06.0", 2, &h), SM_OK);
+	assert_null(h);
+	assert_non_null(strstr(sm_last_error(), "has exited"));
+	assert_true(sm_now_ns() - t0 < 5ull * 1000 * 1000 * 1000);
+	assert_no_children();
+}
+
+/* Starts the helper by hand with a raw socket, as the plugin would. */
+static pid_t raw_helper(int *sock)
+{
+	posix_spawn_file_actions_t fa;
+	char pid[24], *argv[3];
+	pid_t child;
+	int sv[2];
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	argv[0] = (char *)helper_path();
+	argv[1] = pid;
+	argv[2] = NULL;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, sv[1], CD_CTRL_FD);
+	assert_int_equal(posix_spawn(&child, argv[0], &fa, NULL, argv, environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
+	close(sv[1]);
+	*sock = sv[0];
+	return child;
+}
+
+static int exited_within(pid_t pid, int ms)
+{
+	int status;
+
+	for (int i = 0; i < ms; i++) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		usleep(1000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	return -1;
+}
+
+static void ask(int sock, const struct cd_msg *m, struct cd_reply *r)
+{
+	struct pollfd p = { .fd = sock, .events = POLLIN };
+
+	assert_int_equal(send(sock, m, sizeof(*m), 0), (ssize_t)sizeof(*m));
+	assert_int_equal(poll(&p, 1, 10000), 1);
+	assert_int_equal(recv(sock, r, sizeof(*r), 0), (ssize_t)sizeof(*r));
+	assert_int_equal(r->magic, CD_MAGIC);
+}
+
+/* Requests out of order or unknown are refused with a reason; the helper
+ * keeps serving, and leaves once the client hangs up. */
+static void test_refusals_then_hangup(void **state)
+{
+	struct cd_reply r;
+	struct cd_msg m;
+	int sock;
+	pid_t pid;
+
+	(void)state;
+	pid = raw_helper(&sock);
+	memset(&m, 0, sizeof(m));
+	m.magic = CD_MAGIC;
+	m.op = CD_ADD;
+	m.info.kind = SM_SHARE_LEGACY_IPC;
+	ask(sock, &m, &r);
+	assert_int_equal(r.status, SM_ERR_INVALID);
+	assert_non_null(strstr(r.msg, "mapping before hello"));
+	m.op = 77;
+	ask(sock, &m, &r);
+	assert_int_equal(r.status, SM_ERR_INVALID);
+	assert_non_null(strstr(r.msg, "unknown request"));
+	m.op = CD_HELLO;
+	m.version = CD_VERSION + 1;
+	m.nstreams = 2;
+	ask(sock, &m, &r);
+	assert_int_equal(r.status, SM_ERR_INVALID);
+	assert_non_null(strstr(r.msg, "protocol"));
+	close(sock);
+	assert_int_equal(exited_within(pid, 5000), 0);
+}
+
+/* Garbage on the socket means the client is not one of ours: it leaves. */
+static void test_garbage_ends_helper(void **state)
+{
+	char junk[sizeof(struct cd_msg)];
+	int sock;
+	pid_t pid;
+
+	(void)state;
+	pid = raw_helper(&sock);
+	memset(junk, 0x5a, sizeof(junk));
+	assert_int_equal(send(sock, junk, sizeof(junk), 0), (ssize_t)sizeof(junk));
+	assert_int_equal(exited_within(pid, 5000), 0);
+	close(sock);
+}
+
+/* Started by hand by anyone but the client it names, it does not run. */
+static void test_wrong_parent(void **state)
+{
+	char *argv[] = { (char *)helper_path(), "1", NULL };
+	pid_t pid;
+
+	(void)state;
+	assert_int_equal(posix_spawn(&pid, argv[0], NULL, NULL, argv, environ), 0);
+	assert_int_equal(exited_within(pid, 5000), 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_missing_binary),
+		cmocka_unit_test(test_no_gpu_refusal),
+		cmocka_unit_test(test_helper_exits_at_start),
+		cmocka_unit_test(test_refusals_then_hangup),
+		cmocka_unit_test(test_garbage_ends_helper),
+		cmocka_unit_test(test_wrong_parent),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
