@@ -59,10 +59,10 @@ static int announce(struct tp_comm *c, struct tp_region *r)
 	return rc;
 }
 
-/* A sender's GPU buffer is exported to its own copy helper, so copies from
- * it need no CUDA call here.  Memory that cannot be exported (a stream-
- * ordered pool, cuMem without a shareable handle) is still fine: its
- * copies run in this process. */
+/* A sender's buffer is exported to its own copy helper, so copies from it
+ * need no CUDA call here.  Memory that cannot be exported (a stream-
+ * ordered pool, cuMem without a shareable handle, cudaHostAlloc memory)
+ * is still fine: its copies run in this process. */
 static void sender_to_helper(struct tp_comm *c, struct tp_region *r)
 {
 	struct sm_share_info info;
@@ -105,8 +105,10 @@ int tp_register(struct tp_comm *c, void *data, size_t size, int mem, struct tp_r
 		r->id = ++c->next_region;
 		rc = announce(c, r);
 	}
-	if (mem == TP_MEM_CUDA && c->is_send && c->ops == &tp_shm_ops &&
-	    smf_engine_helper_pid(c->ce))
+	/* Host buffers too: NCCL's LL buffers live in host memory, and when it
+	 * allocates them with cuMem (NCCL_CUMEM_HOST_ENABLE) they export like
+	 * GPU memory, so even those copies leave this process. */
+	if (c->is_send && c->ops == &tp_shm_ops && smf_engine_helper_pid(c->ce))
 		sender_to_helper(c, r);
 	if (rc) {
 		free(r);
