@@ -63,9 +63,10 @@ void monitor_close(const struct monitor_state *m, const struct tp_comm *tp, cons
 		return;
 	tp_get_stats(tp, &st);
 	LOG_INFO("NET/symmem %s comm %p on device %d closed: %llu messages (%llu by copy engine "
-		 "in place), %.1f MiB, %.2f GB/s over its life, post-to-done mean %.1f us max "
-		 "%.1f us, %llu isend retries", is_send ? "send" : "receive", who, dev,
-		 (unsigned long long)st.messages, (unsigned long long)st.direct, mib(st.bytes),
+		 "in place, %llu of them in the copy helper), %.1f MiB, %.2f GB/s over its life, "
+		 "post-to-done mean %.1f us max %.1f us, %llu isend retries",
+		 is_send ? "send" : "receive", who, dev, (unsigned long long)st.messages,
+		 (unsigned long long)st.direct, (unsigned long long)st.helper, mib(st.bytes),
 		 gbps(st.bytes, sm_now_ns() - m->start_ns),
 		 st.messages ? (double)st.lat_ns_sum / (double)st.messages / 1e3 : 0.0,
 		 (double)st.lat_ns_max / 1e3, (unsigned long long)st.retries);

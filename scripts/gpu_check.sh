@@ -105,8 +105,13 @@ fi
 # The copy helper: the CUDA-graph replays that deadlocked with in-process
 # copies (session 3), and the registered and default paths at full size.
 if [ "$MODE" = helper ]; then
-	bench graph -G -b 0 -e 268435456 -c none
-	bench registered-graph -R -G -o sendrecv,alltoall -b 1048576 -e 268435456 -c none
+	bench graph -G -b 0 -e 268435456 -c none -E NCCL_SM_FREE_VERBOSE=1
+	bench registered-graph -R -G -o sendrecv,alltoall -b 1048576 -e 268435456 -c none \
+		-E NCCL_SM_FREE_VERBOSE=1
+	# Copies by the helper vs in this process, from the connections' close lines.
+	grep -h "closed:" "$OUT"/logs/*graph/nccl.*.log |
+		sed -n 's/.*(\([0-9]*\) by copy engine in place, \([0-9]*\) of them in the copy helper).*/\1 \2/p' |
+		awk '{d += $1; h += $2} END {print "graph runs: " d " in-place copies, " h " by the copy helper"}'
 	bench registered -R -o sendrecv,alltoall,all_gather -b 8 -e 1073741824 -c none -i 10
 	bench default -o all_reduce,all_gather,sendrecv -b 8 -e 1073741824 -c none -i 10
 	grep -h "copy helper" "$OUT"/logs/*/nccl.*.log | sed 's/.*NCCL INFO //' | sort | uniq -c | head -5

@@ -32,7 +32,8 @@
 struct range {
 	uint32_t id;
 	uint64_t size;
-	struct sm_mapping *map;
+	struct sm_mapping *map;		/* GPU memory (or cuMem host memory) */
+	uint8_t *host;			/* SM_SHARE_HOST_FD: mapped and host-registered here */
 };
 
 struct copyd {
@@ -130,6 +131,30 @@ static struct range *range_find(struct copyd *d, uint32_t id)
 	return NULL;
 }
 
+/* Shared host memory (the plugin's staging for host sources): mapped
+ * here and registered with the driver so the copy engine can read it. */
+static int map_host(struct copyd *d, struct range *r, int fd, uint64_t size)
+{
+	CUresult crc;
+	void *p;
+
+	if (fd < 0)
+		return sm_fail(SM_ERR_INVALID, "host memory without its descriptor");
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return sm_fail(SM_ERR_SYSTEM, "mapping %llu bytes of host staging: %s",
+			       (unsigned long long)size, strerror(errno));
+	crc = d->cu->mem_host_register(p, size, CU_MEMHOSTREGISTER_PORTABLE);
+	if (crc != CUDA_SUCCESS) {
+		munmap(p, size);
+		return sm_cuda_fail(crc, "cuMemHostRegister of %llu bytes of host staging",
+				    (unsigned long long)size);
+	}
+	r->host = p;
+	return SM_OK;
+}
+
 static int range_add(struct copyd *d, const struct cd_msg *m, int fd, uint32_t *id)
 {
 	struct range *r;
@@ -148,7 +173,11 @@ static int range_add(struct copyd *d, const struct cd_msg *m, int fd, uint32_t *
 		d->cap = cap;
 	}
 	r = &d->ranges[d->nranges];
-	rc = sm_import_get(m->owner_pid, &m->info, fd, &r->map);	/* consumes fd */
+	memset(r, 0, sizeof(*r));
+	if (m->info.kind == SM_SHARE_HOST_FD)
+		rc = map_host(d, r, fd, m->info.alloc_size);
+	else
+		rc = sm_import_get(m->owner_pid, &m->info, fd, &r->map);	/* consumes fd */
 	if (rc)
 		return rc;
 	r->id = ++d->next_id;
@@ -164,7 +193,12 @@ static void range_del(struct copyd *d, uint32_t id)
 
 	if (!r)
 		return;
-	sm_import_put(r->map);
+	if (r->host) {
+		d->cu->mem_host_unregister(r->host);
+		munmap(r->host, r->size);
+	} else {
+		sm_import_put(r->map);
+	}
 	*r = d->ranges[--d->nranges];
 }
 
@@ -220,7 +254,8 @@ static int locate(struct copyd *d, uint32_t id, uint64_t off, uint64_t len, CUde
 
 	if (!r || off > r->size || len > r->size - off)
 		return -1;
-	*p = (CUdeviceptr)(sm_mapping_base(r->map) + off);
+	/* Registered host memory has the same address for the GPU (UVA). */
+	*p = (CUdeviceptr)((r->host ? r->host : sm_mapping_base(r->map)) + off);
 	return 0;
 }
 

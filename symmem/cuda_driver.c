@@ -84,6 +84,8 @@ static const struct api_entry api_entries[] = {
 	API(event_query, "cuEventQuery"),
 	API(event_destroy, "cuEventDestroy"),
 	API(memcpy_async, "cuMemcpyAsync"),
+	API(mem_host_register, "cuMemHostRegister"),
+	API(mem_host_unregister, "cuMemHostUnregister"),
 };
 
 /* Fills the table; a driver missing any entry point serves host memory only. */

@@ -95,6 +95,8 @@ struct sm_cuda_api {
 	CUresult (*event_query)(CUevent);
 	CUresult (*event_destroy)(CUevent);
 	CUresult (*memcpy_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+	CUresult (*mem_host_register)(void *, size_t, unsigned int);
+	CUresult (*mem_host_unregister)(void *);
 };
 
 const struct sm_cuda_api *sm_cu(void);
@@ -112,6 +114,7 @@ int sm_ctx_enter(int ordinal, int *device, CUcontext *ctx);
 enum sm_share_kind {
 	SM_SHARE_POSIX_FD = 1,	/* cuMem allocation: a POSIX fd passed with SCM_RIGHTS */
 	SM_SHARE_LEGACY_IPC = 2,	/* cudaMalloc allocation: a CUDA IPC handle */
+	SM_SHARE_HOST_FD = 3,	/* plain shared host memory (memfd), for the copy helper */
 };
 
 /* What the importing process needs, apart from the fd itself. */

@@ -250,6 +250,7 @@ static void account(struct tp_comm *c, const struct tp_req *r)
 	c->stats.messages++;
 	c->stats.bytes += r->kind == REQ_RECV ? r->msg_size : r->size;
 	c->stats.direct += r->direct != 0;
+	c->stats.helper += r->by_helper != 0;
 	c->stats.lat_ns_sum += lat;
 	if (lat > c->stats.lat_ns_max)
 		c->stats.lat_ns_max = lat;

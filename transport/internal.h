@@ -120,8 +120,10 @@ struct tp_req {
 	int src_dev;		/* send: the source is GPU memory */
 	int dst_dev;		/* receive: the destination is GPU memory */
 	int direct;		/* the copy engine moves it in place (no ring) */
+	int by_helper;		/* ... in the copy helper process */
 	uint64_t t_post;	/* when it was posted, for the statistics */
 	struct smf_copy copy;	/* send, direct: the copy in flight */
+	uint64_t stage_end;	/* send: its span in host staging ends here (0 = none) */
 };
 
 struct tp_ops {
@@ -168,6 +170,10 @@ struct tp_comm {
 	size_t rin_len;
 	int rin_fd;
 	struct smf_engine *ce;	/* this GPU's shared copy engine, or NULL */
+	uint8_t *hs_buf;	/* sender: host staging the copy helper maps (stage.c) */
+	uint32_t hs_id;		/* its name in the helper */
+	uint64_t hs_head, hs_tail;	/* bytes reserved / released, ever */
+	int stage_tried;
 
 	/* TCP */
 	uint64_t peer_posted;		/* sender: receives announced by the peer */
@@ -208,6 +214,16 @@ int region_map(struct tp_comm *c, struct remote_region *rr);
 void region_to_helper(struct tp_comm *c, struct remote_region *rr);
 int region_drain(struct tp_comm *c);
 void region_close_all(struct tp_comm *c);
+
+/* stage.c: host staging for sends from memory the copy helper cannot map.
+ * stage_put copies `n` bytes in and gives the span's offset; *end = 0 when
+ * there is no staging or no room yet.  Spans are released in order. */
+int stage_put(struct tp_comm *c, const void *src, size_t n, uint64_t *off, uint64_t *end);
+/* Takes back the last put (its copy could not be posted); `before` is the
+ * reservation counter it started from. */
+void stage_unput(struct tp_comm *c, uint64_t end, uint64_t before);
+void stage_done(struct tp_comm *c, uint64_t end);
+void stage_close(struct tp_comm *c);
 
 /* shm.c */
 int shm_segment_create(uint64_t ring_size, int *memfd, uint64_t *seg_size);

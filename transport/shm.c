@@ -84,13 +84,36 @@ int shm_comm_attach(struct tp_comm *c, int memfd, uint64_t seg_size, uint64_t ch
 	return SM_OK;
 }
 
+/* Through the helper from host staging: for host buffers it cannot map.
+ * *started = 0 with *stage_end = 0: no staging, copy in this process. */
+static int staged_copy(struct tp_comm *c, struct remote_region *rr, uint64_t offset,
+		       const void *data, size_t size, struct smf_copy *copy, int *started,
+		       uint64_t *stage_end)
+{
+	uint64_t before = c->hs_head, off = 0;
+	int rc;
+
+	*started = 0;
+	rc = stage_put(c, data, size, &off, stage_end);
+	if (rc || !*stage_end)
+		return rc;
+	rc = smf_copy_start_ranges(c->ce, rr->hid, offset, c->hs_id, off, size, copy, started);
+	if (rc || !*started) {
+		stage_unput(c, *stage_end, before);
+		*stage_end = 0;
+	}
+	return rc;
+}
+
 /* Starts the copy of a message into the receiver's exported GPU buffer:
- * through the copy helper when it knows both buffers, else in this process
- * (the peer's buffer mapped here on first use).  *started = 0 when the
- * peer's announcement has not arrived yet or no copy slot is free: NCCL
- * retries the send. */
+ * through the copy helper when it knows both buffers (or the source is
+ * host memory it can read from staging), else in this process (the peer's
+ * buffer mapped here on first use).  *started = 0 when the peer's
+ * announcement has not arrived yet or no copy slot or staging is free:
+ * NCCL retries the send. */
 static int direct_copy(struct tp_comm *c, unsigned slot, const void *data, size_t size,
-		       const struct tp_region *reg, struct smf_copy *copy, int *started)
+		       const struct tp_region *reg, struct smf_copy *copy, int *started,
+		       uint64_t *stage_end)
 {
 	struct shm_ctrl *ctrl = c->ctrl;
 	uint64_t offset = ctrl->recv_offset[slot];
@@ -108,14 +131,21 @@ static int direct_copy(struct tp_comm *c, unsigned slot, const void *data, size_
 	rc = comm_engine(c);
 	if (rc)
 		return rc;
-	if (reg && reg->hid) {
+	*stage_end = 0;
+	if (reg && (reg->hid || reg->mem == TP_MEM_HOST))
 		region_to_helper(c, rr);
-		if (rr->hid) {
-			rc = smf_copy_start_ranges(c->ce, rr->hid, offset, reg->hid,
-						   reg->offset + ((uintptr_t)data - reg->base),
-						   size, copy, started);
-			return rc ? comm_fail(c, rc, "%s", sm_last_error()) : SM_OK;
-		}
+	if (reg && reg->hid && rr->hid) {
+		rc = smf_copy_start_ranges(c->ce, rr->hid, offset, reg->hid,
+					   reg->offset + ((uintptr_t)data - reg->base), size, copy,
+					   started);
+		return rc ? comm_fail(c, rc, "%s", sm_last_error()) : SM_OK;
+	}
+	if (reg && reg->mem == TP_MEM_HOST && rr->hid && size + 64 <= c->ring_size) {
+		rc = staged_copy(c, rr, offset, data, size, copy, started, stage_end);
+		if (rc)
+			return comm_fail(c, rc, "%s", sm_last_error());
+		if (*started || c->hs_buf)
+			return SM_OK;	/* staged, or staging full: retry */
 	}
 	rc = region_map(c, rr);
 	if (rc)
@@ -131,7 +161,7 @@ static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, s
 	unsigned slot = c->posted % TP_MAX_REQUESTS;
 	struct smf_copy copy;
 	int direct = 0;
-	uint64_t capacity;
+	uint64_t capacity, stage_end = 0;
 	struct tp_req *r;
 	int rc;
 
@@ -150,7 +180,7 @@ static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, s
 	if (ctrl->recv_region[slot] != 0) {
 		int started;
 
-		rc = direct_copy(c, slot, data, size, reg, &copy, &started);
+		rc = direct_copy(c, slot, data, size, reg, &copy, &started, &stage_end);
 		if (rc || !started)
 			return rc;
 		direct = 1;
@@ -161,6 +191,8 @@ static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, s
 	if (direct) {
 		r->direct = 1;
 		r->copy = copy;
+		r->stage_end = stage_end;
+		r->by_helper = copy.helper || stage_end;
 	}
 	ctrl->send_size[slot] = size;
 	c->posted++;
@@ -273,6 +305,7 @@ static int shm_progress_send(struct tp_comm *c, int *progressed)
 			if (!landed)
 				break;
 			r->moved = r->size;
+			stage_done(c, r->stage_end);
 		}
 		if (r->moved == r->size) {
 			r->done = 1;
@@ -372,6 +405,7 @@ static void shm_describe(const struct tp_comm *c, char *buf, size_t len)
 
 static void shm_close(struct tp_comm *c)
 {
+	stage_close(c);
 	region_close_all(c);
 	if (c->ctrl)
 		munmap(c->ctrl, c->seg_size);

@@ -111,6 +111,7 @@ struct tp_stats {
 	uint64_t messages;
 	uint64_t bytes;
 	uint64_t direct;	/* messages moved by a copy engine in place */
+	uint64_t helper;	/* of those, by the copy helper process */
 	uint64_t retries;	/* isend calls answered "not yet" */
 	uint64_t lat_ns_sum;	/* post to completion seen by test() */
 	uint64_t lat_ns_max;

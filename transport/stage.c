@@ -1,0 +1,98 @@
+/* Host staging for the copy helper.  A send from host memory the helper
+ * cannot map (NCCL's LL buffers come from cudaHostAlloc: no fd, no IPC
+ * handle) is first copied by the CPU into this connection's staging area,
+ * a memfd the helper maps; the helper's copy engine then moves it into the
+ * receiver's GPU buffer.  Without it such a send would need a CUDA call on
+ * NCCL's progress thread, which can block for as long as a cuGraphLaunch
+ * waits inside the driver (smfree/copyd_proto.h).
+ *
+ * The area is a byte ring: sends complete in order, so each send holds one
+ * contiguous span and frees it, in order, when its copy has landed. */
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* Spans start on cache lines. */
+#define SPAN_ALIGN 64
+
+static int stage_open(struct tp_comm *c)
+{
+	struct sm_share_info info;
+	int fd, rc;
+	void *p;
+
+	c->stage_tried = 1;
+	fd = memfd_create("symmem-stage", MFD_CLOEXEC);
+	if (fd < 0)
+		return sm_fail(SM_ERR_SYSTEM, "memfd_create: %s", strerror(errno));
+	if (ftruncate(fd, (off_t)c->ring_size) != 0) {
+		rc = sm_fail(SM_ERR_SYSTEM, "sizing host staging: %s", strerror(errno));
+		goto out;
+	}
+	p = mmap(NULL, c->ring_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		rc = sm_fail(SM_ERR_SYSTEM, "mapping host staging: %s", strerror(errno));
+		goto out;
+	}
+	memset(&info, 0, sizeof(info));
+	info.kind = SM_SHARE_HOST_FD;
+	info.alloc_size = c->ring_size;
+	rc = smf_range_add(c->ce, getpid(), &info, fd, &c->hs_id);
+	if (rc || !c->hs_id) {
+		munmap(p, c->ring_size);
+		rc = rc ? rc : sm_fail(SM_ERR_INTERNAL, "no copy helper for host staging");
+		goto out;
+	}
+	c->hs_buf = p;
+out:
+	close(fd);	/* the helper holds its own copy */
+	return rc;
+}
+
+int stage_put(struct tp_comm *c, const void *src, size_t n, uint64_t *off, uint64_t *end)
+{
+	uint64_t size = c->ring_size, need = (n + SPAN_ALIGN - 1) & ~(uint64_t)(SPAN_ALIGN - 1);
+	uint64_t pos, pad = 0;
+
+	*end = 0;
+	if (!c->hs_buf && !c->stage_tried && stage_open(c))
+		sm_info("host staging for the copy helper unavailable, sends from host "
+			"buffers copy in this process: %s", sm_last_error());
+	if (!c->hs_buf || need > size)
+		return SM_OK;
+	pos = c->hs_head % size;
+	if (pos + need > size)
+		pad = size - pos;	/* a span never wraps: skip to the start */
+	if (c->hs_head + pad + need - c->hs_tail > size)
+		return SM_OK;		/* full until earlier sends land */
+	*off = (pos + pad) % size;
+	memcpy(c->hs_buf + *off, src, n);
+	c->hs_head += pad + need;
+	*end = c->hs_head;
+	return SM_OK;
+}
+
+void stage_unput(struct tp_comm *c, uint64_t end, uint64_t before)
+{
+	if (end && c->hs_head == end)
+		c->hs_head = before;
+}
+
+void stage_done(struct tp_comm *c, uint64_t end)
+{
+	if (end)
+		c->hs_tail = end;
+}
+
+void stage_close(struct tp_comm *c)
+{
+	if (!c->hs_buf)
+		return;
+	smf_range_del(c->ce, c->hs_id);
+	munmap(c->hs_buf, c->ring_size);
+	c->hs_buf = NULL;
+	c->hs_id = 0;
+}
