@@ -246,7 +246,7 @@ int smf_helper_add(struct smf_helper *h, int owner_pid, const struct sm_share_in
 	m.op = CD_ADD;
 	m.owner_pid = owner_pid;
 	m.info = *info;
-	rc = request(h, &m, info->kind == SM_SHARE_POSIX_FD ? fd : -1, REQUEST_TIMEOUT_MS, &r);
+	rc = request(h, &m, info->kind == SM_SHARE_LEGACY_IPC ? -1 : fd, REQUEST_TIMEOUT_MS, &r);
 	if (rc)
 		return rc;
 	if (r.id == 0)

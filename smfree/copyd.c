@@ -34,6 +34,7 @@ struct range {
 	uint64_t size;
 	struct sm_mapping *map;		/* GPU memory (or cuMem host memory) */
 	uint8_t *host;			/* SM_SHARE_HOST_FD: mapped and host-registered here */
+	CUdeviceptr host_dev;		/* ... and its address for the copy engine */
 };
 
 struct copyd {
@@ -145,11 +146,18 @@ static int map_host(struct copyd *d, struct range *r, int fd, uint64_t size)
 	if (p == MAP_FAILED)
 		return sm_fail(SM_ERR_SYSTEM, "mapping %llu bytes of host staging: %s",
 			       (unsigned long long)size, strerror(errno));
-	crc = d->cu->mem_host_register(p, size, CU_MEMHOSTREGISTER_PORTABLE);
+	crc = d->cu->mem_host_register(p, size, CU_MEMHOSTREGISTER_PORTABLE |
+				       CU_MEMHOSTREGISTER_DEVICEMAP);
 	if (crc != CUDA_SUCCESS) {
 		munmap(p, size);
 		return sm_cuda_fail(crc, "cuMemHostRegister of %llu bytes of host staging",
 				    (unsigned long long)size);
+	}
+	crc = d->cu->mem_host_get_device_pointer(&r->host_dev, p, 0);
+	if (crc != CUDA_SUCCESS) {
+		d->cu->mem_host_unregister(p);
+		munmap(p, size);
+		return sm_cuda_fail(crc, "cuMemHostGetDevicePointer");
 	}
 	r->host = p;
 	return SM_OK;
@@ -254,8 +262,7 @@ static int locate(struct copyd *d, uint32_t id, uint64_t off, uint64_t len, CUde
 
 	if (!r || off > r->size || len > r->size - off)
 		return -1;
-	/* Registered host memory has the same address for the GPU (UVA). */
-	*p = (CUdeviceptr)((r->host ? r->host : sm_mapping_base(r->map)) + off);
+	*p = (r->host ? r->host_dev : (CUdeviceptr)sm_mapping_base(r->map)) + off;
 	return 0;
 }
 

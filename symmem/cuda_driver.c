@@ -86,6 +86,7 @@ static const struct api_entry api_entries[] = {
 	API(memcpy_async, "cuMemcpyAsync"),
 	API(mem_host_register, "cuMemHostRegister"),
 	API(mem_host_unregister, "cuMemHostUnregister"),
+	API(mem_host_get_device_pointer, "cuMemHostGetDevicePointer"),
 };
 
 /* Fills the table; a driver missing any entry point serves host memory only. */

@@ -97,6 +97,7 @@ struct sm_cuda_api {
 	CUresult (*memcpy_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
 	CUresult (*mem_host_register)(void *, size_t, unsigned int);
 	CUresult (*mem_host_unregister)(void *);
+	CUresult (*mem_host_get_device_pointer)(CUdeviceptr *, void *, unsigned int);
 };
 
 const struct sm_cuda_api *sm_cu(void);
