@@ -275,12 +275,13 @@ static int issue(struct copyd *d)
 		unsigned i = d->tail % CD_SLOTS;
 		struct cd_slot *s = &d->ring->slot[i];
 		CUdeviceptr src, dst;
-		CUstream st = d->stream[d->tail % (uint64_t)d->nstreams];
 		CUresult crc;
+		CUstream st;
 
 		if (atomic_load_explicit(&s->state, memory_order_acquire) != CD_POSTED ||
 		    s->seq != d->tail)
 			break;
+		st = d->stream[d->tail % (uint64_t)d->nstreams];
 		d->tail++;
 		n++;
 		if (locate(d, s->src_id, s->src_off, s->len, &src) ||

@@ -222,6 +222,10 @@ int stage_put(struct tp_comm *c, const void *src, size_t n, uint64_t *off, uint6
 /* Takes back the last put (its copy could not be posted); `before` is the
  * reservation counter it started from. */
 void stage_unput(struct tp_comm *c, uint64_t end, uint64_t before);
+/* The ring arithmetic alone: where an n-byte span goes given the counters
+ * (bytes ever reserved / released) of a `size`-byte area; 0 = no room. */
+int stage_span(uint64_t head, uint64_t tail, uint64_t size, uint64_t n, uint64_t *off,
+	       uint64_t *end);
 void stage_done(struct tp_comm *c, uint64_t end);
 void stage_close(struct tp_comm *c);
 

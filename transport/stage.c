@@ -52,26 +52,35 @@ out:
 	return rc;
 }
 
+int stage_span(uint64_t head, uint64_t tail, uint64_t size, uint64_t n, uint64_t *off,
+	       uint64_t *end)
+{
+	/* Every span, an empty message's too, takes room: its end must move
+	 * past the previous one, since 0 means "nothing reserved". */
+	uint64_t need = n ? (n + SPAN_ALIGN - 1) & ~(uint64_t)(SPAN_ALIGN - 1) : SPAN_ALIGN;
+	uint64_t pos = head % size, pad = 0;
+
+	if (need > size)
+		return 0;
+	if (pos + need > size)
+		pad = size - pos;	/* a span never wraps: skip to the start */
+	if (head + pad + need - tail > size)
+		return 0;		/* full until earlier sends land */
+	*off = (pos + pad) % size;
+	*end = head + pad + need;
+	return 1;
+}
+
 int stage_put(struct tp_comm *c, const void *src, size_t n, uint64_t *off, uint64_t *end)
 {
-	uint64_t size = c->ring_size, need = (n + SPAN_ALIGN - 1) & ~(uint64_t)(SPAN_ALIGN - 1);
-	uint64_t pos, pad = 0;
-
 	*end = 0;
 	if (!c->hs_buf && !c->stage_tried && stage_open(c))
 		sm_info("host staging for the copy helper unavailable, sends from host "
 			"buffers copy in this process: %s", sm_last_error());
-	if (!c->hs_buf || need > size)
+	if (!c->hs_buf || !stage_span(c->hs_head, c->hs_tail, c->ring_size, n, off, end))
 		return SM_OK;
-	pos = c->hs_head % size;
-	if (pos + need > size)
-		pad = size - pos;	/* a span never wraps: skip to the start */
-	if (c->hs_head + pad + need - c->hs_tail > size)
-		return SM_OK;		/* full until earlier sends land */
-	*off = (pos + pad) % size;
 	memcpy(c->hs_buf + *off, src, n);
-	c->hs_head += pad + need;
-	*end = c->hs_head;
+	c->hs_head = *end;
 	return SM_OK;
 }
 
