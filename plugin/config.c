@@ -920,12 +920,16 @@ static const struct {
 	{ "NCCL_NET_GDR_LEVEL", "SYS",
 	  "the plugin's devices are GPUs' copy engines, not PCI NICs; NCCL places them at the "
 	  "CPU and would otherwise stage GPU buffers in host memory" },
+	{ "NCCL_PROTO", "^LL",
+	  "LL keeps its send buffers in host memory, so every LL step would be a host-to-GPU "
+	  "copy, which the copy helper runs in 2.4-4.8 ms while NCCL's kernel holds the GPU; "
+	  "LL128 and Simple use GPU buffers (2 x H200: 8-byte all_reduce 27 us instead of "
+	  "3.7 ms)" },
 	/* NCCL_BUFFSIZE=16777216 and NCCL_P2P_NET_CHUNKSIZE=2097152 were set
-	 * here too (+10 % all_reduce, +70 % sendrecv, measured) and dropped
-	 * after a CUDA-graph hang.  That hang turned out not to need them
-	 * (graph replays deadlock on the driver lock with NCCL's own step
-	 * sizes too); they stay a README recommendation until measured as
-	 * defaults again. */
+	 * here too (+10 % all_reduce, +70 % sendrecv, measured in session 2)
+	 * and dropped while a CUDA-graph hang was chased; the hang was the
+	 * driver lock (fixed by the copy helper), not them.  They stay a
+	 * README recommendation until measured as defaults again. */
 };
 
 int config_apply_nccl_defaults(const struct config *cfg,

@@ -1425,26 +1425,35 @@ static void test_nccl_defaults(void **state)
 	(void)state;
 	assert_int_equal(config_parse(&cfg, table_get, none, err, sizeof(err)), 0);
 	unsetenv("NCCL_NET_GDR_LEVEL");
+	unsetenv("NCCL_PROTO");
 	cfg.nccl_defaults = 0;
 	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 0);
 	assert_null(getenv("NCCL_NET_GDR_LEVEL"));
+	assert_null(getenv("NCCL_PROTO"));
 	assert_int_equal(a.set, 0);
-	assert_int_equal(a.calls, 1);
+	assert_int_equal(a.calls, 2);
 	assert_string_equal(a.last, "(unset)");
 
 	memset(&a, 0, sizeof(a));
 	cfg.nccl_defaults = 1;
-	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 1);
+	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 2);
 	assert_string_equal(getenv("NCCL_NET_GDR_LEVEL"), "SYS");
-	assert_int_equal(a.set, 1);
+	assert_string_equal(getenv("NCCL_PROTO"), "^LL");
+	assert_int_equal(a.set, 2);
 
-	/* The user's value wins. */
+	/* The user's values win, each on its own. */
 	memset(&a, 0, sizeof(a));
 	setenv("NCCL_NET_GDR_LEVEL", "PHB", 1);
+	setenv("NCCL_PROTO", "LL", 1);
 	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 0);
 	assert_string_equal(getenv("NCCL_NET_GDR_LEVEL"), "PHB");
-	assert_string_equal(a.last, "PHB");
+	assert_string_equal(getenv("NCCL_PROTO"), "LL");
+	assert_string_equal(a.last, "LL");
+	unsetenv("NCCL_PROTO");
+	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 1);
+	assert_string_equal(getenv("NCCL_PROTO"), "^LL");
 	unsetenv("NCCL_NET_GDR_LEVEL");
+	unsetenv("NCCL_PROTO");
 }
 
 int main(void)
