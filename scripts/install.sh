@@ -1,6 +1,7 @@
 #!/bin/sh
 # Builds libnccl-net-symmem.so and installs it where NCCL_NET_PLUGIN=symmem
-# finds it (a library directory on the loader path), plus a pkg-config file.
+# finds it (a library directory on the loader path), its copy helper
+# symmem-copyd (libexec), plus a pkg-config file.
 # Usage: scripts/install.sh [meson setup options, e.g. --prefix=/opt/symmem]
 set -e
 cd "$(dirname "$0")/.."
@@ -19,4 +20,4 @@ else
 	sudo meson install -C build-release
 	sudo ldconfig
 fi
-echo "installed: $(meson introspect build-release --installed | python3 -c 'import json,sys; print(" ".join(v for v in json.load(sys.stdin).values() if v.endswith(".so")))')"
+echo "installed: $(meson introspect build-release --installed | python3 -c 'import json,sys; print(" ".join(v for v in json.load(sys.stdin).values() if v.endswith((".so", "/symmem-copyd"))))')"
