@@ -7,18 +7,19 @@
  *
  *   symmem-copyd <client pid>        (the control socket is fd 3)
  *
- * It exits when the client does (parent-death signal, and the socket's
- * hang-up), releasing every mapping with its context. */
+ * It exits when the client does, releasing every mapping with its context:
+ * on the socket's hang-up, or, if a forked child of the client still holds
+ * the socket, when it finds itself re-parented.  (Not the parent-death
+ * signal: that follows the thread that started the helper, and NCCL's
+ * threads come and go with communicators while the helper serves them all.) */
 #include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "copyd_proto.h"
@@ -28,6 +29,8 @@
  * spinning; the first request after a quiet spell waits at most one sleep. */
 #define SPIN_NS (50ull * 1000 * 1000)
 #define IDLE_SLEEP_NS 50000
+/* How often it looks whether its client still lives. */
+#define PARENT_CHECK_NS (200ull * 1000 * 1000)
 
 struct range {
 	uint32_t id;
@@ -39,6 +42,7 @@ struct range {
 
 struct copyd {
 	const struct sm_cuda_api *cu;
+	pid_t client;
 	int ctrl;
 	struct cd_ring *ring;
 	int nstreams;
@@ -333,11 +337,17 @@ static int complete(struct copyd *d)
 
 static void serve(struct copyd *d)
 {
-	uint64_t last_work = sm_now_ns();
+	uint64_t last_work = sm_now_ns(), next_parent_check = 0;
 	unsigned spins = 0;
 
 	for (;;) {
 		int worked = 0, inflight = 0;
+
+		if (sm_now_ns() > next_parent_check) {	/* a vDSO clock read: cheap */
+			if (getppid() != d->client)
+				return;		/* the client is gone */
+			next_parent_check = sm_now_ns() + PARENT_CHECK_NS;
+		}
 
 		if (d->ring) {
 			worked = issue(d);
@@ -367,7 +377,6 @@ static void serve(struct copyd *d)
 int main(int argc, char **argv)
 {
 	struct copyd d;
-	long client;
 
 	memset(&d, 0, sizeof(d));
 	d.ctrl = CD_CTRL_FD;
@@ -375,11 +384,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s <client pid> (started by libnccl-net-symmem)\n", argv[0]);
 		return 2;
 	}
-	client = strtol(argv[1], NULL, 10);
-	/* Die with the client; if it is already gone, do not start at all. */
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != (pid_t)client)
-		return 1;
+	d.client = (pid_t)strtol(argv[1], NULL, 10);
+	if (getppid() != d.client)
+		return 1;	/* started by someone else, or the client is already gone */
 	close_inherited();
 	serve(&d);
 	/* Queued copies finish before the mappings go. */

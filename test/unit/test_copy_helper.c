@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -104,26 +105,37 @@ static void test_helper_exits_at_start(void **state)
 	assert_no_children();
 }
 
-/* Starts the helper by hand with a raw socket, as the plugin would. */
-static pid_t raw_helper(int *sock)
+/* Starts the helper by hand with a raw socket, as the plugin would; no
+ * cmocka asserts, so a forked child may call it.  -1 on failure. */
+static pid_t spawn_helper(const char *path, int *sock)
 {
 	posix_spawn_file_actions_t fa;
 	char pid[24], *argv[3];
-	pid_t child;
+	pid_t child = -1;
 	int sv[2];
 
-	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) != 0)
+		return -1;
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
-	argv[0] = (char *)helper_path();
+	argv[0] = (char *)path;
 	argv[1] = pid;
 	argv[2] = NULL;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, sv[1], CD_CTRL_FD);
-	assert_int_equal(posix_spawn(&child, argv[0], &fa, NULL, argv, environ), 0);
+	if (posix_spawn(&child, argv[0], &fa, NULL, argv, environ) != 0)
+		child = -1;
 	posix_spawn_file_actions_destroy(&fa);
 	close(sv[1]);
 	*sock = sv[0];
 	return child;
+}
+
+static pid_t raw_helper(int *sock)
+{
+	pid_t pid = spawn_helper(helper_path(), sock);
+
+	assert_true(pid > 0);
+	return pid;
 }
 
 static int exited_within(pid_t pid, int ms)
@@ -197,6 +209,52 @@ static void test_garbage_ends_helper(void **state)
 	close(sock);
 }
 
+/* The client dies while a forked child of it still holds the socket (a
+ * data-loader worker, say): no hang-up comes, yet the helper must not
+ * outlive the job.  It notices it was re-parented (here to this process,
+ * made a subreaper for the test) and exits. */
+static void test_exits_when_client_dies(void **state)
+{
+	const char *path = helper_path();
+	pid_t pids[2] = { -1, -1 }, client;	/* helper, grandchild */
+	int p[2], status;
+
+	(void)state;
+	assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+	assert_int_equal(pipe(p), 0);
+	client = fork();
+	assert_true(client >= 0);
+	if (client == 0) {
+		int sock;
+
+		struct cd_reply r;
+		struct cd_msg m;
+
+		pids[0] = spawn_helper(path, &sock);
+		/* One answered request: the helper is past its start checks. */
+		memset(&m, 0, sizeof(m));
+		m.magic = CD_MAGIC;
+		m.op = 77;
+		if (send(sock, &m, sizeof(m), 0) != sizeof(m) || recv(sock, &r, sizeof(r), 0) != sizeof(r))
+			_exit(2);
+		pids[1] = fork();
+		if (pids[1] == 0) {
+			sleep(20);	/* holds the socket open */
+			_exit(0);
+		}
+		_exit(write(p[1], pids, sizeof(pids)) == sizeof(pids) ? 0 : 1);
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], pids, sizeof(pids)), (ssize_t)sizeof(pids));
+	close(p[0]);
+	assert_int_equal(waitpid(client, &status, 0), client);
+	assert_true(pids[0] > 0 && pids[1] > 0);
+	assert_int_equal(exited_within(pids[0], 3000), 0);
+	kill(pids[1], SIGKILL);
+	assert_int_equal(waitpid(pids[1], &status, 0), pids[1]);
+	prctl(PR_SET_CHILD_SUBREAPER, 0);
+}
+
 /* Started by hand by anyone but the client it names, it does not run. */
 static void test_wrong_parent(void **state)
 {
@@ -217,6 +275,7 @@ int main(void)
 		cmocka_unit_test(test_refusals_then_hangup),
 		cmocka_unit_test(test_garbage_ends_helper),
 		cmocka_unit_test(test_wrong_parent),
+		cmocka_unit_test(test_exits_when_client_dies),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
