@@ -72,6 +72,17 @@ int comm_engine(struct tp_comm *c)
 			 "(this process serves host memory only)");
 }
 
+int comm_recv_size(struct tp_comm *c, struct tp_req *r, uint64_t size)
+{
+	if (size > r->size)
+		return comm_fail(c, SM_ERR_USAGE, "peer sent %llu bytes into a posted receive of "
+				 "%llu bytes (message %llu)", (unsigned long long)size,
+				 (unsigned long long)r->size, (unsigned long long)r->seq);
+	r->msg_size = size;
+	r->have_size = 1;
+	return SM_OK;
+}
+
 int comm_setup(struct tp_comm *c, const struct tp_options *opt)
 {
 	struct smf_engine_options eo;

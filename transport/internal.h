@@ -201,6 +201,9 @@ int comm_engine(struct tp_comm *c);
  * opt->gpu, takes this GPU's copy engine: setup runs on NCCL's service
  * thread, where making streams cannot block NCCL's kernels. */
 int comm_setup(struct tp_comm *c, const struct tp_options *opt);
+/* Receive r learns the sender's size: one larger than the posted receive
+ * fails the connection (the sender fails it too). */
+int comm_recv_size(struct tp_comm *c, struct tp_req *r, uint64_t size);
 /* Repeats a broken connection's sticky failure as the current error. */
 int comm_broken(const struct tp_comm *c);
 int comm_fail(struct tp_comm *c, int status, const char *fmt, ...)

@@ -345,13 +345,9 @@ static int shm_progress_recv(struct tp_comm *c, int *progressed)
 		if (!r->have_size) {
 			if (atomic_load_explicit(&ctrl->send_posted, memory_order_acquire) <= r->seq)
 				break;
-			r->msg_size = ctrl->send_size[r->seq % TP_MAX_REQUESTS];
-			if (r->msg_size > r->size)
-				return comm_fail(c, SM_ERR_USAGE,
-						 "peer sent %llu bytes into a posted receive of %llu bytes (message %llu)",
-						 (unsigned long long)r->msg_size,
-						 (unsigned long long)r->size, (unsigned long long)r->seq);
-			r->have_size = 1;
+			rc = comm_recv_size(c, r, ctrl->send_size[r->seq % TP_MAX_REQUESTS]);
+			if (rc)
+				return rc;
 			*progressed = 1;
 		}
 		if (r->direct) {

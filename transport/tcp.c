@@ -232,19 +232,18 @@ static int tcp_progress_recv(struct tp_comm *c, int *progressed)
 		return rc;
 	while ((r = comm_head(c)) != NULL) {
 		if (!r->have_size) {
+			uint64_t size;
+
 			n = sm_recv_some(c->fd, r->hdr + r->hdr_done, 8 - r->hdr_done, NULL);
 			if (n < 0)
 				return comm_fail(c, SM_ERR_REMOTE, "sending peer: %s", sm_last_error());
 			r->hdr_done += (size_t)n;
 			if (r->hdr_done < 8)
 				break;
-			memcpy(&r->msg_size, r->hdr, 8);
-			if (r->msg_size > r->size)
-				return comm_fail(c, SM_ERR_USAGE,
-						 "peer sent %llu bytes into a posted receive of %llu bytes (message %llu)",
-						 (unsigned long long)r->msg_size,
-						 (unsigned long long)r->size, (unsigned long long)r->seq);
-			r->have_size = 1;
+			memcpy(&size, r->hdr, 8);
+			rc = comm_recv_size(c, r, size);
+			if (rc)
+				return rc;
 			*progressed = 1;
 		}
 		if (r->dst_dev) {
