@@ -157,6 +157,7 @@ static void transport_options(const struct config *cfg, struct tp_options *opt)
 	opt->gpu = gpu_path;
 	opt->no_direct = !cfg->direct_path;
 	opt->copy_helper = gpu_path ? helper_path_find(cfg) : NULL;
+	opt->verbose = cfg->verbose;
 }
 
 ncclResult_t net_init(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *config,

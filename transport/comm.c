@@ -72,6 +72,39 @@ int comm_engine(struct tp_comm *c)
 			 "(this process serves host memory only)");
 }
 
+static const char *const path_names[PATH_COUNT] = {
+	[PATH_RING] = "through the connection's host buffers (shared-memory ring or TCP)",
+	[PATH_HELPER] = "by copy engine into the receiver's buffer, issued by the copy helper",
+	[PATH_STAGED] = "from host staging by copy engine into the receiver's buffer, issued by "
+			"the copy helper",
+	[PATH_IN_PROCESS] = "by copy engine into the receiver's buffer, issued in NCCL's process "
+			    "(no copy helper, or it cannot map one of the buffers)",
+	[PATH_IN_PLACE] = "in place, written by the sender's copy engine",
+};
+
+/* NCCL_SM_FREE_VERBOSE: the first message of each kind on a connection. */
+static void note_path(struct tp_comm *c, const struct tp_req *r)
+{
+	int path = PATH_RING;
+
+	if (r->direct && r->kind == REQ_RECV)
+		path = PATH_IN_PLACE;
+	else if (r->direct && r->stage_end)
+		path = PATH_STAGED;
+	else if (r->direct && r->by_helper)
+		path = PATH_HELPER;
+	else if (r->direct && r->size == 0)
+		return;		/* an empty message needs no copy at all */
+	else if (r->direct)
+		path = PATH_IN_PROCESS;
+	if (!c->verbose || (c->paths_seen & (1u << path)))
+		return;
+	c->paths_seen |= 1u << path;
+	sm_info("%s connection (%s) %p: message %llu is the first moved %s",
+		c->is_send ? "sending" : "receiving", c->ops->name, (void *)c,
+		(unsigned long long)r->seq, path_names[path]);
+}
+
 int comm_recv_size(struct tp_comm *c, struct tp_req *r, uint64_t size)
 {
 	if (size > r->size)
@@ -90,6 +123,7 @@ int comm_setup(struct tp_comm *c, const struct tp_options *opt)
 
 	c->stall_ns = opt->stall_report > 0 ? (uint64_t)(opt->stall_report * 1e9) : 0;
 	c->no_direct = opt->no_direct;
+	c->verbose = opt->verbose;
 	if (!opt->gpu)
 		return SM_OK;
 	eo.nstreams = opt->copy_streams > 0 ? opt->copy_streams : 1;
@@ -218,6 +252,7 @@ int tp_isend(struct tp_comm *c, const void *data, size_t size, const struct tp_r
 	}
 	comm_progressed(c);
 	(*out)->src_dev = reg && reg->mem == TP_MEM_CUDA;
+	note_path(c, *out);
 	/* Start moving bytes now: a small message is often complete before
 	 * NCCL's first test(), and the receiver can start copying sooner. */
 	return c->ops->progress(c, &progressed);
@@ -250,6 +285,7 @@ int tp_irecv(struct tp_comm *c, void *data, size_t size, const struct tp_region 
 	rc = c->ops->irecv(c, r, reg);
 	if (rc)
 		return rc;
+	note_path(c, r);
 	*out = r;
 	return SM_OK;
 }

@@ -148,6 +148,8 @@ struct tp_comm {
 	uint64_t stall_ns;	/* report a wait this long (0 = never) */
 	uint64_t wait_since_ns;	/* start of the current wait without progress */
 	int stall_reported;
+	int verbose;		/* NCCL_SM_FREE_VERBOSE: note each path once */
+	unsigned paths_seen;	/* enum comm_path bits */
 	struct tp_stats stats;
 
 	struct tp_req reqs[TP_MAX_REQUESTS];
@@ -188,6 +190,17 @@ struct tp_comm {
 
 extern const struct tp_ops tp_shm_ops;
 extern const struct tp_ops tp_tcp_ops;
+
+/* How a message moved, for NCCL_SM_FREE_VERBOSE's once-per-connection
+ * line (comm_note_path). */
+enum comm_path {
+	PATH_RING = 0,		/* through the shared-memory ring or TCP */
+	PATH_HELPER,		/* copy engine, in place, from the copy helper */
+	PATH_STAGED,		/* the same, from host staging (host source) */
+	PATH_IN_PROCESS,	/* copy engine, in place, from NCCL's process */
+	PATH_IN_PLACE,		/* receive: the sender's copy engine writes it in place */
+	PATH_COUNT
+};
 
 /* comm.c */
 struct tp_comm *comm_new(int is_send, const struct tp_ops *ops, int fd);

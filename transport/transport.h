@@ -40,6 +40,7 @@ struct tp_options {
 	int no_direct;			/* never export GPU registrations to the peer:
 					 * GPU data bounces through the host ring */
 	const char *copy_helper;	/* symmem-copyd to run copies in, or NULL */
+	int verbose;			/* log each data path a connection takes, once */
 };
 
 struct tp_listener;

@@ -811,6 +811,58 @@ static void test_monitor_lines(void **state)
 	assert_int_equal(run_child("--child-monitor", env), 0);
 }
 
+/* NCCL_SM_FREE_VERBOSE=1: each connection says once how its messages
+ * move (here, host memory: through the shared-memory ring or TCP), not
+ * once per message.  Without the variable it stays quiet. */
+static int child_paths(void)
+{
+	uint8_t *src = malloc(4096), *dst = malloc(4096);
+	int verbose = getenv("NCCL_SM_FREE_VERBOSE") != NULL;
+	void *c, *send, *recv, *sreq, *rreq;
+	int size;
+
+	if (!src || !dst || !harness_open() || !(c = harness_init()))
+		return 10;
+	if (harness_pair(c, &send, &recv) != ncclSuccess)
+		return 11;
+	for (uint64_t m = 0; m < 3; m++) {
+		pattern_fill(src, 4096, m);
+		if (net->irecv(recv, 1, (void **)&dst, &(size_t){ 4096 }, &(int){ 0 }, NULL, NULL,
+			       &rreq))
+			return 12;
+		sreq = NULL;
+		while (!sreq)
+			if (net->isend(send, src, 4096, 0, NULL, NULL, &sreq))
+				return 13;
+		if (harness_wait(sreq, &size, 10) || harness_wait(rreq, &size, 10))
+			return 14;
+		if (pattern_check(dst, 4096, m) != 4096)
+			return 15;
+	}
+	if (harness_info_count("sending connection (") != verbose ||
+	    harness_info_count("receiving connection (") != verbose)
+		return 16;
+	if (harness_info_count("message 0 is the first moved through the connection's host "
+			       "buffers") != 2 * verbose)
+		return 17;
+	net->closeSend(send);
+	net->closeRecv(recv);
+	net->finalize(c);
+	free(src);
+	free(dst);
+	return 0;
+}
+
+static void test_path_lines(void **state)
+{
+	const char *verbose[] = { "NCCL_SM_FREE_VERBOSE", "1", NULL };
+	const char *quiet[] = { NULL };
+
+	(void)state;
+	assert_int_equal(run_child("--child-paths", verbose), 0);
+	assert_int_equal(run_child("--child-paths", quiet), 0);
+}
+
 static int setup(void **state)
 {
 	*state = harness_open();
@@ -847,6 +899,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_bad_env_fails_init),
 		cmocka_unit_test(test_accept_timeout),
 		cmocka_unit_test(test_monitor_lines),
+		cmocka_unit_test(test_path_lines),
 	};
 
 	if (argc > 1 && !strcmp(argv[1], "--child-bad-env"))
@@ -855,5 +908,7 @@ int main(int argc, char **argv)
 		return child_accept_timeout();
 	if (argc > 1 && !strcmp(argv[1], "--child-monitor"))
 		return child_monitor();
+	if (argc > 1 && !strcmp(argv[1], "--child-paths"))
+		return child_paths();
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
