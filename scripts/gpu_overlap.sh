@@ -3,7 +3,8 @@
 # plugin and nccl_overlap, then for each collective runs a bf16 GEMM
 # (8192^3, repeated) beside it natively, through the plugin, and through the
 # plugin with NCCL_PASS_SM=1, all in one invocation per collective, with
-# NCCL's buffers and with registered ones.  Tables to $OUT/overlap.txt, a
+# NCCL's buffers and with registered ones; all_gather and alltoall also with
+# NCCL's copy-engine collectives (native-ce).  Tables to $OUT/overlap.txt, a
 # plot to $OUT/overlap.png (scripts/plot_overlap.py).
 #
 # Usage: scripts/gpu_overlap.sh [bytes]   (default 134217728)
@@ -19,8 +20,12 @@ gpu_build "$OUT/logs/build.log" && gpu_build_overlap "$OUT/logs/build.log" || ex
 fail=0
 for op in all_gather reduce_scatter all_reduce alltoall sendrecv; do
 	for reg in "" -R; do
+		# NCCL's own copy-engine collectives (zero CTAs, symmetric windows)
+		# exist for all_gather and alltoall; their buffers are always NCCL's.
+		cfgs=native,plugin,passsm
+		case "$op,$reg" in all_gather, | alltoall,) cfgs=native,native-ce,plugin,passsm ;; esac
 		echo "== $op $BYTES $reg ($(date +%T))"
-		./build-gpu/nccl_overlap ${NRANKS:+-n $NRANKS} -o $op -b "$BYTES" $reg \
+		./build-gpu/nccl_overlap ${NRANKS:+-n $NRANKS} -o $op -b "$BYTES" $reg -C $cfgs \
 			-g "${GEMMS:-20}" -c "${COLLS:-10}" -t "${PHASE_TIMEOUT:-240}" \
 			>>"$OUT/overlap.txt" 2>>"$OUT/logs/stderr.txt" || { echo "FAILED: $op $reg"; fail=1; }
 	done

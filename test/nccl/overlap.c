@@ -10,8 +10,13 @@
  * (output poisoned first).  Times are the slowest rank's.  Besides the
  * table, one "CSV," line per configuration feeds scripts/plot_overlap.py.
  *
- * Not measured here (yet): how many CTAs NCCL launched per collective, and
- * NCCL's own copy-engine collectives (symmetric windows, CTA policy zero). */
+ * Configuration "native-ce" is NCCL's own copy-engine collectives: a
+ * communicator with CTA policy zero and the collective's buffers from
+ * ncclMemAlloc in symmetric windows (NCCL has them for all_gather and
+ * alltoall; other collectives run its kernels as usual).  Built only where
+ * nccl.h has NCCL_CTA_POLICY_ZERO.
+ *
+ * Not measured here (yet): how many CTAs NCCL launched per collective. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,12 +30,14 @@
 
 enum config {
 	CFG_NATIVE,
+	CFG_NATIVE_CE,
 	CFG_PLUGIN,
 	CFG_PASS_SM,
 	CFG_COUNT
 };
 
-static const char *const config_names[CFG_COUNT] = { "native", "plugin", "plugin+PASS_SM" };
+static const char *const config_names[CFG_COUNT] = { "native", "native-ce", "plugin",
+						     "plugin+PASS_SM" };
 
 struct ovl_opts {
 	int nranks;
@@ -88,6 +95,7 @@ static uint16_t to_bf16(float f)
 struct rank_ctx {
 	const struct ovl_opts *o;
 	int rank;
+	int ce;			/* CFG_NATIVE_CE: NCCL-allocated buffers in windows */
 	ncclComm_t comm;
 	cudaStream_t compute, comm_stream;
 	cublasHandle_t blas;
@@ -162,9 +170,59 @@ static void fill_matrices(struct rank_ctx *x)
 	free(h);
 }
 
+/* The communicator, and the collective's buffers: cudaMalloc, or for
+ * native-ce ncclMemAlloc in symmetric windows of a zero-CTA communicator. */
+static void open_comm(struct rank_ctx *x, ncclUniqueId id, size_t sbytes, size_t rbytes,
+		      ncclWindow_t win[2])
+{
+	if (!x->ce) {
+		die_nccl(ncclCommInitRank(&x->comm, x->o->nranks, id, x->rank), "ncclCommInitRank");
+		die_cuda(cudaMalloc(&x->sbuf, sbytes), "cudaMalloc send");
+		die_cuda(cudaMalloc(&x->rbuf, rbytes), "cudaMalloc recv");
+		return;
+	}
+#ifdef NCCL_CTA_POLICY_ZERO
+	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+
+	cfg.CTAPolicy = NCCL_CTA_POLICY_ZERO;
+	die_nccl(ncclCommInitRankConfig(&x->comm, x->o->nranks, id, x->rank, &cfg),
+		 "ncclCommInitRankConfig (CTA policy zero)");
+	die_nccl(ncclMemAlloc(&x->sbuf, sbytes), "ncclMemAlloc send");
+	die_nccl(ncclMemAlloc(&x->rbuf, rbytes), "ncclMemAlloc recv");
+	die_nccl(ncclCommWindowRegister(x->comm, x->sbuf, sbytes, &win[0], NCCL_WIN_COLL_SYMMETRIC),
+		 "ncclCommWindowRegister send");
+	die_nccl(ncclCommWindowRegister(x->comm, x->rbuf, rbytes, &win[1], NCCL_WIN_COLL_SYMMETRIC),
+		 "ncclCommWindowRegister recv");
+#else
+	(void)id;
+	(void)sbytes;
+	(void)rbytes;
+	(void)win;
+	fprintf(stderr, "overlap: this nccl.h has no CTA policy zero (native-ce)\n");
+	exit(8);
+#endif
+}
+
+static void close_comm(struct rank_ctx *x, ncclWindow_t win[2])
+{
+	if (x->ce) {
+		die_nccl(ncclCommWindowDeregister(x->comm, win[0]), "ncclCommWindowDeregister");
+		die_nccl(ncclCommWindowDeregister(x->comm, win[1]), "ncclCommWindowDeregister");
+	}
+	die_nccl(ncclCommDestroy(x->comm), "ncclCommDestroy");
+	if (x->ce) {
+		ncclMemFree(x->sbuf);
+		ncclMemFree(x->rbuf);
+	} else {
+		cudaFree(x->sbuf);
+		cudaFree(x->rbuf);
+	}
+}
+
 static int rank_main(const struct ovl_opts *o, int config, int rank, ncclUniqueId id, int out_fd)
 {
-	struct rank_ctx x = { .o = o, .rank = rank };
+	struct rank_ctx x = { .o = o, .rank = rank, .ce = config == CFG_NATIVE_CE };
+	ncclWindow_t win[2] = { NULL, NULL };
 	struct ovl_result res = { .config = config, .rank = rank };
 	struct bench_pattern pat;
 	cudaEvent_t ev[5];
@@ -182,7 +240,7 @@ static int rank_main(const struct ovl_opts *o, int config, int rank, ncclUniqueI
 	if (!host)
 		return 5;
 	die_cuda(cudaSetDevice(rank), "cudaSetDevice");
-	die_nccl(ncclCommInitRank(&x.comm, o->nranks, id, rank), "ncclCommInitRank");
+	open_comm(&x, id, sbytes, rbytes, win);
 	die_cuda(cudaStreamCreateWithFlags(&x.compute, cudaStreamNonBlocking), "stream");
 	die_cuda(cudaStreamCreateWithFlags(&x.comm_stream, cudaStreamNonBlocking), "stream");
 	die_cublas(cublasCreate(&x.blas), "cublasCreate");
@@ -190,11 +248,9 @@ static int rank_main(const struct ovl_opts *o, int config, int rank, ncclUniqueI
 	die_cuda(cudaMalloc(&x.a, mbytes), "cudaMalloc A");
 	die_cuda(cudaMalloc(&x.b, mbytes), "cudaMalloc B");
 	die_cuda(cudaMalloc(&x.c, mbytes), "cudaMalloc C");
-	die_cuda(cudaMalloc(&x.sbuf, sbytes), "cudaMalloc send");
-	die_cuda(cudaMalloc(&x.rbuf, rbytes), "cudaMalloc recv");
 	die_cuda(cudaMalloc((void **)&x.bar, sizeof(float)), "cudaMalloc barrier");
 	die_cuda(cudaMemset(x.bar, 0, sizeof(float)), "barrier word");
-	if (o->registered) {
+	if (o->registered && !x.ce) {
 		die_nccl(ncclCommRegister(x.comm, x.sbuf, sbytes, &sreg), "ncclCommRegister");
 		die_nccl(ncclCommRegister(x.comm, x.rbuf, rbytes, &rreg), "ncclCommRegister");
 	}
@@ -233,19 +289,17 @@ static int rank_main(const struct ovl_opts *o, int config, int rank, ncclUniqueI
 	die_cuda(cudaMemcpy(host, x.rbuf, rbytes, cudaMemcpyDeviceToHost), "read result");
 	res.errors = bench_check(&pat, o->op, rank, host, &x.shape, 1);
 
-	if (o->registered) {
+	if (o->registered && !x.ce) {
 		die_nccl(ncclCommDeregister(x.comm, sreg), "ncclCommDeregister");
 		die_nccl(ncclCommDeregister(x.comm, rreg), "ncclCommDeregister");
 	}
-	die_nccl(ncclCommDestroy(x.comm), "ncclCommDestroy");
+	close_comm(&x, win);
 	for (int i = 0; i < 5; i++)
 		cudaEventDestroy(ev[i]);
 	cublasDestroy(x.blas);
 	cudaFree(x.a);
 	cudaFree(x.b);
 	cudaFree(x.c);
-	cudaFree(x.sbuf);
-	cudaFree(x.rbuf);
 	cudaFree(x.bar);
 	bench_pattern_free(&pat);
 	free(host);
@@ -264,7 +318,8 @@ static void config_prepare(void *arg, int rank)
 	(void)rank;
 	if (p->config == CFG_PASS_SM)
 		setenv("NCCL_PASS_SM", "1", 1);	/* before the -E strings, which win */
-	bench_route_env(p->config != CFG_NATIVE, "symmem", p->o->extra_env, p->o->nextra);
+	bench_route_env(p->config == CFG_PLUGIN || p->config == CFG_PASS_SM, "symmem",
+			p->o->extra_env, p->o->nextra);
 }
 
 static int config_rank(void *arg, int rank, ncclUniqueId id)
@@ -289,7 +344,8 @@ static int run_config(const struct ovl_opts *o, int config, int out_fd)
 static void usage(const char *argv0)
 {
 	fprintf(stderr, "usage: %s [-n ranks] [-o op] [-b bytes] [-g gemms] [-c collectives] "
-		"[-d dim] [-R] [-C native,plugin,passsm] [-E NAME=VALUE] [-t seconds]\n", argv0);
+		"[-d dim] [-R] [-C native,native-ce,plugin,passsm] [-E NAME=VALUE] [-t seconds]\n",
+		argv0);
 	exit(2);
 }
 
@@ -299,6 +355,8 @@ static int parse_configs(char *s, int *cfg)
 	for (char *save = NULL, *t = strtok_r(s, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 		if (!strcmp(t, "native"))
 			cfg[CFG_NATIVE] = 1;
+		else if (!strcmp(t, "native-ce"))
+			cfg[CFG_NATIVE_CE] = 1;
 		else if (!strcmp(t, "plugin"))
 			cfg[CFG_PLUGIN] = 1;
 		else if (!strcmp(t, "passsm"))
@@ -313,7 +371,7 @@ int main(int argc, char **argv)
 {
 	struct ovl_opts o = {
 		.op = OP_ALLGATHER, .bytes = 128u << 20, .ngemm = 20, .ncoll = 10, .dim = 8192,
-		.configs = { 1, 1, 1 }, .timeout = 300,
+		.configs = { 1, 0, 1, 1 }, .timeout = 300,
 	};
 	struct ovl_result all[CFG_COUNT][64];
 	struct bench_shape shape;
