@@ -108,7 +108,9 @@ out:
 static int spawn(const char *path, int child_end, pid_t *pid)
 {
 	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
 	char client[24], *argv[3];
+	sigset_t none, all;
 	int rc;
 
 	snprintf(client, sizeof(client), "%d", (int)getpid());
@@ -117,7 +119,17 @@ static int spawn(const char *path, int child_end, pid_t *pid)
 	argv[2] = NULL;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, child_end, CD_CTRL_FD);
-	rc = posix_spawn(pid, path, &fa, NULL, argv, environ);
+	/* The calling thread (NCCL's) may block or ignore signals; the helper
+	 * starts with none blocked and default actions, so a job's SIGTERM or
+	 * Ctrl-C ends it too. */
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setsigmask(&attr, &none);
+	posix_spawnattr_setsigdefault(&attr, &all);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	rc = posix_spawn(pid, path, &fa, &attr, argv, environ);
+	posix_spawnattr_destroy(&attr);
 	posix_spawn_file_actions_destroy(&fa);
 	if (rc)
 		return sm_fail(SM_ERR_SYSTEM, "cannot start the copy helper %s: %s", path,

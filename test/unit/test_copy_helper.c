@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -102,6 +104,57 @@ static void test_helper_exits_at_start(void **state)
 	assert_null(h);
 	assert_non_null(strstr(sm_last_error(), "has exited"));
 	assert_true(sm_now_ns() - t0 < 5ull * 1000 * 1000 * 1000);
+	assert_no_children();
+}
+
+/* NCCL's threads may block or ignore signals; the helper must not inherit
+ * that, or a job's SIGTERM would leave it behind.  A stand-in program
+ * records the signal state it starts with. */
+static void test_helper_signals_reset(void **state)
+{
+	char dir[] = "/tmp/copyd-sig-XXXXXX", script[64], out[64], line[128];
+	struct smf_helper *h = NULL;
+	sigset_t block, old;
+	int blk_ok = 0, ign_ok = 0;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(script, sizeof(script), "%s/helper.sh", dir);
+	snprintf(out, sizeof(out), "%s/status", dir);
+	f = fopen(script, "w");
+	assert_non_null(f);
+	fprintf(f, "#!/bin/sh\ngrep -E '^Sig(Blk|Ign)' /proc/self/status > %s\n", out);
+	fclose(f);
+	assert_int_equal(chmod(script, 0700), 0);
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	assert_int_equal(pthread_sigmask(SIG_BLOCK, &block, &old), 0);
+	signal(SIGHUP, SIG_IGN);
+	assert_int_not_equal(smf_helper_start(script, "0000:00:06.0", 2, &h), SM_OK);
+	signal(SIGHUP, SIG_DFL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	f = fopen(out, "r");
+	assert_non_null(f);
+	/* Masks are hex, bit n-1 for signal n; glibc's own real-time
+	 * signals (32, 33) may show as ignored and are not ours to judge. */
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long mask;
+		unsigned long long ours = (1ull << (SIGHUP - 1)) | (1ull << (SIGINT - 1)) |
+					  (1ull << (SIGTERM - 1));
+
+		if (sscanf(line, "SigBlk: %llx", &mask) == 1)
+			blk_ok = (mask & ours) == 0;
+		if (sscanf(line, "SigIgn: %llx", &mask) == 1)
+			ign_ok = (mask & ours) == 0;
+	}
+	fclose(f);
+	unlink(out);
+	unlink(script);
+	rmdir(dir);
+	assert_true(blk_ok);
+	assert_true(ign_ok);
 	assert_no_children();
 }
 
@@ -272,6 +325,7 @@ int main(void)
 		cmocka_unit_test(test_missing_binary),
 		cmocka_unit_test(test_no_gpu_refusal),
 		cmocka_unit_test(test_helper_exits_at_start),
+		cmocka_unit_test(test_helper_signals_reset),
 		cmocka_unit_test(test_refusals_then_hangup),
 		cmocka_unit_test(test_garbage_ends_helper),
 		cmocka_unit_test(test_wrong_parent),
