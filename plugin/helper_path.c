@@ -3,7 +3,6 @@
  * next to this library (a build tree, or a copy of both files anywhere),
  * then in the libexec directory the build was configured for. */
 #include <dlfcn.h>
-#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,64 +13,70 @@
 
 #define HELPER_NAME "symmem-copyd"
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static const struct config *once_cfg;
-static char found[PATH_MAX];
-static const char *result;
 /* Any object of this library: dladdr() names the file that holds it. */
 static const char anchor;
 
-static int try_dir(const char *dir)
+static int try_dir(const char *dir, char *out, size_t len)
 {
-	if ((size_t)snprintf(found, sizeof(found), "%s/%s", dir, HELPER_NAME) >= sizeof(found))
+	if ((size_t)snprintf(out, len, "%s/%s", dir, HELPER_NAME) >= len)
 		return 0;
-	return access(found, X_OK) == 0;
+	return access(out, X_OK) == 0;
 }
 
-static void find(void)
+static int library_dir(char *dir, size_t len)
 {
-	const struct config *cfg = once_cfg;
-	char dir[PATH_MAX];
 	Dl_info info;
+	char *slash;
+
+	if (!dladdr(&anchor, &info) || !info.dli_fname || strlen(info.dli_fname) >= len)
+		return 0;
+	snprintf(dir, len, "%s", info.dli_fname);
+	slash = strrchr(dir, '/');
+	if (!slash)
+		return 0;
+	*slash = '\0';
+	return 1;
+}
+
+const char *helper_path_resolve(const struct config *cfg, const char *libexec, char *out,
+				size_t len)
+{
+	char dir[HELPER_PATH_MAX];
 
 	if (!cfg->copy_helper)
-		return;
+		return NULL;
 	if (cfg->copy_helper_path[0]) {
 		if (access(cfg->copy_helper_path, X_OK) == 0) {
-			snprintf(found, sizeof(found), "%s", cfg->copy_helper_path);
-			result = found;
-		} else {
-			LOG_WARN("NET/symmem: NCCL_SYMMEM_COPY_HELPER_PATH=%s is not an executable "
-				 "file; copies run in the NCCL process", cfg->copy_helper_path);
+			snprintf(out, len, "%s", cfg->copy_helper_path);
+			return out;
 		}
-		return;
+		LOG_WARN("NET/symmem: NCCL_SYMMEM_COPY_HELPER_PATH=%s is not an executable "
+			 "file; copies run in the NCCL process", cfg->copy_helper_path);
+		return NULL;
 	}
-	if (dladdr(&anchor, &info) && info.dli_fname &&
-	    strlen(info.dli_fname) < sizeof(dir)) {
-		char *slash;
-
-		snprintf(dir, sizeof(dir), "%s", info.dli_fname);
-		slash = strrchr(dir, '/');
-		if (slash) {
-			*slash = '\0';
-			if (try_dir(dir)) {
-				result = found;
-				return;
-			}
-		}
-	}
-	if (try_dir(SYMMEM_LIBEXECDIR)) {
-		result = found;
-		return;
-	}
+	if (library_dir(dir, sizeof(dir)) && try_dir(dir, out, len))
+		return out;
+	if (try_dir(libexec, out, len))
+		return out;
 	LOG_WARN("NET/symmem: %s not found next to the library nor in %s; copies run in the NCCL "
 		 "process (set NCCL_SYMMEM_COPY_HELPER_PATH, or NCCL_SYMMEM_COPY_HELPER=0 to "
-		 "silence this)", HELPER_NAME, SYMMEM_LIBEXECDIR);
+		 "silence this)", HELPER_NAME, libexec);
+	return NULL;
+}
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static const struct config *once_cfg;
+static char found[HELPER_PATH_MAX];
+static const char *result;
+
+static void find_once(void)
+{
+	result = helper_path_resolve(once_cfg, SYMMEM_LIBEXECDIR, found, sizeof(found));
 }
 
 const char *helper_path_find(const struct config *cfg)
 {
 	once_cfg = cfg;
-	pthread_once(&once, find);
+	pthread_once(&once, find_once);
 	return result;
 }
