@@ -7,7 +7,8 @@
 #
 # Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
-#        perf: registered-buffer and copy-splitting variants, large sizes;
+#        perf: step sizes (unregistered), helper streams (registered),
+#        small-message latency per protocol;
 #        probe: graph replays with a sync between, registered sendrecv statistics;
 #        paths: five ops on each data path (DMA_ENABLE=0, DIRECT_PATH=0,
 #        CUMEM_ENABLE=0); leak: CYCLES (200) communicator create/destroy cycles;
@@ -133,14 +134,22 @@ if [ "$MODE" = probe ]; then
 	finish
 fi
 
+# The open performance questions with the copy helper: NCCL's step sizes
+# on the unregistered path, the helper's stream count on the registered
+# one, and small-message latency per protocol.
 if [ "$MODE" = perf ]; then
-	R="-R -o sendrecv,alltoall,all_gather -b 67108864 -e 1073741824 -f 4 -c none -i 10"
-	bench reg $R
-	bench reg-split8m -m plugin $R -E NCCL_SYMMEM_SPLIT_SIZE=8M -E NCCL_SYMMEM_STREAMS=4
-	bench reg-split32m -m plugin $R -E NCCL_SYMMEM_SPLIT_SIZE=32M -E NCCL_SYMMEM_STREAMS=2
+	U="-o sendrecv,alltoall,all_reduce,all_gather -b 67108864 -e 1073741824 -f 4 -c none -i 10"
+	bench steps-default $U
+	bench steps-16m -m plugin $U -E NCCL_BUFFSIZE=16777216 -E NCCL_P2P_NET_CHUNKSIZE=2097152
+	bench steps-64m -m plugin $U -E NCCL_BUFFSIZE=67108864 -E NCCL_P2P_NET_CHUNKSIZE=8388608
+	R="-R -o sendrecv,alltoall -b 67108864 -e 1073741824 -f 4 -c none -i 10"
+	bench reg-streams1 -m plugin $R -E NCCL_SYMMEM_STREAMS=1
+	bench reg-streams2 $R
 	bench reg-streams4 -m plugin $R -E NCCL_SYMMEM_STREAMS=4
-	bench steps16m -m plugin -o sendrecv,all_reduce,all_gather -b 268435456 -e 1073741824 -f 4 \
-		-c none -i 10 -E NCCL_BUFFSIZE=16777216 -E NCCL_P2P_NET_CHUNKSIZE=2097152
+	L="-o all_reduce,all_gather,sendrecv -b 8 -e 1048576 -f 8 -c none -i 20"
+	bench lat-default $L
+	bench lat-ll128 -m plugin $L -E NCCL_PROTO=LL128
+	bench lat-simple -m plugin $L -E NCCL_PROTO=Simple
 	finish
 fi
 
