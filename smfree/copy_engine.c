@@ -16,6 +16,7 @@
  * sit under a mutex; no driver call is made while it is held. */
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -341,6 +342,19 @@ int smf_copy_test(struct smf_engine *e, struct smf_copy *op, int *done)
 	}
 	*done = 1;
 	return SM_OK;
+}
+
+void smf_copy_describe(const struct smf_engine *e, const struct smf_copy *op, char *buf,
+		       size_t len)
+{
+	if (op->helper)
+		snprintf(buf, len, "copy helper pid %d, its request %llu %s",
+			 (int)smf_helper_pid(e->helper), (unsigned long long)op->seq,
+			 smf_helper_state(e->helper, op->seq));
+	else if (op->nev)
+		snprintf(buf, len, "in-process copy, %d piece(s) not landed", op->nev);
+	else
+		snprintf(buf, len, "no copy in flight");
 }
 
 /* Gives an unfinished copy's events back to the pool.  An event recorded

@@ -344,6 +344,17 @@ int smf_helper_test(struct smf_helper *h, uint64_t seq, int *done)
 	return SM_OK;
 }
 
+const char *smf_helper_state(const struct smf_helper *h, uint64_t seq)
+{
+	static const char *const names[] = { "free", "posted", "done", "failed" };
+	const struct cd_slot *s = &h->ring->slot[seq % CD_SLOTS];
+	uint32_t st = atomic_load_explicit(&s->state, memory_order_acquire);
+
+	if (s->seq != seq)
+		return "reused";
+	return st < sizeof(names) / sizeof(names[0]) ? names[st] : "corrupt";
+}
+
 /* A copy given up (timed out, or its connection failed): its slot is
  * reused once the helper has finished with it. */
 void smf_helper_abandon(struct smf_helper *h, uint64_t seq)

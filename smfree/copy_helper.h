@@ -32,5 +32,7 @@ int smf_helper_post(struct smf_helper *h, uint32_t dst_id, uint64_t dst_off, uin
 /* *done = 1 once copy `seq` landed; an error if it failed or the helper died. */
 int smf_helper_test(struct smf_helper *h, uint64_t seq, int *done);
 void smf_helper_abandon(struct smf_helper *h, uint64_t seq);
+/* The request's state word as a word ("posted", "done", ...). */
+const char *smf_helper_state(const struct smf_helper *h, uint64_t seq);
 
 #endif

@@ -88,6 +88,9 @@ int smf_copy_start_ranges(struct smf_engine *e, uint32_t dst_id, uint64_t dst_of
 			  int *started);
 /* *done = 1 once every piece landed; the events then go back to the pool. */
 int smf_copy_test(struct smf_engine *e, struct smf_copy *op, int *done);
+/* One line on a copy still in flight, for stall reports. */
+void smf_copy_describe(const struct smf_engine *e, const struct smf_copy *op, char *buf,
+		       size_t len);
 /* Waits (bounded: 60 s) until a started copy landed; past the bound, or
  * when the driver reports the copy failed, its events go back to the pool
  * and an error is returned. */

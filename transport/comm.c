@@ -140,7 +140,7 @@ int comm_setup(struct tp_comm *c, const struct tp_options *opt)
  * waits on.  The wait goes on; a live but slow peer is not an error. */
 static void comm_note_wait(struct tp_comm *c, uint64_t now)
 {
-	char state[320];
+	char state[320], oldest[320], copy[160];
 	const struct tp_req *r = comm_head(c);
 
 	if (!c->stall_ns || c->stall_reported)
@@ -155,14 +155,20 @@ static void comm_note_wait(struct tp_comm *c, uint64_t now)
 	state[0] = '\0';
 	if (c->ops->describe)
 		c->ops->describe(c, state, sizeof(state));
+	snprintf(oldest, sizeof(oldest), "none");
+	if (r) {
+		copy[0] = '\0';
+		if (r->direct && r->kind == REQ_SEND && c->ce)
+			smf_copy_describe(c->ce, &r->copy, copy, sizeof(copy));
+		snprintf(oldest, sizeof(oldest), "message %llu (%llu of %llu bytes moved%s%s%s)",
+			 (unsigned long long)r->seq, (unsigned long long)r->moved,
+			 (unsigned long long)(r->kind == REQ_RECV && r->have_size ? r->msg_size :
+					      r->size),
+			 r->direct ? ", copy engine in place" : "", copy[0] ? ": " : "", copy);
+	}
 	sm_warn("%s connection (%s) made no progress for %.0f s, still waiting; %llu posted here, "
-		"oldest in flight: %s%llu (%llu of %llu bytes moved%s); %s",
-		c->is_send ? "sending" : "receiving", c->ops->name,
-		(double)(now - c->wait_since_ns) / 1e9, (unsigned long long)c->posted,
-		r ? "message " : "none", r ? (unsigned long long)r->seq : 0ull,
-		r ? (unsigned long long)r->moved : 0ull,
-		r ? (unsigned long long)(r->kind == REQ_RECV && r->have_size ? r->msg_size : r->size) : 0ull,
-		r && r->direct ? ", copy engine in place" : "", state);
+		"oldest in flight: %s; %s", c->is_send ? "sending" : "receiving", c->ops->name,
+		(double)(now - c->wait_since_ns) / 1e9, (unsigned long long)c->posted, oldest, state);
 }
 
 static void comm_progressed(struct tp_comm *c)
