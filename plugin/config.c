@@ -651,24 +651,18 @@ static int parse_value(struct config *cfg, const struct var *v, const char *val,
 		break;
 	case VAR_HCA_LIST:
 	case VAR_IFNAME_LIST:
+	case VAR_PATH:
 		/* Verbatim: untrimmed, so stray whitespace is reported. */
 		if (strlen(val) >= v->len) {
 			snprintf(problem, plen, "is too long (%zu characters)", strlen(val));
 			return -1;
 		}
-		if (check_list(val, v->kind == VAR_HCA_LIST, why, sizeof(why))) {
-			snprintf(problem, plen, "is not a valid list: %s", why);
-			return -1;
-		}
-		memcpy(field(cfg, v), val, strlen(val) + 1);
-		return 0;
-	case VAR_PATH:
-		if (strlen(val) >= v->len) {
-			snprintf(problem, plen, "is too long (%zu characters)", strlen(val));
-			return -1;
-		}
-		if (val[0] != '/') {
+		if (v->kind == VAR_PATH && val[0] != '/') {
 			snprintf(problem, plen, "is not an absolute file name");
+			return -1;
+		}
+		if (v->kind != VAR_PATH && check_list(val, v->kind == VAR_HCA_LIST, why, sizeof(why))) {
+			snprintf(problem, plen, "is not a valid list: %s", why);
 			return -1;
 		}
 		memcpy(field(cfg, v), val, strlen(val) + 1);

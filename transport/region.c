@@ -127,22 +127,18 @@ void tp_deregister(struct tp_comm *c, struct tp_region *r)
 	if (r->hid) {
 		smf_range_del(r->ce, r->hid);
 		smf_engine_put(r->ce);
-		sm_export_put(r->exp);
-		free(r);
-		return;
 	}
-	if (r->exp) {
-		/* Best effort: after a failure, or once the connection is
-		 * closed (c == NULL), the sender unmaps at its own close. */
-		if (c && !c->failed) {
-			memset(&msg, 0, sizeof(msg));
-			msg.magic = REGION_MAGIC;
-			msg.op = REGION_DEL;
-			msg.id = r->id;
-			send_bounded(c, &msg, sizeof(msg), -1);
-		}
-		sm_export_put(r->exp);
+	/* An announced registration (id != 0) is forgotten by the peer too;
+	 * best effort: after a failure, or once the connection is closed
+	 * (c == NULL), the sender unmaps at its own close. */
+	if (r->id && r->exp && c && !c->failed) {
+		memset(&msg, 0, sizeof(msg));
+		msg.magic = REGION_MAGIC;
+		msg.op = REGION_DEL;
+		msg.id = r->id;
+		send_bounded(c, &msg, sizeof(msg), -1);
 	}
+	sm_export_put(r->exp);
 	free(r);
 }
 
