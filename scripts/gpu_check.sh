@@ -5,14 +5,15 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper]   (full: sizes to 1 GiB;
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        perf: step sizes (unregistered), helper streams (registered),
 #        small-message latency per protocol;
 #        probe: graph replays with a sync between, registered sendrecv statistics;
 #        paths: five ops on each data path (DMA_ENABLE=0, DIRECT_PATH=0,
 #        CUMEM_ENABLE=0); leak: CYCLES (200) communicator create/destroy cycles;
-#        helper: back-to-back graph replays, registered and default to 1 GiB)
+#        helper: back-to-back graph replays, registered and default to 1 GiB;
+#        chan: channel counts and step sizes against collective bandwidth)
 #        NRANKS=n uses the first n GPUs (default: all).
 #        SKIP_GRAPH=1 leaves out the CUDA-graph runs.
 #        PHASE_TIMEOUT (s) per phase; a phase past it has its ranks' stacks
@@ -150,6 +151,33 @@ if [ "$MODE" = perf ]; then
 	bench lat-default $L
 	bench lat-ll128 -m plugin $L -E NCCL_PROTO=LL128
 	bench lat-simple -m plugin $L -E NCCL_PROTO=Simple
+	finish
+fi
+
+# Issue 3: where the collective bandwidth goes.  On one host with P2P and
+# SHM off NCCL sizes its rings from the GPU-CPU-GPU path, not from the
+# plugin's speed, so collectives get few channels and send/recv gets
+# NCCL_NCHANNELS_PER_NET_PEER (2) per peer.  One row per lever, 256 MiB and
+# 1 GiB, every element checked; native once for the ratios.
+if [ "$MODE" = chan ]; then
+	U="-o all_reduce,all_gather,reduce_scatter,alltoall,sendrecv -b 268435456 -e 1073741824 -f 4 -c none -i 8"
+	bench chan-default $U
+	bench chan-min16 -m plugin $U -E NCCL_MIN_NCHANNELS=16
+	bench chan-min32 -m plugin $U -E NCCL_MIN_NCHANNELS=32
+	bench chan-min16-buf16m -m plugin $U -E NCCL_MIN_NCHANNELS=16 -E NCCL_BUFFSIZE=16777216 \
+		-E NCCL_P2P_NET_CHUNKSIZE=2097152
+	P="-o sendrecv,alltoall -b 268435456 -e 1073741824 -f 4 -c none -i 8"
+	bench peer8 -m plugin $P -E NCCL_NCHANNELS_PER_NET_PEER=8
+	bench reg-peer2 -R $P
+	bench reg-peer8 -m plugin -R $P -E NCCL_NCHANNELS_PER_NET_PEER=8
+	bench reg-peer16 -m plugin -R $P -E NCCL_NCHANNELS_PER_NET_PEER=16
+	# Channels NCCL actually built, from its INIT lines.
+	for d in "$OUT"/logs/chan-* "$OUT"/logs/*peer*; do
+		printf '%s: ' "${d##*/}"
+		grep -h -m1 -o '[0-9]* coll channels, [0-9]* collnet channels, [0-9]* nvls channels, [0-9]* p2p channels, [0-9]* p2p channels per peer' \
+			"$d"/nccl.*.log 2>/dev/null | head -1 || echo "(no channel line)"
+		echo
+	done
 	finish
 fi
 
