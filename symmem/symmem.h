@@ -84,6 +84,10 @@ struct sm_cuda_api {
 	CUresult (*mem_unmap)(CUdeviceptr, size_t);
 	CUresult (*mem_set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
 	CUresult (*mem_release)(CUmemGenericAllocationHandle);
+	CUresult (*mem_create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+			       unsigned long long);
+	CUresult (*mem_get_allocation_granularity)(size_t *, const CUmemAllocationProp *,
+						   CUmemAllocationGranularity_flags);
 	CUresult (*ipc_get_mem_handle)(CUipcMemHandle *, CUdeviceptr);
 	CUresult (*ipc_open_mem_handle)(CUdeviceptr *, CUipcMemHandle, unsigned int);
 	CUresult (*ipc_close_mem_handle)(CUdeviceptr);
@@ -150,5 +154,69 @@ void sm_import_put(struct sm_mapping *m);
 /* Live export records and peer mappings in this process (leak checks). */
 int sm_export_count(void);
 int sm_import_count(void);
+
+/* The staging pool (pool.c): spans of a few large exportable segments, for
+ * receives into memory that cannot be exported or with NCCL_ZERO_COPY=0.
+ * Sizes follow NCCL_CUMEM_POOL_SIZE, _PREALLOC, _GROWTH_FACTOR, _MAX_SIZE
+ * and _TRIM_THRESHOLD. */
+struct sm_pool_config {
+	uint64_t initial;	/* first segment (0 = just what the first request needs) */
+	int prealloc;		/* make the first segment when the pool is made */
+	double growth;		/* each further segment this many times the previous, >= 1 */
+	uint64_t max;		/* all segments together never exceed this */
+	uint64_t trim;		/* idle bytes above this go back (whole segments) */
+};
+
+/* Where segments come from.  alloc gets a multiple of `granularity`. */
+struct sm_pool_backend {
+	int (*alloc)(void *arg, uint64_t size, void **base, uint64_t *cookie);
+	void (*free)(void *arg, void *base, uint64_t size, uint64_t cookie);
+	uint64_t granularity;
+	void *arg;
+	char what[32];		/* "GPU 0", for messages */
+};
+
+struct sm_pool_stats {
+	uint64_t size;		/* bytes in segments now */
+	uint64_t used;		/* bytes handed out now */
+	uint64_t peak;		/* most ever handed out at once */
+	unsigned segments;
+	unsigned spans;		/* pieces handed out now */
+	uint64_t grows;		/* segments ever made */
+	uint64_t trims;		/* segments given back while the pool lived */
+	uint64_t failures;	/* requests refused (cap or backend) */
+};
+
+/* A piece handed out: where it is and the segment it lies in (what gets
+ * exported; one export per segment). */
+struct sm_pool_piece {
+	uint8_t *ptr;
+	uint64_t size;		/* rounded up to the span alignment */
+	uint8_t *seg_base;
+	uint64_t seg_size;
+};
+
+struct sm_pool;
+
+int sm_pool_create(const struct sm_pool_backend *be, const struct sm_pool_config *cfg,
+		   struct sm_pool **out);
+/* Gives every segment back (a WARN if pieces are still out). */
+void sm_pool_destroy(struct sm_pool *p);
+/* Fails with SM_ERR_USAGE and a message naming the cap when it is reached. */
+int sm_pool_alloc(struct sm_pool *p, uint64_t size, struct sm_pool_piece *out);
+/* `ptr` must be a piece's ptr; anything else (twice, foreign) is an error
+ * that changes nothing. */
+int sm_pool_free(struct sm_pool *p, void *ptr);
+void sm_pool_get_stats(struct sm_pool *p, struct sm_pool_stats *out);
+
+/* The GPU pools (pool_cumem.c): one per GPU and process, cuMem memory with
+ * a POSIX-fd handle type, refcounted by the connections that may use it.
+ * Taken with the current context's GPU; `cfg` of the first taker wins. */
+int sm_pool_gpu_get(const struct sm_pool_config *cfg, struct sm_pool **out);
+void sm_pool_gpu_put(struct sm_pool *p);
+/* Live GPU pools (leak checks) and a one-line summary of each for the
+ * monitor ("GPU 0: 64.0 MiB in 1 segment(s), 4.0 MiB used, peak 8.0 MiB"). */
+int sm_pool_gpu_count(void);
+void sm_pool_gpu_describe(char *buf, size_t len);
 
 #endif
