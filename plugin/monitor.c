@@ -18,6 +18,15 @@ static double gbps(uint64_t bytes, uint64_t ns)
 	return ns ? (double)bytes / (double)ns : 0.0;
 }
 
+/* Staging pools: size, use and peak per GPU. */
+static void monitor_pools(const char *when)
+{
+	char pools[512];
+
+	sm_pool_gpu_describe(pools, sizeof(pools));
+	LOG_INFO("NET/symmem monitor: staging pools %s: %s", when, pools);
+}
+
 void monitor_open(struct monitor_state *m)
 {
 	const struct config *cfg = config_get();
@@ -51,6 +60,7 @@ void monitor_tick(struct monitor_state *m, const struct tp_comm *tp, const void 
 		 mib(st.bytes));
 	m->last = st;
 	m->last_ns = now;
+	monitor_pools("now");
 }
 
 void monitor_close(const struct monitor_state *m, const struct tp_comm *tp, const void *who,
@@ -63,10 +73,11 @@ void monitor_close(const struct monitor_state *m, const struct tp_comm *tp, cons
 		return;
 	tp_get_stats(tp, &st);
 	LOG_INFO("NET/symmem %s comm %p on device %d closed: %llu messages (%llu by copy engine "
-		 "in place, %llu of them in the copy helper), %.1f MiB, %.2f GB/s over its life, "
-		 "post-to-done mean %.1f us max %.1f us, %llu isend retries",
+		 "in place, %llu of them in the copy helper, %llu through the staging pool), %.1f MiB, "
+		 "%.2f GB/s over its life, post-to-done mean %.1f us max %.1f us, %llu isend retries",
 		 is_send ? "send" : "receive", who, dev, (unsigned long long)st.messages,
-		 (unsigned long long)st.direct, (unsigned long long)st.helper, mib(st.bytes),
+		 (unsigned long long)st.direct, (unsigned long long)st.helper,
+		 (unsigned long long)st.pooled, mib(st.bytes),
 		 gbps(st.bytes, sm_now_ns() - m->start_ns),
 		 st.messages ? (double)st.lat_ns_sum / (double)st.messages / 1e3 : 0.0,
 		 (double)st.lat_ns_max / 1e3, (unsigned long long)st.retries);
@@ -79,7 +90,8 @@ void monitor_finalize(void)
 	if (!cfg || (!cfg->verbose && !cfg->monitor))
 		return;
 	LOG_INFO("NET/symmem monitor: at finalize %d copy engine(s), %d exported allocation(s), "
-		 "%d peer mapping(s), %d connect(s) in progress live in this process (0 each once "
-		 "every communicator is destroyed); no staging pool in this version",
-		 smf_engine_count(), sm_export_count(), sm_import_count(), tp_pending_connects());
+		 "%d peer mapping(s), %d connect(s) in progress, %d staging pool(s) live in this "
+		 "process (0 each once every communicator is destroyed)", smf_engine_count(),
+		 sm_export_count(), sm_import_count(), tp_pending_connects(), sm_pool_gpu_count());
+	monitor_pools("at finalize");
 }

@@ -158,6 +158,12 @@ static void transport_options(const struct config *cfg, struct tp_options *opt)
 	opt->no_direct = !cfg->direct_path;
 	opt->copy_helper = gpu_path ? helper_path_find(cfg) : NULL;
 	opt->verbose = cfg->verbose;
+	opt->zero_copy = cfg->zero_copy;
+	opt->pool.initial = cfg->pool_size;
+	opt->pool.prealloc = cfg->pool_prealloc;
+	opt->pool.growth = cfg->pool_growth;
+	opt->pool.max = cfg->pool_max;
+	opt->pool.trim = cfg->pool_trim;
 }
 
 ncclResult_t net_init(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *config,

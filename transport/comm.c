@@ -80,6 +80,8 @@ static const char *const path_names[PATH_COUNT] = {
 	[PATH_IN_PROCESS] = "by copy engine into the receiver's buffer, issued in NCCL's process "
 			    "(no copy helper, or it cannot map one of the buffers)",
 	[PATH_IN_PLACE] = "in place, written by the sender's copy engine",
+	[PATH_POOL] = "into this GPU's staging pool by the sender's copy engine, then copied "
+		      "into the buffer by this GPU's copy engine",
 };
 
 /* NCCL_SM_FREE_VERBOSE: the first message of each kind on a connection. */
@@ -88,7 +90,7 @@ static void note_path(struct tp_comm *c, const struct tp_req *r)
 	int path = PATH_RING;
 
 	if (r->direct && r->kind == REQ_RECV)
-		path = PATH_IN_PLACE;
+		path = r->shadow ? PATH_POOL : PATH_IN_PLACE;
 	else if (r->direct && r->stage_end)
 		path = PATH_STAGED;
 	else if (r->direct && r->by_helper)
@@ -124,6 +126,8 @@ int comm_setup(struct tp_comm *c, const struct tp_options *opt)
 	c->stall_ns = opt->stall_report > 0 ? (uint64_t)(opt->stall_report * 1e9) : 0;
 	c->no_direct = opt->no_direct;
 	c->verbose = opt->verbose;
+	c->zero_copy = opt->zero_copy;
+	c->pool_cfg = opt->pool;
 	if (!opt->gpu)
 		return SM_OK;
 	eo.nstreams = opt->copy_streams > 0 ? opt->copy_streams : 1;
@@ -132,6 +136,14 @@ int comm_setup(struct tp_comm *c, const struct tp_options *opt)
 	rc = smf_engine_get(&eo, &c->ce);
 	if (rc)
 		return sm_fail(rc, "opening the copy engine: %s", sm_last_error());
+	/* A receiving connection holds its GPU's staging pool, so the pool
+	 * (preallocated with NCCL_CUMEM_PREALLOC) lives as long as any
+	 * connection that may need it, and no longer. */
+	if (c->is_send || c->ops != &tp_shm_ops || c->no_direct)
+		return SM_OK;
+	rc = sm_pool_gpu_get(&c->pool_cfg, &c->pool);
+	if (rc)
+		return sm_fail(rc, "opening the staging pool: %s", sm_last_error());
 	return SM_OK;
 }
 
@@ -304,6 +316,7 @@ static void account(struct tp_comm *c, const struct tp_req *r)
 	c->stats.bytes += r->kind == REQ_RECV ? r->msg_size : r->size;
 	c->stats.direct += r->direct != 0;
 	c->stats.helper += r->by_helper != 0;
+	c->stats.pooled += r->shadow != NULL;
 	c->stats.lat_ns_sum += lat;
 	if (lat > c->stats.lat_ns_max)
 		c->stats.lat_ns_max = lat;
@@ -359,6 +372,7 @@ void tp_close(struct tp_comm *c)
 			smf_copy_wait(c->ce, &r->copy);
 	}
 	c->ops->close(c);	/* forgets the peer's mappings, in the helper too */
+	sm_pool_gpu_put(c->pool);
 	smf_engine_put(c->ce);
 	c->ce = NULL;
 	if (c->fd >= 0)

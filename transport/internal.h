@@ -85,8 +85,16 @@ struct tp_region {
 	uint32_t id;			/* exported: the peer's name for it, else 0 */
 	uint64_t offset;		/* base's offset in the exported allocation */
 	struct sm_export *exp;
-	struct smf_engine *ce;		/* sender, hid != 0: the engine holding it */
-	uint32_t hid;			/* sender: the copy helper's name for it, or 0 */
+	struct smf_engine *ce;		/* hid != 0: the engine holding it */
+	uint32_t hid;			/* the copy helper's name for it, or 0 */
+	/* Receiver, shadowed by the staging pool (shadow.c). */
+	uint8_t *shadow;		/* the piece the sender writes, or NULL */
+	struct sm_pool *pool;		/* its pool, one reference per shadow */
+	struct sm_export *shadow_exp;	/* the piece's segment, for the copy helper */
+	uint64_t shadow_off;		/* the piece's offset in that segment */
+	uint32_t shadow_hid;		/* the helper's name for the segment, or 0 */
+	struct sm_export *dst_exp;	/* this buffer, for the copy helper (hid) */
+	uint64_t dst_off;		/* base's offset in its allocation */
 };
 
 /* A peer's exported registration as the sender sees it. */
@@ -124,6 +132,11 @@ struct tp_req {
 	uint64_t t_post;	/* when it was posted, for the statistics */
 	struct smf_copy copy;	/* send, direct: the copy in flight */
 	uint64_t stage_end;	/* send: its span in host staging ends here (0 = none) */
+	/* receive into a shadowed registration: the piece to copy on from */
+	uint8_t *shadow;
+	uint32_t src_hid, dst_hid;	/* the copy helper's names, 0 = copy in process */
+	uint64_t src_off, dst_off;
+	int out_started;	/* the copy out of the piece is in flight (copy) */
 };
 
 struct tp_ops {
@@ -166,6 +179,9 @@ struct tp_comm {
 	int peer_pid;
 	uint32_t next_region;	/* receiver: last id handed out */
 	int no_direct;		/* receiver: GPU registrations are not exported */
+	int zero_copy;		/* receiver: 0 = every GPU registration is shadowed */
+	struct sm_pool_config pool_cfg;
+	struct sm_pool *pool;	/* receiver: this GPU's staging pool, held while open */
 	struct remote_region *remote;	/* sender: the peer's registrations */
 	unsigned nremote, remote_cap;
 	uint8_t rin[sizeof(struct wire_region)];	/* sender: partial message */
@@ -199,6 +215,7 @@ enum comm_path {
 	PATH_STAGED,		/* the same, from host staging (host source) */
 	PATH_IN_PROCESS,	/* copy engine, in place, from NCCL's process */
 	PATH_IN_PLACE,		/* receive: the sender's copy engine writes it in place */
+	PATH_POOL,		/* receive: written into the staging pool, copied on here */
 	PATH_COUNT
 };
 
@@ -230,6 +247,23 @@ int region_map(struct tp_comm *c, struct remote_region *rr);
 void region_to_helper(struct tp_comm *c, struct remote_region *rr);
 int region_drain(struct tp_comm *c);
 void region_close_all(struct tp_comm *c);
+
+/* region.c: exports [ptr, ptr + size) to this process's copy helper;
+ * *hid = 0 and an error when either step fails (nothing is kept). */
+int region_to_own_helper(struct tp_comm *c, const void *ptr, size_t size, struct sm_export **exp,
+			 uint64_t *offset, uint32_t *hid);
+
+/* shadow.c: receives through the staging pool.  shadow_open gives r a
+ * pool piece (`why`: the reason, for messages) and, when the copy helper
+ * can map both, names it and the buffer there; shadow_close undoes it all
+ * and is a no-op for a region without a shadow. */
+int shadow_open(struct tp_comm *c, struct tp_region *r, const char *why);
+void shadow_forget_helper(struct tp_region *r, struct smf_engine *ce);
+void shadow_close(struct tp_region *r);
+/* Receive q into shadowed registration r: where its bytes will land. */
+void shadow_recv_post(struct tp_req *q, const struct tp_region *r);
+/* Once the sender's copy landed: starts the copy on (once) and tests it. */
+int shadow_copy_out(struct tp_comm *c, struct tp_req *q, int *landed);
 
 /* stage.c: host staging for sends from memory the copy helper cannot map.
  * stage_put copies `n` bytes in and gives the span's offset; *end = 0 when

@@ -8,6 +8,7 @@
  * not know yet, and maps each region on its first use. */
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -39,7 +40,9 @@ static int send_bounded(struct tp_comm *c, const void *buf, size_t len, int pass
 	return SM_OK;
 }
 
-static int announce(struct tp_comm *c, struct tp_region *r)
+/* Exports the allocation holding [ptr, ptr + r->size) (NCCL's buffer, or
+ * its staging-pool piece) and tells the sender about it. */
+static int announce(struct tp_comm *c, struct tp_region *r, const void *ptr)
 {
 	struct wire_region msg;
 	int fd = -1, rc;
@@ -48,7 +51,7 @@ static int announce(struct tp_comm *c, struct tp_region *r)
 	msg.magic = REGION_MAGIC;
 	msg.op = REGION_ADD;
 	msg.id = r->id;
-	rc = sm_export_get((void *)r->base, r->size, &r->exp, &msg.info, &r->offset, &fd);
+	rc = sm_export_get(ptr, r->size, &r->exp, &msg.info, &r->offset, &fd);
 	if (rc)
 		return rc;
 	rc = send_bounded(c, &msg, sizeof(msg), fd);
@@ -59,23 +62,58 @@ static int announce(struct tp_comm *c, struct tp_region *r)
 	return rc;
 }
 
+/* A receive buffer the sender cannot be given (not exportable, or
+ * NCCL_ZERO_COPY=0) is shadowed by a staging-pool piece: the sender
+ * writes the piece and the receiver copies each message on. */
+static int receiver_announce(struct tp_comm *c, struct tp_region *r)
+{
+	char why[256];
+	int rc;
+
+	if (c->zero_copy) {
+		rc = announce(c, r, (void *)r->base);
+		if (!rc || c->failed)
+			return rc;
+		snprintf(why, sizeof(why), "%s", sm_last_error());
+	} else {
+		snprintf(why, sizeof(why), "NCCL_ZERO_COPY=0");
+	}
+	rc = shadow_open(c, r, why);
+	if (rc)
+		return rc;
+	rc = announce(c, r, r->shadow);
+	if (rc)
+		shadow_close(r);
+	return rc;
+}
+
+int region_to_own_helper(struct tp_comm *c, const void *ptr, size_t size, struct sm_export **exp,
+			 uint64_t *offset, uint32_t *hid)
+{
+	struct sm_share_info info;
+	int fd = -1, rc;
+
+	*hid = 0;
+	*exp = NULL;
+	rc = sm_export_get(ptr, size, exp, &info, offset, &fd);
+	if (!rc)
+		rc = smf_range_add(c->ce, getpid(), &info, fd, hid);
+	if (rc && *exp) {
+		sm_export_put(*exp);
+		*exp = NULL;
+	}
+	return rc;
+}
+
 /* A sender's buffer is exported to its own copy helper, so copies from it
  * need no CUDA call here.  Memory that cannot be exported (a stream-
  * ordered pool, cuMem without a shareable handle, cudaHostAlloc memory)
  * is still fine: its copies run in this process. */
 static void sender_to_helper(struct tp_comm *c, struct tp_region *r)
 {
-	struct sm_share_info info;
-	int fd = -1;
-
-	if (sm_export_get((void *)r->base, r->size, &r->exp, &info, &r->offset, &fd) ||
-	    smf_range_add(c->ce, getpid(), &info, fd, &r->hid)) {
+	if (region_to_own_helper(c, (void *)r->base, r->size, &r->exp, &r->offset, &r->hid)) {
 		sm_info("send buffer %p (%zu bytes) stays with in-process copies: %s",
 			(void *)r->base, r->size, sm_last_error());
-		if (r->exp)
-			sm_export_put(r->exp);
-		r->exp = NULL;
-		r->hid = 0;
 		return;
 	}
 	r->ce = c->ce;
@@ -99,11 +137,12 @@ int tp_register(struct tp_comm *c, void *data, size_t size, int mem, struct tp_r
 	r->base = (uintptr_t)data;
 	r->size = size;
 	r->mem = mem;
-	/* Exported GPU memory is written in place by the peer's copy engine;
-	 * anything else arrives through the ring (host bounce). */
+	/* GPU memory is written by the peer's copy engine, in place or into
+	 * its staging-pool shadow; anything else arrives through the ring
+	 * (host bounce). */
 	if (mem == TP_MEM_CUDA && !c->is_send && c->ops == &tp_shm_ops && !c->no_direct) {
 		r->id = ++c->next_region;
-		rc = announce(c, r);
+		rc = receiver_announce(c, r);
 	}
 	/* Host buffers too: NCCL's LL buffers live in host memory, and when it
 	 * allocates them with cuMem (NCCL_CUMEM_HOST_ENABLE) they export like
@@ -124,10 +163,6 @@ void tp_deregister(struct tp_comm *c, struct tp_region *r)
 
 	if (!r)
 		return;
-	if (r->hid) {
-		smf_range_del(r->ce, r->hid);
-		smf_engine_put(r->ce);
-	}
 	/* An announced registration (id != 0) is forgotten by the peer too;
 	 * best effort: after a failure, or once the connection is closed
 	 * (c == NULL), the sender unmaps at its own close. */
@@ -139,6 +174,12 @@ void tp_deregister(struct tp_comm *c, struct tp_region *r)
 		send_bounded(c, &msg, sizeof(msg), -1);
 	}
 	sm_export_put(r->exp);
+	if (r->hid)
+		smf_range_del(r->ce, r->hid);
+	/* After every export of the piece is gone: a trimmed segment's
+	 * address may come back for a new one. */
+	shadow_close(r);
+	smf_engine_put(r->ce);
 	free(r);
 }
 

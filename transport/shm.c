@@ -212,6 +212,8 @@ static int shm_irecv(struct tp_comm *c, struct tp_req *r, const struct tp_region
 		ctrl->recv_region[slot] = reg->id;
 		ctrl->recv_offset[slot] = reg->offset + ((uintptr_t)r->buf - reg->base);
 		r->direct = 1;
+		if (reg->shadow)
+			shadow_recv_post(r, reg);
 	}
 	atomic_store_explicit(&ctrl->recv_posted, c->posted, memory_order_release);
 	return SM_OK;
@@ -351,7 +353,16 @@ static int shm_progress_recv(struct tp_comm *c, int *progressed)
 			*progressed = 1;
 		}
 		if (r->direct) {
+			int landed = 1;
+
 			if (atomic_load_explicit(&ctrl->send_done, memory_order_acquire) <= r->seq)
+				break;
+			if (r->shadow && r->msg_size) {
+				rc = shadow_copy_out(c, r, &landed);
+				if (rc)
+					return rc;
+			}
+			if (!landed)
 				break;
 			r->moved = r->msg_size;
 		}

@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "symmem.h"
+
 #define TP_HANDLE_SIZE 128
 #define TP_MAX_REQUESTS 32
 
@@ -41,6 +43,8 @@ struct tp_options {
 					 * GPU data bounces through the host ring */
 	const char *copy_helper;	/* symmem-copyd to run copies in, or NULL */
 	int verbose;			/* log each data path a connection takes, once */
+	int zero_copy;			/* 0: GPU receives always land in the staging pool */
+	struct sm_pool_config pool;	/* that pool's sizes (NCCL_CUMEM_*) */
 };
 
 struct tp_listener;
@@ -113,6 +117,7 @@ struct tp_stats {
 	uint64_t bytes;
 	uint64_t direct;	/* messages moved by a copy engine in place */
 	uint64_t helper;	/* of those, by the copy helper process */
+	uint64_t pooled;	/* receives copied on out of the staging pool */
 	uint64_t retries;	/* isend calls answered "not yet" */
 	uint64_t lat_ns_sum;	/* post to completion seen by test() */
 	uint64_t lat_ns_max;

@@ -27,6 +27,7 @@ static struct tp_options options(int backend, uint64_t ring, uint64_t chunk)
 		.chunk_size = chunk,
 		.connect_timeout = 10,
 		.ifname = "",
+		.zero_copy = 1,		/* NCCL_ZERO_COPY's default */
 	};
 	return o;
 }
@@ -362,8 +363,9 @@ static void send_payload(struct tp_comm *s, struct tp_comm *r, char *dst, size_t
 	assert_string_equal(dst, src);
 }
 
-/* Host memory registered as GPU memory cannot be exported: a clear CUDA
- * error, nothing announced, and the connection keeps working. */
+/* Host memory registered as GPU memory cannot be exported, and without a
+ * copy engine no staging pool can shadow it: one error naming both
+ * reasons, nothing announced, and the connection keeps working. */
 static void test_register_unexportable(void **state)
 {
 	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
@@ -373,10 +375,35 @@ static void test_register_unexportable(void **state)
 
 	(void)state;
 	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
-	assert_int_equal(tp_register(r, dst, sizeof(dst), TP_MEM_CUDA, &reg), SM_ERR_CUDA);
+	assert_int_equal(tp_register(r, dst, sizeof(dst), TP_MEM_CUDA, &reg), SM_ERR_USAGE);
 	assert_null(reg);
-	assert_true(strlen(sm_last_error()) > 10);
+	assert_non_null(strstr(sm_last_error(), "staging pool"));
+	assert_non_null(strstr(sm_last_error(), "CUDA"));
 	send_payload(s, r, dst, sizeof(dst));
+	assert_int_equal(tp_remote_region_count(s), 0);
+	tp_close(s);
+	tp_close(r);
+}
+
+/* NCCL_ZERO_COPY=0 sends every GPU receive through the staging pool
+ * without trying an export; with no copy engine that is refused with the
+ * variable named, and nothing reaches the sender. */
+static void test_register_zero_copy_off(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	char dst[100] = { 0 };
+	struct tp_region *reg = (struct tp_region *)1;
+	struct tp_comm *s, *r;
+
+	(void)state;
+	o.zero_copy = 0;
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	assert_int_equal(tp_register(r, dst, sizeof(dst), TP_MEM_CUDA, &reg), SM_ERR_USAGE);
+	assert_null(reg);
+	assert_non_null(strstr(sm_last_error(), "NCCL_ZERO_COPY=0"));
+	assert_null(strstr(sm_last_error(), "CUDA error"));
+	send_payload(s, r, dst, sizeof(dst));
+	assert_int_equal(tp_remote_region_count(s), 0);
 	tp_close(s);
 	tp_close(r);
 }
@@ -626,6 +653,7 @@ int main(void)
 		cmocka_unit_test(test_other_host_uses_tcp),
 		cmocka_unit_test(test_register_bad_type),
 		cmocka_unit_test(test_register_unexportable),
+		cmocka_unit_test(test_register_zero_copy_off),
 		cmocka_unit_test(test_register_no_direct_path),
 		cmocka_unit_test(test_buffer_outside_region),
 		cmocka_unit_test(test_unannounced_region_waits),

@@ -1,0 +1,111 @@
+/* Receives through the staging pool.
+ *
+ * A GPU receive buffer the sender cannot be given (its memory cannot be
+ * exported, or NCCL_ZERO_COPY=0) gets a shadow: a piece of this GPU's
+ * staging pool as large as the registration.  The piece's segment is what
+ * the sender maps (once per segment and peer process), the sender's copy
+ * engine writes each message into the piece at the buffer's offset, and
+ * the receiver copies it on with this GPU's copy engine before the receive
+ * completes: two copies instead of one, but no host bounce.  The second
+ * copy runs in the copy helper when it can map both the piece and the
+ * buffer, else in this process. */
+#include <stdio.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+int shadow_open(struct tp_comm *c, struct tp_region *r, const char *why)
+{
+	struct sm_pool_piece piece;
+	int rc;
+
+	if (!c->ce)
+		return sm_fail(SM_ERR_USAGE, "GPU receive buffer %p needs the staging pool (%s) but "
+			       "this process has no copy engine", (void *)r->base, why);
+	rc = sm_pool_gpu_get(&c->pool_cfg, &r->pool);
+	if (!rc)
+		rc = sm_pool_alloc(r->pool, r->size, &piece);
+	if (rc) {
+		rc = sm_fail(rc, "GPU receive buffer %p (%zu bytes) cannot be given to the sender "
+			     "(%s) and the staging pool cannot shadow it: %s", (void *)r->base,
+			     r->size, why, sm_last_error());
+		sm_pool_gpu_put(r->pool);
+		r->pool = NULL;
+		return rc;
+	}
+	r->shadow = piece.ptr;
+	if (c->verbose)
+		sm_info("receiving connection %p: buffer %p (%zu bytes) is shadowed by staging-pool "
+			"piece %p: %s", (void *)c, (void *)r->base, r->size, (void *)r->shadow, why);
+	if (!smf_engine_helper_pid(c->ce))
+		return SM_OK;
+	if (region_to_own_helper(c, r->shadow, r->size, &r->shadow_exp, &r->shadow_off,
+				 &r->shadow_hid) ||
+	    region_to_own_helper(c, (void *)r->base, r->size, &r->dst_exp, &r->dst_off, &r->hid)) {
+		sm_info("copies out of staging-pool piece %p into %p run in NCCL's process: %s",
+			(void *)r->shadow, (void *)r->base, sm_last_error());
+		shadow_forget_helper(r, c->ce);
+		return SM_OK;
+	}
+	r->ce = c->ce;
+	smf_engine_hold(r->ce);
+	return SM_OK;
+}
+
+void shadow_forget_helper(struct tp_region *r, struct smf_engine *ce)
+{
+	if (r->shadow_hid)
+		smf_range_del(ce, r->shadow_hid);
+	r->shadow_hid = 0;
+	sm_export_put(r->shadow_exp);
+	r->shadow_exp = NULL;
+	sm_export_put(r->dst_exp);
+	r->dst_exp = NULL;
+	/* r->hid is set only when both ranges made it. */
+}
+
+void shadow_close(struct tp_region *r)
+{
+	if (!r->shadow)
+		return;
+	shadow_forget_helper(r, r->ce);
+	if (sm_pool_free(r->pool, r->shadow))
+		sm_warn("%s", sm_last_error());
+	sm_pool_gpu_put(r->pool);
+	r->pool = NULL;
+	r->shadow = NULL;
+}
+
+void shadow_recv_post(struct tp_req *q, const struct tp_region *r)
+{
+	uint64_t at = (uintptr_t)q->buf - r->base;
+
+	q->shadow = r->shadow + at;
+	q->src_hid = r->shadow_hid;
+	q->src_off = r->shadow_off + at;
+	q->dst_hid = r->hid;
+	q->dst_off = r->dst_off + at;
+}
+
+int shadow_copy_out(struct tp_comm *c, struct tp_req *q, int *landed)
+{
+	int rc, started = 0;
+
+	*landed = 0;
+	if (!q->out_started) {
+		if (q->src_hid && q->dst_hid)
+			rc = smf_copy_start_ranges(c->ce, q->dst_hid, q->dst_off, q->src_hid,
+						   q->src_off, q->msg_size, &q->copy, &started);
+		else
+			rc = smf_copy_start(c->ce, q->buf, q->shadow, q->msg_size, &q->copy, &started);
+		if (rc)
+			return comm_fail(c, rc, "copying message %llu out of the staging pool: %s",
+					 (unsigned long long)q->seq, sm_last_error());
+		if (!started)
+			return SM_OK;	/* no copy slot free: the next progress call retries */
+		q->out_started = 1;
+		q->by_helper = q->copy.helper;
+	}
+	rc = smf_copy_test(c->ce, &q->copy, landed);
+	return rc ? comm_fail(c, rc, "%s", sm_last_error()) : SM_OK;
+}
