@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan]   (full: sizes to 1 GiB;
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        perf: step sizes (unregistered), helper streams (registered),
 #        small-message latency per protocol;
@@ -13,7 +13,9 @@
 #        paths: five ops on each data path (DMA_ENABLE=0, DIRECT_PATH=0,
 #        CUMEM_ENABLE=0); leak: CYCLES (200) communicator create/destroy cycles;
 #        helper: back-to-back graph replays, registered and default to 1 GiB;
-#        chan: channel counts and step sizes against collective bandwidth)
+#        chan, chan2: channel counts and step sizes against collective bandwidth;
+#        tuned: the full op list with TUNE's settings, native in the same run;
+#        pool: NCCL_ZERO_COPY=0, the pool's sizing rules, a cap that must fail)
 #        NRANKS=n uses the first n GPUs (default: all).
 #        SKIP_GRAPH=1 leaves out the CUDA-graph runs.
 #        PHASE_TIMEOUT (s) per phase; a phase past it has its ranks' stacks
@@ -76,6 +78,28 @@ prove() {
 	grep -h -m1 'via NET/symmem' "$dir"/nccl.*.log 2>/dev/null | head -1
 }
 
+# expect_fail NAME PATTERN [nccl_bench args...]: the plugin run must fail,
+# well before its deadline (no hang), with PATTERN in a WARN line.
+expect_fail() {
+	local name=$1 pattern=$2 t0 took
+	shift 2
+	mkdir -p "$OUT/logs/$name"
+	note "$name (must fail with a WARN matching '$pattern'): nccl_bench -m plugin $*"
+	t0=$(date +%s)
+	if timeout 300 ./build-gpu/nccl_bench ${NRANKS:+-n $NRANKS} -t "${PHASE_TIMEOUT:-240}" -m plugin "$@" \
+		-E NCCL_DEBUG=INFO -E NCCL_DEBUG_SUBSYS=INIT,NET \
+		-E "NCCL_DEBUG_FILE=$OUT/logs/$name/nccl.%p.log" \
+		>"$OUT/logs/$name/table.txt" 2>"$OUT/logs/$name/stderr.txt"; then
+		echo "FAILED: $name succeeded but must fail"; fail=1
+	fi
+	took=$(($(date +%s) - t0))
+	echo "$name: failed after $took s"
+	[ "$took" -lt "${PHASE_TIMEOUT:-240}" ] || { echo "FAILED: $name ran into its deadline"; fail=1; }
+	if ! grep -h "WARN.*$pattern" "$OUT/logs/$name"/nccl.*.log | sed 's/.*NCCL WARN //' | sort -u | head -2 | grep .; then
+		echo "FAILED: $name: no WARN matching '$pattern'"; fail=1
+	fi
+}
+
 finish() {
 	# The device tool brings back at most 8 files: the tables stay, logs are packed.
 	tar -C "$OUT" -czf "$OUT/logs.tgz" logs 2>/dev/null && rm -rf "$OUT/logs"
@@ -98,6 +122,53 @@ if [ "$MODE" = paths ]; then
 	PROVE=nogdr bench path-dma0 $P -E NCCL_DMA_ENABLE=0
 	bench path-direct0 $P -E NCCL_DIRECT_PATH=0
 	bench path-cumem0 $P -E NCCL_CUMEM_ENABLE=0
+	finish
+fi
+
+# Issue 5: the staging pool.  NCCL_ZERO_COPY=0 puts every GPU receive
+# through it (five ops, every element checked, pool lines from the
+# monitor); small sizes show growth, trim and prealloc; a cap below one
+# NCCL buffer must fail cleanly.
+if [ "$MODE" = pool ]; then
+	P="-o all_reduce,all_gather,reduce_scatter,alltoall,sendrecv -b 8 -e 268435456 -c none -i 10"
+	bench path-zerocopy0 $P -E NCCL_ZERO_COPY=0 -E NCCL_CUMEM_MONITOR=1 -E NCCL_SM_FREE_VERBOSE=1
+	bench pool-rules -m plugin -R -o sendrecv,alltoall -b 1048576 -e 67108864 -f 4 -c none -i 3 \
+		-E NCCL_ZERO_COPY=0 -E NCCL_CUMEM_POOL_SIZE=8M -E NCCL_CUMEM_GROWTH_FACTOR=1.5 \
+		-E NCCL_CUMEM_TRIM_THRESHOLD=0 -E NCCL_CUMEM_PREALLOC=1 -E NCCL_CUMEM_MONITOR=1 \
+		-E NCCL_CUMEM_MONITOR_INTERVAL=0.5
+	grep -h "staging pools\|through the staging pool\|shadowed by" "$OUT"/logs/path-zerocopy0/nccl.*.log |
+		sed 's/.*NCCL INFO //' | sort | uniq -c | sort -rn | head -8
+	grep -h "staging pools" "$OUT"/logs/pool-rules/nccl.*.log | sed 's/.*NCCL INFO //' | sort -u | head -12
+	expect_fail pool-cap "staging pool.*exhausted" -o all_reduce -b 1048576 -e 1048576 -c none -i 1 \
+		-E NCCL_ZERO_COPY=0 -E NCCL_CUMEM_POOL_SIZE=1M -E NCCL_CUMEM_MAX_SIZE=1M
+	finish
+fi
+
+# Issue 3: the best channel/step settings from 'chan', with NCCL natively
+# in the same invocation; TUNE holds the -E flags.
+if [ "$MODE" = tuned ]; then
+	T=${TUNE:-"-E NCCL_MIN_NCHANNELS=16 -E NCCL_NCHANNELS_PER_NET_PEER=8 -E NCCL_BUFFSIZE=16777216 -E NCCL_P2P_NET_CHUNKSIZE=2097152"}
+	bench tuned $T -o all_reduce,broadcast,reduce,all_gather,reduce_scatter,alltoall,sendrecv \
+		-b 8 -e 1073741824 -f 16 -c none -i 8
+	bench tuned-registered -R $T -o sendrecv,alltoall,all_gather -b 8 -e 1073741824 -f 16 -c none -i 8
+	finish
+fi
+
+# Issue 3, second round: channels, channels per net peer and step size together.
+if [ "$MODE" = chan2 ]; then
+	U="-o all_reduce,all_gather,reduce_scatter,alltoall,sendrecv -b 268435456 -e 1073741824 -f 4 -c none -i 8"
+	bench c16-p8-b16 -m plugin $U -E NCCL_MIN_NCHANNELS=16 -E NCCL_NCHANNELS_PER_NET_PEER=8 \
+		-E NCCL_BUFFSIZE=16777216 -E NCCL_P2P_NET_CHUNKSIZE=2097152
+	bench c16-p8-b32 -m plugin $U -E NCCL_MIN_NCHANNELS=16 -E NCCL_NCHANNELS_PER_NET_PEER=8 \
+		-E NCCL_BUFFSIZE=33554432 -E NCCL_P2P_NET_CHUNKSIZE=4194304
+	bench c32-p16-b16 -m plugin $U -E NCCL_MIN_NCHANNELS=32 -E NCCL_NCHANNELS_PER_NET_PEER=16 \
+		-E NCCL_BUFFSIZE=16777216 -E NCCL_P2P_NET_CHUNKSIZE=2097152
+	bench reg-c16-p8 -m plugin -R -o sendrecv,alltoall -b 268435456 -e 1073741824 -f 4 -c none -i 8 \
+		-E NCCL_MIN_NCHANNELS=16 -E NCCL_NCHANNELS_PER_NET_PEER=8
+	for d in "$OUT"/logs/c* "$OUT"/logs/reg-c*; do
+		printf '%s: ' "${d##*/}"
+		grep -h -m1 -o '[0-9]* coll channels, .* p2p channels per peer' "$d"/nccl.*.log | head -1
+	done
 	finish
 fi
 
