@@ -905,38 +905,64 @@ int config_unknown_vars(char *out, size_t outlen)
 
 /* NCCL settings the copy-engine path needs.  NCCL reads each of these when
  * it first needs it, after the plugin's init, so a value set here still
- * counts; a value the user set always wins. */
+ * counts; a value the user set always wins.  `intra_host` ones size NCCL's
+ * channels and steps for traffic between GPUs of one host and are set only
+ * when the user routes that traffic through the plugin (NCCL_P2P_DISABLE=1,
+ * the documented way), so jobs that use the plugin between hosts only keep
+ * NCCL's own sizing. */
 static const struct {
 	const char *name;
 	const char *value;
+	int intra_host;
 	const char *why;
 } nccl_defaults[] = {
-	{ "NCCL_NET_GDR_LEVEL", "SYS",
+	{ "NCCL_NET_GDR_LEVEL", "SYS", 0,
 	  "the plugin's devices are GPUs' copy engines, not PCI NICs; NCCL places them at the "
 	  "CPU and would otherwise stage GPU buffers in host memory" },
-	{ "NCCL_PROTO", "^LL",
+	{ "NCCL_PROTO", "^LL", 0,
 	  "LL keeps its send buffers in host memory, so every LL step would be a host-to-GPU "
 	  "copy, which the copy helper runs in 2.4-4.8 ms while NCCL's kernel holds the GPU; "
 	  "LL128 and Simple use GPU buffers (2 x H200: 8-byte all_reduce 27 us instead of "
 	  "3.7 ms)" },
-	/* NCCL_BUFFSIZE=16777216 and NCCL_P2P_NET_CHUNKSIZE=2097152 were set
-	 * here too (+10 % all_reduce, +70 % sendrecv, measured in session 2)
-	 * and dropped while a CUDA-graph hang was chased; the hang was the
-	 * driver lock (fixed by the copy helper), not them.  They stay a
-	 * README recommendation until measured as defaults again. */
+	/* Measured on 2 x H200 (bench/results/channels.md): NCCL sizes its
+	 * rings from the GPU-CPU-GPU path when P2P is off and opens 4
+	 * channels, 2 per peer for send/recv, each a chain of copies with
+	 * ~14 us between them; more channels and larger steps keep more
+	 * copies in flight.  all_reduce 81 -> 273, all_gather 60 -> 255,
+	 * sendrecv 28 -> 235 GB/s at 1 GiB. */
+	{ "NCCL_MIN_NCHANNELS", "32", 1,
+	  "with P2P off NCCL opens 4 channels for the plugin; 32 keep enough copies in flight "
+	  "(2 x H200, 1 GiB all_reduce 81 -> 273 GB/s with the three below)" },
+	{ "NCCL_NCHANNELS_PER_NET_PEER", "16", 1,
+	  "send/recv and alltoall get 2 channels per peer otherwise (1 GiB sendrecv 28 -> 235 "
+	  "GB/s with the others)" },
+	{ "NCCL_BUFFSIZE", "16777216", 1,
+	  "16 MiB per channel and connection: fewer, larger copies (about 1 GiB of GPU memory "
+	  "per GPU for 32 ring channels)" },
+	{ "NCCL_P2P_NET_CHUNKSIZE", "2097152", 1,
+	  "2 MiB send/recv steps instead of 128 KiB" },
 };
+
+/* The user sends traffic between GPUs of one host through the net (and so
+ * through the plugin). */
+static int intra_host_via_net(void)
+{
+	const char *p2p = getenv("NCCL_P2P_DISABLE");
+
+	return p2p && strcmp(p2p, "1") == 0;
+}
 
 int config_apply_nccl_defaults(const struct config *cfg,
 			       void (*emit)(const char *name, const char *value, int applied,
 					    const char *why, void *arg),
 			       void *arg)
 {
-	int applied = 0;
+	int applied = 0, intra = intra_host_via_net();
 
 	for (size_t i = 0; i < sizeof(nccl_defaults) / sizeof(nccl_defaults[0]); i++) {
 		const char *name = nccl_defaults[i].name;
 		const char *cur = getenv(name);
-		int apply = cfg->nccl_defaults && !cur;
+		int apply = cfg->nccl_defaults && !cur && (intra || !nccl_defaults[i].intra_host);
 
 		if (apply && setenv(name, nccl_defaults[i].value, 0) == 0)
 			applied++;

@@ -33,7 +33,14 @@ note() { echo "== $*"; }
 nvidia-smi -L | tee "$OUT/logs/gpus.txt"
 nvidia-smi topo -m >"$OUT/logs/topo.txt" 2>&1
 . scripts/gpu_build.sh
-gpu_build "$OUT/logs/build.log" || exit 1
+# SKIP_BUILD=1: another invocation built build-gpu already (two modes run
+# side by side on different GPUs must not rebuild under each other).
+if [ -n "${SKIP_BUILD:-}" ]; then
+	gpu_nccl_paths
+	export LD_LIBRARY_PATH="$PWD/build-gpu:${LD_LIBRARY_PATH:-}"
+else
+	gpu_build "$OUT/logs/build.log" || exit 1
+fi
 
 # bench NAME [nccl_bench args...]: one invocation, both phases; the plugin
 # phase logs NCCL's INIT/NET lines per process for prove().
@@ -139,6 +146,9 @@ if [ "$MODE" = pool ]; then
 	grep -h "staging pools\|through the staging pool\|shadowed by" "$OUT"/logs/path-zerocopy0/nccl.*.log |
 		sed 's/.*NCCL INFO //' | sort | uniq -c | sort -rn | head -8
 	grep -h "staging pools" "$OUT"/logs/pool-rules/nccl.*.log | sed 's/.*NCCL INFO //' | sort -u | head -12
+	# LL's host-memory sends through the helper (copies now asked of a copy
+	# engine where the driver takes the hint).
+	bench lat-ll -m plugin -o all_reduce,sendrecv -b 8 -e 1048576 -f 8 -c none -i 20 -E NCCL_PROTO=LL
 	expect_fail pool-cap "staging pool.*exhausted" -o all_reduce -b 1048576 -e 1048576 -c none -i 1 \
 		-E NCCL_ZERO_COPY=0 -E NCCL_CUMEM_POOL_SIZE=1M -E NCCL_CUMEM_MAX_SIZE=1M
 	finish
@@ -147,10 +157,13 @@ fi
 # Issue 3: the best channel/step settings from 'chan', with NCCL natively
 # in the same invocation; TUNE holds the -E flags.
 if [ "$MODE" = tuned ]; then
-	T=${TUNE:-"-E NCCL_MIN_NCHANNELS=16 -E NCCL_NCHANNELS_PER_NET_PEER=8 -E NCCL_BUFFSIZE=16777216 -E NCCL_P2P_NET_CHUNKSIZE=2097152"}
+	# TUNE= (empty): the plugin's own NCCL defaults, nothing added.
+	T=${TUNE-"-E NCCL_MIN_NCHANNELS=16 -E NCCL_NCHANNELS_PER_NET_PEER=8 -E NCCL_BUFFSIZE=16777216 -E NCCL_P2P_NET_CHUNKSIZE=2097152"}
 	bench tuned $T -o all_reduce,broadcast,reduce,all_gather,reduce_scatter,alltoall,sendrecv \
-		-b 8 -e 1073741824 -f 16 -c none -i 8
+		-b 16 -e 1073741824 -f 4 -c none -i 8
 	bench tuned-registered -R $T -o sendrecv,alltoall,all_gather -b 8 -e 1073741824 -f 16 -c none -i 8
+	grep -h "set by environment to\|p2p channels per peer" "$OUT"/logs/tuned/nccl.*.log |
+		sed 's/.*NCCL INFO //' | sort | uniq -c
 	finish
 fi
 

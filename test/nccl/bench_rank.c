@@ -181,6 +181,15 @@ static void leak_cycles(struct rank_ctx *c)
 			CUDA_OK(cudaMemGetInfo(&free0, &total));
 			rss0 = rss_kib();
 		}
+		/* The trend along the way, so a run cut short still tells. */
+		if (c->rank == 0 && (i + 1) % 25 == 0 && i + 1 < c->o->cycles) {
+			CUDA_OK(cudaMemGetInfo(&free1, &total));
+			printf("leak rank 0: after cycle %d: device free %.1f MiB (%+.1f), RSS %ld KiB "
+			       "(%+ld)\n", i + 1, free1 / 1048576.0,
+			       ((double)free1 - (double)free0) / 1048576.0, rss_kib(),
+			       rss_kib() - rss0);
+			fflush(stdout);
+		}
 	}
 	CUDA_OK(cudaMemGetInfo(&free1, &total));
 	rss1 = rss_kib();

@@ -1396,9 +1396,18 @@ static void test_config_get_defaults(void **state)
 	assert_int_equal(run_in_child(child_config_get_defaults), 0);
 }
 
+static void unset_channel_defaults(void)
+{
+	unsetenv("NCCL_MIN_NCHANNELS");
+	unsetenv("NCCL_NCHANNELS_PER_NET_PEER");
+	unsetenv("NCCL_BUFFSIZE");
+	unsetenv("NCCL_P2P_NET_CHUNKSIZE");
+}
+
 struct applied {
 	int calls, set;
 	char last[64];
+	char proto[64];		/* what NCCL_PROTO was reported as */
 };
 
 static void note_default(const char *name, const char *value, int applied, const char *why,
@@ -1406,11 +1415,12 @@ static void note_default(const char *name, const char *value, int applied, const
 {
 	struct applied *a = arg;
 
-	(void)name;
 	assert_non_null(why);
 	a->calls++;
 	a->set += applied;
 	snprintf(a->last, sizeof(a->last), "%s", value);
+	if (strcmp(name, "NCCL_PROTO") == 0)
+		snprintf(a->proto, sizeof(a->proto), "%s", value);
 }
 
 /* The NCCL variables the GPU path needs are set only where the user left
@@ -1426,12 +1436,14 @@ static void test_nccl_defaults(void **state)
 	assert_int_equal(config_parse(&cfg, table_get, none, err, sizeof(err)), 0);
 	unsetenv("NCCL_NET_GDR_LEVEL");
 	unsetenv("NCCL_PROTO");
+	unsetenv("NCCL_P2P_DISABLE");
+	unset_channel_defaults();
 	cfg.nccl_defaults = 0;
 	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 0);
 	assert_null(getenv("NCCL_NET_GDR_LEVEL"));
 	assert_null(getenv("NCCL_PROTO"));
 	assert_int_equal(a.set, 0);
-	assert_int_equal(a.calls, 2);
+	assert_int_equal(a.calls, 6);
 	assert_string_equal(a.last, "(unset)");
 
 	memset(&a, 0, sizeof(a));
@@ -1448,12 +1460,54 @@ static void test_nccl_defaults(void **state)
 	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 0);
 	assert_string_equal(getenv("NCCL_NET_GDR_LEVEL"), "PHB");
 	assert_string_equal(getenv("NCCL_PROTO"), "LL");
-	assert_string_equal(a.last, "LL");
+	assert_string_equal(a.proto, "LL");
 	unsetenv("NCCL_PROTO");
 	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 1);
 	assert_string_equal(getenv("NCCL_PROTO"), "^LL");
 	unsetenv("NCCL_NET_GDR_LEVEL");
 	unsetenv("NCCL_PROTO");
+	/* Without NCCL_P2P_DISABLE=1 NCCL's channel sizing is left alone. */
+	assert_null(getenv("NCCL_MIN_NCHANNELS"));
+	assert_null(getenv("NCCL_BUFFSIZE"));
+}
+
+/* Channel and step sizes are set only when GPU traffic of one host goes
+ * through the plugin (NCCL_P2P_DISABLE=1), each only where unset. */
+static void test_nccl_channel_defaults(void **state)
+{
+	struct config cfg;
+	struct applied a = { 0 };
+	char err[ERRLEN];
+	struct kv none[] = { { NULL, NULL } };
+
+	(void)state;
+	assert_int_equal(config_parse(&cfg, table_get, none, err, sizeof(err)), 0);
+	unsetenv("NCCL_NET_GDR_LEVEL");
+	unsetenv("NCCL_PROTO");
+	unset_channel_defaults();
+	setenv("NCCL_P2P_DISABLE", "0", 1);
+	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 2);
+	assert_null(getenv("NCCL_MIN_NCHANNELS"));
+	unsetenv("NCCL_NET_GDR_LEVEL");
+	unsetenv("NCCL_PROTO");
+
+	setenv("NCCL_P2P_DISABLE", "1", 1);
+	setenv("NCCL_BUFFSIZE", "4194304", 1);
+	memset(&a, 0, sizeof(a));
+	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 5);
+	assert_string_equal(getenv("NCCL_MIN_NCHANNELS"), "32");
+	assert_string_equal(getenv("NCCL_NCHANNELS_PER_NET_PEER"), "16");
+	assert_string_equal(getenv("NCCL_P2P_NET_CHUNKSIZE"), "2097152");
+	assert_string_equal(getenv("NCCL_BUFFSIZE"), "4194304");
+
+	/* NCCL_SYMMEM_NCCL_DEFAULTS=0 turns these off too. */
+	unset_channel_defaults();
+	unsetenv("NCCL_NET_GDR_LEVEL");
+	unsetenv("NCCL_PROTO");
+	cfg.nccl_defaults = 0;
+	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 0);
+	assert_null(getenv("NCCL_MIN_NCHANNELS"));
+	unsetenv("NCCL_P2P_DISABLE");
 }
 
 int main(void)
@@ -1492,6 +1546,7 @@ int main(void)
 		cmocka_unit_test(test_config_get_ok),
 		cmocka_unit_test(test_config_get_error),
 		cmocka_unit_test(test_nccl_defaults),
+		cmocka_unit_test(test_nccl_channel_defaults),
 		cmocka_unit_test(test_config_get_defaults),
 	};
 
