@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool]   (full: sizes to 1 GiB;
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        perf: step sizes (unregistered), helper streams (registered),
 #        small-message latency per protocol;
@@ -15,7 +15,9 @@
 #        helper: back-to-back graph replays, registered and default to 1 GiB;
 #        chan, chan2: channel counts and step sizes against collective bandwidth;
 #        tuned: the full op list with TUNE's settings, native in the same run;
-#        pool: NCCL_ZERO_COPY=0, the pool's sizing rules, a cap that must fail)
+#        pool: NCCL_ZERO_COPY=0, the pool's sizing rules, a cap that must fail;
+#        pool-speed: NCCL_ZERO_COPY=0 and LL bandwidth/latency with native;
+#        peer: sendrecv/alltoall with NCCL_NCHANNELS_PER_NET_PEER=16)
 #        NRANKS=n uses the first n GPUs (default: all).
 #        SKIP_GRAPH=1 leaves out the CUDA-graph runs.
 #        PHASE_TIMEOUT (s) per phase; a phase past it has its ranks' stacks
@@ -65,6 +67,7 @@ bench() {
 # P2P/SHM/another net.
 prove() {
 	local dir="$OUT/logs/$1" gdr=${2:-gdr} n=0
+	[ "$gdr" = none ] && return	# a native-only run: nothing to prove
 	for log in "$dir"/nccl.*.log; do
 		[ -e "$log" ] || continue
 		grep -q 'Using network symmem' "$log" || continue
@@ -154,6 +157,26 @@ if [ "$MODE" = pool ]; then
 	finish
 fi
 
+# Issue 5 again, without the sizing rules: NCCL_ZERO_COPY=0's bandwidth and
+# LL's latency through the copy helper (both copies the driver could run as
+# a kernel, now asked of a copy engine).
+if [ "$MODE" = pool-speed ]; then
+	bench path-zerocopy0 -o all_reduce,all_gather,reduce_scatter,alltoall,sendrecv -b 8 \
+		-e 268435456 -c none -i 10 -E NCCL_ZERO_COPY=0
+	bench lat-ll -o all_reduce,sendrecv -b 8 -e 1048576 -f 8 -c none -i 20 -E NCCL_PROTO=LL
+	finish
+fi
+
+# Issue 3: send/recv and alltoall with the channels per peer the user sets
+# (NCCL reads NCCL_NCHANNELS_PER_NET_PEER before the plugin can set it).
+if [ "$MODE" = peer ]; then
+	bench peer16 -o sendrecv,alltoall -b 16 -e 1073741824 -f 4 -c none -i 8 \
+		-E NCCL_NCHANNELS_PER_NET_PEER=16
+	bench peer16-registered -R -o sendrecv,alltoall -b 16 -e 1073741824 -f 4 -c none -i 8 \
+		-E NCCL_NCHANNELS_PER_NET_PEER=16
+	finish
+fi
+
 # Issue 3: the best channel/step settings from 'chan', with NCCL natively
 # in the same invocation; TUNE holds the -E flags.
 if [ "$MODE" = tuned ]; then
@@ -189,8 +212,10 @@ fi
 # process, through the plugin only (both phases took longer than one device
 # call in session 4); device free memory and RSS after cycle 1 and the last.
 if [ "$MODE" = leak ]; then
-	bench leak -m plugin -L "${CYCLES:-200}" -o all_reduce,sendrecv -b 1048576 -e 1048576 \
-		-c none -E NCCL_CUMEM_MONITOR=1
+	# LEAK_PHASE=native: the same cycles without the plugin, for comparison.
+	[ "${LEAK_PHASE:-plugin}" = native ] && PROVE=none
+	bench leak -m "${LEAK_PHASE:-plugin}" -L "${CYCLES:-200}" -o all_reduce,sendrecv -b 1048576 \
+		-e 1048576 -c none -E NCCL_CUMEM_MONITOR=1
 	grep -h "at finalize" "$OUT"/logs/leak/nccl.*.log | tail -4
 	finish
 fi

@@ -201,6 +201,8 @@ static double busbw(const struct bench_opts *o, const struct row *w, int phase)
 static int print_rows(const struct bench_opts *o, struct row *rows, int nrows)
 {
 	int bad = 0, checked = 0, last_op = -1;
+	/* -L: every rank reports each op once per communicator cycle. */
+	int expect = o->nranks * (o->cycles > 0 ? o->cycles : 1);
 
 	for (int i = 0; i < nrows; i++) {
 		struct row *w = &rows[i];
@@ -212,7 +214,7 @@ static int print_rows(const struct bench_opts *o, struct row *rows, int nrows)
 				continue;
 			checked++;
 			errs += w->errors[p];
-			if (w->ranks[p] != o->nranks)
+			if (w->ranks[p] != expect)
 				bad++;
 		}
 		bad += errs != 0;

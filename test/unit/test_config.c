@@ -1443,7 +1443,7 @@ static void test_nccl_defaults(void **state)
 	assert_null(getenv("NCCL_NET_GDR_LEVEL"));
 	assert_null(getenv("NCCL_PROTO"));
 	assert_int_equal(a.set, 0);
-	assert_int_equal(a.calls, 6);
+	assert_int_equal(a.calls, 5);
 	assert_string_equal(a.last, "(unset)");
 
 	memset(&a, 0, sizeof(a));
@@ -1494,9 +1494,9 @@ static void test_nccl_channel_defaults(void **state)
 	setenv("NCCL_P2P_DISABLE", "1", 1);
 	setenv("NCCL_BUFFSIZE", "4194304", 1);
 	memset(&a, 0, sizeof(a));
-	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 5);
+	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 4);
 	assert_string_equal(getenv("NCCL_MIN_NCHANNELS"), "32");
-	assert_string_equal(getenv("NCCL_NCHANNELS_PER_NET_PEER"), "16");
+	assert_null(getenv("NCCL_NCHANNELS_PER_NET_PEER"));
 	assert_string_equal(getenv("NCCL_P2P_NET_CHUNKSIZE"), "2097152");
 	assert_string_equal(getenv("NCCL_BUFFSIZE"), "4194304");
 
