@@ -74,6 +74,10 @@ static int segment_add(struct sm_pool *p, uint64_t size, struct pool_segment **o
 	p->st.size += size;
 	p->st.segments++;
 	p->st.grows++;
+	/* Rare (a few per job): each one is worth a line at INFO. */
+	sm_info("staging pool of %s: new %.1f MiB segment, %.1f MiB in %u segment(s), cap %.1f MiB",
+		p->be.what, size / 1048576.0, p->st.size / 1048576.0, p->st.segments,
+		p->cfg.max / 1048576.0);
 	*out = s;
 	return SM_OK;
 }
@@ -177,6 +181,9 @@ void sm_pool_destroy(struct sm_pool *p)
 	if (p->st.used)
 		sm_warn("staging pool of %s destroyed with %" PRIu64 " bytes still handed out",
 			p->be.what, p->st.used);
+	sm_info("staging pool of %s released: peak %.1f MiB in use, %" PRIu64 " segment(s) made, "
+		"%" PRIu64 " given back while in use, %" PRIu64 " request(s) refused", p->be.what,
+		p->st.peak / 1048576.0, p->st.grows, p->st.trims, p->st.failures);
 	while (p->segs) {
 		struct pool_segment *s = p->segs;
 
@@ -256,6 +263,8 @@ static void pool_trim(struct sm_pool *p)
 			continue;
 		}
 		*pp = s->next;
+		sm_info("staging pool of %s: idle %.1f MiB segment given back (more than %.1f MiB "
+			"idle)", p->be.what, s->size / 1048576.0, p->cfg.trim / 1048576.0);
 		segment_release(p, s);
 		p->st.trims++;
 	}
