@@ -6,6 +6,12 @@
 //                       kernels fill every SM of GPU0, and while it is idle.
 //                       Answers: can a copy-helper process drive the copy
 //                       engines of a GPU another process is computing on?
+//   ce_probe kinds      Which copies another process's kernels hold up: while
+//                       a child keeps every SM of GPU0 and GPU1 busy (as NCCL's
+//                       kernels do on both ends), this process times copies of
+//                       each kind from a GPU0 context: to a peer, within GPU0,
+//                       host to GPU, peer to peer, plain and with the batch
+//                       call's copy-engine hint.
 //   ce_probe graph [H]  One process: a graph whose kernel waits on a host flag
 //                       (H=1: plus a host node, as NCCL's proxy graphs have),
 //                       launched 32 times back to back; a second thread issues
@@ -56,6 +62,22 @@ static int cmp_d(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static int use_batch_hint;	// kinds: copies through cudaMemcpyBatchAsync + hint
+
+static void copy_async(void *dst, const void *src, size_t n, cudaStream_t s)
+{
+	if (!use_batch_hint) {
+		CK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s));
+		return;
+	}
+	struct cudaMemcpyAttributes a;
+	size_t idx = 0;
+	memset(&a, 0, sizeof(a));
+	a.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+	a.flags = cudaMemcpyFlagPreferOverlapWithCompute;
+	CK(cudaMemcpyBatchAsync(&dst, &src, &n, 1, &a, &idx, 1, s));
+}
+
 // Copy n bytes iters times, each waited for alone; prints median/p99 time.
 static void time_copies(const char *label, void *dst, const void *src, size_t n, int iters,
 			cudaStream_t s)
@@ -65,7 +87,7 @@ static void time_copies(const char *label, void *dst, const void *src, size_t n,
 	CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
 	for (int i = 0; i < iters; i++) {
 		double t0 = now_us();
-		CK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s));
+		copy_async(dst, src, n, s);
 		CK(cudaEventRecord(ev, s));
 		while (cudaEventQuery(ev) == cudaErrorNotReady)
 			;
@@ -137,6 +159,98 @@ static int xproc(void)
 	time_copies("other process SMs busy", dst, src, 8, 2000, s);
 	time_copies("other process SMs busy", dst, src, 1 << 20, 500, s);
 	time_copies("other process SMs busy", dst, src, big, 20, s);
+	if (write(done[1], "d", 1) != 1)
+		return 1;
+	int st;
+	waitpid(pid, &st, 0);
+	return 0;
+}
+
+// The "application" of kinds: every SM of GPU0 and GPU1 busy with 20 ms
+// kernels until told to stop.
+static void busy_both(int go, int done)
+{
+	char c;
+	cudaStream_t s[2];
+	int sms;
+	for (int d = 0; d < 2; d++) {
+		CK(cudaSetDevice(d));
+		CK(cudaStreamCreateWithFlags(&s[d], cudaStreamNonBlocking));
+	}
+	CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+	if (read(go, &c, 1) != 1)
+		_exit(1);
+	for (;;) {
+		for (int d = 0; d < 2; d++) {
+			CK(cudaSetDevice(d));
+			spin_ns<<<sms * 4, 256, 0, s[d]>>>(20000000LL);
+		}
+		for (int d = 0; d < 2; d++)
+			CK(cudaStreamSynchronize(s[d]));
+		struct timeval tv = {0, 0};
+		fd_set f;
+		FD_ZERO(&f);
+		FD_SET(done, &f);
+		if (select(done + 1, &f, NULL, NULL, &tv) > 0)
+			break;
+	}
+	_exit(0);
+}
+
+static void kinds_round(const char *state, void *g0a, void *g0b, void *g1a, void *g1b, void *host,
+			cudaStream_t s)
+{
+	char l[96];
+	for (use_batch_hint = 0; use_batch_hint < 2; use_batch_hint++) {
+		const char *how = use_batch_hint ? "hint" : "plain";
+		for (size_t n = 8; n <= (4u << 20); n *= 512) {
+			snprintf(l, sizeof(l), "%s %s gpu0->gpu1", state, how);
+			time_copies(l, g1a, g0a, n, 200, s);
+			snprintf(l, sizeof(l), "%s %s gpu0->gpu0", state, how);
+			time_copies(l, g0b, g0a, n, 50, s);
+			snprintf(l, sizeof(l), "%s %s gpu1->gpu0", state, how);
+			time_copies(l, g0b, g1a, n, 50, s);
+			snprintf(l, sizeof(l), "%s %s gpu1->gpu1", state, how);
+			time_copies(l, g1b, g1a, n, 50, s);
+			snprintf(l, sizeof(l), "%s %s host->gpu0", state, how);
+			time_copies(l, g0a, host, n, 50, s);
+			snprintf(l, sizeof(l), "%s %s host->gpu1", state, how);
+			time_copies(l, g1a, host, n, 50, s);
+			snprintf(l, sizeof(l), "%s %s gpu0->host", state, how);
+			time_copies(l, host, g0a, n, 50, s);
+		}
+	}
+	use_batch_hint = 0;
+}
+
+static int kinds(void)
+{
+	int go[2], done[2];
+	if (pipe(go) || pipe(done))
+		return 1;
+	pid_t pid = fork();
+	if (pid == 0)
+		busy_both(go[0], done[0]);
+	size_t n = 4u << 20;
+	void *g0a, *g0b, *g1a, *g1b, *host;
+	CK(cudaSetDevice(1));
+	CK(cudaMalloc(&g1a, n));
+	CK(cudaMalloc(&g1b, n));
+	CK(cudaSetDevice(0));
+	CK(cudaDeviceEnablePeerAccess(1, 0));
+	CK(cudaMalloc(&g0a, n));
+	CK(cudaMalloc(&g0b, n));
+	CK(cudaMallocHost(&host, n));
+	memset(host, 0x33, n);
+	CK(cudaMemset(g0a, 0x11, n));
+	cudaStream_t s;
+	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	CK(cudaDeviceSynchronize());
+	kinds_round("idle", g0a, g0b, g1a, g1b, host, s);
+	if (write(go[1], "g", 1) != 1)
+		return 1;
+	usleep(200000);
+	kinds_round("busy", g0a, g0b, g1a, g1b, host, s);
 	if (write(done[1], "d", 1) != 1)
 		return 1;
 	int st;
@@ -236,8 +350,10 @@ int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "xproc") == 0)
 		return xproc();
+	if (argc > 1 && strcmp(argv[1], "kinds") == 0)
+		return kinds();
 	if (argc > 1 && strcmp(argv[1], "graph") == 0)
 		return graph(argc > 2 ? atoi(argv[2]) : 0, argc > 3 ? atoi(argv[3]) : 32);
-	fprintf(stderr, "usage: ce_probe xproc | graph [host_node] [launches]\n");
+	fprintf(stderr, "usage: ce_probe xproc | kinds | graph [host_node] [launches]\n");
 	return 2;
 }
