@@ -1,6 +1,9 @@
 /* NCCL_CUMEM_MONITOR and the close-time statistics of NCCL_SM_FREE_VERBOSE.
  * Lines go to NCCL's log at INFO; nothing here changes what moves. */
 
+#include <stdatomic.h>
+#include <stdint.h>
+
 #include "config.h"
 #include "log.h"
 #include "monitor.h"
@@ -25,6 +28,18 @@ static void monitor_pools(const char *when)
 
 	sm_pool_gpu_describe(pools, sizeof(pools));
 	LOG_INFO("NET/symmem monitor: staging pools %s: %s", when, pools);
+}
+
+/* The pools are the process's, not a connection's: one line per interval
+ * however many connections tick in it. */
+static void monitor_pools_tick(uint64_t now, uint64_t interval_ns)
+{
+	static _Atomic uint64_t last_ns;
+	uint64_t last = atomic_load(&last_ns);
+
+	if (now - last < interval_ns || !atomic_compare_exchange_strong(&last_ns, &last, now))
+		return;
+	monitor_pools("now");
 }
 
 void monitor_open(struct monitor_state *m)
@@ -60,7 +75,7 @@ void monitor_tick(struct monitor_state *m, const struct tp_comm *tp, const void 
 		 mib(st.bytes));
 	m->last = st;
 	m->last_ns = now;
-	monitor_pools("now");
+	monitor_pools_tick(now, m->interval_ns);
 }
 
 void monitor_close(const struct monitor_state *m, const struct tp_comm *tp, const void *who,

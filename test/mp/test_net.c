@@ -789,13 +789,19 @@ static int child_monitor(void)
 		return 16;
 	if (harness_info_count("GB/s") < 4)
 		return 17;
+	/* The pools are the process's: one line per interval, not one per
+	 * connection that ticks in it (both connections tick here). */
+	if (harness_info_count("staging pools now: none") < 1 ||
+	    harness_info_count("staging pools now") > harness_info_count("monitor: send comm"))
+		return 20;
 	net->closeSend(send);
 	net->closeRecv(recv);
 	if (harness_info_count("send comm") < 3 || harness_info_count(" closed: ") != 2)
 		return 18;
 	net->finalize(c);
 	if (harness_info_count("at finalize 0 copy engine(s), 0 exported allocation(s), "
-			       "0 peer mapping(s), 0 connect(s)") != 1)
+			       "0 peer mapping(s), 0 connect(s) in progress, 0 staging pool(s)") != 1 ||
+	    harness_info_count("staging pools at finalize: none") != 1)
 		return 19;
 	free(src);
 	free(dst);
