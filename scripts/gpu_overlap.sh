@@ -9,6 +9,9 @@
 #
 # Usage: scripts/gpu_overlap.sh [bytes]   (default 134217728)
 #        NRANKS=n uses the first n GPUs; GEMMS / COLLS set the batch.
+#        PASS_SM_SWEEP="4 8 16": instead, all_gather and all_reduce with
+#        NCCL_PASS_SM=1 at each NCCL_SYMMEM_PASS_SM_CHANNELS (native and the
+#        uncapped plugin in the first invocation), to pick the cap by makespan.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/symmem-overlap}
@@ -18,6 +21,24 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 . scripts/gpu_build.sh
 gpu_build "$OUT/logs/build.log" && gpu_build_overlap "$OUT/logs/build.log" || exit 1
 fail=0
+if [ -n "${PASS_SM_SWEEP:-}" ]; then
+	for op in all_gather all_reduce; do
+		echo "== $op $BYTES caps 2 (default) $PASS_SM_SWEEP ($(date +%T))"
+		echo "# PASS_SM cap 2 (default)" >>"$OUT/overlap.txt"
+		./build-gpu/nccl_overlap ${NRANKS:+-n $NRANKS} -o $op -b "$BYTES" -C native,plugin,passsm \
+			-g "${GEMMS:-20}" -c "${COLLS:-10}" -t "${PHASE_TIMEOUT:-240}" \
+			>>"$OUT/overlap.txt" 2>>"$OUT/logs/stderr.txt" || { echo "FAILED: $op"; fail=1; }
+		for n in $PASS_SM_SWEEP; do
+			echo "# PASS_SM cap $n (NCCL_SYMMEM_PASS_SM_CHANNELS=$n)" >>"$OUT/overlap.txt"
+			./build-gpu/nccl_overlap ${NRANKS:+-n $NRANKS} -o $op -b "$BYTES" -C native,passsm \
+				-E NCCL_SYMMEM_PASS_SM_CHANNELS=$n -g "${GEMMS:-20}" -c "${COLLS:-10}" \
+				-t "${PHASE_TIMEOUT:-240}" >>"$OUT/overlap.txt" 2>>"$OUT/logs/stderr.txt" ||
+				{ echo "FAILED: $op cap $n"; fail=1; }
+		done
+	done
+	grep -E "^# overlap|^  |^# PASS_SM" "$OUT/overlap.txt"
+	exit $fail
+fi
 for op in all_gather reduce_scatter all_reduce alltoall sendrecv; do
 	for reg in "" -R; do
 		# NCCL's own copy-engine collectives (zero CTAs, symmetric windows)

@@ -17,7 +17,8 @@ def read(path):
         for line in f:
             if not line.startswith("CSV,"):
                 continue
-            _, op, size, reg, cfg, g_a, g_o, bw_a, bw_o, span, err = line.strip().split(",")
+            # A CTA count may follow (session 5 on).
+            _, op, size, reg, cfg, g_a, g_o, bw_a, bw_o, span, err = line.strip().split(",")[:11]
             rows.append({
                 "case": op + (" reg" if reg == "1" else ""),
                 "config": cfg,

@@ -16,7 +16,14 @@
  * alltoall; other collectives run its kernels as usual).  Built only where
  * nccl.h has NCCL_CTA_POLICY_ZERO.
  *
- * Not measured here (yet): how many CTAs NCCL launched per collective. */
+ * CTAs per collective: every configuration's ranks log NCCL's INIT and
+ * TUNING lines into a scratch folder; rank 0's TUNING line for each
+ * collective names the channels it ran on (one CTA each,
+ * "channel{Lo..Hi}={a..b}"), and for send/recv-based operations (alltoall,
+ * sendrecv) the INIT line gives the channels per peer.  The column says
+ * which of the two it is; "?" when NCCL logged neither (its copy-engine
+ * collectives launch no kernel and log no TUNING line). */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +57,7 @@ struct ovl_opts {
 	double timeout;
 	char *extra_env[16];	/* NAME=VALUE for the plugin configurations */
 	int nextra;
+	char logdir[64];	/* NCCL's logs per configuration, for the CTA count */
 };
 
 struct ovl_result {
@@ -315,9 +323,17 @@ static void config_prepare(void *arg, int rank)
 {
 	const struct config_run *p = arg;
 
+	char file[PATH_MAX];
+
 	(void)rank;
 	if (p->config == CFG_PASS_SM)
 		setenv("NCCL_PASS_SM", "1", 1);	/* before the -E strings, which win */
+	if (p->o->logdir[0]) {
+		snprintf(file, sizeof(file), "%s/%s.%%p.log", p->o->logdir, config_names[p->config]);
+		setenv("NCCL_DEBUG", "INFO", 1);
+		setenv("NCCL_DEBUG_SUBSYS", "INIT,TUNING", 1);
+		setenv("NCCL_DEBUG_FILE", file, 1);
+	}
 	bench_route_env(p->config == CFG_PLUGIN || p->config == CFG_PASS_SM, "symmem",
 			p->o->extra_env, p->o->nextra);
 }
@@ -339,6 +355,51 @@ static int run_config(const struct ovl_opts *o, int config, int out_fd)
 	};
 
 	return bench_fork_ranks(&f);
+}
+
+/* NCCL's name for an operation in its TUNING lines. */
+static const char *nccl_func_name(int op)
+{
+	switch (op) {
+	case OP_ALLREDUCE: return "AllReduce";
+	case OP_BROADCAST: return "Broadcast";
+	case OP_REDUCE: return "Reduce";
+	case OP_ALLGATHER: return "AllGather";
+	case OP_REDUCESCATTER: return "ReduceScatter";
+	default: return NULL;	/* send/recv based */
+	}
+}
+
+/* How many CTAs a configuration's collective ran on, read from its ranks'
+ * NCCL logs (see the top of the file); "?" when they do not say. */
+static void config_ctas(const struct ovl_opts *o, int config, char *out, size_t len)
+{
+	const char *func = nccl_func_name(o->op);
+	char cmd[PATH_MAX + 64], line[1024];
+	int most = -1, per_peer = -1;
+	FILE *f;
+
+	snprintf(out, len, "?");
+	snprintf(cmd, sizeof(cmd), "cat %s/%s.*.log 2>/dev/null", o->logdir, config_names[config]);
+	f = popen(cmd, "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		const char *at;
+		int lo, hi, n;
+
+		if (func && (at = strstr(line, " Bytes -> Algo ")) && strstr(line, func) &&
+		    (at = strstr(at, "channel{Lo..Hi}={")) &&
+		    sscanf(at, "channel{Lo..Hi}={%d..%d}", &lo, &hi) == 2 && hi - lo + 1 > most)
+			most = hi - lo + 1;
+		if ((at = strstr(line, "p2p channels, ")) && sscanf(at, "p2p channels, %d", &n) == 1)
+			per_peer = n;
+	}
+	pclose(f);
+	if (most >= 0)
+		snprintf(out, len, "%d", most);
+	else if (!func && per_peer >= 0)
+		snprintf(out, len, "%d/peer", per_peer);
 }
 
 static void usage(const char *argv0)
@@ -425,6 +486,9 @@ int main(int argc, char **argv)
 	results = tmpfile();
 	if (!results)
 		return 2;
+	snprintf(o.logdir, sizeof(o.logdir), "/tmp/nccl_overlap.XXXXXX");
+	if (!mkdtemp(o.logdir))
+		o.logdir[0] = '\0';	/* no CTA column then, the rest still runs */
 	for (int c = 0; c < CFG_COUNT; c++)
 		if (o.configs[c])
 			failed += run_config(&o, c, fileno(results));
@@ -436,14 +500,16 @@ int main(int argc, char **argv)
 	printf("# overlap: %s of %zu B%s, %d ranks, %d GEMMs of %d^3 bf16 and %d collectives "
 	       "started together\n", bench_op_name(o.op), o.bytes,
 	       o.registered ? " (registered buffers)" : "", o.nranks, o.ngemm, o.dim, o.ncoll);
-	printf("# %-15s %9s %9s %8s %10s %10s %6s %11s %9s %6s\n", "config", "gemm_TF", "gemm_TF",
-	       "gemm", "busbw", "busbw", "busbw", "makespan", "makespan", "errors");
-	printf("# %-15s %9s %9s %8s %10s %10s %6s %11s %9s %6s\n", "", "alone", "overlap",
-	       "slowdown", "alone", "overlap", "kept", "ms", "/native", "");
+	printf("# %-15s %9s %9s %8s %10s %10s %6s %11s %9s %6s %8s\n", "config", "gemm_TF",
+	       "gemm_TF", "gemm", "busbw", "busbw", "busbw", "makespan", "makespan", "errors",
+	       "CTAs");
+	printf("# %-15s %9s %9s %8s %10s %10s %6s %11s %9s %6s %8s\n", "", "alone", "overlap",
+	       "slowdown", "alone", "overlap", "kept", "ms", "/native", "", "per coll");
 	for (int c = 0; c < CFG_COUNT; c++) {
 		struct ovl_result w = { 0 };
 		uint64_t errors = 0;
 		int ranks = 0;
+		char ctas[32];
 		double flops, gemm_a, gemm_o, bw_a, bw_o;
 
 		if (!o.configs[c])
@@ -475,15 +541,23 @@ int main(int argc, char **argv)
 		gemm_o = flops / (w.gemm_ovl_ms * 1e-3) / 1e12;
 		bw_a = (double)o.bytes * shape.bus_factor * o.ncoll / (w.coll_alone_ms * 1e-3) / 1e9;
 		bw_o = (double)o.bytes * shape.bus_factor * o.ncoll / (w.coll_ovl_ms * 1e-3) / 1e9;
-		printf("  %-15s %9.1f %9.1f %8.3f %10.1f %10.1f %6.3f %11.2f %9.3f %6llu\n",
+		config_ctas(&o, c, ctas, sizeof(ctas));
+		printf("  %-15s %9.1f %9.1f %8.3f %10.1f %10.1f %6.3f %11.2f %9.3f %6llu %8s\n",
 		       config_names[c], gemm_a, gemm_o, w.gemm_ovl_ms / w.gemm_alone_ms, bw_a, bw_o,
 		       bw_o / bw_a, w.makespan_ms, native_makespan > 0 ? w.makespan_ms / native_makespan : 0.0,
-		       (unsigned long long)errors);
-		printf("CSV,%s,%zu,%d,%s,%.2f,%.2f,%.2f,%.2f,%.3f,%llu\n", bench_op_name(o.op), o.bytes,
-		       o.registered, config_names[c], gemm_a, gemm_o, bw_a, bw_o, w.makespan_ms,
-		       (unsigned long long)errors);
+		       (unsigned long long)errors, ctas);
+		printf("CSV,%s,%zu,%d,%s,%.2f,%.2f,%.2f,%.2f,%.3f,%llu,%s\n", bench_op_name(o.op),
+		       o.bytes, o.registered, config_names[c], gemm_a, gemm_o, bw_a, bw_o,
+		       w.makespan_ms, (unsigned long long)errors, ctas);
 		failed += errors != 0;
 	}
 	printf("overlap: %s\n", failed ? "FAIL" : "PASS");
+	if (o.logdir[0]) {
+		char cmd[PATH_MAX + 16];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", o.logdir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "overlap: could not remove %s\n", o.logdir);
+	}
 	return failed ? 1 : 0;
 }
