@@ -120,6 +120,21 @@ static void sender_to_helper(struct tp_comm *c, struct tp_region *r)
 	smf_engine_hold(r->ce);
 }
 
+/* Everything a registration holds, also one that failed half way. */
+static void region_release(struct tp_region *r)
+{
+	sm_export_put(r->exp);
+	r->exp = NULL;
+	if (r->hid)
+		smf_range_del(r->ce, r->hid);
+	r->hid = 0;
+	/* After every export of the piece is gone: a trimmed segment's
+	 * address may come back for a new one. */
+	shadow_close(r);
+	smf_engine_put(r->ce);
+	r->ce = NULL;
+}
+
 int tp_register(struct tp_comm *c, void *data, size_t size, int mem, struct tp_region **out)
 {
 	struct tp_region *r;
@@ -150,6 +165,7 @@ int tp_register(struct tp_comm *c, void *data, size_t size, int mem, struct tp_r
 	if (c->is_send && c->ops == &tp_shm_ops && smf_engine_helper_pid(c->ce))
 		sender_to_helper(c, r);
 	if (rc) {
+		region_release(r);
 		free(r);
 		return rc;
 	}
@@ -173,13 +189,7 @@ void tp_deregister(struct tp_comm *c, struct tp_region *r)
 		msg.id = r->id;
 		send_bounded(c, &msg, sizeof(msg), -1);
 	}
-	sm_export_put(r->exp);
-	if (r->hid)
-		smf_range_del(r->ce, r->hid);
-	/* After every export of the piece is gone: a trimmed segment's
-	 * address may come back for a new one. */
-	shadow_close(r);
-	smf_engine_put(r->ce);
+	region_release(r);
 	free(r);
 }
 
