@@ -164,6 +164,8 @@ static void transport_options(const struct config *cfg, struct tp_options *opt)
 	opt->pool.growth = cfg->pool_growth;
 	opt->pool.max = cfg->pool_max;
 	opt->pool.trim = cfg->pool_trim;
+	/* Like NCCL's own buffers: no cuMem with NCCL_CUMEM_ENABLE=0. */
+	opt->pool.legacy = cfg->cumem_enable == CONFIG_OFF;
 }
 
 ncclResult_t net_init(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *config,

@@ -149,6 +149,13 @@ if [ "$MODE" = pool ]; then
 	grep -h "staging pool of GPU 0" "$OUT"/logs/pool-rules/nccl.*.log | sed 's/.*NCCL INFO //' | head -12
 	expect_fail pool-cap "staging pool.*exhausted" -o all_reduce -b 1048576 -e 1048576 -c none -i 1 \
 		-E NCCL_ZERO_COPY=0 -E NCCL_CUMEM_POOL_SIZE=1M -E NCCL_CUMEM_MAX_SIZE=1M
+	# NCCL_CUMEM_ENABLE=0: the pool follows NCCL (cudaMalloc segments, legacy IPC).
+	bench pool-legacy -m plugin -o all_reduce,sendrecv -b 8 -e 16777216 -c none -i 3 \
+		-E NCCL_ZERO_COPY=0 -E NCCL_CUMEM_ENABLE=0
+	grep -h "staging pool of GPU 0 (cudaMalloc)" "$OUT"/logs/pool-legacy/nccl.*.log |
+		sed 's/.*NCCL INFO //' | head -3
+	grep -q "staging pool of GPU 0 (cudaMalloc): new" "$OUT"/logs/pool-legacy/nccl.*.log ||
+		{ echo "FAILED: pool-legacy made no cudaMalloc segment"; fail=1; }
 	finish
 fi
 

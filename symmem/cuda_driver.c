@@ -79,6 +79,8 @@ static const struct api_entry api_entries[] = {
 	API(mem_unmap, "cuMemUnmap"),
 	API(mem_set_access, "cuMemSetAccess"),
 	API(mem_release, "cuMemRelease"),
+	API(mem_alloc, "cuMemAlloc"),
+	API(mem_free, "cuMemFree"),
 	API(mem_create, "cuMemCreate"),
 	API(mem_get_allocation_granularity, "cuMemGetAllocationGranularity"),
 	API(ipc_get_mem_handle, "cuIpcGetMemHandle"),

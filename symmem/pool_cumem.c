@@ -3,7 +3,9 @@
  * Segments are cuMem allocations on the current context's GPU, created
  * with the POSIX-fd handle type so export.c can hand them to peers and to
  * the copy helper like any NCCL buffer, rounded to the driver's
- * recommended granularity, mapped read-write for this GPU. */
+ * recommended granularity, mapped read-write for this GPU.  With
+ * NCCL_CUMEM_ENABLE=0 (cfg->legacy) the pool follows NCCL and takes
+ * cuMemAlloc memory, which export.c shares as legacy IPC handles. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -92,6 +94,39 @@ static void gpu_free(void *arg, void *base, uint64_t size, uint64_t cookie)
 	cu->mem_release((CUmemGenericAllocationHandle)cookie);
 }
 
+/* Legacy segments: the allocation is its own handle. */
+static int legacy_alloc(void *arg, uint64_t size, void **base, uint64_t *cookie)
+{
+	const struct sm_cuda_api *cu = sm_cu();
+	CUdeviceptr p = 0;
+	CUresult rc;
+
+	if (!cu)
+		return sm_fail(SM_ERR_CUDA, "no CUDA driver: %s", sm_cuda_load()->reason);
+	rc = cu->mem_alloc(&p, size);
+	if (rc != CUDA_SUCCESS)
+		return sm_cuda_fail(rc, "cuMemAlloc of %" PRIu64 " bytes on GPU %d", size,
+				    (int)(intptr_t)arg);
+	*base = (void *)p;
+	*cookie = 0;
+	return SM_OK;
+}
+
+static void legacy_free(void *arg, void *base, uint64_t size, uint64_t cookie)
+{
+	const struct sm_cuda_api *cu = sm_cu();
+
+	(void)arg;
+	(void)size;
+	(void)cookie;
+	if (cu)
+		cu->mem_free((CUdeviceptr)base);
+}
+
+/* cuMemAlloc has no granularity to ask for; 2 MiB keeps segments in
+ * whole large pages. */
+#define LEGACY_GRANULARITY (2u << 20)
+
 static int gpu_pool_make(int device, const struct sm_pool_config *cfg, struct gpu_pool **out)
 {
 	const struct sm_cuda_api *cu = sm_cu();
@@ -102,17 +137,23 @@ static int gpu_pool_make(int device, const struct sm_pool_config *cfg, struct gp
 	CUresult rc;
 	int status;
 
-	gpu_prop(&prop, device);
-	rc = cu->mem_get_allocation_granularity(&gran, &prop,
-						CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
-	if (rc != CUDA_SUCCESS)
-		return sm_cuda_fail(rc, "cuMemGetAllocationGranularity on GPU %d", device);
 	memset(&be, 0, sizeof(be));
-	be.alloc = gpu_alloc;
-	be.free = gpu_free;
+	if (cfg->legacy) {
+		be.alloc = legacy_alloc;
+		be.free = legacy_free;
+		gran = LEGACY_GRANULARITY;
+	} else {
+		gpu_prop(&prop, device);
+		rc = cu->mem_get_allocation_granularity(&gran, &prop,
+							CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+		if (rc != CUDA_SUCCESS)
+			return sm_cuda_fail(rc, "cuMemGetAllocationGranularity on GPU %d", device);
+		be.alloc = gpu_alloc;
+		be.free = gpu_free;
+	}
 	be.granularity = gran;
 	be.arg = (void *)(intptr_t)device;
-	snprintf(be.what, sizeof(be.what), "GPU %d", device);
+	snprintf(be.what, sizeof(be.what), "GPU %d%s", device, cfg->legacy ? " (cudaMalloc)" : "");
 	g = calloc(1, sizeof(*g));
 	if (!g)
 		return sm_fail(SM_ERR_SYSTEM, "out of memory for a GPU pool record");

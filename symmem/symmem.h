@@ -84,6 +84,8 @@ struct sm_cuda_api {
 	CUresult (*mem_unmap)(CUdeviceptr, size_t);
 	CUresult (*mem_set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
 	CUresult (*mem_release)(CUmemGenericAllocationHandle);
+	CUresult (*mem_alloc)(CUdeviceptr *, size_t);
+	CUresult (*mem_free)(CUdeviceptr);
 	CUresult (*mem_create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
 			       unsigned long long);
 	CUresult (*mem_get_allocation_granularity)(size_t *, const CUmemAllocationProp *,
@@ -168,6 +170,8 @@ struct sm_pool_config {
 	double growth;		/* each further segment this many times the previous, >= 1 */
 	uint64_t max;		/* all segments together never exceed this */
 	uint64_t trim;		/* idle bytes above this go back (whole segments) */
+	int legacy;		/* cudaMalloc-style segments, shared as legacy IPC handles
+				 * (NCCL_CUMEM_ENABLE=0), instead of cuMem ones */
 };
 
 /* Where segments come from.  alloc gets a multiple of `granularity`. */
@@ -213,7 +217,8 @@ int sm_pool_free(struct sm_pool *p, void *ptr);
 void sm_pool_get_stats(struct sm_pool *p, struct sm_pool_stats *out);
 
 /* The GPU pools (pool_cumem.c): one per GPU and process, cuMem memory with
- * a POSIX-fd handle type, refcounted by the connections that may use it.
+ * a POSIX-fd handle type (or cuMemAlloc memory with cfg->legacy),
+ * refcounted by the connections that may use it.
  * Taken with the current context's GPU; `cfg` of the first taker wins. */
 int sm_pool_gpu_get(const struct sm_pool_config *cfg, struct sm_pool **out);
 void sm_pool_gpu_put(struct sm_pool *p);
