@@ -159,6 +159,7 @@ static void transport_options(const struct config *cfg, struct tp_options *opt)
 	opt->copy_helper = gpu_path ? helper_path_find(cfg) : NULL;
 	opt->verbose = cfg->verbose;
 	opt->zero_copy = cfg->zero_copy;
+	opt->fault_tolerance = cfg->fault_tolerance;
 	opt->pool.initial = cfg->pool_size;
 	opt->pool.prealloc = cfg->pool_prealloc;
 	opt->pool.growth = cfg->pool_growth;

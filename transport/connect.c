@@ -7,6 +7,7 @@
  * handle itself stays exactly as the listener wrote it. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -35,7 +36,17 @@ struct pending {
 	struct wire_reply reply;
 	size_t got;
 	uint64_t deadline_ns;
+	/* NCCL_ENABLE_FAULT_TOLERANCE: a listener that cannot be reached yet
+	 * is tried again after a growing pause, until the deadline. */
+	int fault_tolerance;
+	unsigned retries;
+	uint64_t retry_at_ns;
+	uint64_t backoff_ns;
+	char last_error[160];
 };
+
+#define RETRY_FIRST_NS (10ull * 1000 * 1000)	/* 10 ms, doubling ... */
+#define RETRY_MAX_NS (1000ull * 1000 * 1000)	/* ... up to 1 s */
 
 static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pending *pending_list;
@@ -60,10 +71,11 @@ static void pending_free(struct pending *p)
 	}
 	if (p->memfd >= 0)
 		close(p->memfd);
-	if (p->comm)
-		tp_close(p->comm);	/* closes p->fd too */
-	else if (p->fd >= 0)
+	/* A TCP socket still connecting is not the comm's yet. */
+	if (p->fd >= 0 && (!p->comm || p->comm->fd != p->fd))
 		close(p->fd);
+	if (p->comm)
+		tp_close(p->comm);	/* closes its own socket */
 	free(p);
 }
 
@@ -85,7 +97,7 @@ static int pending_start(const struct tp_options *opt, const struct tp_handle_in
 			 struct pending **out)
 {
 	struct pending *p;
-	int rc, inprogress = 0;
+	int rc;
 
 	p = calloc(1, sizeof(*p));
 	if (!p)
@@ -96,6 +108,8 @@ static int pending_start(const struct tp_options *opt, const struct tp_handle_in
 	p->memfd = -1;
 	p->backend = choose_backend(opt, info);
 	p->deadline_ns = sm_now_ns() + (uint64_t)(opt->connect_timeout * 1e9);
+	p->fault_tolerance = opt->fault_tolerance;
+	p->backoff_ns = RETRY_FIRST_NS;
 	p->hello.magic = WIRE_MAGIC;
 	p->hello.version = WIRE_VERSION;
 	p->hello.backend = (uint16_t)p->backend;
@@ -127,10 +141,8 @@ static int pending_start(const struct tp_options *opt, const struct tp_handle_in
 			goto fail;
 		p->state = CONN_CONNECTING;
 	} else {
-		rc = sock_tcp_connect(info, &p->fd, &inprogress);
-		if (rc)
-			goto fail;
-		p->comm = comm_new(1, &tp_tcp_ops, p->fd);
+		/* The socket is opened by the first step (and again by a retry). */
+		p->comm = comm_new(1, &tp_tcp_ops, -1);
 		if (!p->comm) {
 			rc = sm_fail(SM_ERR_SYSTEM, "out of memory");
 			goto fail;
@@ -138,7 +150,7 @@ static int pending_start(const struct tp_options *opt, const struct tp_handle_in
 		rc = comm_setup(p->comm, opt);
 		if (rc)
 			goto fail;
-		p->state = inprogress ? CONN_CONNECTING : CONN_HELLO;
+		p->state = CONN_CONNECTING;
 	}
 	*out = p;
 	return SM_OK;
@@ -162,7 +174,14 @@ static int pending_step(struct pending *p, int *done)
 				return rc;
 			if (p->fd < 0)
 				return SM_OK;	/* listener backlog full: later */
-			p->comm->fd = p->fd;
+		} else if (p->fd < 0) {
+			int inprogress = 0;
+
+			rc = sock_tcp_connect(&p->info, &p->fd, &inprogress);
+			if (rc)
+				return rc;
+			if (inprogress)
+				return SM_OK;
 		} else {
 			rc = sock_connect_done(p->fd);
 			if (rc < 0)
@@ -170,6 +189,7 @@ static int pending_step(struct pending *p, int *done)
 			if (rc == 0)
 				return SM_OK;
 		}
+		p->comm->fd = p->fd;
 		p->state = CONN_HELLO;
 	}
 	if (p->state == CONN_HELLO) {
@@ -229,6 +249,32 @@ int tp_pending_connects(void)
 	return n;
 }
 
+/* With NCCL_ENABLE_FAULT_TOLERANCE, a listener that could not be reached
+ * (refused, unreachable: it may be restarting, or the network flapping)
+ * is tried again with a fresh socket after a pause that doubles up to 1 s,
+ * while the connect deadline allows.  Anything after the socket connected
+ * (a refusal by the listener, a malformed reply) is not transient.
+ * Returns 1 when a retry is scheduled. */
+static int pending_retry(struct pending *p)
+{
+	uint64_t now = sm_now_ns();
+
+	if (!p->fault_tolerance || p->state != CONN_CONNECTING ||
+	    now + p->backoff_ns >= p->deadline_ns)
+		return 0;
+	snprintf(p->last_error, sizeof(p->last_error), "%s", sm_last_error());
+	if (p->retries == 0)
+		sm_info("listener of pid %d not reachable (%s); retrying until the connect deadline "
+			"(NCCL_ENABLE_FAULT_TOLERANCE=1)", p->info.pid, p->last_error);
+	if (p->fd >= 0)
+		close(p->fd);
+	p->fd = -1;
+	p->retries++;
+	p->retry_at_ns = now + p->backoff_ns;
+	p->backoff_ns = p->backoff_ns * 2 > RETRY_MAX_NS ? RETRY_MAX_NS : p->backoff_ns * 2;
+	return 1;
+}
+
 int tp_connect(const struct tp_options *opt, const void *handle, struct tp_comm **out)
 {
 	struct tp_handle_info info;
@@ -247,8 +293,17 @@ int tp_connect(const struct tp_options *opt, const void *handle, struct tp_comm 
 		if (rc)
 			goto out;
 	}
+	if (sm_now_ns() < p->retry_at_ns)
+		goto waiting;
 	rc = pending_step(p, &done);
+	if (rc && pending_retry(p)) {
+		rc = SM_OK;
+		goto waiting;
+	}
 	if (rc) {
+		if (p->retries)
+			rc = sm_fail(rc, "%s (after %u retries over %.1f s, NCCL_ENABLE_FAULT_TOLERANCE=1)",
+				     sm_last_error(), p->retries, opt->connect_timeout);
 		pending_free(p);
 		goto out;
 	}
@@ -259,11 +314,17 @@ int tp_connect(const struct tp_options *opt, const void *handle, struct tp_comm 
 		pending_free(p);
 		goto out;
 	}
+waiting:
 	if (sm_now_ns() > p->deadline_ns) {
-		rc = sm_fail(SM_ERR_REMOTE,
-			     "no answer from the listener (pid %d, socket @%s) within %.1f s "
-			     "(NCCL_SYMMEM_CONNECT_TIMEOUT)",
-			     info.pid, info.uds_name, opt->connect_timeout);
+		if (p->retries)
+			rc = sm_fail(SM_ERR_REMOTE, "listener of pid %d not reachable after %u retries "
+				     "within %.1f s (NCCL_ENABLE_FAULT_TOLERANCE=1): %s", info.pid,
+				     p->retries, opt->connect_timeout, p->last_error);
+		else
+			rc = sm_fail(SM_ERR_REMOTE,
+				     "no answer from the listener (pid %d, socket @%s) within %.1f s "
+				     "(NCCL_SYMMEM_CONNECT_TIMEOUT)",
+				     info.pid, info.uds_name, opt->connect_timeout);
 		pending_free(p);
 	}
 out:

@@ -44,6 +44,7 @@ struct tp_options {
 	const char *copy_helper;	/* symmem-copyd to run copies in, or NULL */
 	int verbose;			/* log each data path a connection takes, once */
 	int zero_copy;			/* 0: GPU receives always land in the staging pool */
+	int fault_tolerance;		/* retry unreachable listeners until the deadline */
 	struct sm_pool_config pool;	/* that pool's sizes (NCCL_CUMEM_*) */
 };
 

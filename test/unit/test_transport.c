@@ -1,5 +1,6 @@
 /* transport/ on its own: the handle codec, and connection setup and data
  * movement through real sockets and shared memory in one process. */
+#include <dirent.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -241,6 +242,111 @@ static void test_abandoned_connect_freed(void **state)
 	tp_close(r);
 	tp_close_listener(l1);
 	tp_close_listener(l2);
+}
+
+static void send_payload(struct tp_comm *s, struct tp_comm *r, char *dst, size_t cap);
+
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	assert_non_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* Drives tp_connect on a handle whose listener is gone until it fails;
+ * returns the seconds it took and how many calls said "not yet". */
+static double connect_until_error(const struct tp_options *o, const uint8_t *h, int *waits,
+				  int *rc)
+{
+	struct tp_comm *c = NULL;
+	double t0 = now();
+
+	*waits = 0;
+	while ((*rc = tp_connect(o, h, &c)) == SM_OK) {
+		assert_null(c);
+		(*waits)++;
+		assert_true(now() - t0 < 10);
+		usleep(2000);
+	}
+	return now() - t0;
+}
+
+/* Without NCCL_ENABLE_FAULT_TOLERANCE a listener that cannot be reached is
+ * an error on the first call, on both backends. */
+static void test_unreachable_fails_at_once(void **state)
+{
+	int backends[] = { TP_BACKEND_SHM, TP_BACKEND_TCP };
+
+	(void)state;
+	for (int i = 0; i < 2; i++) {
+		struct tp_options o = options(backends[i], 1 << 20, 65536);
+		uint8_t h[TP_HANDLE_SIZE];
+		struct tp_listener *l;
+		int waits, rc, fds = open_fds();
+		double took;
+
+		o.connect_timeout = 2;
+		assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
+		tp_close_listener(l);
+		took = connect_until_error(&o, h, &waits, &rc);
+		assert_int_equal(rc, SM_ERR_REMOTE);
+		assert_true(waits <= 1);	/* TCP may need one call to see the refusal */
+		assert_true(took < 0.5);
+		assert_null(strstr(sm_last_error(), "retries"));
+		assert_int_equal(tp_pending_connects(), 0);
+		assert_int_equal(open_fds(), fds);
+	}
+}
+
+/* With it, the connect keeps trying (fresh socket, growing pause) and
+ * gives up at the connect deadline with one error that says so; nothing
+ * is left open. */
+static void test_unreachable_retried_until_deadline(void **state)
+{
+	int backends[] = { TP_BACKEND_SHM, TP_BACKEND_TCP };
+
+	(void)state;
+	for (int i = 0; i < 2; i++) {
+		struct tp_options o = options(backends[i], 1 << 20, 65536);
+		uint8_t h[TP_HANDLE_SIZE];
+		struct tp_listener *l;
+		int waits, rc, fds = open_fds();
+		double took;
+
+		o.connect_timeout = 0.4;
+		o.fault_tolerance = 1;
+		assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
+		tp_close_listener(l);
+		took = connect_until_error(&o, h, &waits, &rc);
+		assert_int_equal(rc, SM_ERR_REMOTE);
+		assert_true(waits > 10);
+		assert_true(took >= 0.3);
+		assert_true(took < 2.0);
+		assert_non_null(strstr(sm_last_error(), "retries"));
+		assert_non_null(strstr(sm_last_error(), "NCCL_ENABLE_FAULT_TOLERANCE=1"));
+		assert_int_equal(tp_pending_connects(), 0);
+		assert_int_equal(open_fds(), fds);
+	}
+}
+
+/* A listener that is there is reached as before with it on. */
+static void test_fault_tolerance_normal_connect(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_AUTO, 1 << 20, 65536);
+	struct tp_comm *s, *r;
+	char dst[64] = { 0 };
+
+	(void)state;
+	o.fault_tolerance = 1;
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	send_payload(s, r, dst, sizeof(dst));
+	tp_close(s);
+	tp_close(r);
 }
 
 /* A stranger who knows the socket name but not the token is refused, and
@@ -648,6 +754,9 @@ int main(void)
 		cmocka_unit_test(test_ring_wraps_shm),
 		cmocka_unit_test(test_ring_wraps_tcp),
 		cmocka_unit_test(test_stranger_refused),
+		cmocka_unit_test(test_unreachable_fails_at_once),
+		cmocka_unit_test(test_unreachable_retried_until_deadline),
+		cmocka_unit_test(test_fault_tolerance_normal_connect),
 		cmocka_unit_test(test_abandoned_connect_freed),
 		cmocka_unit_test(test_shm_backend_refuses_other_host),
 		cmocka_unit_test(test_other_host_uses_tcp),
