@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer]   (full: sizes to 1 GiB;
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        perf: step sizes (unregistered), helper streams (registered),
 #        small-message latency per protocol;
@@ -17,7 +17,8 @@
 #        tuned: the full op list with TUNE's settings, native in the same run;
 #        pool: NCCL_ZERO_COPY=0, the pool's sizing rules, a cap that must fail;
 #        pool-speed: NCCL_ZERO_COPY=0 and LL bandwidth/latency with native;
-#        peer: sendrecv/alltoall with NCCL_NCHANNELS_PER_NET_PEER=16)
+#        peer: sendrecv/alltoall with NCCL_NCHANNELS_PER_NET_PEER=16;
+#        hostmem: where LL's host sends go with NCCL_CUMEM_HOST_ENABLE=0 and 1)
 #        NRANKS=n uses the first n GPUs (default: all).
 #        SKIP_GRAPH=1 leaves out the CUDA-graph runs.
 #        PHASE_TIMEOUT (s) per phase; a phase past it has its ranks' stacks
@@ -166,6 +167,21 @@ if [ "$MODE" = pool-speed ]; then
 	bench path-zerocopy0 -o all_reduce,all_gather,reduce_scatter,alltoall,sendrecv -b 8 \
 		-e 268435456 -c none -i 10 -E NCCL_ZERO_COPY=0
 	bench lat-ll -o all_reduce,sendrecv -b 8 -e 1048576 -f 8 -c none -i 20 -E NCCL_PROTO=LL
+	finish
+fi
+
+# Issue 5: NCCL_CUMEM_HOST_ENABLE.  LL keeps its send buffers in host
+# memory; as cudaHostAlloc memory (0) the helper cannot map them and sends
+# go through the plugin's host staging, as cuMem host memory (1) they are
+# exported and copied straight from NCCL's buffer.  The path lines say which.
+if [ "$MODE" = hostmem ]; then
+	for v in 0 1; do
+		bench "hostmem$v" -m plugin -o all_reduce,sendrecv -b 8 -e 1048576 -f 32 -c none -i 5 \
+			-E NCCL_PROTO=LL -E NCCL_CUMEM_HOST_ENABLE=$v -E NCCL_SM_FREE_VERBOSE=1
+		printf 'NCCL_CUMEM_HOST_ENABLE=%s: %s sending connections started from host staging, %s straight from NCCL buffers by the helper\n' "$v" \
+			"$(grep -h "first moved from host staging" "$OUT"/logs/hostmem$v/nccl.*.log | wc -l)" \
+			"$(grep -h "first moved by copy engine into the receiver's buffer, issued by the copy helper" "$OUT"/logs/hostmem$v/nccl.*.log | wc -l)"
+	done
 	finish
 fi
 
