@@ -200,26 +200,26 @@ static void busy_both(int go, int done)
 static void kinds_round(const char *state, void *g0a, void *g0b, void *g1a, void *g1b, void *host,
 			cudaStream_t s)
 {
+	// Every copy from a GPU0 context: what it writes, what it reads.
+	const struct {
+		const char *what;
+		void *dst;
+		const void *src;
+		int iters;
+	} kind[] = {
+		{ "gpu0->gpu1", g1a, g0a, 200 }, { "gpu0->gpu0", g0b, g0a, 50 },
+		{ "gpu1->gpu0", g0b, g1a, 50 },  { "gpu1->gpu1", g1b, g1a, 50 },
+		{ "host->gpu0", g0a, host, 50 }, { "host->gpu1", g1a, host, 50 },
+		{ "gpu0->host", host, g0a, 50 },
+	};
 	char l[96];
-	for (use_batch_hint = 0; use_batch_hint < 2; use_batch_hint++) {
-		const char *how = use_batch_hint ? "hint" : "plain";
-		for (size_t n = 8; n <= (4u << 20); n *= 512) {
-			snprintf(l, sizeof(l), "%s %s gpu0->gpu1", state, how);
-			time_copies(l, g1a, g0a, n, 200, s);
-			snprintf(l, sizeof(l), "%s %s gpu0->gpu0", state, how);
-			time_copies(l, g0b, g0a, n, 50, s);
-			snprintf(l, sizeof(l), "%s %s gpu1->gpu0", state, how);
-			time_copies(l, g0b, g1a, n, 50, s);
-			snprintf(l, sizeof(l), "%s %s gpu1->gpu1", state, how);
-			time_copies(l, g1b, g1a, n, 50, s);
-			snprintf(l, sizeof(l), "%s %s host->gpu0", state, how);
-			time_copies(l, g0a, host, n, 50, s);
-			snprintf(l, sizeof(l), "%s %s host->gpu1", state, how);
-			time_copies(l, g1a, host, n, 50, s);
-			snprintf(l, sizeof(l), "%s %s gpu0->host", state, how);
-			time_copies(l, host, g0a, n, 50, s);
-		}
-	}
+	for (use_batch_hint = 0; use_batch_hint < 2; use_batch_hint++)
+		for (size_t n = 8; n <= (4u << 20); n *= 512)
+			for (size_t k = 0; k < sizeof(kind) / sizeof(kind[0]); k++) {
+				snprintf(l, sizeof(l), "%s %s %s", state,
+					 use_batch_hint ? "hint" : "plain", kind[k].what);
+				time_copies(l, kind[k].dst, kind[k].src, n, kind[k].iters, s);
+			}
 	use_batch_hint = 0;
 }
 

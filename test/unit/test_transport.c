@@ -258,22 +258,35 @@ static int open_fds(void)
 	return n;
 }
 
-/* Drives tp_connect on a handle whose listener is gone until it fails;
- * returns the seconds it took and how many calls said "not yet". */
-static double connect_until_error(const struct tp_options *o, const uint8_t *h, int *waits,
-				  int *rc)
+/* Connects to a handle whose listener is gone, calling tp_connect until
+ * it fails; returns the seconds it took, how many calls said "not yet" and
+ * the error.  Nothing may be left open or pending afterwards. */
+static double connect_to_gone_listener(int backend, int fault_tolerance, double timeout,
+				       int *waits, int *rc)
 {
+	struct tp_options o = options(backend, 1 << 20, 65536);
+	uint8_t h[TP_HANDLE_SIZE];
+	struct tp_listener *l;
 	struct tp_comm *c = NULL;
-	double t0 = now();
+	int fds = open_fds();
+	double t0, took;
 
+	o.connect_timeout = timeout;
+	o.fault_tolerance = fault_tolerance;
+	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
+	tp_close_listener(l);
 	*waits = 0;
-	while ((*rc = tp_connect(o, h, &c)) == SM_OK) {
+	t0 = now();
+	while ((*rc = tp_connect(&o, h, &c)) == SM_OK) {
 		assert_null(c);
 		(*waits)++;
 		assert_true(now() - t0 < 10);
 		usleep(2000);
 	}
-	return now() - t0;
+	took = now() - t0;
+	assert_int_equal(tp_pending_connects(), 0);
+	assert_int_equal(open_fds(), fds);
+	return took;
 }
 
 /* Without NCCL_ENABLE_FAULT_TOLERANCE a listener that cannot be reached is
@@ -284,53 +297,33 @@ static void test_unreachable_fails_at_once(void **state)
 
 	(void)state;
 	for (int i = 0; i < 2; i++) {
-		struct tp_options o = options(backends[i], 1 << 20, 65536);
-		uint8_t h[TP_HANDLE_SIZE];
-		struct tp_listener *l;
-		int waits, rc, fds = open_fds();
-		double took;
+		int waits, rc;
+		double took = connect_to_gone_listener(backends[i], 0, 2, &waits, &rc);
 
-		o.connect_timeout = 2;
-		assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
-		tp_close_listener(l);
-		took = connect_until_error(&o, h, &waits, &rc);
 		assert_int_equal(rc, SM_ERR_REMOTE);
 		assert_true(waits <= 1);	/* TCP may need one call to see the refusal */
 		assert_true(took < 0.5);
 		assert_null(strstr(sm_last_error(), "retries"));
-		assert_int_equal(tp_pending_connects(), 0);
-		assert_int_equal(open_fds(), fds);
 	}
 }
 
 /* With it, the connect keeps trying (fresh socket, growing pause) and
- * gives up at the connect deadline with one error that says so; nothing
- * is left open. */
+ * gives up at the connect deadline with one error that says so. */
 static void test_unreachable_retried_until_deadline(void **state)
 {
 	int backends[] = { TP_BACKEND_SHM, TP_BACKEND_TCP };
 
 	(void)state;
 	for (int i = 0; i < 2; i++) {
-		struct tp_options o = options(backends[i], 1 << 20, 65536);
-		uint8_t h[TP_HANDLE_SIZE];
-		struct tp_listener *l;
-		int waits, rc, fds = open_fds();
-		double took;
+		int waits, rc;
+		double took = connect_to_gone_listener(backends[i], 1, 0.4, &waits, &rc);
 
-		o.connect_timeout = 0.4;
-		o.fault_tolerance = 1;
-		assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
-		tp_close_listener(l);
-		took = connect_until_error(&o, h, &waits, &rc);
 		assert_int_equal(rc, SM_ERR_REMOTE);
 		assert_true(waits > 10);
 		assert_true(took >= 0.3);
 		assert_true(took < 2.0);
 		assert_non_null(strstr(sm_last_error(), "retries"));
 		assert_non_null(strstr(sm_last_error(), "NCCL_ENABLE_FAULT_TOLERANCE=1"));
-		assert_int_equal(tp_pending_connects(), 0);
-		assert_int_equal(open_fds(), fds);
 	}
 }
 
@@ -469,49 +462,44 @@ static void send_payload(struct tp_comm *s, struct tp_comm *r, char *dst, size_t
 	assert_string_equal(dst, src);
 }
 
-/* Host memory registered as GPU memory cannot be exported, and without a
- * copy engine no staging pool can shadow it: one error naming both
- * reasons, nothing announced, and the connection keeps working. */
-static void test_register_unexportable(void **state)
+/* A GPU registration on the receiving side that can be neither exported
+ * nor shadowed: one error containing `must` (and not `must_not`), nothing
+ * announced, and the connection keeps working. */
+static void gpu_registration_refused(int zero_copy, const char *must, const char *must_not)
 {
 	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
 	char dst[100] = { 0 };
 	struct tp_region *reg = (struct tp_region *)1;
 	struct tp_comm *s, *r;
 
-	(void)state;
+	o.zero_copy = zero_copy;
 	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
 	assert_int_equal(tp_register(r, dst, sizeof(dst), TP_MEM_CUDA, &reg), SM_ERR_USAGE);
 	assert_null(reg);
 	assert_non_null(strstr(sm_last_error(), "staging pool"));
-	assert_non_null(strstr(sm_last_error(), "CUDA"));
+	assert_non_null(strstr(sm_last_error(), must));
+	if (must_not)
+		assert_null(strstr(sm_last_error(), must_not));
 	send_payload(s, r, dst, sizeof(dst));
 	assert_int_equal(tp_remote_region_count(s), 0);
 	tp_close(s);
 	tp_close(r);
 }
 
+/* Host memory registered as GPU memory cannot be exported, and without a
+ * copy engine no staging pool can shadow it: the error names both. */
+static void test_register_unexportable(void **state)
+{
+	(void)state;
+	gpu_registration_refused(1, "CUDA", NULL);
+}
+
 /* NCCL_ZERO_COPY=0 sends every GPU receive through the staging pool
- * without trying an export; with no copy engine that is refused with the
- * variable named, and nothing reaches the sender. */
+ * without trying an export: the refusal names the variable, no CUDA error. */
 static void test_register_zero_copy_off(void **state)
 {
-	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
-	char dst[100] = { 0 };
-	struct tp_region *reg = (struct tp_region *)1;
-	struct tp_comm *s, *r;
-
 	(void)state;
-	o.zero_copy = 0;
-	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
-	assert_int_equal(tp_register(r, dst, sizeof(dst), TP_MEM_CUDA, &reg), SM_ERR_USAGE);
-	assert_null(reg);
-	assert_non_null(strstr(sm_last_error(), "NCCL_ZERO_COPY=0"));
-	assert_null(strstr(sm_last_error(), "CUDA error"));
-	send_payload(s, r, dst, sizeof(dst));
-	assert_int_equal(tp_remote_region_count(s), 0);
-	tp_close(s);
-	tp_close(r);
+	gpu_registration_refused(0, "NCCL_ZERO_COPY=0", "CUDA error");
 }
 
 /* NCCL_DIRECT_PATH=0: GPU registrations are not exported (no driver call,
