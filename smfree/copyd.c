@@ -38,7 +38,6 @@ struct range {
 	struct sm_mapping *map;		/* GPU memory (or cuMem host memory) */
 	uint8_t *host;			/* SM_SHARE_HOST_FD: mapped and host-registered here */
 	CUdeviceptr host_dev;		/* ... and its address for the copy engine */
-	int peer;			/* memory of another GPU than this helper's */
 };
 
 struct copyd {
@@ -46,7 +45,6 @@ struct copyd {
 	pid_t client;
 	int ctrl;
 	struct cd_ring *ring;
-	int dev;			/* this helper's GPU (ordinal here) */
 	int nstreams;
 	CUstream stream[16];
 	CUevent ev[CD_SLOTS];
@@ -106,7 +104,6 @@ static int open_gpu(struct copyd *d, const struct cd_msg *m, int ringfd)
 	crc = d->cu->device_get_by_pci_bus_id(&dev, m->pci_bus_id);
 	if (crc != CUDA_SUCCESS)
 		return sm_cuda_fail(crc, "cuDeviceGetByPCIBusId(%.31s)", m->pci_bus_id);
-	d->dev = (int)dev;
 	crc = d->cu->primary_ctx_retain(&ctx, dev);
 	if (crc == CUDA_SUCCESS)
 		crc = d->cu->ctx_set_current(ctx);
@@ -195,13 +192,6 @@ static int range_add(struct copyd *d, const struct cd_msg *m, int fd, uint32_t *
 		rc = sm_import_get(m->owner_pid, &m->info, fd, &r->map);	/* consumes fd */
 	if (rc)
 		return rc;
-	if (r->map) {
-		int ord = d->dev;
-
-		d->cu->pointer_get_attribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-					     (CUdeviceptr)sm_mapping_base(r->map));
-		r->peer = ord != d->dev;
-	}
 	r->id = ++d->next_id;
 	r->size = m->info.alloc_size;
 	d->nranges++;
@@ -270,45 +260,14 @@ static void slot_fail(struct cd_slot *s, const char *why)
 }
 
 /* Resolves one side of a request to this process's address. */
-enum place {
-	PLACE_HERE,		/* this helper's GPU */
-	PLACE_PEER,		/* another GPU, mapped here */
-	PLACE_HOST,
-};
-
-static int locate(struct copyd *d, uint32_t id, uint64_t off, uint64_t len, CUdeviceptr *p,
-		  enum place *where)
+static int locate(struct copyd *d, uint32_t id, uint64_t off, uint64_t len, CUdeviceptr *p)
 {
 	struct range *r = range_find(d, id);
 
 	if (!r || off > r->size || len > r->size - off)
 		return -1;
 	*p = (r->host ? r->host_dev : (CUdeviceptr)sm_mapping_base(r->map)) + off;
-	*where = r->host ? PLACE_HOST : r->peer ? PLACE_PEER : PLACE_HERE;
 	return 0;
-}
-
-/* A copy from this GPU into another GPU's memory goes to a copy engine as
- * it is (measured: 392 GB/s, 6 us for 8 B beside a full GPU).  The driver
- * may run others (within one GPU, or from host memory through its device
- * address) as a copy kernel, and a kernel of this process waits for a
- * time slice while NCCL's kernel holds the GPU: milliseconds per copy.
- * For those, when the driver has the batch call, ask for a copy engine
- * (CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE; a hint the driver may
- * ignore). */
-static CUresult copy_one(struct copyd *d, CUdeviceptr dst, enum place dst_at, CUdeviceptr src,
-			 enum place src_at, size_t len, CUstream st)
-{
-	CUmemcpyAttributes attr;
-	size_t idx = 0;
-
-	if ((src_at == PLACE_HERE && dst_at == PLACE_PEER) || !d->cu->memcpy_batch_async ||
-	    len == 0)
-		return d->cu->memcpy_async(dst, src, len, st);
-	memset(&attr, 0, sizeof(attr));
-	attr.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
-	attr.flags = CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE;
-	return d->cu->memcpy_batch_async(&dst, &src, &len, 1, &attr, &idx, 1, st);
 }
 
 /* Queues every posted request in order; returns how many. */
@@ -320,7 +279,6 @@ static int issue(struct copyd *d)
 		unsigned i = d->tail % CD_SLOTS;
 		struct cd_slot *s = &d->ring->slot[i];
 		CUdeviceptr src, dst;
-		enum place src_at, dst_at;
 		CUresult crc;
 		CUstream st;
 
@@ -330,12 +288,12 @@ static int issue(struct copyd *d)
 		st = d->stream[d->tail % (uint64_t)d->nstreams];
 		d->tail++;
 		n++;
-		if (locate(d, s->src_id, s->src_off, s->len, &src, &src_at) ||
-		    locate(d, s->dst_id, s->dst_off, s->len, &dst, &dst_at)) {
+		if (locate(d, s->src_id, s->src_off, s->len, &src) ||
+		    locate(d, s->dst_id, s->dst_off, s->len, &dst)) {
 			slot_fail(s, "copy names an unknown mapping or runs past one");
 			continue;
 		}
-		crc = copy_one(d, dst, dst_at, src, src_at, s->len, st);
+		crc = d->cu->memcpy_async(dst, src, s->len, st);
 		if (crc == CUDA_SUCCESS)
 			crc = d->cu->event_record(d->ev[i], st);
 		if (crc != CUDA_SUCCESS) {

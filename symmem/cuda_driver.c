@@ -31,22 +31,16 @@ static int api_ready;
 
 /* Stores the entry point for `name` into the function pointer at `fnp`
  * (memcpy: ISO C has no cast between object and function pointers). */
-static int cuda_symbol_at(const char *name, void *fnp, int version)
+static int cuda_symbol(const char *name, void *fnp)
 {
 	CUdriverProcAddressQueryResult status;
 	void *fn = NULL;
 
-	if (get_proc(name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS ||
+	if (get_proc(name, &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS ||
 	    status != CU_GET_PROC_ADDRESS_SUCCESS || !fn)
 		return -1;
 	memcpy(fnp, &fn, sizeof(fn));
 	return 0;
-}
-
-/* The CUDA 12.0 ABI of every mandatory entry point. */
-static int cuda_symbol(const char *name, void *fnp)
-{
-	return cuda_symbol_at(name, fnp, 12000);
 }
 
 struct api_entry {
@@ -154,10 +148,6 @@ static void cuda_open(void)
 		snprintf(ci->reason, sizeof(ci->reason), "libcuda.so.1 lacks %s", missing);
 		goto fail;
 	}
-	/* Optional: the CUDA 13 batch copy, whose per-copy flags can ask for a
-	 * copy engine (NULL on older drivers: plain cuMemcpyAsync then). */
-	if (cuda_symbol_at("cuMemcpyBatchAsync", &api.memcpy_batch_async, 13000))
-		api.memcpy_batch_async = NULL;
 	api_ready = 1;
 	ci->loaded = 1;
 	return;

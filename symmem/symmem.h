@@ -104,9 +104,6 @@ struct sm_cuda_api {
 	CUresult (*mem_host_register)(void *, size_t, unsigned int);
 	CUresult (*mem_host_unregister)(void *);
 	CUresult (*mem_host_get_device_pointer)(CUdeviceptr *, void *, unsigned int);
-	/* Optional (driver >= 13.0, else NULL): cuMemcpyBatchAsync_v2. */
-	CUresult (*memcpy_batch_async)(CUdeviceptr *, CUdeviceptr *, size_t *, size_t,
-				       CUmemcpyAttributes *, size_t *, size_t, CUstream);
 };
 
 const struct sm_cuda_api *sm_cu(void);
