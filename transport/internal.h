@@ -258,7 +258,6 @@ int region_to_own_helper(struct tp_comm *c, const void *ptr, size_t size, struct
  * can map both, names it and the buffer there; shadow_close undoes it all
  * and is a no-op for a region without a shadow. */
 int shadow_open(struct tp_comm *c, struct tp_region *r, const char *why);
-void shadow_forget_helper(struct tp_region *r, struct smf_engine *ce);
 void shadow_close(struct tp_region *r);
 /* Receive q into shadowed registration r: where its bytes will land. */
 void shadow_recv_post(struct tp_req *q, const struct tp_region *r);

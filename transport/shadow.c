@@ -14,6 +14,19 @@
 
 #include "internal.h"
 
+/* Drops what the copy helper was told about a shadow and its buffer. */
+static void shadow_forget_helper(struct tp_region *r, struct smf_engine *ce)
+{
+	if (r->shadow_hid)
+		smf_range_del(ce, r->shadow_hid);
+	r->shadow_hid = 0;
+	sm_export_put(r->shadow_exp);
+	r->shadow_exp = NULL;
+	sm_export_put(r->dst_exp);
+	r->dst_exp = NULL;
+	/* r->hid is set only when both ranges made it. */
+}
+
 int shadow_open(struct tp_comm *c, struct tp_region *r, const char *why)
 {
 	struct sm_pool_piece piece;
@@ -50,18 +63,6 @@ int shadow_open(struct tp_comm *c, struct tp_region *r, const char *why)
 	r->ce = c->ce;
 	smf_engine_hold(r->ce);
 	return SM_OK;
-}
-
-void shadow_forget_helper(struct tp_region *r, struct smf_engine *ce)
-{
-	if (r->shadow_hid)
-		smf_range_del(ce, r->shadow_hid);
-	r->shadow_hid = 0;
-	sm_export_put(r->shadow_exp);
-	r->shadow_exp = NULL;
-	sm_export_put(r->dst_exp);
-	r->dst_exp = NULL;
-	/* r->hid is set only when both ranges made it. */
 }
 
 void shadow_close(struct tp_region *r)

@@ -1404,6 +1404,20 @@ static void unset_channel_defaults(void)
 	unsetenv("NCCL_P2P_NET_CHUNKSIZE");
 }
 
+/* A default configuration and none of the variables the plugin may set
+ * for NCCL (nor NCCL_P2P_DISABLE, which decides some of them). */
+static void defaults_start(struct config *cfg)
+{
+	char err[ERRLEN];
+	struct kv none[] = { { NULL, NULL } };
+
+	assert_int_equal(config_parse(cfg, table_get, none, err, sizeof(err)), 0);
+	unsetenv("NCCL_NET_GDR_LEVEL");
+	unsetenv("NCCL_PROTO");
+	unsetenv("NCCL_P2P_DISABLE");
+	unset_channel_defaults();
+}
+
 struct applied {
 	int calls, set;
 	char last[64];
@@ -1429,15 +1443,9 @@ static void test_nccl_defaults(void **state)
 {
 	struct config cfg;
 	struct applied a = { 0 };
-	char err[ERRLEN];
-	struct kv none[] = { { NULL, NULL } };
 
 	(void)state;
-	assert_int_equal(config_parse(&cfg, table_get, none, err, sizeof(err)), 0);
-	unsetenv("NCCL_NET_GDR_LEVEL");
-	unsetenv("NCCL_PROTO");
-	unsetenv("NCCL_P2P_DISABLE");
-	unset_channel_defaults();
+	defaults_start(&cfg);
 	cfg.nccl_defaults = 0;
 	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 0);
 	assert_null(getenv("NCCL_NET_GDR_LEVEL"));
@@ -1477,14 +1485,9 @@ static void test_nccl_channel_defaults(void **state)
 {
 	struct config cfg;
 	struct applied a = { 0 };
-	char err[ERRLEN];
-	struct kv none[] = { { NULL, NULL } };
 
 	(void)state;
-	assert_int_equal(config_parse(&cfg, table_get, none, err, sizeof(err)), 0);
-	unsetenv("NCCL_NET_GDR_LEVEL");
-	unsetenv("NCCL_PROTO");
-	unset_channel_defaults();
+	defaults_start(&cfg);
 	setenv("NCCL_P2P_DISABLE", "0", 1);
 	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 2);
 	assert_null(getenv("NCCL_MIN_NCHANNELS"));
