@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem]   (full: sizes to 1 GiB;
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        perf: step sizes (unregistered), helper streams (registered),
 #        small-message latency per protocol;
@@ -18,7 +18,8 @@
 #        pool: NCCL_ZERO_COPY=0, the pool's sizing rules, a cap that must fail;
 #        pool-speed: NCCL_ZERO_COPY=0 and LL bandwidth/latency with native;
 #        peer: sendrecv/alltoall with NCCL_NCHANNELS_PER_NET_PEER=16;
-#        hostmem: where LL's host sends go with NCCL_CUMEM_HOST_ENABLE=0 and 1)
+#        hostmem: where LL's host sends go with NCCL_CUMEM_HOST_ENABLE=0 and 1;
+#        dig: 1 GiB send/recv and collectives with the copy helpers' busy time)
 #        NRANKS=n uses the first n GPUs (default: all).
 #        SKIP_GRAPH=1 leaves out the CUDA-graph runs.
 #        PHASE_TIMEOUT (s) per phase; a phase past it has its ranks' stacks
@@ -192,6 +193,32 @@ if [ "$MODE" = peer ]; then
 		-E NCCL_NCHANNELS_PER_NET_PEER=16
 	bench peer16-registered -R -o sendrecv,alltoall -b 16 -e 1073741824 -f 4 -c none -i 8 \
 		-E NCCL_NCHANNELS_PER_NET_PEER=16
+	finish
+fi
+
+# Issue 3, session 6: where send/recv's time goes at 1 GiB.  Each copy
+# helper's stop line says how long its copies were in flight and how fast
+# bytes moved while they were (copy engine slow, or starved by the
+# pipeline in front of it?).
+if [ "$MODE" = dig ]; then
+	S="-o sendrecv,alltoall -b 1073741824 -e 1073741824 -c none -i 8"
+	bench sr-peer16 $S -E NCCL_NCHANNELS_PER_NET_PEER=16
+	bench sr-peer32 -m plugin $S -E NCCL_NCHANNELS_PER_NET_PEER=32
+	bench sr-peer32-b32 -m plugin $S -E NCCL_NCHANNELS_PER_NET_PEER=32 \
+		-E NCCL_BUFFSIZE=33554432 -E NCCL_P2P_NET_CHUNKSIZE=4194304
+	bench reg-sr -R $S -E NCCL_NCHANNELS_PER_NET_PEER=16
+	bench reg-sr-s1 -m plugin -R $S -E NCCL_NCHANNELS_PER_NET_PEER=16 -E NCCL_SYMMEM_STREAMS=1
+	bench reg-sr-s4 -m plugin -R $S -E NCCL_NCHANNELS_PER_NET_PEER=16 -E NCCL_SYMMEM_STREAMS=4
+	C="-o all_reduce,all_gather,broadcast -b 1073741824 -e 1073741824 -c none -i 8"
+	bench coll $C
+	bench coll-b32 -m plugin $C -E NCCL_BUFFSIZE=33554432
+	bench lat -o sendrecv,all_reduce -b 8 -e 8 -c none -i 200 -E NCCL_SM_FREE_VERBOSE=1
+	for d in "$OUT"/logs/*; do
+		[ -d "$d" ] || continue
+		grep -h "copy helper (pid [0-9]*): " "$d"/nccl.*.log 2>/dev/null | sed 's/.*NCCL INFO //' |
+			sed "s|^|${d##*/}: |" | head -4
+	done
+	grep -h "closed:" "$OUT"/logs/lat/nccl.*.log | sed 's/.*NCCL INFO //' | head -6
 	finish
 fi
 

@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 mkdir -p build-gpu
 nvcc -O2 -arch=sm_90 test/probe/ce_probe.cu -o build-gpu/ce_probe || exit 1
 [ "${1:-}" = kinds ] && { timeout 300 ./build-gpu/ce_probe kinds; exit; }
+[ "${1:-}" = bidir ] && { timeout 300 ./build-gpu/ce_probe bidir; exit; }
 timeout 120 ./build-gpu/ce_probe xproc
 for h in 0 1; do
 	for n in 8 64 2048; do

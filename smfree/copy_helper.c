@@ -37,6 +37,7 @@ struct smf_helper {
 	pthread_mutex_t ctrl_lock;	/* one request and its reply at a time */
 	pthread_mutex_t ring_lock;	/* posting order = message order */
 	uint64_t next_seq;
+	uint64_t started_ns;
 	uint8_t orphan[CD_SLOTS];	/* given up while queued: free it once it ends */
 	_Atomic uint64_t next_check_ns;
 	_Atomic int dead;
@@ -173,6 +174,7 @@ int smf_helper_start(const char *path, const char *pci_bus_id, int nstreams,
 		return sm_fail(SM_ERR_SYSTEM, "out of memory starting the copy helper");
 	h->ctrl = -1;
 	h->pid = -1;
+	h->started_ns = sm_now_ns();
 	pthread_mutex_init(&h->ctrl_lock, NULL);
 	pthread_mutex_init(&h->ring_lock, NULL);
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -214,6 +216,24 @@ fail:
 	return rc;
 }
 
+/* Once it has exited: was the copy engine kept busy, and how fast did it
+ * move bytes while it was?  (Busy is "some copy queued and not yet seen
+ * landed", so a pipeline that starves shows as low busy time.) */
+static void report_stats(const struct smf_helper *h)
+{
+	const struct cd_stats *s = &h->ring->stats;
+	double life = (double)(sm_now_ns() - h->started_ns);
+
+	if (!s->copies)
+		return;
+	sm_info("copy helper (pid %d): %llu copies, %.1f MiB in %.2f s; copies in flight %.1f %% "
+		"of that time, %.1f GB/s while in flight; %.1f us mean from queued to seen landed",
+		(int)h->pid, (unsigned long long)s->copies, (double)s->bytes / (1 << 20), life / 1e9,
+		100.0 * (double)s->busy_ns / life,
+		s->busy_ns ? (double)s->bytes / (double)s->busy_ns : 0.0,
+		(double)s->landed_ns / (double)s->copies / 1e3);
+}
+
 void smf_helper_stop(struct smf_helper *h)
 {
 	uint64_t limit = sm_now_ns() + STOP_TIMEOUT_MS * 1000000ull;
@@ -233,8 +253,10 @@ void smf_helper_stop(struct smf_helper *h)
 		}
 		usleep(1000);
 	}
-	if (h->ring)
+	if (h->ring) {
+		report_stats(h);
 		munmap(h->ring, sizeof(*h->ring));
+	}
 	pthread_mutex_destroy(&h->ctrl_lock);
 	pthread_mutex_destroy(&h->ring_lock);
 	free(h);

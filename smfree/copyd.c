@@ -49,6 +49,7 @@ struct copyd {
 	CUstream stream[16];
 	CUevent ev[CD_SLOTS];
 	uint8_t busy[CD_SLOTS];		/* slot's copy queued, event not yet seen */
+	uint64_t queued_at[CD_SLOTS];	/* when it was queued (ns) */
 	uint64_t tail;			/* next message number to queue */
 	uint64_t oldest;		/* oldest message possibly still busy */
 	struct range *ranges;
@@ -302,6 +303,9 @@ static int issue(struct copyd *d)
 			continue;
 		}
 		d->busy[i] = 1;
+		d->queued_at[i] = sm_now_ns();
+		d->ring->stats.copies++;
+		d->ring->stats.bytes += s->len;
 	}
 	return n;
 }
@@ -310,6 +314,7 @@ static int issue(struct copyd *d)
 static int complete(struct copyd *d)
 {
 	unsigned blocked = 0;	/* streams whose oldest copy has not landed */
+	uint64_t now = sm_now_ns();
 	int inflight = 0;
 
 	for (uint64_t q = d->oldest; q < d->tail; q++) {
@@ -333,6 +338,7 @@ static int complete(struct copyd *d)
 			continue;
 		}
 		d->busy[i] = 0;
+		d->ring->stats.landed_ns += now - d->queued_at[i];
 		if (crc != CUDA_SUCCESS) {
 			sm_cuda_fail(crc, "the copy engine reported a failed copy");
 			slot_fail(&d->ring->slot[i], sm_last_error());
@@ -347,22 +353,29 @@ static int complete(struct copyd *d)
 
 static void serve(struct copyd *d)
 {
-	uint64_t last_work = sm_now_ns(), next_parent_check = 0;
+	uint64_t last_work = sm_now_ns(), next_parent_check = 0, turn = last_work;
 	unsigned spins = 0;
+	int was_busy = 0;
 
 	for (;;) {
 		int worked = 0, inflight = 0;
+		uint64_t now = sm_now_ns();	/* a vDSO clock read: cheap */
 
-		if (sm_now_ns() > next_parent_check) {	/* a vDSO clock read: cheap */
+		if (now > next_parent_check) {
 			if (getppid() != d->client)
 				return;		/* the client is gone */
-			next_parent_check = sm_now_ns() + PARENT_CHECK_NS;
+			next_parent_check = now + PARENT_CHECK_NS;
 		}
+		/* Busy time: turns that began with a copy in flight. */
+		if (was_busy)
+			d->ring->stats.busy_ns += now - turn;
+		turn = now;
 
 		if (d->ring) {
 			worked = issue(d);
 			inflight = complete(d);
 		}
+		was_busy = inflight > 0;
 		if (worked || inflight)
 			last_work = sm_now_ns();
 		/* The socket is checked every 256 turns while busy, at once

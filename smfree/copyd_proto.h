@@ -20,7 +20,7 @@
 #include "symmem.h"
 
 #define CD_MAGIC 0x44504f43u		/* "COPD" */
-#define CD_VERSION 1
+#define CD_VERSION 2
 #define CD_SLOTS 1024			/* requests in flight per helper */
 #define CD_CTRL_FD 3			/* the helper's end of the socket pair */
 
@@ -72,9 +72,19 @@ struct cd_slot {
 	char err[80];
 };
 
+/* Written by the helper only, read by the client once the helper has
+ * exited: where a connection's time went (copy engine busy or idle). */
+struct cd_stats {
+	uint64_t copies;
+	uint64_t bytes;
+	uint64_t busy_ns;		/* some copy queued and not yet seen landed */
+	uint64_t landed_ns;		/* summed over copies: queued -> seen landed */
+};
+
 struct cd_ring {
 	uint32_t magic;
 	uint32_t nslots;
+	struct cd_stats stats;
 	struct cd_slot slot[CD_SLOTS];
 };
 

@@ -12,6 +12,12 @@
 //                       each kind from a GPU0 context: to a peer, within GPU0,
 //                       host to GPU, peer to peer, plain and with the batch
 //                       call's copy-engine hint.
+//   ce_probe bidir      Copy-engine bandwidth between GPU0 and GPU1 one way and
+//                       both ways at once, pushed (the source GPU copies) or
+//                       pulled, as one copy or cut into pieces over 1-4
+//                       streams, one issuing thread per copying GPU (as one
+//                       copy helper per rank).  Answers: what does the
+//                       hardware give send/recv's two directions at 1 GiB?
 //   ce_probe graph [H]  One process: a graph whose kernel waits on a host flag
 //                       (H=1: plus a host node, as NCCL's proxy graphs have),
 //                       launched 32 times back to back; a second thread issues
@@ -258,6 +264,107 @@ static int kinds(void)
 	return 0;
 }
 
+
+// bidir: one thread per copying GPU, like one copy helper per rank.
+#define BIDIR_BYTES (1ull << 30)
+struct dir_job {
+	int dev;			// the GPU whose copy engine copies
+	char *dst, *src;
+	size_t piece;
+	int nstreams;
+	cudaStream_t st[4];
+	pthread_barrier_t *bar;
+	double us;			// wall time of this direction
+};
+
+static void *dir_main(void *arg)
+{
+	struct dir_job *j = (struct dir_job *)arg;
+	CK(cudaSetDevice(j->dev));
+	pthread_barrier_wait(j->bar);
+	double t0 = now_us();
+	size_t k = 0;
+	for (size_t off = 0; off < BIDIR_BYTES; off += j->piece, k++)
+		CK(cudaMemcpyAsync(j->dst + off, j->src + off, j->piece, cudaMemcpyDefault,
+				   j->st[k % j->nstreams]));
+	for (int i = 0; i < j->nstreams; i++)
+		CK(cudaStreamSynchronize(j->st[i]));
+	j->us = now_us() - t0;
+	return NULL;
+}
+
+// ways: 1 = GPU0 -> GPU1 only, 2 = both at once.  pull: the destination
+// GPU's engine copies instead of the source's.
+static void bidir_case(char *buf[2][2], cudaStream_t st[2][4], int ways, int pull, size_t piece,
+		       int nstreams)
+{
+	double best[2] = {1e30, 1e30}, wall_best = 1e30;
+	for (int rep = 0; rep < 6; rep++) {
+		pthread_barrier_t bar;
+		struct dir_job j[2];
+		pthread_t t[2];
+		pthread_barrier_init(&bar, NULL, ways + 1);
+		for (int d = 0; d < ways; d++) {
+			int from = d, to = 1 - d;	// direction d: GPU d -> GPU 1-d
+			j[d].dev = pull ? to : from;
+			j[d].src = buf[from][0];
+			j[d].dst = buf[to][1];
+			j[d].piece = piece;
+			j[d].nstreams = nstreams;
+			memcpy(j[d].st, st[j[d].dev], sizeof(j[d].st));
+			j[d].bar = &bar;
+			pthread_create(&t[d], NULL, dir_main, &j[d]);
+		}
+		double t0 = now_us();
+		pthread_barrier_wait(&bar);
+		for (int d = 0; d < ways; d++)
+			pthread_join(t[d], NULL);
+		double wall = now_us() - t0;
+		pthread_barrier_destroy(&bar);
+		if (rep == 0)
+			continue;	// first round warms the mappings
+		for (int d = 0; d < ways; d++)
+			if (j[d].us < best[d])
+				best[d] = j[d].us;
+		if (wall < wall_best)
+			wall_best = wall;
+	}
+	printf("bidir %-8s %-4s piece %10zu B  streams %d:  GPU0->GPU1 %6.1f GB/s", ways == 2 ? "two-way" : "one-way",
+	       pull ? "pull" : "push", piece, nstreams, BIDIR_BYTES / best[0] / 1e3);
+	if (ways == 2)
+		printf("  GPU1->GPU0 %6.1f GB/s  sum %6.1f GB/s", BIDIR_BYTES / best[1] / 1e3,
+		       2.0 * BIDIR_BYTES / wall_best / 1e3);
+	printf("\n");
+	fflush(stdout);
+}
+
+static int bidir(void)
+{
+	char *buf[2][2];
+	cudaStream_t st[2][4];
+	for (int g = 0; g < 2; g++) {
+		CK(cudaSetDevice(g));
+		CK(cudaDeviceEnablePeerAccess(1 - g, 0));
+		for (int b = 0; b < 2; b++) {
+			CK(cudaMalloc(&buf[g][b], BIDIR_BYTES));
+			CK(cudaMemset(buf[g][b], 0x21 + g + b, BIDIR_BYTES));
+		}
+		for (int i = 0; i < 4; i++)
+			CK(cudaStreamCreateWithFlags(&st[g][i], cudaStreamNonBlocking));
+		CK(cudaDeviceSynchronize());
+	}
+	const size_t pieces[] = { 1ull << 30, 512ull << 20, 64ull << 20, 16ull << 20, 4ull << 20, 2ull << 20 };
+	for (int ways = 1; ways <= 2; ways++)
+		for (int pull = 0; pull < 2; pull++)
+			for (size_t p = 0; p < sizeof(pieces) / sizeof(pieces[0]); p++)
+				for (int ns = 1; ns <= 4; ns *= 2) {
+					if (pieces[p] == BIDIR_BYTES && ns > 1)
+						continue;
+					bidir_case(buf, st, ways, pull, pieces[p], ns);
+				}
+	return 0;
+}
+
 struct copier {
 	volatile int stop;
 	double max_call_us;
@@ -352,8 +459,10 @@ int main(int argc, char **argv)
 		return xproc();
 	if (argc > 1 && strcmp(argv[1], "kinds") == 0)
 		return kinds();
+	if (argc > 1 && strcmp(argv[1], "bidir") == 0)
+		return bidir();
 	if (argc > 1 && strcmp(argv[1], "graph") == 0)
 		return graph(argc > 2 ? atoi(argv[2]) : 0, argc > 3 ? atoi(argv[3]) : 32);
-	fprintf(stderr, "usage: ce_probe xproc | kinds | graph [host_node] [launches]\n");
+	fprintf(stderr, "usage: ce_probe xproc | kinds | bidir | graph [host_node] [launches]\n");
 	return 2;
 }
