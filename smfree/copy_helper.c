@@ -226,9 +226,10 @@ static void report_stats(const struct smf_helper *h)
 
 	if (!s->copies)
 		return;
-	sm_info("copy helper (pid %d): %llu copies, %.1f MiB in %.2f s; copies in flight %.1f %% "
-		"of that time, %.1f GB/s while in flight; %.1f us mean from queued to seen landed",
-		(int)h->pid, (unsigned long long)s->copies, (double)s->bytes / (1 << 20), life / 1e9,
+	sm_info("copy helper (pid %d): %llu copies as %llu copy-engine calls, %.1f MiB in %.2f s; "
+		"copies in flight %.1f %% of that time, %.1f GB/s while in flight; %.1f us mean "
+		"from queued to seen landed", (int)h->pid, (unsigned long long)s->copies,
+		(unsigned long long)s->issued, (double)s->bytes / (1 << 20), life / 1e9,
 		100.0 * (double)s->busy_ns / life,
 		s->busy_ns ? (double)s->bytes / (double)s->busy_ns : 0.0,
 		(double)s->landed_ns / (double)s->copies / 1e3);

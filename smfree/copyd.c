@@ -31,6 +31,12 @@
 #define IDLE_SLEEP_NS 50000
 /* How often it looks whether its client still lives. */
 #define PARENT_CHECK_NS (200ull * 1000 * 1000)
+/* Copies queued on one stream at a time: one running and the next ready,
+ * so the engine never waits for this loop; the rest wait in the ring,
+ * where they can still be merged into fewer, larger copies. */
+#define STREAM_DEPTH 2
+/* Merging stops at this size: beyond it the fixed cost is noise. */
+#define MERGE_MAX_BYTES (64ull << 20)
 
 struct range {
 	uint32_t id;
@@ -47,11 +53,17 @@ struct copyd {
 	struct cd_ring *ring;
 	int nstreams;
 	CUstream stream[16];
-	CUevent ev[CD_SLOTS];
-	uint8_t busy[CD_SLOTS];		/* slot's copy queued, event not yet seen */
-	uint64_t queued_at[CD_SLOTS];	/* when it was queued (ns) */
-	uint64_t tail;			/* next message number to queue */
-	uint64_t oldest;		/* oldest message possibly still busy */
+	int next_stream;		/* where the next round of copies starts */
+	CUevent ev[CD_SLOTS];		/* a copy's event is its lead slot's */
+	uint8_t held[CD_SLOTS];		/* taken from the ring, not yet ended */
+	uint32_t next_member[CD_SLOTS];	/* a copy's requests, from its lead (CD_SLOTS ends) */
+	uint64_t queued_at[CD_SLOTS];	/* a lead's copy queued at (ns) */
+	struct cd_pending pend[CD_SLOTS];	/* taken, not yet queued: oldest first */
+	int npend;
+	unsigned fifo[16][STREAM_DEPTH];	/* per stream: leads of queued copies */
+	int fifo_head[16], fifo_n[16];
+	uint64_t tail;			/* next message number to take */
+	uint64_t oldest;		/* oldest message possibly still held */
 	struct range *ranges;
 	unsigned nranges, cap;
 	uint32_t next_id;
@@ -271,82 +283,137 @@ static int locate(struct copyd *d, uint32_t id, uint64_t off, uint64_t len, CUde
 	return 0;
 }
 
-/* Queues every posted request in order; returns how many. */
-static int issue(struct copyd *d)
+/* Takes every newly posted request, in order, into the waiting list;
+ * returns how many. */
+static int take(struct copyd *d)
 {
 	int n = 0;
 
 	while (d->tail - d->oldest < CD_SLOTS) {
 		unsigned i = d->tail % CD_SLOTS;
 		struct cd_slot *s = &d->ring->slot[i];
-		CUdeviceptr src, dst;
-		CUresult crc;
-		CUstream st;
+		struct cd_pending *w;
+		CUdeviceptr unused;
 
 		if (atomic_load_explicit(&s->state, memory_order_acquire) != CD_POSTED ||
 		    s->seq != d->tail)
 			break;
-		st = d->stream[d->tail % (uint64_t)d->nstreams];
 		d->tail++;
 		n++;
-		if (locate(d, s->src_id, s->src_off, s->len, &src) ||
-		    locate(d, s->dst_id, s->dst_off, s->len, &dst)) {
+		if (locate(d, s->src_id, s->src_off, s->len, &unused) ||
+		    locate(d, s->dst_id, s->dst_off, s->len, &unused)) {
 			slot_fail(s, "copy names an unknown mapping or runs past one");
 			continue;
 		}
-		crc = d->cu->memcpy_async(dst, src, s->len, st);
-		if (crc == CUDA_SUCCESS)
-			crc = d->cu->event_record(d->ev[i], st);
-		if (crc != CUDA_SUCCESS) {
-			sm_cuda_fail(crc, "cuMemcpyAsync");
-			slot_fail(s, sm_last_error());
-			continue;
-		}
-		d->busy[i] = 1;
-		d->queued_at[i] = sm_now_ns();
-		d->ring->stats.copies++;
-		d->ring->stats.bytes += s->len;
+		w = &d->pend[d->npend++];
+		w->slot = i;
+		w->src_id = s->src_id;
+		w->dst_id = s->dst_id;
+		w->src_off = s->src_off;
+		w->dst_off = s->dst_off;
+		w->len = s->len;
+		d->held[i] = 1;
 	}
 	return n;
 }
 
-/* Marks landed copies done; returns how many are still in flight. */
+/* Ends every request of the copy led by slot `lead`. */
+static void finish(struct copyd *d, unsigned lead, CUresult crc, uint64_t now)
+{
+	for (unsigned m = lead; m != CD_SLOTS; m = d->next_member[m]) {
+		struct cd_slot *s = &d->ring->slot[m];
+
+		d->held[m] = 0;
+		d->ring->stats.landed_ns += now - d->queued_at[lead];
+		if (crc != CUDA_SUCCESS)
+			slot_fail(s, sm_last_error());
+		else
+			atomic_store_explicit(&s->state, CD_DONE, memory_order_release);
+	}
+}
+
+/* Queues copies on streams with room, each the oldest waiting request
+ * merged with the waiting ones that continue it (copyd_merge.c).  Only
+ * STREAM_DEPTH copies wait on a stream, so the rest stay here, where the
+ * next copy can still absorb them.  Returns how many copies it queued. */
+static int issue(struct copyd *d)
+{
+	int member[CD_MERGE_MAX], queued = 0;
+	uint8_t drop[CD_MERGE_WINDOW];
+
+	for (int k = 0; k < d->nstreams && d->npend > 0; k++) {
+		int st = (d->next_stream + k) % d->nstreams, n, w;
+		const struct cd_pending *lead;
+		CUdeviceptr src, dst;
+		uint64_t len;
+		CUresult crc;
+
+		if (d->fifo_n[st] == STREAM_DEPTH)
+			continue;
+		n = cd_merge(d->pend, d->npend, MERGE_MAX_BYTES, member, &len);
+		lead = &d->pend[0];
+		/* take() checked every member, so the union lies inside both. */
+		locate(d, lead->src_id, lead->src_off, len, &src);
+		locate(d, lead->dst_id, lead->dst_off, len, &dst);
+		for (int m = 0; m < n; m++) {
+			unsigned slot = d->pend[member[m]].slot;
+
+			d->next_member[slot] = m + 1 < n ? d->pend[member[m + 1]].slot : CD_SLOTS;
+		}
+		crc = d->cu->memcpy_async(dst, src, len, d->stream[st]);
+		if (crc == CUDA_SUCCESS)
+			crc = d->cu->event_record(d->ev[lead->slot], d->stream[st]);
+		d->queued_at[lead->slot] = sm_now_ns();
+		if (crc != CUDA_SUCCESS) {
+			sm_cuda_fail(crc, "cuMemcpyAsync of %llu bytes", (unsigned long long)len);
+			finish(d, lead->slot, crc, d->queued_at[lead->slot]);
+		} else {
+			d->fifo[st][(d->fifo_head[st] + d->fifo_n[st]) % STREAM_DEPTH] = lead->slot;
+			d->fifo_n[st]++;
+			d->ring->stats.copies += (uint64_t)n;
+			d->ring->stats.bytes += len;
+			d->ring->stats.issued++;
+			queued++;
+		}
+		/* Drop the members from the waiting list, keeping its order. */
+		memset(drop, 0, sizeof(drop));
+		for (int m = 0; m < n; m++)
+			drop[member[m]] = 1;	/* all < CD_MERGE_WINDOW */
+		w = 0;
+		for (int r = 0; r < d->npend; r++)
+			if (r >= CD_MERGE_WINDOW || !drop[r])
+				d->pend[w++] = d->pend[r];
+		d->npend = w;
+	}
+	if (queued)
+		d->next_stream = (d->next_stream + 1) % d->nstreams;
+	return queued;
+}
+
+/* Ends the requests whose copies landed; a stream's copies land in order,
+ * so only the oldest of each is asked about.  Returns how many copies are
+ * still queued. */
 static int complete(struct copyd *d)
 {
-	unsigned blocked = 0;	/* streams whose oldest copy has not landed */
 	uint64_t now = sm_now_ns();
 	int inflight = 0;
 
-	for (uint64_t q = d->oldest; q < d->tail; q++) {
-		unsigned i = q % CD_SLOTS, st = (unsigned)(q % (uint64_t)d->nstreams);
-		CUresult crc;
+	for (int st = 0; st < d->nstreams; st++) {
+		while (d->fifo_n[st] > 0) {
+			unsigned lead = d->fifo[st][d->fifo_head[st]];
+			CUresult crc = d->cu->event_query(d->ev[lead]);
 
-		if (!d->busy[i])
-			continue;
-		/* Copy q went to stream q % nstreams (issue()), and a stream's
-		 * events complete in order: behind one that has not, none has.
-		 * With 32 channels x 8 steps in flight this is a handful of
-		 * queries per turn instead of hundreds. */
-		if (blocked & (1u << st)) {
-			inflight++;
-			continue;
+			if (crc == CUDA_ERROR_NOT_READY)
+				break;
+			if (crc != CUDA_SUCCESS)
+				sm_cuda_fail(crc, "the copy engine reported a failed copy");
+			finish(d, lead, crc, now);
+			d->fifo_head[st] = (d->fifo_head[st] + 1) % STREAM_DEPTH;
+			d->fifo_n[st]--;
 		}
-		crc = d->cu->event_query(d->ev[i]);
-		if (crc == CUDA_ERROR_NOT_READY) {
-			blocked |= 1u << st;
-			inflight++;
-			continue;
-		}
-		d->busy[i] = 0;
-		d->ring->stats.landed_ns += now - d->queued_at[i];
-		if (crc != CUDA_SUCCESS) {
-			sm_cuda_fail(crc, "the copy engine reported a failed copy");
-			slot_fail(&d->ring->slot[i], sm_last_error());
-		} else {
-			atomic_store_explicit(&d->ring->slot[i].state, CD_DONE, memory_order_release);
-		}
+		inflight += d->fifo_n[st];
 	}
-	while (d->oldest < d->tail && !d->busy[d->oldest % CD_SLOTS])
+	while (d->oldest < d->tail && !d->held[d->oldest % CD_SLOTS])
 		d->oldest++;
 	return inflight;
 }
@@ -372,8 +439,10 @@ static void serve(struct copyd *d)
 		turn = now;
 
 		if (d->ring) {
-			worked = issue(d);
-			inflight = complete(d);
+			worked = take(d);
+			worked += issue(d);
+			/* Waiting requests mean every stream is full. */
+			inflight = complete(d) + d->npend;
 		}
 		was_busy = inflight > 0;
 		if (worked || inflight)

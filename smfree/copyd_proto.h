@@ -58,8 +58,9 @@ enum cd_slot_state {
 
 /* One copy: `len` bytes from src range + offset to dst range + offset.
  * Message `seq` lives in slot seq % CD_SLOTS; the helper takes slots in
- * seq order, the client frees them in any order and reuses a slot only
- * once it is free. */
+ * seq order (and may merge requests into one copy and end them in any
+ * order), the client frees them in any order and reuses a slot only once
+ * it is free. */
 struct cd_slot {
 	_Atomic uint32_t state;
 	uint32_t src_id;
@@ -75,7 +76,8 @@ struct cd_slot {
 /* Written by the helper only, read by the client once the helper has
  * exited: where a connection's time went (copy engine busy or idle). */
 struct cd_stats {
-	uint64_t copies;
+	uint64_t copies;		/* requests */
+	uint64_t issued;		/* copies queued: fewer when requests merge */
 	uint64_t bytes;
 	uint64_t busy_ns;		/* some copy queued and not yet seen landed */
 	uint64_t landed_ns;		/* summed over copies: queued -> seen landed */
@@ -87,5 +89,27 @@ struct cd_ring {
 	struct cd_stats stats;
 	struct cd_slot slot[CD_SLOTS];
 };
+
+/* A request the helper has taken from the ring but not yet queued. */
+struct cd_pending {
+	uint32_t slot;
+	uint32_t src_id;
+	uint32_t dst_id;
+	uint64_t src_off;
+	uint64_t dst_off;
+	uint64_t len;
+};
+
+/* Most requests one copy may carry, and how many of the oldest waiting
+ * requests are searched for them. */
+#define CD_MERGE_MAX 64
+#define CD_MERGE_WINDOW 256
+
+/* copyd_merge.c: the next copy to queue is p[0], the oldest waiting
+ * request, plus every waiting request that continues it exactly (the same
+ * two mappings, the next bytes on both sides) while the total stays within
+ * max_len (p[0] alone may exceed it).  Their indexes in p go to member[]
+ * (p[0] first, at most CD_MERGE_MAX), the total to *len; returns how many. */
+int cd_merge(const struct cd_pending *p, int n, uint64_t max_len, int *member, uint64_t *len);
 
 #endif

@@ -49,6 +49,7 @@ struct bench_opts {
 	int graph_sync;			/* synchronize after each graph replay */
 	int cycles;			/* -L: communicator create/destroy cycles instead of the matrix */
 	int registered;			/* ncclCommRegister the buffers */
+	int cumem_bufs;			/* -A: buffers from ncclMemAlloc (cuMem) instead of cudaMalloc */
 	int phases[PHASE_COUNT];
 	struct bench_case cases[MAX_CASES];
 	int ncases;

@@ -6,13 +6,15 @@
  * and prints time and bus bandwidth per size for both with their ratio.
  *
  *   nccl_bench [-n ranks] [-b min] [-e max] [-f factor] [-o ops] [-i iters]
- *              [-w warmup] [-G] [-R] [-m both|native|plugin] [-c cases]
+ *              [-w warmup] [-G] [-R] [-A] [-m both|native|plugin] [-c cases]
  *              [-P plugin] [-E NAME=VALUE]... [-t seconds]
  *
  * -o: comma list of all_reduce,broadcast,reduce,all_gather,reduce_scatter,
  *     alltoall,sendrecv, or "all".  -c: comma list of dtype:redop checked
  *     at three sizes besides the timed float sums ("none" for no extra).
  * -G: capture each op into a CUDA graph.  -R: ncclCommRegister the buffers.
+ * -A: the buffers come from ncclMemAlloc (cuMem memory, as PyTorch's
+ *     expandable segments) instead of cudaMalloc.
  * -L N: instead of the matrix, N communicators split off the first, each
  *     running the selected ops once at the first size (checked) and then
  *     destroyed; every rank prints device memory and RSS after the first
@@ -37,7 +39,7 @@ static const char *default_cases =
 static void usage(const char *argv0)
 {
 	fprintf(stderr, "usage: %s [-n ranks] [-b min] [-e max] [-f factor] [-o ops] [-i iters] "
-		"[-w warmup] [-G [-Y]] [-R] [-m both|native|plugin] [-c dtype:redop,...] [-P plugin] "
+		"[-w warmup] [-G [-Y]] [-R] [-A] [-m both|native|plugin] [-c dtype:redop,...] [-P plugin] "
 		"[-E NAME=VALUE] [-t seconds] [-S stack-dir] [-L cycles]\n", argv0);
 	exit(2);
 }
@@ -221,11 +223,12 @@ static int print_rows(const struct bench_opts *o, struct row *rows, int nrows)
 		if (!w->timed)
 			continue;
 		if (w->op != last_op) {
-			printf("\n# %s, %s %s, %d ranks%s%s\n", bench_op_name(w->op),
+			printf("\n# %s, %s %s, %d ranks%s%s%s\n", bench_op_name(w->op),
 			       bench_dtypes[w->dtype].name, bench_redop_name((ncclRedOp_t)w->redop),
 			       o->nranks,
 			       o->graph ? (o->graph_sync ? ", CUDA graph (sync per replay)" : ", CUDA graph") : "",
-			       o->registered ? ", registered buffers" : "");
+			       o->registered ? ", registered buffers" : "",
+			       o->cumem_bufs ? ", ncclMemAlloc buffers" : "");
 			printf("# %12s %12s %12s %12s %12s %7s %7s\n", "size(B)", "native_us",
 			       "native_GB/s", "plugin_us", "plugin_GB/s", "ratio", "errors");
 			last_op = w->op;
@@ -286,7 +289,7 @@ int main(int argc, char **argv)
 
 	parse_ops("all", o.ops);
 	parse_cases(default_cases, &o);
-	while ((opt = getopt(argc, argv, "n:b:e:f:o:i:w:GYRm:c:P:E:t:S:L:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:b:e:f:o:i:w:GYRAm:c:P:E:t:S:L:")) != -1) {
 		switch (opt) {
 		case 'n': o.nranks = atoi(optarg); break;
 		case 'b': min = strtoull(optarg, NULL, 0); break;
@@ -298,6 +301,7 @@ int main(int argc, char **argv)
 		case 'G': o.graph = 1; break;
 		case 'Y': o.graph_sync = 1; break;
 		case 'R': o.registered = 1; break;
+		case 'A': o.cumem_bufs = 1; break;
 		case 'm':
 			o.phases[PHASE_NATIVE] = strcmp(optarg, "plugin") != 0;
 			o.phases[PHASE_PLUGIN] = strcmp(optarg, "native") != 0;

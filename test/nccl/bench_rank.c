@@ -239,8 +239,13 @@ int bench_rank_main(const struct bench_opts *o, int phase, int rank, ncclUniqueI
 	CUDA_OK(cudaSetDevice(rank));
 	NCCL_OK(ncclCommInitRank(&c.comm, o->nranks, id, rank));
 	CUDA_OK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
-	CUDA_OK(cudaMalloc(&c.sbuf, c.cap));
-	CUDA_OK(cudaMalloc(&c.rbuf, c.cap));
+	if (o->cumem_bufs) {
+		NCCL_OK(ncclMemAlloc(&c.sbuf, c.cap));
+		NCCL_OK(ncclMemAlloc(&c.rbuf, c.cap));
+	} else {
+		CUDA_OK(cudaMalloc(&c.sbuf, c.cap));
+		CUDA_OK(cudaMalloc(&c.rbuf, c.cap));
+	}
 	if (o->registered) {
 		NCCL_OK(ncclCommRegister(c.comm, c.sbuf, c.cap, &sreg));
 		NCCL_OK(ncclCommRegister(c.comm, c.rbuf, c.cap, &rreg));
@@ -254,8 +259,13 @@ int bench_rank_main(const struct bench_opts *o, int phase, int rank, ncclUniqueI
 		NCCL_OK(ncclCommDeregister(c.comm, rreg));
 	}
 	NCCL_OK(ncclCommDestroy(c.comm));
-	CUDA_OK(cudaFree(c.sbuf));
-	CUDA_OK(cudaFree(c.rbuf));
+	if (o->cumem_bufs) {
+		NCCL_OK(ncclMemFree(c.sbuf));
+		NCCL_OK(ncclMemFree(c.rbuf));
+	} else {
+		CUDA_OK(cudaFree(c.sbuf));
+		CUDA_OK(cudaFree(c.rbuf));
+	}
 	CUDA_OK(cudaStreamDestroy(c.stream));
 	free(c.host);
 	return 0;
