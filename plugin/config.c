@@ -111,6 +111,15 @@ static const struct var vars[] = {
 	{ .name = "NCCL_SYMMEM_SPLIT_SIZE", .kind = VAR_SIZE,
 	  .off = offsetof(struct config, split_min),
 	  .udef = 0, .umin = 0, .umax = SZ_GIB },
+	/* The copy helper queues at most this many copies per stream and
+	 * merges waiting requests that continue each other into one copy of
+	 * at most MERGE_SIZE (smfree/copyd_merge.c, bench/results/coalesce.md). */
+	{ .name = "NCCL_SYMMEM_COPY_DEPTH", .kind = VAR_INT,
+	  .off = offsetof(struct config, copy_depth),
+	  .idef = 2, .imin = 1, .imax = 1024 },
+	{ .name = "NCCL_SYMMEM_MERGE_SIZE", .kind = VAR_SIZE,
+	  .off = offsetof(struct config, merge_max),
+	  .udef = 16 * SZ_MIB, .umin = 0, .umax = SZ_GIB },
 	{ .name = "NCCL_SYMMEM_HOST_RING_SIZE", .kind = VAR_SIZE,
 	  .off = offsetof(struct config, host_ring_size),
 	  .udef = 4 * SZ_MIB, .umin = 64 * SZ_KIB, .umax = SZ_GIB },

@@ -45,6 +45,8 @@ struct config {
 	int streams;			/* NCCL_SYMMEM_STREAMS, 1..16 */
 	uint64_t chunk_size;		/* NCCL_SYMMEM_CHUNK_SIZE */
 	uint64_t split_min;		/* NCCL_SYMMEM_SPLIT_SIZE, 0 = never split a copy */
+	int copy_depth;			/* NCCL_SYMMEM_COPY_DEPTH: helper copies queued per stream */
+	uint64_t merge_max;		/* NCCL_SYMMEM_MERGE_SIZE: largest merged copy, 0 = none */
 	uint64_t host_ring_size;	/* NCCL_SYMMEM_HOST_RING_SIZE */
 	double connect_timeout;		/* NCCL_SYMMEM_CONNECT_TIMEOUT, seconds */
 	double stall_report;		/* NCCL_SYMMEM_STALL_REPORT, seconds */

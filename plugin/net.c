@@ -153,6 +153,8 @@ static void transport_options(const struct config *cfg, struct tp_options *opt)
 	opt->ifname = cfg->socket_ifname;
 	opt->copy_streams = cfg->streams;
 	opt->split_min = cfg->split_min;
+	opt->copy_depth = cfg->copy_depth;
+	opt->merge_max = cfg->merge_max;
 	opt->stall_report = cfg->stall_report;
 	opt->gpu = gpu_path;
 	opt->no_direct = !cfg->direct_path;
@@ -160,6 +162,8 @@ static void transport_options(const struct config *cfg, struct tp_options *opt)
 	opt->verbose = cfg->verbose;
 	opt->zero_copy = cfg->zero_copy;
 	opt->fault_tolerance = cfg->fault_tolerance;
+	/* Only when asked for: NCCL's "auto" keeps the measured memfd path. */
+	opt->cumem_host = cfg->cumem_host_enable == CONFIG_ON;
 	opt->pool.initial = cfg->pool_size;
 	opt->pool.prealloc = cfg->pool_prealloc;
 	opt->pool.growth = cfg->pool_growth;

@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge]   (full: sizes to 1 GiB;
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge|merge-sweep]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        perf: step sizes (unregistered), helper streams (registered),
 #        small-message latency per protocol;
@@ -20,7 +20,8 @@
 #        peer: sendrecv/alltoall with NCCL_NCHANNELS_PER_NET_PEER=16;
 #        hostmem: where LL's host sends go with NCCL_CUMEM_HOST_ENABLE=0 and 1;
 #        dig: 1 GiB send/recv and collectives with the copy helpers' busy time;
-#        merge: every op to 1 GiB with the helper merging consecutive steps)
+#        merge: every op to 1 GiB with the helper merging consecutive steps;
+#        merge-sweep: NCCL_SYMMEM_MERGE_SIZE x NCCL_SYMMEM_COPY_DEPTH)
 #        NRANKS=n uses the first n GPUs (default: all).
 #        SKIP_GRAPH=1 leaves out the CUDA-graph runs.
 #        PHASE_TIMEOUT (s) per phase; a phase past it has its ranks' stacks
@@ -173,17 +174,20 @@ if [ "$MODE" = pool-speed ]; then
 fi
 
 # Issue 5: NCCL_CUMEM_HOST_ENABLE.  LL keeps its send buffers in host
-# memory; as cudaHostAlloc memory (0) the helper cannot map them and sends
-# go through the plugin's host staging, as cuMem host memory (1) they are
-# exported and copied straight from NCCL's buffer.  The path lines say which.
+# memory NCCL 2.28 allocates with cudaHostAlloc, which the helper cannot
+# map: sends go through the plugin's host staging, a shared memfd (0) or
+# cuMem host memory (1).  The path and staging lines say which.
 if [ "$MODE" = hostmem ]; then
 	for v in 0 1; do
 		bench "hostmem$v" -m plugin -o all_reduce,sendrecv -b 8 -e 1048576 -f 32 -c none -i 5 \
 			-E NCCL_PROTO=LL -E NCCL_CUMEM_HOST_ENABLE=$v -E NCCL_SM_FREE_VERBOSE=1
-		printf 'NCCL_CUMEM_HOST_ENABLE=%s: %s sending connections started from host staging, %s straight from NCCL buffers by the helper\n' "$v" \
+		printf 'NCCL_CUMEM_HOST_ENABLE=%s: %s sending connections started from host staging (%s in cuMem host memory, %s in memfd memory), %s straight from NCCL buffers by the helper\n' "$v" \
 			"$(grep -h "first moved from host staging" "$OUT"/logs/hostmem$v/nccl.*.log | wc -l)" \
+			"$(grep -h "host staging for the copy helper: .* cuMem host memory" "$OUT"/logs/hostmem$v/nccl.*.log | wc -l)" \
+			"$(grep -h "host staging for the copy helper: .* shared memfd memory" "$OUT"/logs/hostmem$v/nccl.*.log | wc -l)" \
 			"$(grep -h "first moved by copy engine into the receiver's buffer, issued by the copy helper" "$OUT"/logs/hostmem$v/nccl.*.log | wc -l)"
 	done
+	grep -h "host staging in cuMem host memory unavailable" "$OUT"/logs/hostmem1/nccl.*.log | head -2
 	finish
 fi
 
@@ -238,6 +242,23 @@ if [ "$MODE" = merge ]; then
 	for d in "$OUT"/logs/merge-*; do
 		grep -h "copy helper (pid [0-9]*): " "$d"/nccl.*.log 2>/dev/null | sed 's/.*NCCL INFO //' |
 			sed "s|^|${d##*/}: |" | head -4
+	done
+	finish
+fi
+
+# Issue 3, session 6: the helper's merge size and copies per stream,
+# against no merging with every copy queued at once (the session-5
+# helper).  Native in the first invocation only.
+if [ "$MODE" = merge-sweep ]; then
+	U="-o all_reduce,all_gather,reduce_scatter,broadcast,alltoall,sendrecv -b 8 -e 1073741824 -f 8192 -c none -i 8 -E NCCL_NCHANNELS_PER_NET_PEER=16"
+	bench ms-off $U -E NCCL_SYMMEM_MERGE_SIZE=0 -E NCCL_SYMMEM_COPY_DEPTH=1024
+	for cfg in ${MERGE_SWEEP:-"16M,2" "16M,4" "4M,2" "64M,2" "16M,1" "0,2"}; do
+		bench "ms-${cfg%,*}-d${cfg#*,}" -m plugin $U -E NCCL_SYMMEM_MERGE_SIZE=${cfg%,*} \
+			-E NCCL_SYMMEM_COPY_DEPTH=${cfg#*,}
+	done
+	for d in "$OUT"/logs/ms-*; do
+		grep -h "copy helper (pid [0-9]*): " "$d"/nccl.*.log 2>/dev/null | sed 's/.*NCCL INFO //' |
+			sed "s|^|${d##*/}: |" | head -2
 	done
 	finish
 fi

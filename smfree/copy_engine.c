@@ -89,7 +89,11 @@ static void helper_start(struct smf_engine *e, const struct smf_engine_options *
 	if (crc != CUDA_SUCCESS) {
 		rc = sm_cuda_fail(crc, "finding this GPU's PCI bus id");
 	} else {
-		rc = smf_helper_start(o->helper, pci, o->nstreams, &e->helper);
+		struct smf_helper_params p = {
+			.nstreams = o->nstreams, .depth = o->copy_depth, .merge_max = o->merge_max,
+		};
+
+		rc = smf_helper_start(o->helper, pci, &p, &e->helper);
 		if (!rc) {
 			sm_info("copy helper %s (pid %d) drives GPU %s", o->helper,
 				(int)smf_helper_pid(e->helper), pci);

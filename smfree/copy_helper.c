@@ -160,8 +160,8 @@ static int make_ring(struct cd_ring **ring, int *fd)
 	return SM_OK;
 }
 
-int smf_helper_start(const char *path, const char *pci_bus_id, int nstreams,
-		     struct smf_helper **out)
+int smf_helper_start(const char *path, const char *pci_bus_id,
+		     const struct smf_helper_params *p, struct smf_helper **out)
 {
 	struct smf_helper *h;
 	struct cd_reply r;
@@ -203,7 +203,9 @@ int smf_helper_start(const char *path, const char *pci_bus_id, int nstreams,
 	m.magic = CD_MAGIC;
 	m.op = CD_HELLO;
 	m.version = CD_VERSION;
-	m.nstreams = (uint32_t)nstreams;
+	m.nstreams = (uint32_t)p->nstreams;
+	m.depth = (uint32_t)p->depth;
+	m.merge_max = p->merge_max;
 	snprintf(m.pci_bus_id, sizeof(m.pci_bus_id), "%s", pci_bus_id);
 	rc = request(h, &m, ringfd, HELLO_TIMEOUT_MS, &r);
 	close(ringfd);

@@ -10,10 +10,16 @@
 
 struct smf_helper;
 
+struct smf_helper_params {
+	int nstreams;		/* streams its copies go round */
+	int depth;		/* copies queued per stream at most (the rest may merge) */
+	uint64_t merge_max;	/* largest copy merged from consecutive requests, 0 = none */
+};
+
 /* Starts `path` for the GPU with this PCI bus id and waits (bounded) until
- * it has a context, `nstreams` streams and the request ring. */
-int smf_helper_start(const char *path, const char *pci_bus_id, int nstreams,
-		     struct smf_helper **out);
+ * it has a context, its streams and the request ring. */
+int smf_helper_start(const char *path, const char *pci_bus_id,
+		     const struct smf_helper_params *p, struct smf_helper **out);
 /* Hangs up; the helper finishes queued copies, unmaps and exits (killed
  * after 5 s).  NULL is fine. */
 void smf_helper_stop(struct smf_helper *h);

@@ -31,12 +31,6 @@
 #define IDLE_SLEEP_NS 50000
 /* How often it looks whether its client still lives. */
 #define PARENT_CHECK_NS (200ull * 1000 * 1000)
-/* Copies queued on one stream at a time: one running and the next ready,
- * so the engine never waits for this loop; the rest wait in the ring,
- * where they can still be merged into fewer, larger copies. */
-#define STREAM_DEPTH 2
-/* Merging stops at this size: beyond it the fixed cost is noise. */
-#define MERGE_MAX_BYTES (64ull << 20)
 
 struct range {
 	uint32_t id;
@@ -53,14 +47,13 @@ struct copyd {
 	struct cd_ring *ring;
 	int nstreams;
 	CUstream stream[16];
-	int next_stream;		/* where the next round of copies starts */
+	int next_stream;		/* the stream the next copy goes to */
+	int depth;			/* copies queued per stream at most */
 	CUevent ev[CD_SLOTS];		/* a copy's event is its lead slot's */
 	uint8_t held[CD_SLOTS];		/* taken from the ring, not yet ended */
-	uint32_t next_member[CD_SLOTS];	/* a copy's requests, from its lead (CD_SLOTS ends) */
 	uint64_t queued_at[CD_SLOTS];	/* a lead's copy queued at (ns) */
-	struct cd_pending pend[CD_SLOTS];	/* taken, not yet queued: oldest first */
-	int npend;
-	unsigned fifo[16][STREAM_DEPTH];	/* per stream: leads of queued copies */
+	struct cd_queue queue;		/* taken, not yet queued: as copies */
+	unsigned fifo[16][CD_SLOTS];	/* per stream: leads of queued copies */
 	int fifo_head[16], fifo_n[16];
 	uint64_t tail;			/* next message number to take */
 	uint64_t oldest;		/* oldest message possibly still held */
@@ -111,6 +104,10 @@ static int open_gpu(struct copyd *d, const struct cd_msg *m, int ringfd)
 			       m->version, CD_VERSION);
 	if (m->nstreams < 1 || m->nstreams > 16)
 		return sm_fail(SM_ERR_INVALID, "%u streams asked for", m->nstreams);
+	if (m->depth < 1 || m->depth > CD_SLOTS)
+		return sm_fail(SM_ERR_INVALID, "%u copies per stream asked for", m->depth);
+	d->depth = (int)m->depth;
+	cd_queue_init(&d->queue, m->merge_max);
 	d->cu = sm_cu();
 	if (!d->cu)
 		return sm_fail(SM_ERR_CUDA, "no CUDA driver: %s", sm_cuda_load()->reason);
@@ -283,7 +280,7 @@ static int locate(struct copyd *d, uint32_t id, uint64_t off, uint64_t len, CUde
 	return 0;
 }
 
-/* Takes every newly posted request, in order, into the waiting list;
+/* Takes every newly posted request, in order, into the waiting copies;
  * returns how many. */
 static int take(struct copyd *d)
 {
@@ -292,7 +289,7 @@ static int take(struct copyd *d)
 	while (d->tail - d->oldest < CD_SLOTS) {
 		unsigned i = d->tail % CD_SLOTS;
 		struct cd_slot *s = &d->ring->slot[i];
-		struct cd_pending *w;
+		struct cd_pending w;
 		CUdeviceptr unused;
 
 		if (atomic_load_explicit(&s->state, memory_order_acquire) != CD_POSTED ||
@@ -305,13 +302,13 @@ static int take(struct copyd *d)
 			slot_fail(s, "copy names an unknown mapping or runs past one");
 			continue;
 		}
-		w = &d->pend[d->npend++];
-		w->slot = i;
-		w->src_id = s->src_id;
-		w->dst_id = s->dst_id;
-		w->src_off = s->src_off;
-		w->dst_off = s->dst_off;
-		w->len = s->len;
+		w.slot = i;
+		w.src_id = s->src_id;
+		w.dst_id = s->dst_id;
+		w.src_off = s->src_off;
+		w.dst_off = s->dst_off;
+		w.len = s->len;
+		cd_queue_add(&d->queue, &w);
 		d->held[i] = 1;
 	}
 	return n;
@@ -320,7 +317,7 @@ static int take(struct copyd *d)
 /* Ends every request of the copy led by slot `lead`. */
 static void finish(struct copyd *d, unsigned lead, CUresult crc, uint64_t now)
 {
-	for (unsigned m = lead; m != CD_SLOTS; m = d->next_member[m]) {
+	for (unsigned m = lead; m != CD_SLOTS; m = d->queue.next[m]) {
 		struct cd_slot *s = &d->ring->slot[m];
 
 		d->held[m] = 0;
@@ -332,61 +329,43 @@ static void finish(struct copyd *d, unsigned lead, CUresult crc, uint64_t now)
 	}
 }
 
-/* Queues copies on streams with room, each the oldest waiting request
- * merged with the waiting ones that continue it (copyd_merge.c).  Only
- * STREAM_DEPTH copies wait on a stream, so the rest stay here, where the
- * next copy can still absorb them.  Returns how many copies it queued. */
+/* Queues the oldest waiting copies on streams with room.  Only `depth`
+ * copies wait on a stream, so while the engine is busy the rest wait
+ * here, where later requests can still join them.  Returns how many
+ * copies it queued. */
 static int issue(struct copyd *d)
 {
-	int member[CD_MERGE_MAX], queued = 0;
-	uint8_t drop[CD_MERGE_WINDOW];
+	const struct cd_group *g;
+	int queued = 0;
 
-	for (int k = 0; k < d->nstreams && d->npend > 0; k++) {
-		int st = (d->next_stream + k) % d->nstreams, n, w;
-		const struct cd_pending *lead;
+	while ((g = cd_queue_oldest(&d->queue)) != NULL) {
+		int st = d->next_stream;
 		CUdeviceptr src, dst;
-		uint64_t len;
 		CUresult crc;
 
-		if (d->fifo_n[st] == STREAM_DEPTH)
-			continue;
-		n = cd_merge(d->pend, d->npend, MERGE_MAX_BYTES, member, &len);
-		lead = &d->pend[0];
-		/* take() checked every member, so the union lies inside both. */
-		locate(d, lead->src_id, lead->src_off, len, &src);
-		locate(d, lead->dst_id, lead->dst_off, len, &dst);
-		for (int m = 0; m < n; m++) {
-			unsigned slot = d->pend[member[m]].slot;
-
-			d->next_member[slot] = m + 1 < n ? d->pend[member[m + 1]].slot : CD_SLOTS;
-		}
-		crc = d->cu->memcpy_async(dst, src, len, d->stream[st]);
+		if (d->fifo_n[st] >= d->depth)
+			break;		/* streams fill in turn: all are full */
+		d->next_stream = (st + 1) % d->nstreams;
+		/* take() checked every member, so the whole copy lies inside both. */
+		locate(d, g->src_id, g->src_off, g->len, &src);
+		locate(d, g->dst_id, g->dst_off, g->len, &dst);
+		crc = d->cu->memcpy_async(dst, src, g->len, d->stream[st]);
 		if (crc == CUDA_SUCCESS)
-			crc = d->cu->event_record(d->ev[lead->slot], d->stream[st]);
-		d->queued_at[lead->slot] = sm_now_ns();
+			crc = d->cu->event_record(d->ev[g->lead], d->stream[st]);
+		d->queued_at[g->lead] = sm_now_ns();
 		if (crc != CUDA_SUCCESS) {
-			sm_cuda_fail(crc, "cuMemcpyAsync of %llu bytes", (unsigned long long)len);
-			finish(d, lead->slot, crc, d->queued_at[lead->slot]);
+			sm_cuda_fail(crc, "cuMemcpyAsync of %llu bytes", (unsigned long long)g->len);
+			finish(d, g->lead, crc, d->queued_at[g->lead]);
 		} else {
-			d->fifo[st][(d->fifo_head[st] + d->fifo_n[st]) % STREAM_DEPTH] = lead->slot;
+			d->fifo[st][(d->fifo_head[st] + d->fifo_n[st]) % CD_SLOTS] = g->lead;
 			d->fifo_n[st]++;
-			d->ring->stats.copies += (uint64_t)n;
-			d->ring->stats.bytes += len;
+			d->ring->stats.copies += (uint64_t)g->members;
+			d->ring->stats.bytes += g->len;
 			d->ring->stats.issued++;
 			queued++;
 		}
-		/* Drop the members from the waiting list, keeping its order. */
-		memset(drop, 0, sizeof(drop));
-		for (int m = 0; m < n; m++)
-			drop[member[m]] = 1;	/* all < CD_MERGE_WINDOW */
-		w = 0;
-		for (int r = 0; r < d->npend; r++)
-			if (r >= CD_MERGE_WINDOW || !drop[r])
-				d->pend[w++] = d->pend[r];
-		d->npend = w;
+		cd_queue_pop(&d->queue);
 	}
-	if (queued)
-		d->next_stream = (d->next_stream + 1) % d->nstreams;
 	return queued;
 }
 
@@ -408,7 +387,7 @@ static int complete(struct copyd *d)
 			if (crc != CUDA_SUCCESS)
 				sm_cuda_fail(crc, "the copy engine reported a failed copy");
 			finish(d, lead, crc, now);
-			d->fifo_head[st] = (d->fifo_head[st] + 1) % STREAM_DEPTH;
+			d->fifo_head[st] = (d->fifo_head[st] + 1) % CD_SLOTS;
 			d->fifo_n[st]--;
 		}
 		inflight += d->fifo_n[st];
@@ -441,8 +420,8 @@ static void serve(struct copyd *d)
 		if (d->ring) {
 			worked = take(d);
 			worked += issue(d);
-			/* Waiting requests mean every stream is full. */
-			inflight = complete(d) + d->npend;
+			/* Waiting copies mean every stream is full. */
+			inflight = complete(d) + (int)d->queue.n;
 		}
 		was_busy = inflight > 0;
 		if (worked || inflight)
@@ -468,7 +447,7 @@ static void serve(struct copyd *d)
 
 int main(int argc, char **argv)
 {
-	struct copyd d;
+	static struct copyd d;	/* large (per-slot tables): not on the stack */
 
 	memset(&d, 0, sizeof(d));
 	d.ctrl = CD_CTRL_FD;

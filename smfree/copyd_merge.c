@@ -1,51 +1,76 @@
-/* Which waiting requests the copy helper turns into one copy.
+/* The copy helper's waiting requests, grouped into the copies it will
+ * queue.
  *
  * Every cuMemcpyAsync costs the copy engine a fixed ~2.5 us on top of the
- * bytes (measured, bench/results/coalesce.md: 2 MiB pieces reach 249 GB/s
- * each way when both GPUs push, whole 512 MiB copies 390).  NCCL's
- * pipeline hands the plugin one request per step, 2 MiB with the plugin's
- * defaults, and consecutive steps of a connection sit next to each other
- * in both NCCL buffers.  When several are waiting, one copy of their union
- * moves exactly the same bytes with one fixed cost. */
+ * bytes (measured: 2 MiB pieces move 249 GB/s each way when both GPUs
+ * push, whole 512 MiB copies 390; bench/results/coalesce.md).  NCCL's
+ * pipeline hands the plugin one request per step, 2 MiB with the
+ * plugin's defaults, and consecutive steps of a connection sit next to
+ * each other in both NCCL buffers.  A request that continues a waiting
+ * copy exactly (same two mappings, the next bytes on both sides) joins
+ * it: the same bytes move with one fixed cost. */
+#include <string.h>
+
 #include "copyd_proto.h"
 
-static int continues(const struct cd_pending *a, uint64_t src_end, uint64_t dst_end,
-		     const struct cd_pending *b)
+/* How many of the newest waiting copies a request looks at: the copy it
+ * continues is its connection's latest, a few connections back at most. */
+#define FIND_WINDOW 64
+
+void cd_queue_init(struct cd_queue *q, uint64_t merge_max)
 {
-	return b->src_id == a->src_id && b->dst_id == a->dst_id && b->src_off == src_end &&
-	       b->dst_off == dst_end;
+	memset(q, 0, sizeof(*q));
+	q->merge_max = merge_max;
 }
 
-int cd_merge(const struct cd_pending *p, int n, uint64_t max_len, int *member, uint64_t *len)
+static struct cd_group *group_at(struct cd_queue *q, unsigned k)
 {
-	uint64_t src_end, dst_end, total;
-	uint8_t taken[CD_MERGE_WINDOW] = { 0 };
-	int count = 1, grew = 1;
+	return &q->group[(q->head + k) % CD_SLOTS];
+}
 
-	if (n <= 0)
-		return 0;
-	if (n > CD_MERGE_WINDOW)
-		n = CD_MERGE_WINDOW;	/* younger requests wait for a later copy */
-	member[0] = 0;
-	taken[0] = 1;
-	total = p[0].len;
-	src_end = p[0].src_off + p[0].len;
-	dst_end = p[0].dst_off + p[0].len;
-	/* A chain can arrive out of order; a pass per member finds it. */
-	while (grew && count < CD_MERGE_MAX) {
-		grew = 0;
-		for (int j = 1; j < n && count < CD_MERGE_MAX; j++) {
-			if (taken[j] || !continues(&p[0], src_end, dst_end, &p[j]) ||
-			    total >= max_len || p[j].len > max_len - total)
-				continue;
-			taken[j] = 1;
-			member[count++] = j;
-			total += p[j].len;
-			src_end += p[j].len;
-			dst_end += p[j].len;
-			grew = 1;
-		}
+static int continues(const struct cd_group *g, const struct cd_pending *r, uint64_t max)
+{
+	return g->src_id == r->src_id && g->dst_id == r->dst_id &&
+	       g->src_off + g->len == r->src_off && g->dst_off + g->len == r->dst_off &&
+	       g->members < CD_MERGE_MAX && g->len < max && r->len <= max - g->len;
+}
+
+void cd_queue_add(struct cd_queue *q, const struct cd_pending *r)
+{
+	struct cd_group *g;
+
+	q->next[r->slot] = CD_SLOTS;
+	for (unsigned k = 0; q->merge_max && k < q->n && k < FIND_WINDOW; k++) {
+		g = group_at(q, q->n - 1 - k);
+		if (!continues(g, r, q->merge_max))
+			continue;
+		q->next[g->last] = r->slot;
+		g->last = r->slot;
+		g->len += r->len;
+		g->members++;
+		return;
 	}
-	*len = total;
-	return count;
+	/* The helper takes at most CD_SLOTS requests at once: room is left. */
+	g = group_at(q, q->n++);
+	g->lead = r->slot;
+	g->last = r->slot;
+	g->src_id = r->src_id;
+	g->dst_id = r->dst_id;
+	g->src_off = r->src_off;
+	g->dst_off = r->dst_off;
+	g->len = r->len;
+	g->members = 1;
+}
+
+const struct cd_group *cd_queue_oldest(const struct cd_queue *q)
+{
+	return q->n ? &q->group[q->head] : NULL;
+}
+
+void cd_queue_pop(struct cd_queue *q)
+{
+	if (!q->n)
+		return;
+	q->head = (q->head + 1) % CD_SLOTS;
+	q->n--;
 }

@@ -20,7 +20,7 @@
 #include "symmem.h"
 
 #define CD_MAGIC 0x44504f43u		/* "COPD" */
-#define CD_VERSION 2
+#define CD_VERSION 3
 #define CD_SLOTS 1024			/* requests in flight per helper */
 #define CD_CTRL_FD 3			/* the helper's end of the socket pair */
 
@@ -37,6 +37,8 @@ struct cd_msg {
 	int32_t owner_pid;		/* CD_ADD: the exporting process */
 	uint32_t nstreams;		/* CD_HELLO */
 	uint32_t version;		/* CD_HELLO */
+	uint32_t depth;			/* CD_HELLO: copies queued per stream at most */
+	uint64_t merge_max;		/* CD_HELLO: largest merged copy (0 = no merging) */
 	char pci_bus_id[32];		/* CD_HELLO: the client's GPU */
 	struct sm_share_info info;	/* CD_ADD */
 };
@@ -90,7 +92,7 @@ struct cd_ring {
 	struct cd_slot slot[CD_SLOTS];
 };
 
-/* A request the helper has taken from the ring but not yet queued. */
+/* A request the helper has taken from the ring. */
 struct cd_pending {
 	uint32_t slot;
 	uint32_t src_id;
@@ -100,16 +102,33 @@ struct cd_pending {
 	uint64_t len;
 };
 
-/* Most requests one copy may carry, and how many of the oldest waiting
- * requests are searched for them. */
+/* Most requests one copy may carry. */
 #define CD_MERGE_MAX 64
-#define CD_MERGE_WINDOW 256
 
-/* copyd_merge.c: the next copy to queue is p[0], the oldest waiting
- * request, plus every waiting request that continues it exactly (the same
- * two mappings, the next bytes on both sides) while the total stays within
- * max_len (p[0] alone may exceed it).  Their indexes in p go to member[]
- * (p[0] first, at most CD_MERGE_MAX), the total to *len; returns how many. */
-int cd_merge(const struct cd_pending *p, int n, uint64_t max_len, int *member, uint64_t *len);
+/* One copy to queue: requests that continue each other, first to last
+ * (the queue's next[] links them by slot, CD_SLOTS ends the chain). */
+struct cd_group {
+	uint32_t lead, last;
+	uint32_t src_id, dst_id;
+	uint64_t src_off, dst_off;
+	uint64_t len;
+	int members;
+};
+
+/* copyd_merge.c: the waiting requests as copies, oldest copy first. */
+struct cd_queue {
+	struct cd_group group[CD_SLOTS];
+	unsigned head, n;
+	uint32_t next[CD_SLOTS];	/* member chains; valid until the slot is reused */
+	uint64_t merge_max;		/* 0: every request its own copy */
+};
+
+void cd_queue_init(struct cd_queue *q, uint64_t merge_max);
+/* Joins r to the waiting copy it continues exactly (same mappings, next
+ * bytes on both sides) while that copy stays within merge_max bytes and
+ * CD_MERGE_MAX requests, else makes it a new copy. */
+void cd_queue_add(struct cd_queue *q, const struct cd_pending *r);
+const struct cd_group *cd_queue_oldest(const struct cd_queue *q);
+void cd_queue_pop(struct cd_queue *q);
 
 #endif

@@ -49,6 +49,8 @@ struct smf_engine_options {
 	int nstreams;		/* 1..SMF_MAX_STREAMS */
 	uint64_t split_min;	/* in-process copies this large are cut per stream (0 = never) */
 	const char *helper;	/* path of symmem-copyd, NULL = copies stay in-process */
+	int copy_depth;		/* helper: copies queued per stream at most */
+	uint64_t merge_max;	/* helper: largest copy merged from consecutive requests */
 };
 
 struct smf_copy {

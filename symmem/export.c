@@ -27,6 +27,16 @@ static struct sm_export *exports;
 static uint64_t next_alloc_id = 1;
 static int export_live;
 
+uint64_t sm_alloc_id_new(void)
+{
+	uint64_t id;
+
+	pthread_mutex_lock(&export_lock);
+	id = next_alloc_id++;
+	pthread_mutex_unlock(&export_lock);
+	return id;
+}
+
 static int export_fd(const struct sm_cuda_api *cu, struct sm_export *e)
 {
 	CUmemGenericAllocationHandle h;
@@ -112,7 +122,7 @@ static int export_create(const struct sm_cuda_api *cu, CUdeviceptr base, size_t 
 		free(e);
 		return rc;
 	}
-	e->info.alloc_id = next_alloc_id++;
+	e->info.alloc_id = next_alloc_id++;	/* export_lock is held */
 	e->info.alloc_size = size;
 	e->info.device = ordinal;
 	e->info.addr = (uint64_t)base;

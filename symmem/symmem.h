@@ -153,6 +153,24 @@ int sm_import_get(int owner_pid, const struct sm_share_info *info, int fd,
 uint8_t *sm_mapping_base(const struct sm_mapping *m);
 void sm_import_put(struct sm_mapping *m);
 
+/* A fresh allocation id for sm_share_info (exports and anything else this
+ * process shares: an importer caches mappings by owner and id). */
+uint64_t sm_alloc_id_new(void);
+
+/* Host memory from the CUDA driver (host_cumem.c, NCCL_CUMEM_HOST_ENABLE=1):
+ * pinned on the current GPU's NUMA node, readable and writable by this CPU
+ * and GPU, shared as a POSIX fd (SM_SHARE_POSIX_FD, owned here until free). */
+struct sm_host_cumem {
+	uint8_t *ptr;
+	uint64_t size;		/* the request rounded up to the granularity */
+	int fd;
+	int numa;
+	uint64_t alloc_id;
+};
+
+int sm_host_cumem_alloc(uint64_t want, struct sm_host_cumem *out);
+void sm_host_cumem_free(struct sm_host_cumem *m);
+
 /* Live export records and peer mappings in this process (leak checks). */
 int sm_export_count(void);
 int sm_import_count(void);

@@ -127,12 +127,15 @@ int comm_setup(struct tp_comm *c, const struct tp_options *opt)
 	c->no_direct = opt->no_direct;
 	c->verbose = opt->verbose;
 	c->zero_copy = opt->zero_copy;
+	c->cumem_host = opt->cumem_host;
 	c->pool_cfg = opt->pool;
 	if (!opt->gpu)
 		return SM_OK;
 	eo.nstreams = opt->copy_streams > 0 ? opt->copy_streams : 1;
 	eo.split_min = opt->split_min;
 	eo.helper = opt->copy_helper;
+	eo.copy_depth = opt->copy_depth > 0 ? opt->copy_depth : 2;
+	eo.merge_max = opt->merge_max;
 	rc = smf_engine_get(&eo, &c->ce);
 	if (rc)
 		return sm_fail(rc, "opening the copy engine: %s", sm_last_error());

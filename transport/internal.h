@@ -192,6 +192,8 @@ struct tp_comm {
 	uint32_t hs_id;		/* its name in the helper */
 	uint64_t hs_head, hs_tail;	/* bytes reserved / released, ever */
 	int stage_tried;
+	int cumem_host;		/* staging from the driver (cuMem host memory), not a memfd */
+	struct sm_host_cumem hs_cumem;	/* ... that memory, when it is */
 
 	/* TCP */
 	uint64_t peer_posted;		/* sender: receives announced by the peer */

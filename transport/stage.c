@@ -6,6 +6,9 @@
  * NCCL's progress thread, which can block for as long as a cuGraphLaunch
  * waits inside the driver (smfree/copyd_proto.h).
  *
+ * The area is a shared memfd, or with NCCL_CUMEM_HOST_ENABLE=1 host memory
+ * from the CUDA driver (cuMem, pinned on the GPU's NUMA node).
+ *
  * The area is a byte ring: sends complete in order, so each send holds one
  * contiguous span and frees it, in order, when its copy has landed. */
 #include <errno.h>
@@ -18,38 +21,94 @@
 /* Spans start on cache lines. */
 #define SPAN_ALIGN 64
 
+/* A shared memfd, mapped here; the helper maps it too and registers it
+ * with the driver. */
+static int open_memfd(struct tp_comm *c, struct sm_share_info *info, int *fd, uint8_t **buf)
+{
+	void *p;
+	int rc;
+
+	*fd = memfd_create("symmem-stage", MFD_CLOEXEC);
+	if (*fd < 0)
+		return sm_fail(SM_ERR_SYSTEM, "memfd_create: %s", strerror(errno));
+	if (ftruncate(*fd, (off_t)c->ring_size) != 0) {
+		rc = sm_fail(SM_ERR_SYSTEM, "sizing host staging: %s", strerror(errno));
+		goto fail;
+	}
+	p = mmap(NULL, c->ring_size, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+	if (p == MAP_FAILED) {
+		rc = sm_fail(SM_ERR_SYSTEM, "mapping host staging: %s", strerror(errno));
+		goto fail;
+	}
+	info->kind = SM_SHARE_HOST_FD;
+	info->alloc_size = c->ring_size;
+	*buf = p;
+	return SM_OK;
+fail:
+	close(*fd);
+	*fd = -1;
+	return rc;
+}
+
+/* NCCL_CUMEM_HOST_ENABLE=1: host memory from the driver, which the
+ * helper maps as a cuMem import like any GPU buffer. */
+static int open_cumem(struct tp_comm *c, struct sm_share_info *info, int *fd, uint8_t **buf)
+{
+	int rc = sm_host_cumem_alloc(c->ring_size, &c->hs_cumem);
+
+	if (rc)
+		return rc;
+	info->kind = SM_SHARE_POSIX_FD;
+	info->alloc_id = c->hs_cumem.alloc_id;
+	info->alloc_size = c->hs_cumem.size;
+	info->addr = (uint64_t)(uintptr_t)c->hs_cumem.ptr;
+	*fd = c->hs_cumem.fd;
+	c->hs_cumem.fd = -1;	/* closed below, like the memfd */
+	*buf = c->hs_cumem.ptr;
+	return SM_OK;
+}
+
+static void free_area(struct tp_comm *c, uint8_t *buf)
+{
+	if (c->hs_cumem.ptr)
+		sm_host_cumem_free(&c->hs_cumem);
+	else
+		munmap(buf, c->ring_size);
+}
+
 static int stage_open(struct tp_comm *c)
 {
 	struct sm_share_info info;
-	int fd, rc;
-	void *p;
+	uint8_t *buf = NULL;
+	int fd = -1, rc = -1;
 
 	c->stage_tried = 1;
-	fd = memfd_create("symmem-stage", MFD_CLOEXEC);
-	if (fd < 0)
-		return sm_fail(SM_ERR_SYSTEM, "memfd_create: %s", strerror(errno));
-	if (ftruncate(fd, (off_t)c->ring_size) != 0) {
-		rc = sm_fail(SM_ERR_SYSTEM, "sizing host staging: %s", strerror(errno));
-		goto out;
-	}
-	p = mmap(NULL, c->ring_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED) {
-		rc = sm_fail(SM_ERR_SYSTEM, "mapping host staging: %s", strerror(errno));
-		goto out;
-	}
 	memset(&info, 0, sizeof(info));
-	info.kind = SM_SHARE_HOST_FD;
-	info.alloc_size = c->ring_size;
-	rc = smf_range_add(c->ce, getpid(), &info, fd, &c->hs_id);
-	if (rc || !c->hs_id) {
-		munmap(p, c->ring_size);
-		rc = rc ? rc : sm_fail(SM_ERR_INTERNAL, "no copy helper for host staging");
-		goto out;
+	if (c->cumem_host) {
+		rc = open_cumem(c, &info, &fd, &buf);
+		if (rc)
+			sm_info("host staging in cuMem host memory unavailable "
+				"(NCCL_CUMEM_HOST_ENABLE=1), a shared memfd instead: %s",
+				sm_last_error());
 	}
-	c->hs_buf = p;
-out:
+	if (rc) {
+		memset(&info, 0, sizeof(info));
+		rc = open_memfd(c, &info, &fd, &buf);
+		if (rc)
+			return rc;
+	}
+	rc = smf_range_add(c->ce, getpid(), &info, fd, &c->hs_id);
 	close(fd);	/* the helper holds its own copy */
-	return rc;
+	if (rc || !c->hs_id) {
+		free_area(c, buf);
+		return rc ? rc : sm_fail(SM_ERR_INTERNAL, "no copy helper for host staging");
+	}
+	c->hs_buf = buf;
+	if (c->verbose)
+		sm_info("host staging for the copy helper: %llu bytes of %s",
+			(unsigned long long)c->ring_size,
+			c->hs_cumem.ptr ? "cuMem host memory" : "shared memfd memory");
+	return SM_OK;
 }
 
 int stage_span(uint64_t head, uint64_t tail, uint64_t size, uint64_t n, uint64_t *off,
@@ -101,7 +160,7 @@ void stage_close(struct tp_comm *c)
 	if (!c->hs_buf)
 		return;
 	smf_range_del(c->ce, c->hs_id);
-	munmap(c->hs_buf, c->ring_size);
+	free_area(c, c->hs_buf);
 	c->hs_buf = NULL;
 	c->hs_id = 0;
 }

@@ -37,6 +37,9 @@ struct tp_options {
 	const char *ifname;		/* NCCL_SOCKET_IFNAME syntax, or "" */
 	int copy_streams;		/* copy-engine streams per sending connection */
 	uint64_t split_min;		/* copies this large are split across them (0 = never) */
+	int copy_depth;			/* copy helper: copies queued per stream at most */
+	uint64_t merge_max;		/* copy helper: largest copy merged from consecutive
+					 * requests (0 = no merging) */
 	double stall_report;		/* seconds without progress before a WARN (0 = never) */
 	int gpu;			/* GPU buffers may come: take the copy engine at setup */
 	int no_direct;			/* never export GPU registrations to the peer:
@@ -45,6 +48,7 @@ struct tp_options {
 	int verbose;			/* log each data path a connection takes, once */
 	int zero_copy;			/* 0: GPU receives always land in the staging pool */
 	int fault_tolerance;		/* retry unreachable listeners until the deadline */
+	int cumem_host;			/* host staging in cuMem host memory, not a memfd */
 	struct sm_pool_config pool;	/* that pool's sizes (NCCL_CUMEM_*) */
 };
 

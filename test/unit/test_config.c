@@ -62,6 +62,8 @@ static const char *const all_names[] = {
 	"NCCL_SYMMEM_STREAMS",
 	"NCCL_SYMMEM_CHUNK_SIZE",
 	"NCCL_SYMMEM_SPLIT_SIZE",
+	"NCCL_SYMMEM_COPY_DEPTH",
+	"NCCL_SYMMEM_MERGE_SIZE",
 	"NCCL_SYMMEM_HOST_RING_SIZE",
 	"NCCL_SYMMEM_CONNECT_TIMEOUT",
 	"NCCL_SYMMEM_STALL_REPORT",
@@ -522,6 +524,11 @@ static void test_size_vars(void **state)
 	assert_true(cfg.pool_trim == 1ULL << 20);
 	accept_one("NCCL_CUMEM_TRIM_THRESHOLD", "0", &cfg);
 	assert_true(cfg.pool_trim == 0);
+	accept_one("NCCL_SYMMEM_MERGE_SIZE", "0", &cfg);	/* no merging */
+	assert_true(cfg.merge_max == 0);
+	accept_one("NCCL_SYMMEM_MERGE_SIZE", "64MiB", &cfg);
+	assert_true(cfg.merge_max == 64ULL << 20);
+	reject_why("NCCL_SYMMEM_MERGE_SIZE", "2GiB", "within 0..1GiB", "is out of range");
 
 	/* The message the brief quotes, word for word. */
 	assert_int_equal(parse_one("NCCL_CUMEM_POOL_SIZE", "banana", &cfg, err), -1);
@@ -775,6 +782,13 @@ static void test_int_vars(void **state)
 	accept_one("NCCL_SYMMEM_PASS_SM_CHANNELS", "64", &cfg);
 	assert_int_equal(cfg.pass_sm_channels, 64);
 	assert_int_equal(cfg.streams, 2);
+	accept_one("NCCL_SYMMEM_COPY_DEPTH", "1", &cfg);
+	assert_int_equal(cfg.copy_depth, 1);
+	accept_one("NCCL_SYMMEM_COPY_DEPTH", "1024", &cfg);
+	assert_int_equal(cfg.copy_depth, 1024);
+	reject_why("NCCL_SYMMEM_COPY_DEPTH", "0", "an integer 1..1024", "is out of range");
+	reject_why("NCCL_SYMMEM_COPY_DEPTH", "1025", "an integer 1..1024", "is out of range");
+	reject_why("NCCL_SYMMEM_COPY_DEPTH", "deep", "an integer 1..1024", "is not an integer");
 
 	for (size_t i = 0; i < sizeof(streams_range) / sizeof(streams_range[0]); i++)
 		reject_why("NCCL_SYMMEM_STREAMS", streams_range[i], "an integer 1..16", "is out of range");
@@ -1046,6 +1060,8 @@ static void test_describe_all(void **state)
 		"NCCL_SYMMEM_STREAMS=2 (default)",
 		"NCCL_SYMMEM_CHUNK_SIZE=512KiB (default)",
 		"NCCL_SYMMEM_SPLIT_SIZE=0 (default)",
+		"NCCL_SYMMEM_COPY_DEPTH=2 (default)",
+		"NCCL_SYMMEM_MERGE_SIZE=16MiB (default)",
 		"NCCL_SYMMEM_HOST_RING_SIZE=4MiB (default)",
 		"NCCL_SYMMEM_CONNECT_TIMEOUT=120 (default)",
 		"NCCL_SYMMEM_STALL_REPORT=60 (default)",
@@ -1137,6 +1153,8 @@ static void test_describe_roundtrip(void **state)
 		{ "NCCL_SYMMEM_STREAMS", "5" },
 		{ "NCCL_SYMMEM_CHUNK_SIZE", "64k" },
 		{ "NCCL_SYMMEM_SPLIT_SIZE", "32M" },
+		{ "NCCL_SYMMEM_COPY_DEPTH", "1024" },
+		{ "NCCL_SYMMEM_MERGE_SIZE", "0" },
 		{ "NCCL_SYMMEM_HOST_RING_SIZE", "8 MiB" },
 		{ "NCCL_SYMMEM_CONNECT_TIMEOUT", "86399.9999" },
 		{ "NCCL_SYMMEM_STALL_REPORT", "2.5" },

@@ -30,6 +30,9 @@
 
 extern char **environ;
 
+static const struct smf_helper_params params = { .nstreams = 2, .depth = 2,
+						 .merge_max = 16 << 20 };
+
 static const char *helper_path(void)
 {
 	const char *p = getenv("SYMMEM_COPYD");
@@ -65,7 +68,7 @@ static void test_missing_binary(void **state)
 	int fds = open_fds();
 
 	(void)state;
-	assert_int_equal(smf_helper_start("/nonexistent/symmem-copyd", "0000:00:06.0", 2, &h),
+	assert_int_equal(smf_helper_start("/nonexistent/symmem-copyd", "0000:00:06.0", &params, &h),
 			 SM_ERR_SYSTEM);
 	assert_null(h);
 	assert_non_null(strstr(sm_last_error(), "cannot start the copy helper "
@@ -84,7 +87,7 @@ static void test_no_gpu_refusal(void **state)
 	(void)state;
 	if (sm_cu())
 		skip();		/* a driver exists: the GPU runs cover the success path */
-	rc = smf_helper_start(helper_path(), "0000:00:06.0", 2, &h);
+	rc = smf_helper_start(helper_path(), "0000:00:06.0", &params, &h);
 	assert_int_equal(rc, SM_ERR_CUDA);
 	assert_null(h);
 	assert_non_null(strstr(sm_last_error(), "copy helper: no CUDA driver"));
@@ -100,7 +103,7 @@ static void test_helper_exits_at_start(void **state)
 	uint64_t t0 = sm_now_ns();
 
 	(void)state;
-	assert_int_not_equal(smf_helper_start("/bin/false", "0000:00:06.0", 2, &h), SM_OK);
+	assert_int_not_equal(smf_helper_start("/bin/false", "0000:00:06.0", &params, &h), SM_OK);
 	assert_null(h);
 	assert_non_null(strstr(sm_last_error(), "has exited"));
 	assert_true(sm_now_ns() - t0 < 5ull * 1000 * 1000 * 1000);
@@ -132,7 +135,7 @@ static void test_helper_signals_reset(void **state)
 	sigaddset(&block, SIGINT);
 	assert_int_equal(pthread_sigmask(SIG_BLOCK, &block, &old), 0);
 	signal(SIGHUP, SIG_IGN);
-	assert_int_not_equal(smf_helper_start(script, "0000:00:06.0", 2, &h), SM_OK);
+	assert_int_not_equal(smf_helper_start(script, "0000:00:06.0", &params, &h), SM_OK);
 	signal(SIGHUP, SIG_DFL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	f = fopen(out, "r");
@@ -243,6 +246,11 @@ static void test_refusals_then_hangup(void **state)
 	ask(sock, &m, &r);
 	assert_int_equal(r.status, SM_ERR_INVALID);
 	assert_non_null(strstr(r.msg, "protocol"));
+	m.version = CD_VERSION;
+	m.depth = 0;
+	ask(sock, &m, &r);
+	assert_int_equal(r.status, SM_ERR_INVALID);
+	assert_non_null(strstr(r.msg, "0 copies per stream"));
 	close(sock);
 	assert_int_equal(exited_within(pid, 5000), 0);
 }

@@ -1,8 +1,8 @@
-/* Which waiting requests the copy helper merges into one copy
+/* The copy helper's waiting requests grouped into copies
  * (smfree/copyd_merge.c).  A wrong merge writes bytes a request never
  * asked for, or into the wrong buffer, so only exact continuations may
  * join: same two mappings, the next bytes on both sides.  The copies
- * themselves need a GPU (scripts/gpu_check.sh). */
+ * themselves need a GPU (scripts/gpu_check.sh merge). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -13,143 +13,153 @@
 
 #define MIB (1ull << 20)
 
-/* Request `slot`: `len` bytes from src_id:src_off to dst_id:dst_off. */
-static struct cd_pending req(uint32_t slot, uint32_t src_id, uint64_t src_off, uint32_t dst_id,
-			     uint64_t dst_off, uint64_t len)
+static struct cd_queue q;
+
+/* Request in `slot`: `len` bytes from src_id:src_off to dst_id:dst_off. */
+static void add(uint32_t slot, uint32_t src_id, uint64_t src_off, uint32_t dst_id,
+		uint64_t dst_off, uint64_t len)
 {
 	struct cd_pending p = { .slot = slot, .src_id = src_id, .dst_id = dst_id,
 				.src_off = src_off, .dst_off = dst_off, .len = len };
-	return p;
+	cd_queue_add(&q, &p);
 }
 
-static void test_nothing_waiting(void **state)
+/* The oldest copy's member slots, in order, into m[]; returns how many. */
+static int members(const struct cd_group *g, uint32_t *m)
 {
-	struct cd_pending p[1] = { req(0, 1, 0, 2, 0, 8) };
-	int member[CD_MERGE_MAX];
-	uint64_t len = 7;
+	int n = 0;
 
-	(void)state;
-	assert_int_equal(cd_merge(p, 0, 64 * MIB, member, &len), 0);
+	for (uint32_t s = g->lead; s != CD_SLOTS; s = q.next[s])
+		m[n++] = s;
+	return n;
 }
 
-static void test_alone(void **state)
+static void test_empty(void **state)
 {
-	struct cd_pending p[] = { req(5, 1, 0, 2, 4096, 3 * MIB) };
-	int member[CD_MERGE_MAX];
-	uint64_t len = 0;
-
 	(void)state;
-	assert_int_equal(cd_merge(p, 1, 64 * MIB, member, &len), 1);
-	assert_int_equal(member[0], 0);
-	assert_int_equal(len, 3 * MIB);
+	cd_queue_init(&q, 16 * MIB);
+	assert_null(cd_queue_oldest(&q));
+	cd_queue_pop(&q);	/* harmless */
+	assert_null(cd_queue_oldest(&q));
 }
 
-/* NCCL's steps 0..3 of one connection, with another connection's step
- * between them: the four join, the stranger stays. */
+/* NCCL's steps 0..3 of one connection with another connection's step
+ * between them: the four make one copy, the stranger its own, and copies
+ * leave oldest first. */
 static void test_consecutive_steps_join(void **state)
 {
-	struct cd_pending p[] = {
-		req(0, 1, 0, 2, 0, 2 * MIB), req(1, 1, 2 * MIB, 2, 2 * MIB, 2 * MIB),
-		req(2, 3, 0, 4, 0, 2 * MIB), req(3, 1, 4 * MIB, 2, 4 * MIB, 2 * MIB),
-		req(4, 1, 6 * MIB, 2, 6 * MIB, 1 * MIB),
-	};
-	int member[CD_MERGE_MAX];
-	uint64_t len = 0;
+	const struct cd_group *g;
+	uint32_t m[CD_MERGE_MAX];
 
 	(void)state;
-	assert_int_equal(cd_merge(p, 5, 64 * MIB, member, &len), 4);
-	assert_int_equal(member[0], 0);
-	assert_int_equal(member[1], 1);
-	assert_int_equal(member[2], 3);
-	assert_int_equal(member[3], 4);
-	assert_int_equal(len, 7 * MIB);
+	cd_queue_init(&q, 16 * MIB);
+	add(10, 1, 0, 2, 0, 2 * MIB);
+	add(11, 3, 0, 4, 0, 2 * MIB);
+	add(12, 1, 2 * MIB, 2, 2 * MIB, 2 * MIB);
+	add(13, 1, 4 * MIB, 2, 4 * MIB, 2 * MIB);
+	add(14, 1, 6 * MIB, 2, 6 * MIB, 1 * MIB);
+	g = cd_queue_oldest(&q);
+	assert_non_null(g);
+	assert_int_equal(members(g, m), 4);
+	assert_int_equal(m[0], 10);
+	assert_int_equal(m[1], 12);
+	assert_int_equal(m[3], 14);
+	assert_int_equal(g->len, 7 * MIB);
+	assert_int_equal(g->src_off, 0);
+	assert_int_equal(g->members, 4);
+	cd_queue_pop(&q);
+	g = cd_queue_oldest(&q);
+	assert_non_null(g);
+	assert_int_equal(g->lead, 11);
+	assert_int_equal(members(g, m), 1);
+	cd_queue_pop(&q);
+	assert_null(cd_queue_oldest(&q));
 }
 
-/* Found whatever order they wait in. */
-static void test_chain_out_of_order(void **state)
-{
-	struct cd_pending p[] = {
-		req(0, 1, 0, 2, 100, 10), req(1, 1, 20, 2, 120, 10), req(2, 1, 10, 2, 110, 10),
-	};
-	int member[CD_MERGE_MAX];
-	uint64_t len = 0;
-
-	(void)state;
-	assert_int_equal(cd_merge(p, 3, 64 * MIB, member, &len), 3);
-	assert_int_equal(member[1], 2);
-	assert_int_equal(member[2], 1);
-	assert_int_equal(len, 30);
-}
-
-/* Contiguous on one side only, or in other mappings: never joined. */
+/* Contiguous on one side only, in other mappings, or overlapping: never
+ * joined. */
 static void test_only_exact_continuations(void **state)
 {
-	struct cd_pending p[] = {
-		req(0, 1, 0, 2, 0, 64),
-		req(1, 1, 64, 2, 128, 64),	/* destination gap */
-		req(2, 1, 128, 2, 64, 64),	/* source gap */
-		req(3, 9, 64, 2, 64, 64),	/* other source mapping */
-		req(4, 1, 64, 9, 64, 64),	/* other destination mapping */
-		req(5, 1, 32, 2, 32, 64),	/* overlaps the lead */
-	};
-	int member[CD_MERGE_MAX];
-	uint64_t len = 0;
-
 	(void)state;
-	assert_int_equal(cd_merge(p, 6, 64 * MIB, member, &len), 1);
-	assert_int_equal(len, 64);
+	cd_queue_init(&q, 16 * MIB);
+	add(0, 1, 0, 2, 0, 64);
+	add(1, 1, 64, 2, 128, 64);	/* destination gap */
+	add(2, 1, 128, 2, 64, 64);	/* source gap */
+	add(3, 9, 64, 2, 64, 64);	/* other source mapping */
+	add(4, 1, 64, 9, 64, 64);	/* other destination mapping */
+	add(5, 1, 32, 2, 32, 64);	/* overlaps the first */
+	assert_int_equal(q.n, 6);
+	for (int i = 0; i < 6; i++) {
+		assert_int_equal(cd_queue_oldest(&q)->lead, i);
+		assert_int_equal(cd_queue_oldest(&q)->len, 64);
+		cd_queue_pop(&q);
+	}
 }
 
-/* The size cap: members join while the total fits; a lead larger than the
- * cap still goes, alone. */
+/* Merging stops at the size cap (the next request starts a copy of its
+ * own), and never happens with a cap of 0. */
 static void test_size_cap(void **state)
 {
-	struct cd_pending p[] = {
-		req(0, 1, 0, 2, 0, 2 * MIB), req(1, 1, 2 * MIB, 2, 2 * MIB, 2 * MIB),
-		req(2, 1, 4 * MIB, 2, 4 * MIB, 2 * MIB),
-	};
-	struct cd_pending big[] = { req(0, 1, 0, 2, 0, 9 * MIB), req(1, 1, 9 * MIB, 2, 9 * MIB, 1) };
-	int member[CD_MERGE_MAX];
-	uint64_t len = 0;
-
 	(void)state;
-	assert_int_equal(cd_merge(p, 3, 5 * MIB, member, &len), 2);
-	assert_int_equal(len, 4 * MIB);
-	assert_int_equal(cd_merge(big, 2, 5 * MIB, member, &len), 1);
-	assert_int_equal(len, 9 * MIB);
+	cd_queue_init(&q, 5 * MIB);
+	add(0, 1, 0, 2, 0, 2 * MIB);
+	add(1, 1, 2 * MIB, 2, 2 * MIB, 2 * MIB);
+	add(2, 1, 4 * MIB, 2, 4 * MIB, 2 * MIB);
+	assert_int_equal(q.n, 2);
+	assert_int_equal(cd_queue_oldest(&q)->len, 4 * MIB);
+
+	cd_queue_init(&q, 0);
+	add(0, 1, 0, 2, 0, 8);
+	add(1, 1, 8, 2, 8, 8);
+	assert_int_equal(q.n, 2);
 }
 
-/* At most CD_MERGE_MAX requests per copy, searched among the oldest
- * CD_MERGE_WINDOW only. */
-static void test_count_and_window_limits(void **state)
+/* At most CD_MERGE_MAX requests per copy. */
+static void test_member_cap(void **state)
 {
-	static struct cd_pending p[CD_MERGE_WINDOW + 8];
-	int member[CD_MERGE_MAX];
-	uint64_t len = 0;
+	(void)state;
+	cd_queue_init(&q, 16 * MIB);
+	for (uint32_t i = 0; i < CD_MERGE_MAX + 3; i++)
+		add(i, 1, 8 * i, 2, 8 * i, 8);
+	assert_int_equal(q.n, 2);
+	assert_int_equal(cd_queue_oldest(&q)->members, CD_MERGE_MAX);
+	assert_int_equal(cd_queue_oldest(&q)->len, 8 * CD_MERGE_MAX);
+}
+
+/* A request joins its connection's copy even with newer copies of other
+ * connections after it, and the queue wraps around its array. */
+static void test_joins_older_copy_and_wraps(void **state)
+{
+	uint32_t m[CD_MERGE_MAX];
 
 	(void)state;
-	for (uint32_t i = 0; i < 2 * CD_MERGE_MAX; i++)
-		p[i] = req(i, 1, 8 * i, 2, 8 * i, 8);
-	assert_int_equal(cd_merge(p, 2 * CD_MERGE_MAX, 64 * MIB, member, &len), CD_MERGE_MAX);
-	assert_int_equal(len, 8 * CD_MERGE_MAX);
-
-	for (uint32_t i = 0; i < CD_MERGE_WINDOW + 8; i++)
-		p[i] = req(i, 3, 1000 * i, 4, 1000 * i, 8);	/* none continues another */
-	p[CD_MERGE_WINDOW + 1] = req(9, 3, 8, 4, 8, 8);		/* continues p[0], too late */
-	assert_int_equal(cd_merge(p, CD_MERGE_WINDOW + 8, 64 * MIB, member, &len), 1);
-	assert_int_equal(len, 8);
+	cd_queue_init(&q, 16 * MIB);
+	for (uint32_t i = 0; i < CD_SLOTS - 2; i++) {	/* move head near the end */
+		add(i, 5, 1000 * i, 6, 1000 * i, 8);
+		cd_queue_pop(&q);
+	}
+	add(0, 1, 0, 2, 0, 16);
+	add(1, 3, 0, 4, 0, 16);
+	add(2, 7, 0, 8, 0, 16);
+	add(3, 1, 16, 2, 16, 16);
+	assert_int_equal(q.n, 3);
+	assert_int_equal(members(cd_queue_oldest(&q), m), 2);
+	assert_int_equal(m[1], 3);
+	cd_queue_pop(&q);
+	assert_int_equal(cd_queue_oldest(&q)->lead, 1);
+	cd_queue_pop(&q);
+	assert_int_equal(cd_queue_oldest(&q)->lead, 2);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_nothing_waiting),
-		cmocka_unit_test(test_alone),
+		cmocka_unit_test(test_empty),
 		cmocka_unit_test(test_consecutive_steps_join),
-		cmocka_unit_test(test_chain_out_of_order),
 		cmocka_unit_test(test_only_exact_continuations),
 		cmocka_unit_test(test_size_cap),
-		cmocka_unit_test(test_count_and_window_limits),
+		cmocka_unit_test(test_member_cap),
+		cmocka_unit_test(test_joins_older_copy_and_wraps),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
