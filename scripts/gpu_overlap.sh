@@ -9,6 +9,8 @@
 #
 # Usage: scripts/gpu_overlap.sh [bytes]   (default 134217728)
 #        NRANKS=n uses the first n GPUs; GEMMS / COLLS set the batch.
+#        OPS="alltoall sendrecv" picks collectives; BUFS="plain reg regmem"
+#        picks buffers (regmem: registered and from ncclMemAlloc, cuMem).
 #        PASS_SM_SWEEP="4 8 16": instead, all_gather and all_reduce with
 #        NCCL_PASS_SM=1 at each NCCL_SYMMEM_PASS_SM_CHANNELS (native and the
 #        uncapped plugin in the first invocation), to pick the cap by makespan.
@@ -39,13 +41,14 @@ if [ -n "${PASS_SM_SWEEP:-}" ]; then
 	grep -E "^# overlap|^  |^# PASS_SM" "$OUT/overlap.txt"
 	exit $fail
 fi
-for op in all_gather reduce_scatter all_reduce alltoall sendrecv; do
-	for reg in "" -R; do
+for op in ${OPS:-all_gather reduce_scatter all_reduce alltoall sendrecv}; do
+	for buf in ${BUFS:-plain reg}; do
 		# NCCL's own copy-engine collectives (zero CTAs, symmetric windows)
 		# exist for all_gather and alltoall; their buffers are always NCCL's.
 		cfgs=native,plugin,passsm
-		case "$op,$reg" in all_gather, | alltoall,) cfgs=native,native-ce,plugin,passsm ;; esac
-		echo "== $op $BYTES $reg ($(date +%T))"
+		case "$op,$buf" in all_gather,plain | alltoall,plain) cfgs=native,native-ce,plugin,passsm ;; esac
+		case $buf in plain) reg= ;; reg) reg=-R ;; regmem) reg="-R -A" ;; esac
+		echo "== $op $BYTES $buf ($(date +%T))"
 		./build-gpu/nccl_overlap ${NRANKS:+-n $NRANKS} -o $op -b "$BYTES" $reg -C $cfgs \
 			-g "${GEMMS:-20}" -c "${COLLS:-10}" -t "${PHASE_TIMEOUT:-240}" \
 			>>"$OUT/overlap.txt" 2>>"$OUT/logs/stderr.txt" || { echo "FAILED: $op $reg"; fail=1; }

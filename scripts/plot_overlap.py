@@ -19,8 +19,10 @@ def read(path):
                 continue
             # A CTA count may follow (session 5 on).
             _, op, size, reg, cfg, g_a, g_o, bw_a, bw_o, span, err = line.strip().split(",")[:11]
+            # 1: registered, +2: ncclMemAlloc (cuMem) buffers.
+            kind = int(reg)
             rows.append({
-                "case": op + (" reg" if reg == "1" else ""),
+                "case": op + (" reg" if kind & 1 else "") + (" cuMem" if kind & 2 else ""),
                 "config": cfg,
                 "slowdown": float(g_a) / float(g_o) if float(g_o) > 0 else 0.0,
                 "busbw": float(bw_o),

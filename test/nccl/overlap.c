@@ -8,7 +8,8 @@
  *     started together (both streams wait on one event).
  * Every element of the overlapped batch's last collective is checked
  * (output poisoned first).  Times are the slowest rank's.  Besides the
- * table, one "CSV," line per configuration feeds scripts/plot_overlap.py.
+ * table, one "CSV," line per configuration feeds scripts/plot_overlap.py
+ * (its third field: 1 = registered buffers, +2 = from ncclMemAlloc, -A).
  *
  * Configuration "native-ce" is NCCL's own copy-engine collectives: a
  * communicator with CTA policy zero and the collective's buffers from
@@ -53,6 +54,7 @@ struct ovl_opts {
 	int ngemm, ncoll;
 	int dim;
 	int registered;		/* ncclCommRegister the collective buffers */
+	int cumem_bufs;		/* -A: collective buffers from ncclMemAlloc (cuMem) */
 	int configs[CFG_COUNT];
 	double timeout;
 	char *extra_env[16];	/* NAME=VALUE for the plugin configurations */
@@ -178,13 +180,19 @@ static void fill_matrices(struct rank_ctx *x)
 	free(h);
 }
 
-/* The communicator, and the collective's buffers: cudaMalloc, or for
- * native-ce ncclMemAlloc in symmetric windows of a zero-CTA communicator. */
+/* The communicator, and the collective's buffers: cudaMalloc (ncclMemAlloc
+ * with -A), or for native-ce ncclMemAlloc in symmetric windows of a
+ * zero-CTA communicator. */
 static void open_comm(struct rank_ctx *x, ncclUniqueId id, size_t sbytes, size_t rbytes,
 		      ncclWindow_t win[2])
 {
 	if (!x->ce) {
 		die_nccl(ncclCommInitRank(&x->comm, x->o->nranks, id, x->rank), "ncclCommInitRank");
+		if (x->o->cumem_bufs) {
+			die_nccl(ncclMemAlloc(&x->sbuf, sbytes), "ncclMemAlloc send");
+			die_nccl(ncclMemAlloc(&x->rbuf, rbytes), "ncclMemAlloc recv");
+			return;
+		}
 		die_cuda(cudaMalloc(&x->sbuf, sbytes), "cudaMalloc send");
 		die_cuda(cudaMalloc(&x->rbuf, rbytes), "cudaMalloc recv");
 		return;
@@ -218,7 +226,7 @@ static void close_comm(struct rank_ctx *x, ncclWindow_t win[2])
 		die_nccl(ncclCommWindowDeregister(x->comm, win[1]), "ncclCommWindowDeregister");
 	}
 	die_nccl(ncclCommDestroy(x->comm), "ncclCommDestroy");
-	if (x->ce) {
+	if (x->ce || x->o->cumem_bufs) {
 		ncclMemFree(x->sbuf);
 		ncclMemFree(x->rbuf);
 	} else {
@@ -405,7 +413,7 @@ static void config_ctas(const struct ovl_opts *o, int config, char *out, size_t 
 static void usage(const char *argv0)
 {
 	fprintf(stderr, "usage: %s [-n ranks] [-o op] [-b bytes] [-g gemms] [-c collectives] "
-		"[-d dim] [-R] [-C native,native-ce,plugin,passsm] [-E NAME=VALUE] [-t seconds]\n",
+		"[-d dim] [-R] [-A] [-C native,native-ce,plugin,passsm] [-E NAME=VALUE] [-t seconds]\n",
 		argv0);
 	exit(2);
 }
@@ -446,7 +454,7 @@ int main(int argc, char **argv)
 	double native_makespan = 0;
 
 	memset(all, 0, sizeof(all));
-	while ((opt = getopt(argc, argv, "n:o:b:g:c:d:RC:E:t:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:o:b:g:c:d:RAC:E:t:")) != -1) {
 		switch (opt) {
 		case 'n': o.nranks = atoi(optarg); break;
 		case 'o':
@@ -462,6 +470,7 @@ int main(int argc, char **argv)
 		case 'c': o.ncoll = atoi(optarg); break;
 		case 'd': o.dim = atoi(optarg); break;
 		case 'R': o.registered = 1; break;
+		case 'A': o.cumem_bufs = 1; break;
 		case 'C': if (parse_configs(optarg, o.configs)) usage(argv[0]); break;
 		case 'E':
 			if (o.nextra == 16 || !strchr(optarg, '='))
@@ -499,7 +508,9 @@ int main(int argc, char **argv)
 
 	printf("# overlap: %s of %zu B%s, %d ranks, %d GEMMs of %d^3 bf16 and %d collectives "
 	       "started together\n", bench_op_name(o.op), o.bytes,
-	       o.registered ? " (registered buffers)" : "", o.nranks, o.ngemm, o.dim, o.ncoll);
+	       o.registered ? (o.cumem_bufs ? " (registered ncclMemAlloc buffers)" :
+			       " (registered buffers)") : (o.cumem_bufs ? " (ncclMemAlloc buffers)" : ""),
+	       o.nranks, o.ngemm, o.dim, o.ncoll);
 	printf("# %-15s %9s %9s %8s %10s %10s %6s %11s %9s %6s %8s\n", "config", "gemm_TF",
 	       "gemm_TF", "gemm", "busbw", "busbw", "busbw", "makespan", "makespan", "errors",
 	       "CTAs");
@@ -547,7 +558,8 @@ int main(int argc, char **argv)
 		       bw_o / bw_a, w.makespan_ms, native_makespan > 0 ? w.makespan_ms / native_makespan : 0.0,
 		       (unsigned long long)errors, ctas);
 		printf("CSV,%s,%zu,%d,%s,%.2f,%.2f,%.2f,%.2f,%.3f,%llu,%s\n", bench_op_name(o.op),
-		       o.bytes, o.registered, config_names[c], gemm_a, gemm_o, bw_a, bw_o,
+		       o.bytes, o.registered + 2 * o.cumem_bufs, config_names[c], gemm_a, gemm_o,
+		       bw_a, bw_o,
 		       w.makespan_ms, (unsigned long long)errors, ctas);
 		failed += errors != 0;
 	}
