@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge|merge-sweep]   (full: sizes to 1 GiB;
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge|merge-sweep|table]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        perf: step sizes (unregistered), helper streams (registered),
 #        small-message latency per protocol;
@@ -21,7 +21,8 @@
 #        hostmem: where LL's host sends go with NCCL_CUMEM_HOST_ENABLE=0 and 1;
 #        dig: 1 GiB send/recv and collectives with the copy helpers' busy time;
 #        merge: every op to 1 GiB with the helper merging consecutive steps;
-#        merge-sweep: NCCL_SYMMEM_MERGE_SIZE x NCCL_SYMMEM_COPY_DEPTH)
+#        merge-sweep: NCCL_SYMMEM_MERGE_SIZE x NCCL_SYMMEM_COPY_DEPTH;
+#        table: every op to 1 GiB, registered cudaMalloc and ncclMemAlloc buffers)
 #        NRANKS=n uses the first n GPUs (default: all).
 #        SKIP_GRAPH=1 leaves out the CUDA-graph runs.
 #        PHASE_TIMEOUT (s) per phase; a phase past it has its ranks' stacks
@@ -240,6 +241,23 @@ if [ "$MODE" = merge ]; then
 	bench merge-reg-cumem -R -A -o sendrecv,alltoall -b 1048576 -e 1073741824 -f 8 -c none -i 8 $P16
 	bench merge-graph -G -o all_reduce,all_gather,sendrecv -b 0 -e 268435456 -f 8 -c none -i 5
 	for d in "$OUT"/logs/merge-*; do
+		grep -h "copy helper (pid [0-9]*): " "$d"/nccl.*.log 2>/dev/null | sed 's/.*NCCL INFO //' |
+			sed "s|^|${d##*/}: |" | head -4
+	done
+	finish
+fi
+
+# Issue 3: the bandwidth table with the plugin's defaults and the README's
+# NCCL_NCHANNELS_PER_NET_PEER=16, native in the same invocations: every op
+# 16 B - 1 GiB, then registered buffers from cudaMalloc (legacy IPC) and
+# from ncclMemAlloc (cuMem).
+if [ "$MODE" = table ]; then
+	P16="-E NCCL_NCHANNELS_PER_NET_PEER=16"
+	bench table-all -o all_reduce,broadcast,reduce,all_gather,reduce_scatter,alltoall,sendrecv \
+		-b 16 -e 1073741824 -f 4 -c none -i 8 $P16
+	bench table-reg -R -o sendrecv,alltoall -b 1048576 -e 1073741824 -f 8 -c none -i 8 $P16
+	bench table-regmem -R -A -o sendrecv,alltoall -b 1048576 -e 1073741824 -f 8 -c none -i 8 $P16
+	for d in "$OUT"/logs/table-*; do
 		grep -h "copy helper (pid [0-9]*): " "$d"/nccl.*.log 2>/dev/null | sed 's/.*NCCL INFO //' |
 			sed "s|^|${d##*/}: |" | head -4
 	done
