@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge|merge-sweep|table]   (full: sizes to 1 GiB;
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        perf: step sizes (unregistered), helper streams (registered),
 #        small-message latency per protocol;
@@ -20,7 +20,6 @@
 #        peer: sendrecv/alltoall with NCCL_NCHANNELS_PER_NET_PEER=16;
 #        hostmem: where LL's host sends go with NCCL_CUMEM_HOST_ENABLE=0 and 1;
 #        dig: 1 GiB send/recv and collectives with the copy helpers' busy time;
-#        merge: every op to 1 GiB with the helper merging consecutive steps;
 #        merge-sweep: NCCL_SYMMEM_MERGE_SIZE x NCCL_SYMMEM_COPY_DEPTH;
 #        table: every op to 1 GiB, registered cudaMalloc and ncclMemAlloc buffers)
 #        NRANKS=n uses the first n GPUs (default: all).
@@ -113,6 +112,17 @@ expect_fail() {
 	if ! grep -h "WARN.*$pattern" "$OUT/logs/$name"/nccl.*.log | sed 's/.*NCCL WARN //' | sort -u | head -2 | grep .; then
 		echo "FAILED: $name: no WARN matching '$pattern'"; fail=1
 	fi
+}
+
+# helper_lines PREFIX N: the copy helpers' stop lines (copies, copy-engine
+# calls, GB/s while busy) of the first N processes of each run PREFIX*.
+helper_lines() {
+	local d
+	for d in "$OUT"/logs/"$1"*; do
+		[ -d "$d" ] || continue
+		grep -h "copy helper (pid [0-9]*): " "$d"/nccl.*.log 2>/dev/null |
+			sed 's/.*NCCL INFO //' | sed "s|^|${d##*/}: |" | head -"$2"
+	done
 }
 
 finish() {
@@ -219,31 +229,8 @@ if [ "$MODE" = dig ]; then
 	bench coll $C
 	bench coll-b32 -m plugin $C -E NCCL_BUFFSIZE=33554432
 	bench lat -o sendrecv,all_reduce -b 8 -e 8 -c none -i 200 -E NCCL_SM_FREE_VERBOSE=1
-	for d in "$OUT"/logs/*; do
-		[ -d "$d" ] || continue
-		grep -h "copy helper (pid [0-9]*): " "$d"/nccl.*.log 2>/dev/null | sed 's/.*NCCL INFO //' |
-			sed "s|^|${d##*/}: |" | head -4
-	done
+	helper_lines "" 4
 	grep -h "closed:" "$OUT"/logs/lat/nccl.*.log | sed 's/.*NCCL INFO //' | head -6
-	finish
-fi
-
-# Issue 3, session 6: the copy helper merges waiting requests that
-# continue each other (NCCL's consecutive steps) into one copy.  Every op
-# to 1 GiB with native in the same invocation, registered buffers from
-# cudaMalloc (legacy IPC) and from ncclMemAlloc (cuMem, -A), and the
-# helpers' stop lines (requests per copy-engine call, GB/s while busy).
-if [ "$MODE" = merge ]; then
-	P16="-E NCCL_NCHANNELS_PER_NET_PEER=16"
-	bench merge-all -o all_reduce,broadcast,reduce,all_gather,reduce_scatter,alltoall,sendrecv \
-		-b 16 -e 1073741824 -f 4 -c none -i 8 $P16
-	bench merge-reg -R -o sendrecv,alltoall -b 1048576 -e 1073741824 -f 8 -c none -i 8 $P16
-	bench merge-reg-cumem -R -A -o sendrecv,alltoall -b 1048576 -e 1073741824 -f 8 -c none -i 8 $P16
-	bench merge-graph -G -o all_reduce,all_gather,sendrecv -b 0 -e 268435456 -f 8 -c none -i 5
-	for d in "$OUT"/logs/merge-*; do
-		grep -h "copy helper (pid [0-9]*): " "$d"/nccl.*.log 2>/dev/null | sed 's/.*NCCL INFO //' |
-			sed "s|^|${d##*/}: |" | head -4
-	done
 	finish
 fi
 
@@ -257,10 +244,7 @@ if [ "$MODE" = table ]; then
 		-b 16 -e 1073741824 -f 4 -c none -i 8 $P16
 	bench table-reg -R -o sendrecv,alltoall -b 1048576 -e 1073741824 -f 8 -c none -i 8 $P16
 	bench table-regmem -R -A -o sendrecv,alltoall -b 1048576 -e 1073741824 -f 8 -c none -i 8 $P16
-	for d in "$OUT"/logs/table-*; do
-		grep -h "copy helper (pid [0-9]*): " "$d"/nccl.*.log 2>/dev/null | sed 's/.*NCCL INFO //' |
-			sed "s|^|${d##*/}: |" | head -4
-	done
+	helper_lines table- 4
 	finish
 fi
 
@@ -274,10 +258,7 @@ if [ "$MODE" = merge-sweep ]; then
 		bench "ms-${cfg%,*}-d${cfg#*,}" -m plugin $U -E NCCL_SYMMEM_MERGE_SIZE=${cfg%,*} \
 			-E NCCL_SYMMEM_COPY_DEPTH=${cfg#*,}
 	done
-	for d in "$OUT"/logs/ms-*; do
-		grep -h "copy helper (pid [0-9]*): " "$d"/nccl.*.log 2>/dev/null | sed 's/.*NCCL INFO //' |
-			sed "s|^|${d##*/}: |" | head -2
-	done
+	helper_lines ms- 2
 	finish
 fi
 
