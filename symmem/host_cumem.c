@@ -40,16 +40,6 @@ int sm_host_cumem_alloc(uint64_t want, struct sm_host_cumem *out)
 	if (rc != CUDA_SUCCESS)
 		return sm_cuda_fail(rc, "cuMemCreate of %zu bytes of host memory (NUMA node %d)",
 				    size, numa);
-	rc = cu->mem_address_reserve(&va, size, gran, 0, 0);
-	if (rc != CUDA_SUCCESS) {
-		status = sm_cuda_fail(rc, "cuMemAddressReserve of %zu bytes", size);
-		goto release;
-	}
-	rc = cu->mem_map(va, size, 0, h, 0);
-	if (rc != CUDA_SUCCESS) {
-		status = sm_cuda_fail(rc, "cuMemMap of %zu bytes of host memory", size);
-		goto unreserve;
-	}
 	/* This GPU (its copy engine may read it too) and this process's CPU. */
 	memset(access, 0, sizeof(access));
 	access[0].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -58,16 +48,14 @@ int sm_host_cumem_alloc(uint64_t want, struct sm_host_cumem *out)
 	access[1].location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
 	access[1].location.id = numa;
 	access[1].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	rc = cu->mem_set_access(va, size, access, 2);
-	if (rc != CUDA_SUCCESS) {
-		status = sm_cuda_fail(rc, "cuMemSetAccess of host memory for GPU %d and the CPU",
-				      device);
-		goto unmap;
-	}
+	status = sm_cumem_map(h, size, gran, access, 2, "host memory (and the CPU)", &va);
+	if (status)
+		goto release;
 	rc = cu->mem_export(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
 	if (rc != CUDA_SUCCESS) {
 		status = sm_cuda_fail(rc, "cuMemExportToShareableHandle of host memory");
-		goto unmap;
+		sm_cumem_unmap(va, size);
+		goto release;
 	}
 	/* The mapping keeps the pages alive; the handle can go. */
 	cu->mem_release(h);
@@ -77,10 +65,6 @@ int sm_host_cumem_alloc(uint64_t want, struct sm_host_cumem *out)
 	out->numa = numa;
 	out->alloc_id = sm_alloc_id_new();
 	return SM_OK;
-unmap:
-	cu->mem_unmap(va, size);
-unreserve:
-	cu->mem_address_free(va, size);
 release:
 	cu->mem_release(h);
 	return status;
@@ -88,12 +72,9 @@ release:
 
 void sm_host_cumem_free(struct sm_host_cumem *m)
 {
-	const struct sm_cuda_api *cu = sm_cu();
-
 	if (!m->ptr)
 		return;
-	cu->mem_unmap((CUdeviceptr)(uintptr_t)m->ptr, m->size);
-	cu->mem_address_free((CUdeviceptr)(uintptr_t)m->ptr, m->size);
+	sm_cumem_unmap((CUdeviceptr)(uintptr_t)m->ptr, m->size);
 	if (m->fd >= 0)
 		close(m->fd);
 	memset(m, 0, sizeof(*m));

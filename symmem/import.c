@@ -32,42 +32,19 @@ static int map_posix_fd(const struct sm_cuda_api *cu, struct sm_mapping *m, int 
 {
 	CUmemGenericAllocationHandle h;
 	CUmemAccessDesc access;
-	CUdeviceptr va = 0;
 	CUresult rc;
 	int status;
 
 	rc = cu->mem_import(&h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
 	if (rc != CUDA_SUCCESS)
 		return sm_cuda_fail(rc, "cuMemImportFromShareableHandle");
-	rc = cu->mem_address_reserve(&va, m->size, 0, 0, 0);
-	if (rc != CUDA_SUCCESS) {
-		status = sm_cuda_fail(rc, "cuMemAddressReserve of %zu bytes", m->size);
-		goto release;
-	}
-	rc = cu->mem_map(va, m->size, 0, h, 0);
-	if (rc != CUDA_SUCCESS) {
-		status = sm_cuda_fail(rc, "cuMemMap of a peer allocation of %zu bytes", m->size);
-		goto unreserve;
-	}
 	memset(&access, 0, sizeof(access));
 	access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 	access.location.id = m->device;
 	access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	rc = cu->mem_set_access(va, m->size, &access, 1);
-	if (rc != CUDA_SUCCESS) {
-		status = sm_cuda_fail(rc, "cuMemSetAccess for GPU %d (can it reach the peer GPU?)",
-				      m->device);
-		goto unmap;
-	}
+	status = sm_cumem_map(h, m->size, 0, &access, 1,
+			      "a peer allocation (can this GPU reach the peer's?)", &m->va);
 	/* The mapping keeps the physical memory alive; the handle can go. */
-	cu->mem_release(h);
-	m->va = va;
-	return SM_OK;
-unmap:
-	cu->mem_unmap(va, m->size);
-unreserve:
-	cu->mem_address_free(va, m->size);
-release:
 	cu->mem_release(h);
 	return status;
 }
@@ -195,8 +172,7 @@ static void unmap(const struct sm_cuda_api *cu, struct sm_mapping *m)
 	if (m->borrowed)
 		return;
 	if (m->kind == SM_SHARE_POSIX_FD) {
-		cu->mem_unmap(m->va, m->size);
-		cu->mem_address_free(m->va, m->size);
+		sm_cumem_unmap(m->va, m->size);
 		return;
 	}
 	/* An IPC mapping belongs to the context that opened it. */

@@ -50,47 +50,28 @@ static int gpu_alloc(void *arg, uint64_t size, void **base, uint64_t *cookie)
 	rc = cu->mem_create(&h, size, &prop, 0);
 	if (rc != CUDA_SUCCESS)
 		return sm_cuda_fail(rc, "cuMemCreate of %" PRIu64 " bytes on GPU %d", size, device);
-	rc = cu->mem_address_reserve(&va, size, 0, 0, 0);
-	if (rc != CUDA_SUCCESS) {
-		status = sm_cuda_fail(rc, "cuMemAddressReserve of %" PRIu64 " bytes", size);
-		goto release;
-	}
-	rc = cu->mem_map(va, size, 0, h, 0);
-	if (rc != CUDA_SUCCESS) {
-		status = sm_cuda_fail(rc, "cuMemMap");
-		goto unreserve;
-	}
 	memset(&access, 0, sizeof(access));
 	access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 	access.location.id = device;
 	access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	rc = cu->mem_set_access(va, size, &access, 1);
-	if (rc != CUDA_SUCCESS) {
-		status = sm_cuda_fail(rc, "cuMemSetAccess");
-		goto unmap;
+	status = sm_cumem_map(h, size, 0, &access, 1, "a staging-pool segment", &va);
+	if (status) {
+		cu->mem_release(h);
+		return status;
 	}
 	*base = (void *)va;
 	*cookie = (uint64_t)h;
 	return SM_OK;
-unmap:
-	cu->mem_unmap(va, size);
-unreserve:
-	cu->mem_address_free(va, size);
-release:
-	cu->mem_release(h);
-	return status;
 }
 
 static void gpu_free(void *arg, void *base, uint64_t size, uint64_t cookie)
 {
 	const struct sm_cuda_api *cu = sm_cu();
-	CUdeviceptr va = (CUdeviceptr)base;
 
 	(void)arg;
 	if (!cu)
 		return;
-	cu->mem_unmap(va, size);
-	cu->mem_address_free(va, size);
+	sm_cumem_unmap((CUdeviceptr)base, size);
 	cu->mem_release((CUmemGenericAllocationHandle)cookie);
 }
 

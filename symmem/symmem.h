@@ -153,6 +153,15 @@ int sm_import_get(int owner_pid, const struct sm_share_info *info, int fd,
 uint8_t *sm_mapping_base(const struct sm_mapping *m);
 void sm_import_put(struct sm_mapping *m);
 
+/* cumem_map.c: reserves address space (aligned to `align`, 0 = the
+ * driver's choice) for `size` bytes of allocation `h`, maps it and grants
+ * `access` (the first entry names the GPU in messages); on failure nothing
+ * stays mapped or reserved, and `h` is still the caller's.  `what` names
+ * the memory in messages ("a peer allocation"). */
+int sm_cumem_map(CUmemGenericAllocationHandle h, size_t size, size_t align,
+		 const CUmemAccessDesc *access, int naccess, const char *what, CUdeviceptr *out);
+void sm_cumem_unmap(CUdeviceptr va, size_t size);
+
 /* A fresh allocation id for sm_share_info (exports and anything else this
  * process shares: an importer caches mappings by owner and id). */
 uint64_t sm_alloc_id_new(void);
