@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table]   (full: sizes to 1 GiB;
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        perf: step sizes (unregistered), helper streams (registered),
 #        small-message latency per protocol;
@@ -21,7 +21,9 @@
 #        hostmem: where LL's host sends go with NCCL_CUMEM_HOST_ENABLE=0 and 1;
 #        dig: 1 GiB send/recv and collectives with the copy helpers' busy time;
 #        merge-sweep: NCCL_SYMMEM_MERGE_SIZE x NCCL_SYMMEM_COPY_DEPTH;
-#        table: every op to 1 GiB, registered cudaMalloc and ncclMemAlloc buffers)
+#        table: every op to 1 GiB, registered cudaMalloc and ncclMemAlloc buffers;
+#        floor: small-message latency natively, through the plugin, NCCL's Socket net,
+#        host memory only and in-process copies)
 #        NRANKS=n uses the first n GPUs (default: all).
 #        SKIP_GRAPH=1 leaves out the CUDA-graph runs.
 #        PHASE_TIMEOUT (s) per phase; a phase past it has its ranks' stacks
@@ -231,6 +233,23 @@ if [ "$MODE" = dig ]; then
 	bench lat -o sendrecv,all_reduce -b 8 -e 8 -c none -i 200 -E NCCL_SM_FREE_VERBOSE=1
 	helper_lines "" 4
 	grep -h "closed:" "$OUT"/logs/lat/nccl.*.log | sed 's/.*NCCL INFO //' | head -6
+	finish
+fi
+
+# Issue 3: where small-message latency goes.  The same 8 B-64 KiB ops
+# natively, through the plugin, through NCCL's own Socket net forced the
+# same way (NCCL's proxy path with no copy engine), through the plugin on
+# host memory only (NCCL_DMA_ENABLE=0: a CPU copy in the shared ring) and
+# with copies in NCCL's process; then native and plugin with
+# NCCL_PROTO=Simple (the plugin's default keeps LL off).
+if [ "$MODE" = floor ]; then
+	L="-o sendrecv,all_reduce,all_gather -b 8 -e 65536 -f 8 -c none -i 200"
+	bench floor-plugin $L -E NCCL_SM_FREE_VERBOSE=1
+	PROVE=none bench floor-socket -m plugin $L -E NCCL_NET=Socket
+	PROVE=nogdr bench floor-dma0 -m plugin $L -E NCCL_DMA_ENABLE=0
+	bench floor-inproc -m plugin $L -E NCCL_SYMMEM_COPY_HELPER=0
+	NCCL_PROTO=Simple bench floor-simple $L
+	helper_lines floor-plugin 2
 	finish
 fi
 

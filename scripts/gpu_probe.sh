@@ -2,13 +2,15 @@
 # Driver/hardware probe behind the copy-helper design (test/probe/ce_probe.cu):
 # can another process drive GPU0's copy engines while this one computes, and
 # what blocks a CUDA call while graph replays are queued; 'kinds': which copy
-# kinds another process's kernels hold up.  Output to stdout.
+# kinds another process's kernels hold up; 'multi': every GPU pushing to one,
+# two or all of its peers at once.  Output to stdout.
 set -u
 cd "$(dirname "$0")/.."
 mkdir -p build-gpu
 nvcc -O2 -arch=sm_90 test/probe/ce_probe.cu -o build-gpu/ce_probe || exit 1
 [ "${1:-}" = kinds ] && { timeout 300 ./build-gpu/ce_probe kinds; exit; }
 [ "${1:-}" = bidir ] && { timeout 300 ./build-gpu/ce_probe bidir; exit; }
+[ "${1:-}" = multi ] && { timeout 300 ./build-gpu/ce_probe multi; exit; }
 timeout 120 ./build-gpu/ce_probe xproc
 for h in 0 1; do
 	for n in 8 64 2048; do

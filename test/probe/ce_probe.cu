@@ -18,6 +18,12 @@
 //                       streams, one issuing thread per copying GPU (as one
 //                       copy helper per rank).  Answers: what does the
 //                       hardware give send/recv's two directions at 1 GiB?
+//   ce_probe multi      Every GPU of the host pushes at once, one issuing thread
+//                       per GPU (as one copy helper per rank): to the next GPU
+//                       (ring), to both neighbours, to every other GPU at once
+//                       (one stream per peer) and to every other GPU in turn.
+//                       Answers: does a copy engine keep its one-peer rate when
+//                       it writes to several peers (4-GPU alltoall)?
 //   ce_probe graph [H]  One process: a graph whose kernel waits on a host flag
 //                       (H=1: plus a host node, as NCCL's proxy graphs have),
 //                       launched 32 times back to back; a second thread issues
@@ -365,6 +371,133 @@ static int bidir(void)
 	return 0;
 }
 
+#define MULTI_BYTES (768ull << 20)	// what each GPU sends per round
+#define MULTI_MAX 8
+
+struct multi_job {
+	int dev, ndst, serial;
+	int dst[MULTI_MAX];
+	char *src, *dstbuf[MULTI_MAX];	// dstbuf[k]: where this GPU's bytes land on dst[k]
+	size_t per_peer, piece;
+	cudaStream_t st[MULTI_MAX];
+	pthread_barrier_t *bar;
+	double us;
+};
+
+static void *multi_main(void *arg)
+{
+	struct multi_job *j = (struct multi_job *)arg;
+	CK(cudaSetDevice(j->dev));
+	pthread_barrier_wait(j->bar);
+	double t0 = now_us();
+	if (j->serial) {
+		for (int k = 0; k < j->ndst; k++)
+			for (size_t off = 0; off < j->per_peer; off += j->piece)
+				CK(cudaMemcpyAsync(j->dstbuf[k] + off, j->src + k * j->per_peer + off,
+						   j->piece, cudaMemcpyDefault, j->st[0]));
+	} else {
+		// Interleaved, one stream per peer: every peer's copies progress together.
+		for (size_t off = 0; off < j->per_peer; off += j->piece)
+			for (int k = 0; k < j->ndst; k++)
+				CK(cudaMemcpyAsync(j->dstbuf[k] + off, j->src + k * j->per_peer + off,
+						   j->piece, cudaMemcpyDefault, j->st[k]));
+	}
+	for (int k = 0; k < (j->serial ? 1 : j->ndst); k++)
+		CK(cudaStreamSynchronize(j->st[k]));
+	j->us = now_us() - t0;
+	return NULL;
+}
+
+// pattern: 0 ring, 1 both neighbours, 2 all peers at once, 3 all peers in turn.
+static void multi_case(int n, char *src[], char *dst[], cudaStream_t st[][MULTI_MAX], int pattern,
+		       size_t piece)
+{
+	static const char *names[] = { "ring", "neighbours", "a2a", "a2a-serial" };
+	double best = 1e30, best_sum = 0;
+	size_t sent = 0;
+	for (int rep = 0; rep < 5; rep++) {
+		struct multi_job j[MULTI_MAX];
+		pthread_t t[MULTI_MAX];
+		pthread_barrier_t bar;
+		pthread_barrier_init(&bar, NULL, n);
+		for (int g = 0; g < n; g++) {
+			struct multi_job *m = &j[g];
+			memset(m, 0, sizeof(*m));
+			m->dev = g;
+			m->serial = pattern == 3;
+			if (pattern == 0) {
+				m->dst[m->ndst++] = (g + 1) % n;
+			} else if (pattern == 1) {
+				m->dst[m->ndst++] = (g + 1) % n;
+				m->dst[m->ndst++] = (g + n - 1) % n;
+			} else {
+				for (int k = 1; k < n; k++)
+					m->dst[m->ndst++] = (g + k) % n;
+			}
+			m->per_peer = MULTI_BYTES / m->ndst / piece * piece;
+			m->piece = piece < m->per_peer ? piece : m->per_peer;
+			m->src = src[g];
+			for (int k = 0; k < m->ndst; k++) {
+				// The receiver keeps one slot per sender: slot = sender's distance.
+				int slot = (g - m->dst[k] + n) % n - 1;
+				m->dstbuf[k] = dst[m->dst[k]] + (size_t)slot * m->per_peer;
+				m->st[k] = st[g][k];
+			}
+			m->bar = &bar;
+			pthread_create(&t[g], NULL, multi_main, m);
+		}
+		double slowest = 0, sum = 0;
+		for (int g = 0; g < n; g++) {
+			pthread_join(t[g], NULL);
+			double gbs = j[g].per_peer * j[g].ndst / j[g].us / 1e3;
+			if (j[g].us > slowest)
+				slowest = j[g].us;
+			sum += gbs;
+		}
+		pthread_barrier_destroy(&bar);
+		sent = j[0].per_peer * j[0].ndst;
+		if (rep > 0 && slowest < best) {	// first round warms the mappings
+			best = slowest;
+			best_sum = sum;
+		}
+	}
+	printf("multi %d GPUs %-10s piece %10zu B: slowest GPU %6.1f GB/s out, all GPUs %7.1f GB/s\n",
+	       n, names[pattern], piece, sent / best / 1e3, best_sum);
+	fflush(stdout);
+}
+
+static int multi(void)
+{
+	int n;
+	CK(cudaGetDeviceCount(&n));
+	if (n < 2 || n > MULTI_MAX) {
+		fprintf(stderr, "multi needs 2..%d GPUs, found %d\n", MULTI_MAX, n);
+		return 2;
+	}
+	char *src[MULTI_MAX], *dst[MULTI_MAX];
+	cudaStream_t st[MULTI_MAX][MULTI_MAX];
+	for (int g = 0; g < n; g++) {
+		CK(cudaSetDevice(g));
+		for (int p = 0; p < n; p++)
+			if (p != g)
+				CK(cudaDeviceEnablePeerAccess(p, 0));
+		CK(cudaMalloc(&src[g], MULTI_BYTES));
+		CK(cudaMalloc(&dst[g], MULTI_BYTES));
+		CK(cudaMemset(src[g], 0x31 + g, MULTI_BYTES));
+		for (int k = 0; k < MULTI_MAX; k++)
+			CK(cudaStreamCreateWithFlags(&st[g][k], cudaStreamNonBlocking));
+		CK(cudaDeviceSynchronize());
+	}
+	const size_t pieces[] = { 2ull << 20, 16ull << 20, MULTI_BYTES };
+	for (int pattern = 0; pattern < 4; pattern++) {
+		if (pattern == 1 && n < 3)
+			continue;
+		for (size_t p = 0; p < sizeof(pieces) / sizeof(pieces[0]); p++)
+			multi_case(n, src, dst, st, pattern, pieces[p]);
+	}
+	return 0;
+}
+
 struct copier {
 	volatile int stop;
 	double max_call_us;
@@ -461,8 +594,10 @@ int main(int argc, char **argv)
 		return kinds();
 	if (argc > 1 && strcmp(argv[1], "bidir") == 0)
 		return bidir();
+	if (argc > 1 && strcmp(argv[1], "multi") == 0)
+		return multi();
 	if (argc > 1 && strcmp(argv[1], "graph") == 0)
 		return graph(argc > 2 ? atoi(argv[2]) : 0, argc > 3 ? atoi(argv[3]) : 32);
-	fprintf(stderr, "usage: ce_probe xproc | kinds | bidir | graph [host_node] [launches]\n");
+	fprintf(stderr, "usage: ce_probe xproc | kinds | bidir | multi | graph [host_node] [launches]\n");
 	return 2;
 }
