@@ -3,6 +3,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "config.h"
 #include "log.h"
@@ -78,24 +79,43 @@ void monitor_tick(struct monitor_state *m, const struct tp_comm *tp, const void 
 	monitor_pools_tick(now, m->interval_ns);
 }
 
+/* " name N us" for a stage with messages, "" for one without. */
+static void stage_text(char *buf, size_t len, const char *name, const struct tp_hist *h)
+{
+	double med = tp_hist_median(h);
+
+	if (med < 0)
+		snprintf(buf, len, "%s", "");
+	else if (med >= TP_HIST_BUCKETS)
+		snprintf(buf, len, ", %s median > %d us", name, TP_HIST_BUCKETS - 1);
+	else
+		snprintf(buf, len, ", %s median %.1f us", name, med);
+}
+
 void monitor_close(const struct monitor_state *m, const struct tp_comm *tp, const void *who,
 		   int is_send, int dev)
 {
 	const struct config *cfg = config_get();
+	char wait[80], copy[80], notice[80];
 	struct tp_stats st;
 
 	if (!cfg || (!cfg->verbose && !cfg->monitor))
 		return;
 	tp_get_stats(tp, &st);
+	/* Where a small message's time goes: waiting for the peer's receive,
+	 * the copy engine (isend to landed), and the hop to the receiver. */
+	stage_text(wait, sizeof(wait), "waited for the receive", &st.stage[TP_STAGE_RECV_WAIT]);
+	stage_text(copy, sizeof(copy), "isend to copy landed", &st.stage[TP_STAGE_COPY]);
+	stage_text(notice, sizeof(notice), "landed to seen here", &st.stage[TP_STAGE_NOTICE]);
 	LOG_INFO("NET/symmem %s comm %p on device %d closed: %llu messages (%llu by copy engine "
 		 "in place, %llu of them in the copy helper, %llu through the staging pool), %.1f MiB, "
-		 "%.2f GB/s over its life, post-to-done mean %.1f us max %.1f us, %llu isend retries",
-		 is_send ? "send" : "receive", who, dev, (unsigned long long)st.messages,
-		 (unsigned long long)st.direct, (unsigned long long)st.helper,
-		 (unsigned long long)st.pooled, mib(st.bytes),
+		 "%.2f GB/s over its life, post-to-done mean %.1f us max %.1f us, %llu isend "
+		 "retries%s%s%s", is_send ? "send" : "receive", who, dev,
+		 (unsigned long long)st.messages, (unsigned long long)st.direct,
+		 (unsigned long long)st.helper, (unsigned long long)st.pooled, mib(st.bytes),
 		 gbps(st.bytes, sm_now_ns() - m->start_ns),
 		 st.messages ? (double)st.lat_ns_sum / (double)st.messages / 1e3 : 0.0,
-		 (double)st.lat_ns_max / 1e3, (unsigned long long)st.retries);
+		 (double)st.lat_ns_max / 1e3, (unsigned long long)st.retries, wait, copy, notice);
 }
 
 void monitor_finalize(void)

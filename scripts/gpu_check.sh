@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor]   (full: sizes to 1 GiB;
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        perf: step sizes (unregistered), helper streams (registered),
 #        small-message latency per protocol;
@@ -247,9 +247,28 @@ if [ "$MODE" = floor ]; then
 	bench floor-plugin $L -E NCCL_SM_FREE_VERBOSE=1
 	PROVE=none bench floor-socket -m plugin $L -E NCCL_NET=Socket
 	PROVE=nogdr bench floor-dma0 -m plugin $L -E NCCL_DMA_ENABLE=0
-	bench floor-inproc -m plugin $L -E NCCL_SYMMEM_COPY_HELPER=0
+	bench floor-inproc -m plugin $L -E NCCL_SYMMEM_COPY_HELPER=0 -E NCCL_SM_FREE_VERBOSE=1
 	NCCL_PROTO=Simple bench floor-simple $L
 	helper_lines floor-plugin 2
+	# Per connection: stage medians (wait for the receive, isend to landed,
+	# landed to seen by the receiver) from the close lines.
+	grep -h "closed:" "$OUT"/logs/floor-plugin/nccl.*.log "$OUT"/logs/floor-inproc/nccl.*.log |
+		sed 's/.*NCCL INFO //' | grep median | head -12
+	finish
+fi
+
+# Issue 3, session 7: alltoall on 4 GPUs (0.57 of native in session 6).
+# Registered ncclMemAlloc buffers take NCCL's pipeline out of it (one copy
+# per peer and channel); the helper's stream count decides how many peers
+# one GPU's copies reach at once.
+if [ "$MODE" = a2a4 ]; then
+	A="-o alltoall -b 268435456 -e 1073741824 -f 4 -c none -i 5 -E NCCL_NCHANNELS_PER_NET_PEER=16"
+	bench a2a-reg-s2 -R -A $A
+	bench a2a-reg-s1 -m plugin -R -A $A -E NCCL_SYMMEM_STREAMS=1
+	bench a2a-reg-s4 -m plugin -R -A $A -E NCCL_SYMMEM_STREAMS=4
+	bench a2a-s2 -m plugin $A
+	bench a2a-s4 -m plugin $A -E NCCL_SYMMEM_STREAMS=4
+	helper_lines a2a- 4
 	finish
 fi
 

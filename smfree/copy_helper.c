@@ -230,10 +230,11 @@ static void report_stats(const struct smf_helper *h)
 		return;
 	sm_info("copy helper (pid %d): %llu copies as %llu copy-engine calls, %.1f MiB in %.2f s; "
 		"copies in flight %.1f %% of that time, %.1f GB/s while in flight; %.1f us mean "
-		"from queued to seen landed", (int)h->pid, (unsigned long long)s->copies,
-		(unsigned long long)s->issued, (double)s->bytes / (1 << 20), life / 1e9,
-		100.0 * (double)s->busy_ns / life,
+		"from posted to queued, %.1f us from queued to seen landed", (int)h->pid,
+		(unsigned long long)s->copies, (unsigned long long)s->issued,
+		(double)s->bytes / (1 << 20), life / 1e9, 100.0 * (double)s->busy_ns / life,
 		s->busy_ns ? (double)s->bytes / (double)s->busy_ns : 0.0,
+		(double)s->queue_ns / (double)s->copies / 1e3,
 		(double)s->landed_ns / (double)s->copies / 1e3);
 }
 
@@ -330,6 +331,7 @@ int smf_helper_post(struct smf_helper *h, uint32_t dst_id, uint64_t dst_off, uin
 	s->src_off = src_off;
 	s->dst_off = dst_off;
 	s->len = len;
+	s->post_ns = sm_now_ns();
 	s->seq = h->next_seq;
 	*seq = h->next_seq++;
 	atomic_store_explicit(&s->state, CD_POSTED, memory_order_release);

@@ -357,6 +357,12 @@ static int issue(struct copyd *d)
 			sm_cuda_fail(crc, "cuMemcpyAsync of %llu bytes", (unsigned long long)g->len);
 			finish(d, g->lead, crc, d->queued_at[g->lead]);
 		} else {
+			for (unsigned m = g->lead; m != CD_SLOTS; m = d->queue.next[m]) {
+				uint64_t posted = d->ring->slot[m].post_ns;
+
+				if (posted && posted <= d->queued_at[g->lead])
+					d->ring->stats.queue_ns += d->queued_at[g->lead] - posted;
+			}
 			d->fifo[st][(d->fifo_head[st] + d->fifo_n[st]) % CD_SLOTS] = g->lead;
 			d->fifo_n[st]++;
 			d->ring->stats.copies += (uint64_t)g->members;

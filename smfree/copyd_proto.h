@@ -20,7 +20,7 @@
 #include "symmem.h"
 
 #define CD_MAGIC 0x44504f43u		/* "COPD" */
-#define CD_VERSION 3
+#define CD_VERSION 4
 #define CD_SLOTS 1024			/* requests in flight per helper */
 #define CD_CTRL_FD 3			/* the helper's end of the socket pair */
 
@@ -72,6 +72,7 @@ struct cd_slot {
 	uint64_t src_off;
 	uint64_t dst_off;
 	uint64_t len;
+	uint64_t post_ns;		/* when the client posted it (statistics) */
 	char err[80];
 };
 
@@ -83,6 +84,8 @@ struct cd_stats {
 	uint64_t bytes;
 	uint64_t busy_ns;		/* some copy queued and not yet seen landed */
 	uint64_t landed_ns;		/* summed over copies: queued -> seen landed */
+	uint64_t queue_ns;		/* summed over copies: posted -> queued on a stream
+					 * (taking it, waiting for room, the driver calls) */
 };
 
 struct cd_ring {

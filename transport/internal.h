@@ -11,7 +11,7 @@
 #include "transport.h"
 
 #define SHM_MAGIC 0x4d485353u		/* "SSHM" */
-#define SHM_VERSION 2
+#define SHM_VERSION 3
 #define WIRE_MAGIC 0x45524957u		/* "WIRE" */
 #define WIRE_VERSION 2
 #define REGION_MAGIC 0x4e474552u	/* "REGN" */
@@ -38,6 +38,9 @@ struct shm_ctrl {
 	uint64_t recv_offset[TP_MAX_REQUESTS];
 	uint32_t recv_region[TP_MAX_REQUESTS];
 	_Alignas(64) uint64_t send_size[TP_MAX_REQUESTS];
+	/* Sender: when it saw message i's copy land (CLOCK_MONOTONIC ns, one
+	 * clock for every process of the host), for the receiver's statistics. */
+	uint64_t land_ns[TP_MAX_REQUESTS];
 };
 
 #define SHM_RING_OFFSET 4096
@@ -137,6 +140,7 @@ struct tp_req {
 	uint32_t src_hid, dst_hid;	/* the copy helper's names, 0 = copy in process */
 	uint64_t src_off, dst_off;
 	int out_started;	/* the copy out of the piece is in flight (copy) */
+	int landed_seen;	/* receive: the sender's copy was seen landed (statistics) */
 };
 
 struct tp_ops {
@@ -157,6 +161,7 @@ struct tp_comm {
 	int failed;		/* sticky sm_status once the connection broke */
 	char failmsg[256];
 	uint64_t posted;	/* messages posted locally */
+	uint64_t try_ns;	/* sender: first isend try of the next message, or 0 */
 	uint64_t next_check_ns;	/* next liveness check while idle */
 	uint64_t stall_ns;	/* report a wait this long (0 = never) */
 	uint64_t wait_since_ns;	/* start of the current wait without progress */

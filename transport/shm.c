@@ -308,6 +308,9 @@ static int shm_progress_send(struct tp_comm *c, int *progressed)
 				break;
 			r->moved = r->size;
 			stage_done(c, r->stage_end);
+			ctrl->land_ns[r->seq % TP_MAX_REQUESTS] = sm_now_ns();
+			tp_hist_add(&c->stats.stage[TP_STAGE_COPY],
+				    ctrl->land_ns[r->seq % TP_MAX_REQUESTS] - r->t_post);
 		}
 		if (r->moved == r->size) {
 			r->done = 1;
@@ -334,6 +337,17 @@ static int shm_progress_send(struct tp_comm *c, int *progressed)
 	return SM_OK;
 }
 
+/* The time from the sender seeing message r land to this side seeing it
+ * (the peer wrote land_ns before send_done; a clock it got wrong is
+ * only a statistic, so it is clamped, not trusted). */
+static void note_landed(struct tp_comm *c, struct tp_req *r)
+{
+	uint64_t now = sm_now_ns(), at = c->ctrl->land_ns[r->seq % TP_MAX_REQUESTS];
+
+	tp_hist_add(&c->stats.stage[TP_STAGE_NOTICE], at && at <= now ? now - at : 0);
+	r->landed_seen = 1;
+}
+
 static int shm_progress_recv(struct tp_comm *c, int *progressed)
 {
 	struct shm_ctrl *ctrl = c->ctrl;
@@ -357,6 +371,8 @@ static int shm_progress_recv(struct tp_comm *c, int *progressed)
 
 			if (atomic_load_explicit(&ctrl->send_done, memory_order_acquire) <= r->seq)
 				break;
+			if (!r->landed_seen)
+				note_landed(c, r);
 			if (r->shadow && r->msg_size) {
 				rc = shadow_copy_out(c, r, &landed);
 				if (rc)

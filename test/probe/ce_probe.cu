@@ -482,7 +482,8 @@ static int multi(void)
 			if (p != g)
 				CK(cudaDeviceEnablePeerAccess(p, 0));
 		CK(cudaMalloc(&src[g], MULTI_BYTES));
-		CK(cudaMalloc(&dst[g], MULTI_BYTES));
+		// One slot per sender, each as large as the most one sender sends.
+		CK(cudaMalloc(&dst[g], (size_t)(n - 1) * MULTI_BYTES));
 		CK(cudaMemset(src[g], 0x31 + g, MULTI_BYTES));
 		for (int k = 0; k < MULTI_MAX; k++)
 			CK(cudaStreamCreateWithFlags(&st[g][k], cudaStreamNonBlocking));

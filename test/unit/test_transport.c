@@ -210,6 +210,79 @@ static void test_ring_wraps_tcp(void **state)
 	ring_wraps(TP_BACKEND_TCP);
 }
 
+/* Medians come from 1 us buckets; the last bucket catches the rest. */
+static void test_stage_median(void **state)
+{
+	struct tp_hist h;
+
+	(void)state;
+	memset(&h, 0, sizeof(h));
+	assert_true(tp_hist_median(&h) < 0);
+	tp_hist_add(&h, 2500);		/* 2.5 us */
+	assert_true(tp_hist_median(&h) == 2.5);
+	tp_hist_add(&h, 7100);
+	tp_hist_add(&h, 7900);
+	assert_true(tp_hist_median(&h) == 7.5);
+	for (int i = 0; i < 4; i++)
+		tp_hist_add(&h, 5000000);	/* 5 ms */
+	assert_true(tp_hist_median(&h) >= TP_HIST_BUCKETS);
+}
+
+/* A send tried before the receiver posted counts the wait from its first
+ * try; one whose receive was already posted waits nothing. */
+static void recv_wait(int backend)
+{
+	struct tp_options o = options(backend, 64 * 1024, 4096);
+	uint8_t src[64], dst[64];
+	struct tp_comm *s, *r;
+	struct tp_req *sr = NULL, *rr;
+	struct tp_stats st;
+	double end;
+
+	memset(src, 0x5a, sizeof(src));
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	for (int m = 0; m < 2; m++) {
+		int done_s = 0, done_r = 0;
+
+		sr = NULL;
+		end = now() + 10;
+		if (m == 0) {
+			assert_int_equal(tp_isend(s, src, sizeof(src), NULL, &sr), SM_OK);
+			assert_null(sr);	/* nothing posted yet */
+			usleep(3000);
+		}
+		assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &rr), SM_OK);
+		while (!sr && now() < end)
+			assert_int_equal(tp_isend(s, src, sizeof(src), NULL, &sr), SM_OK);
+		assert_non_null(sr);
+		while ((!done_s || !done_r) && now() < end) {
+			if (!done_s)
+				assert_int_equal(tp_test(sr, &done_s, NULL), SM_OK);
+			if (!done_r)
+				assert_int_equal(tp_test(rr, &done_r, NULL), SM_OK);
+		}
+		assert_true(done_s && done_r);
+	}
+	tp_get_stats(s, &st);
+	/* One wait of >= 3 ms (the last bucket), one of none (bucket 0). */
+	assert_int_equal(st.stage[TP_STAGE_RECV_WAIT].n[TP_HIST_BUCKETS - 1], 1);
+	assert_int_equal(st.stage[TP_STAGE_RECV_WAIT].n[0], 1);
+	tp_close(s);
+	tp_close(r);
+}
+
+static void test_recv_wait_shm(void **state)
+{
+	(void)state;
+	recv_wait(TP_BACKEND_SHM);
+}
+
+static void test_recv_wait_tcp(void **state)
+{
+	(void)state;
+	recv_wait(TP_BACKEND_TCP);
+}
+
 /* A connect that NCCL abandons (never calls again) is freed by the next
  * connect once its deadline has passed; one still in time is kept. */
 static void test_abandoned_connect_freed(void **state)
@@ -741,6 +814,9 @@ int main(void)
 		cmocka_unit_test(test_host_id_stable),
 		cmocka_unit_test(test_ring_wraps_shm),
 		cmocka_unit_test(test_ring_wraps_tcp),
+		cmocka_unit_test(test_stage_median),
+		cmocka_unit_test(test_recv_wait_shm),
+		cmocka_unit_test(test_recv_wait_tcp),
 		cmocka_unit_test(test_stranger_refused),
 		cmocka_unit_test(test_unreachable_fails_at_once),
 		cmocka_unit_test(test_unreachable_retried_until_deadline),
