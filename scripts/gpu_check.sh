@@ -70,7 +70,8 @@ bench() {
 
 # Every plugin process: the plugin in use, channels via NET/symmem with
 # GDRDMA (unless the run is host-memory only: prove NAME nogdr), nothing via
-# P2P/SHM/another net.
+# P2P/SHM/another net, and a copy helper (unless copies stay in NCCL's
+# process on purpose: prove NAME inproc).
 prove() {
 	local dir="$OUT/logs/$1" gdr=${2:-gdr} n=0
 	[ "$gdr" = none ] && return	# a native-only run: nothing to prove
@@ -81,7 +82,7 @@ prove() {
 		if grep -E 'via (P2P|SHM)|via NET/(Socket|IB)' "$log" | head -2 | grep .; then
 			echo "traffic outside NET/symmem in $log"; fail=1
 		fi
-		if [ "$gdr" = gdr ] && grep 'via NET/symmem' "$log" | grep -vq 'GDRDMA'; then
+		if [ "$gdr" != nogdr ] && grep 'via NET/symmem' "$log" | grep -vq 'GDRDMA'; then
 			echo "a channel without GPUDirect in $log:"; grep 'via NET/symmem' "$log" | grep -v GDRDMA | head -2
 			fail=1
 		fi
@@ -247,7 +248,7 @@ if [ "$MODE" = floor ]; then
 	bench floor-plugin $L -E NCCL_SM_FREE_VERBOSE=1
 	PROVE=none bench floor-socket -m plugin $L -E NCCL_NET=Socket
 	PROVE=nogdr bench floor-dma0 -m plugin $L -E NCCL_DMA_ENABLE=0
-	bench floor-inproc -m plugin $L -E NCCL_SYMMEM_COPY_HELPER=0 -E NCCL_SM_FREE_VERBOSE=1
+	PROVE=inproc bench floor-inproc -m plugin $L -E NCCL_SYMMEM_COPY_HELPER=0 -E NCCL_SM_FREE_VERBOSE=1
 	NCCL_PROTO=Simple bench floor-simple $L
 	helper_lines floor-plugin 2
 	# Per connection: stage medians (wait for the receive, isend to landed,
@@ -266,8 +267,9 @@ if [ "$MODE" = a2a4 ]; then
 	bench a2a-reg-s2 -R -A $A
 	bench a2a-reg-s1 -m plugin -R -A $A -E NCCL_SYMMEM_STREAMS=1
 	bench a2a-reg-s4 -m plugin -R -A $A -E NCCL_SYMMEM_STREAMS=4
+	bench a2a-reg-d1024 -m plugin -R -A $A -E NCCL_SYMMEM_COPY_DEPTH=1024
+	PROVE=inproc bench a2a-reg-inproc -m plugin -R -A $A -E NCCL_SYMMEM_COPY_HELPER=0
 	bench a2a-s2 -m plugin $A
-	bench a2a-s4 -m plugin $A -E NCCL_SYMMEM_STREAMS=4
 	helper_lines a2a- 4
 	finish
 fi

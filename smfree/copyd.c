@@ -29,6 +29,8 @@
  * spinning; the first request after a quiet spell waits at most one sleep. */
 #define SPIN_NS (50ull * 1000 * 1000)
 #define IDLE_SLEEP_NS 50000
+/* For this long after work the loop spins in user space; then it yields. */
+#define PAUSE_SPIN_NS (2ull * 1000 * 1000)
 /* How often it looks whether its client still lives. */
 #define PARENT_CHECK_NS (200ull * 1000 * 1000)
 
@@ -78,6 +80,15 @@ static void close_inherited(void)
 			close(fd);
 	}
 	closedir(d);
+}
+
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
 }
 
 static int reply(struct copyd *d, int status, uint32_t id, const char *msg)
@@ -341,6 +352,7 @@ static int issue(struct copyd *d)
 	while ((g = cd_queue_oldest(&d->queue)) != NULL) {
 		int st = d->next_stream;
 		CUdeviceptr src, dst;
+		uint64_t t0, t1;
 		CUresult crc;
 
 		if (d->fifo_n[st] >= d->depth)
@@ -349,10 +361,14 @@ static int issue(struct copyd *d)
 		/* take() checked every member, so the whole copy lies inside both. */
 		locate(d, g->src_id, g->src_off, g->len, &src);
 		locate(d, g->dst_id, g->dst_off, g->len, &dst);
+		t0 = sm_now_ns();
 		crc = d->cu->memcpy_async(dst, src, g->len, d->stream[st]);
+		t1 = sm_now_ns();
 		if (crc == CUDA_SUCCESS)
 			crc = d->cu->event_record(d->ev[g->lead], d->stream[st]);
 		d->queued_at[g->lead] = sm_now_ns();
+		d->ring->stats.copy_call_ns += t1 - t0;
+		d->ring->stats.event_call_ns += d->queued_at[g->lead] - t1;
 		if (crc != CUDA_SUCCESS) {
 			sm_cuda_fail(crc, "cuMemcpyAsync of %llu bytes", (unsigned long long)g->len);
 			finish(d, g->lead, crc, d->queued_at[g->lead]);
@@ -446,7 +462,13 @@ static void serve(struct copyd *d)
 			if (poll(&p, 1, d->ring ? 0 : 1000) > 0 && control(d) < 0)
 				return;
 		} else if (!worked && !inflight) {
-			sched_yield();
+			/* Right after work the next request is usually microseconds
+			 * away (NCCL's next step): spin without entering the kernel.
+			 * Later, yield the core to whoever shares it. */
+			if (sm_now_ns() - last_work < PAUSE_SPIN_NS)
+				cpu_relax();
+			else
+				sched_yield();
 		}
 	}
 }

@@ -86,6 +86,8 @@ struct cd_stats {
 	uint64_t landed_ns;		/* summed over copies: queued -> seen landed */
 	uint64_t queue_ns;		/* summed over copies: posted -> queued on a stream
 					 * (taking it, waiting for room, the driver calls) */
+	uint64_t copy_call_ns;		/* summed over copy-engine calls: cuMemcpyAsync */
+	uint64_t event_call_ns;		/* ... and cuEventRecord after it */
 };
 
 struct cd_ring {
