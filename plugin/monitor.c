@@ -80,14 +80,14 @@ void monitor_tick(struct monitor_state *m, const struct tp_comm *tp, const void 
 }
 
 /* " name N us" for a stage with messages, "" for one without. */
-static void stage_text(char *buf, size_t len, const char *name, const struct tp_hist *h)
+static void stage_text(char *buf, size_t len, const char *name, const struct sm_hist *h)
 {
-	double med = tp_hist_median(h);
+	double med = sm_hist_median(h);
 
 	if (med < 0)
 		snprintf(buf, len, "%s", "");
-	else if (med >= TP_HIST_BUCKETS)
-		snprintf(buf, len, ", %s median > %d us", name, TP_HIST_BUCKETS - 1);
+	else if (med >= SM_HIST_BUCKETS)
+		snprintf(buf, len, ", %s median > %d us", name, SM_HIST_BUCKETS - 1);
 	else
 		snprintf(buf, len, ", %s median %.1f us", name, med);
 }

@@ -333,6 +333,7 @@ static void finish(struct copyd *d, unsigned lead, CUresult crc, uint64_t now)
 
 		d->held[m] = 0;
 		d->ring->stats.landed_ns += now - d->queued_at[lead];
+		sm_hist_add(&d->ring->stats.landed_hist, now - d->queued_at[lead]);
 		if (crc != CUDA_SUCCESS)
 			slot_fail(s, sm_last_error());
 		else
@@ -376,8 +377,10 @@ static int issue(struct copyd *d)
 			for (unsigned m = g->lead; m != CD_SLOTS; m = d->queue.next[m]) {
 				uint64_t posted = d->ring->slot[m].post_ns;
 
-				if (posted && posted <= d->queued_at[g->lead])
-					d->ring->stats.queue_ns += d->queued_at[g->lead] - posted;
+				if (!posted || posted > d->queued_at[g->lead])
+					continue;	/* a clock it got wrong: only a statistic */
+				d->ring->stats.queue_ns += d->queued_at[g->lead] - posted;
+				sm_hist_add(&d->ring->stats.queue_hist, d->queued_at[g->lead] - posted);
 			}
 			d->fifo[st][(d->fifo_head[st] + d->fifo_n[st]) % CD_SLOTS] = g->lead;
 			d->fifo_n[st]++;

@@ -29,6 +29,17 @@ const char *sm_last_error(void);
 /* CLOCK_MONOTONIC in nanoseconds: deadlines, latencies, intervals. */
 uint64_t sm_now_ns(void);
 
+/* Durations in 1 us buckets; the last bucket holds everything longer. */
+#define SM_HIST_BUCKETS 128
+struct sm_hist {
+	uint64_t n[SM_HIST_BUCKETS];
+};
+
+void sm_hist_add(struct sm_hist *h, uint64_t ns);
+/* The median in us (its bucket's midpoint); -1 when empty, and
+ * SM_HIST_BUCKETS when more than half lie in the last bucket. */
+double sm_hist_median(const struct sm_hist *h);
+
 /* Lines from lower layers go through a sink that plugin/ installs (NCCL's
  * logger).  Without one, info lines are dropped and warnings go to stderr. */
 typedef void (*sm_log_sink)(int warn, const char *msg);

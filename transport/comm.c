@@ -273,7 +273,7 @@ int tp_isend(struct tp_comm *c, const void *data, size_t size, const struct tp_r
 			c->try_ns = sm_now_ns();
 		return comm_check_peer(c, NULL);
 	}
-	tp_hist_add(&c->stats.stage[TP_STAGE_RECV_WAIT],
+	sm_hist_add(&c->stats.stage[TP_STAGE_RECV_WAIT],
 		    c->try_ns ? (*out)->t_post - c->try_ns : 0);
 	c->try_ns = 0;
 	comm_progressed(c);
@@ -328,29 +328,6 @@ static void account(struct tp_comm *c, const struct tp_req *r)
 	c->stats.lat_ns_sum += lat;
 	if (lat > c->stats.lat_ns_max)
 		c->stats.lat_ns_max = lat;
-}
-
-void tp_hist_add(struct tp_hist *h, uint64_t ns)
-{
-	uint64_t us = ns / 1000;
-
-	h->n[us < TP_HIST_BUCKETS - 1 ? us : TP_HIST_BUCKETS - 1]++;
-}
-
-double tp_hist_median(const struct tp_hist *h)
-{
-	uint64_t total = 0, seen = 0;
-
-	for (int i = 0; i < TP_HIST_BUCKETS; i++)
-		total += h->n[i];
-	if (!total)
-		return -1;
-	for (int i = 0; i < TP_HIST_BUCKETS - 1; i++) {
-		seen += h->n[i];
-		if (2 * seen >= total)
-			return i + 0.5;
-	}
-	return TP_HIST_BUCKETS;
 }
 
 void tp_get_stats(const struct tp_comm *c, struct tp_stats *out)

@@ -309,7 +309,7 @@ static int shm_progress_send(struct tp_comm *c, int *progressed)
 			r->moved = r->size;
 			stage_done(c, r->stage_end);
 			ctrl->land_ns[r->seq % TP_MAX_REQUESTS] = sm_now_ns();
-			tp_hist_add(&c->stats.stage[TP_STAGE_COPY],
+			sm_hist_add(&c->stats.stage[TP_STAGE_COPY],
 				    ctrl->land_ns[r->seq % TP_MAX_REQUESTS] - r->t_post);
 		}
 		if (r->moved == r->size) {
@@ -344,7 +344,7 @@ static void note_landed(struct tp_comm *c, struct tp_req *r)
 {
 	uint64_t now = sm_now_ns(), at = c->ctrl->land_ns[r->seq % TP_MAX_REQUESTS];
 
-	tp_hist_add(&c->stats.stage[TP_STAGE_NOTICE], at && at <= now ? now - at : 0);
+	sm_hist_add(&c->stats.stage[TP_STAGE_NOTICE], at && at <= now ? now - at : 0);
 	r->landed_seen = 1;
 }
 

@@ -116,26 +116,14 @@ int tp_test(struct tp_req *r, int *done, size_t *size);
 /* A short description ("shm", "tcp") for log lines. */
 const char *tp_comm_backend(const struct tp_comm *c);
 
-/* Where a message's time went, per stage, in 1 us buckets (the last holds
- * everything longer): medians for the close line, where a mean would be
- * the first message's mapping cost.  Stages of copy-engine messages on a
- * shared-memory connection, except TP_STAGE_RECV_WAIT (every send). */
-#define TP_HIST_BUCKETS 128
+/* Where a copy-engine message's time went on a shared-memory connection,
+ * per stage (TP_STAGE_RECV_WAIT: every send), for medians in the close line. */
 enum tp_stage {
 	TP_STAGE_RECV_WAIT = 0,	/* send: first isend try -> the peer's receive was posted */
 	TP_STAGE_COPY,		/* send: isend -> this side saw the copy landed */
 	TP_STAGE_NOTICE,	/* receive: the sender saw it landed -> this side did */
 	TP_STAGE_COUNT
 };
-
-struct tp_hist {
-	uint64_t n[TP_HIST_BUCKETS];
-};
-
-void tp_hist_add(struct tp_hist *h, uint64_t ns);
-/* The median in us (bucket midpoint); -1 when empty, and
- * TP_HIST_BUCKETS when more than half lie in the last bucket. */
-double tp_hist_median(const struct tp_hist *h);
 
 /* What a connection did, for NCCL_SM_FREE_VERBOSE / monitor lines. */
 struct tp_stats {
@@ -147,7 +135,7 @@ struct tp_stats {
 	uint64_t retries;	/* isend calls answered "not yet" */
 	uint64_t lat_ns_sum;	/* post to completion seen by test() */
 	uint64_t lat_ns_max;
-	struct tp_hist stage[TP_STAGE_COUNT];
+	struct sm_hist stage[TP_STAGE_COUNT];
 };
 void tp_get_stats(const struct tp_comm *c, struct tp_stats *out);
 

@@ -24,11 +24,14 @@
 //                       (one stream per peer) and to every other GPU in turn.
 //                       Answers: does a copy engine keep its one-peer rate when
 //                       it writes to several peers (4-GPU alltoall)?
+//   ce_probe multi-cumem  The same on memory made as ncclMemAlloc makes it
+//                       (cuMem, fd-exportable, mapped for every GPU).
 //   ce_probe graph [H]  One process: a graph whose kernel waits on a host flag
 //                       (H=1: plus a host node, as NCCL's proxy graphs have),
 //                       launched 32 times back to back; a second thread issues
 //                       cudaMemcpyAsync meanwhile.  Prints how long launches and
 //                       copies were blocked before the flag was released.
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -372,6 +375,7 @@ static int bidir(void)
 }
 
 #define MULTI_BYTES (768ull << 20)	// what each GPU sends per round
+static const char *multi_mem = "malloc";	// for the output lines
 #define MULTI_MAX 8
 
 struct multi_job {
@@ -434,8 +438,9 @@ static void multi_case(int n, char *src[], char *dst[], cudaStream_t st[][MULTI_
 				for (int k = 1; k < n; k++)
 					m->dst[m->ndst++] = (g + k) % n;
 			}
-			m->per_peer = MULTI_BYTES / m->ndst / piece * piece;
+			m->per_peer = MULTI_BYTES / m->ndst;
 			m->piece = piece < m->per_peer ? piece : m->per_peer;
+			m->per_peer = m->per_peer / m->piece * m->piece;
 			m->src = src[g];
 			for (int k = 0; k < m->ndst; k++) {
 				// The receiver keeps one slot per sender: slot = sender's distance.
@@ -461,12 +466,46 @@ static void multi_case(int n, char *src[], char *dst[], cudaStream_t st[][MULTI_
 			best_sum = sum;
 		}
 	}
-	printf("multi %d GPUs %-10s piece %10zu B: slowest GPU %6.1f GB/s out, all GPUs %7.1f GB/s\n",
-	       n, names[pattern], piece, sent / best / 1e3, best_sum);
+	printf("multi %d GPUs %-6s %-10s piece %10zu B: slowest GPU %6.1f GB/s out, all GPUs %7.1f GB/s\n",
+	       n, multi_mem, names[pattern], piece, sent / best / 1e3, best_sum);
 	fflush(stdout);
 }
 
-static int multi(void)
+#define CUCK(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { const char *m_ = "?"; \
+	cuGetErrorString(r_, &m_); fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, m_); \
+	exit(2); } } while (0)
+
+// Memory as ncclMemAlloc makes it: cuMem, POSIX-fd exportable, GPUDirect
+// RDMA capable, recommended granularity, mapped read-write for every GPU.
+static char *cumem_alloc(int dev, int n, size_t size)
+{
+	CUmemAllocationProp prop;
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = dev;
+	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	prop.allocFlags.gpuDirectRDMACapable = 1;
+	size_t gran;
+	CUCK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+	size = (size + gran - 1) / gran * gran;
+	CUmemGenericAllocationHandle h;
+	CUdeviceptr va;
+	CUCK(cuMemCreate(&h, size, &prop, 0));
+	CUCK(cuMemAddressReserve(&va, size, gran, 0, 0));
+	CUCK(cuMemMap(va, size, 0, h, 0));
+	CUmemAccessDesc acc[MULTI_MAX];
+	for (int g = 0; g < n; g++) {
+		acc[g].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		acc[g].location.id = g;
+		acc[g].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	}
+	CUCK(cuMemSetAccess(va, size, acc, n));
+	CUCK(cuMemRelease(h));	// the mapping keeps it; the probe exits without unmapping
+	return (char *)va;
+}
+
+static int multi(int use_cumem)
 {
 	int n;
 	CK(cudaGetDeviceCount(&n));
@@ -481,9 +520,14 @@ static int multi(void)
 		for (int p = 0; p < n; p++)
 			if (p != g)
 				CK(cudaDeviceEnablePeerAccess(p, 0));
-		CK(cudaMalloc(&src[g], MULTI_BYTES));
-		// One slot per sender, each as large as the most one sender sends.
-		CK(cudaMalloc(&dst[g], (size_t)(n - 1) * MULTI_BYTES));
+		// One receive slot per sender, each as large as the most one sender sends.
+		if (use_cumem) {
+			src[g] = cumem_alloc(g, n, MULTI_BYTES);
+			dst[g] = cumem_alloc(g, n, (size_t)(n - 1) * MULTI_BYTES);
+		} else {
+			CK(cudaMalloc(&src[g], MULTI_BYTES));
+			CK(cudaMalloc(&dst[g], (size_t)(n - 1) * MULTI_BYTES));
+		}
 		CK(cudaMemset(src[g], 0x31 + g, MULTI_BYTES));
 		for (int k = 0; k < MULTI_MAX; k++)
 			CK(cudaStreamCreateWithFlags(&st[g][k], cudaStreamNonBlocking));
@@ -596,9 +640,13 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "bidir") == 0)
 		return bidir();
 	if (argc > 1 && strcmp(argv[1], "multi") == 0)
-		return multi();
+		return multi(0);
+	if (argc > 1 && strcmp(argv[1], "multi-cumem") == 0) {
+		multi_mem = "cumem";
+		return multi(1);
+	}
 	if (argc > 1 && strcmp(argv[1], "graph") == 0)
 		return graph(argc > 2 ? atoi(argv[2]) : 0, argc > 3 ? atoi(argv[3]) : 32);
-	fprintf(stderr, "usage: ce_probe xproc | kinds | bidir | multi | graph [host_node] [launches]\n");
+	fprintf(stderr, "usage: ce_probe xproc | kinds | bidir | multi | multi-cumem | graph [host_node] [launches]\n");
 	return 2;
 }

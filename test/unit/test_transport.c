@@ -213,19 +213,19 @@ static void test_ring_wraps_tcp(void **state)
 /* Medians come from 1 us buckets; the last bucket catches the rest. */
 static void test_stage_median(void **state)
 {
-	struct tp_hist h;
+	struct sm_hist h;
 
 	(void)state;
 	memset(&h, 0, sizeof(h));
-	assert_true(tp_hist_median(&h) < 0);
-	tp_hist_add(&h, 2500);		/* 2.5 us */
-	assert_true(tp_hist_median(&h) == 2.5);
-	tp_hist_add(&h, 7100);
-	tp_hist_add(&h, 7900);
-	assert_true(tp_hist_median(&h) == 7.5);
+	assert_true(sm_hist_median(&h) < 0);
+	sm_hist_add(&h, 2500);		/* 2.5 us */
+	assert_true(sm_hist_median(&h) == 2.5);
+	sm_hist_add(&h, 7100);
+	sm_hist_add(&h, 7900);
+	assert_true(sm_hist_median(&h) == 7.5);
 	for (int i = 0; i < 4; i++)
-		tp_hist_add(&h, 5000000);	/* 5 ms */
-	assert_true(tp_hist_median(&h) >= TP_HIST_BUCKETS);
+		sm_hist_add(&h, 5000000);	/* 5 ms */
+	assert_true(sm_hist_median(&h) >= SM_HIST_BUCKETS);
 }
 
 /* A send tried before the receiver posted counts the wait from its first
@@ -265,7 +265,7 @@ static void recv_wait(int backend)
 	}
 	tp_get_stats(s, &st);
 	/* One wait of >= 3 ms (the last bucket), one of none (bucket 0). */
-	assert_int_equal(st.stage[TP_STAGE_RECV_WAIT].n[TP_HIST_BUCKETS - 1], 1);
+	assert_int_equal(st.stage[TP_STAGE_RECV_WAIT].n[SM_HIST_BUCKETS - 1], 1);
 	assert_int_equal(st.stage[TP_STAGE_RECV_WAIT].n[0], 1);
 	tp_close(s);
 	tp_close(r);
