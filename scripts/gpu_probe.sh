@@ -10,7 +10,7 @@ mkdir -p build-gpu
 nvcc -O2 -arch=sm_90 test/probe/ce_probe.cu -o build-gpu/ce_probe -L/usr/local/cuda/lib64/stubs -lcuda || exit 1
 [ "${1:-}" = kinds ] && { timeout 300 ./build-gpu/ce_probe kinds; exit; }
 [ "${1:-}" = bidir ] && { timeout 300 ./build-gpu/ce_probe bidir; exit; }
-[ "${1:-}" = multi ] && { timeout 300 ./build-gpu/ce_probe multi; timeout 300 ./build-gpu/ce_probe multi-cumem; exit; }
+[ "${1:-}" = multi ] && { timeout 300 ./build-gpu/ce_probe multi; timeout 300 ./build-gpu/ce_probe multi-cumem; MULTI_GPUS=$(nvidia-smi -L | wc -l) timeout 300 ./build-gpu/ce_probe multi-proc; exit; }
 timeout 120 ./build-gpu/ce_probe xproc
 for h in 0 1; do
 	for n in 8 64 2048; do

@@ -26,6 +26,9 @@
 //                       it writes to several peers (4-GPU alltoall)?
 //   ce_probe multi-cumem  The same on memory made as ncclMemAlloc makes it
 //                       (cuMem, fd-exportable, mapped for every GPU).
+//   ce_probe multi-proc One process per GPU (MULTI_GPUS, default 4) writing
+//                       into the others' memory imported from POSIX fds, as
+//                       the plugin's copies do.
 //   ce_probe graph [H]  One process: a graph whose kernel waits on a host flag
 //                       (H=1: plus a host node, as NCCL's proxy graphs have),
 //                       launched 32 times back to back; a second thread issues
@@ -37,6 +40,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -543,6 +548,221 @@ static int multi(int use_cumem)
 	return 0;
 }
 
+// ---- multi-proc: one process per GPU, peers' memory imported from fds ----
+
+struct mp_shared {
+	int arrive, gen;
+	double us[MULTI_MAX];
+};
+
+static void mp_barrier(struct mp_shared *s, int n)
+{
+	int gen = __atomic_load_n(&s->gen, __ATOMIC_ACQUIRE);
+	if (__atomic_add_fetch(&s->arrive, 1, __ATOMIC_ACQ_REL) == n) {
+		__atomic_store_n(&s->arrive, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->gen, gen + 1, __ATOMIC_RELEASE);
+	} else {
+		while (__atomic_load_n(&s->gen, __ATOMIC_ACQUIRE) == gen)
+			;
+	}
+}
+
+static void send_fd(int sock, int fd)
+{
+	char byte = 0, ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { &byte, 1 };
+	struct msghdr m;
+	memset(&m, 0, sizeof(m));
+	memset(ctl, 0, sizeof(ctl));
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
+	m.msg_control = ctl;
+	m.msg_controllen = sizeof(ctl);
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	if (sendmsg(sock, &m, 0) != 1) {
+		perror("sendmsg");
+		exit(2);
+	}
+}
+
+static int recv_fd(int sock)
+{
+	char byte, ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { &byte, 1 };
+	struct msghdr m;
+	int fd = -1;
+	memset(&m, 0, sizeof(m));
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
+	m.msg_control = ctl;
+	m.msg_controllen = sizeof(ctl);
+	if (recvmsg(sock, &m, 0) != 1) {
+		perror("recvmsg");
+		exit(2);
+	}
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	if (!c || c->cmsg_type != SCM_RIGHTS) {
+		fprintf(stderr, "no descriptor received\n");
+		exit(2);
+	}
+	memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	return fd;
+}
+
+static CUdeviceptr mp_map(CUmemGenericAllocationHandle h, size_t size, size_t gran, int dev)
+{
+	CUdeviceptr va;
+	CUmemAccessDesc acc;
+	CUCK(cuMemAddressReserve(&va, size, gran, 0, 0));
+	CUCK(cuMemMap(va, size, 0, h, 0));
+	acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	acc.location.id = dev;
+	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	CUCK(cuMemSetAccess(va, size, &acc, 1));
+	return va;
+}
+
+// Child g: export its receive buffer, import every peer's, then time the
+// patterns against the others (barriers in shared memory).
+static void mp_child(struct mp_shared *s, int sock, int n, int g)
+{
+	CUdevice dev;
+	CUcontext ctx;
+	CUCK(cuInit(0));
+	CUCK(cuDeviceGet(&dev, g));
+	CUCK(cuDevicePrimaryCtxRetain(&ctx, dev));
+	CUCK(cuCtxSetCurrent(ctx));
+	CUmemAllocationProp prop;
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = g;
+	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	prop.allocFlags.gpuDirectRDMACapable = 1;
+	size_t gran;
+	CUCK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+	size_t dsize = ((size_t)(n - 1) * MULTI_BYTES + gran - 1) / gran * gran;
+	CUmemGenericAllocationHandle hs, hd;
+	CUCK(cuMemCreate(&hs, MULTI_BYTES, &prop, 0));
+	CUCK(cuMemCreate(&hd, dsize, &prop, 0));
+	char *src = (char *)mp_map(hs, MULTI_BYTES, gran, g);
+	CUCK(cuMemsetD8((CUdeviceptr)src, 0x31 + g, MULTI_BYTES));
+	(void)mp_map(hd, dsize, gran, g);
+	int fd;
+	CUCK(cuMemExportToShareableHandle(&fd, hd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+	send_fd(sock, fd);
+	char *peer[MULTI_MAX] = { 0 };
+	for (int p = 0; p < n; p++) {
+		int pfd = recv_fd(sock);
+		if (p == g) {
+			close(pfd);
+			continue;
+		}
+		CUmemGenericAllocationHandle ph;
+		CUCK(cuMemImportFromShareableHandle(&ph, (void *)(uintptr_t)pfd,
+						    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+		close(pfd);
+		peer[p] = (char *)mp_map(ph, dsize, gran, g);
+	}
+	cudaStream_t st[MULTI_MAX];
+	for (int k = 0; k < MULTI_MAX; k++)
+		CK(cudaStreamCreateWithFlags(&st[k], cudaStreamNonBlocking));
+	CUCK(cuCtxSynchronize());
+	const size_t pieces[] = { 2ull << 20, 16ull << 20 };
+	static const char *names[] = { "ring", "neighbours", "a2a", "a2a-serial" };
+	for (int pattern = 0; pattern < 4; pattern++) {
+		if (pattern == 1)
+			continue;
+		for (size_t pi = 0; pi < 2; pi++) {
+			struct multi_job j;
+			memset(&j, 0, sizeof(j));
+			j.dev = g;
+			j.serial = pattern == 3;
+			if (pattern == 0)
+				j.dst[j.ndst++] = (g + 1) % n;
+			else
+				for (int k = 1; k < n; k++)
+					j.dst[j.ndst++] = (g + k) % n;
+			j.per_peer = MULTI_BYTES / j.ndst;
+			j.piece = pieces[pi] < j.per_peer ? pieces[pi] : j.per_peer;
+			j.per_peer = j.per_peer / j.piece * j.piece;
+			j.src = src;
+			for (int k = 0; k < j.ndst; k++) {
+				int slot = (g - j.dst[k] + n) % n - 1;
+				j.dstbuf[k] = peer[j.dst[k]] + (size_t)slot * j.per_peer;
+				j.st[k] = st[k];
+			}
+			double best = 1e30;
+			for (int rep = 0; rep < 5; rep++) {
+				pthread_barrier_t one;
+				pthread_barrier_init(&one, NULL, 1);
+				j.bar = &one;
+				mp_barrier(s, n);
+				multi_main(&j);
+				s->us[g] = j.us;
+				mp_barrier(s, n);
+				double slowest = 0;
+				for (int q = 0; q < n; q++)
+					if (s->us[q] > slowest)
+						slowest = s->us[q];
+				if (rep > 0 && slowest < best)
+					best = slowest;
+				pthread_barrier_destroy(&one);
+				mp_barrier(s, n);
+			}
+			if (g == 0) {
+				printf("multi %d GPUs procs  %-10s piece %10zu B: slowest GPU %6.1f GB/s out\n", n,
+				       names[pattern], j.piece, j.per_peer * j.ndst / best / 1e3);
+				fflush(stdout);
+			}
+		}
+	}
+	mp_barrier(s, n);	// peers keep their memory until everyone is done
+	exit(0);
+}
+
+static int multi_proc(void)
+{
+	int n = 0;
+	// The count comes from the environment: CUDA must not start before fork.
+	const char *vis = getenv("MULTI_GPUS");
+	n = vis ? atoi(vis) : 4;
+	if (n < 2 || n > MULTI_MAX)
+		return 2;
+	struct mp_shared *s = (struct mp_shared *)mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE,
+						       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	int sv[MULTI_MAX][2];
+	pid_t pid[MULTI_MAX];
+	memset(s, 0, sizeof(*s));
+	for (int g = 0; g < n; g++) {
+		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv[g]) != 0)
+			return 2;
+		pid[g] = fork();
+		if (pid[g] == 0) {
+			close(sv[g][0]);
+			mp_child(s, sv[g][1], n, g);
+		}
+		close(sv[g][1]);
+	}
+	int fds[MULTI_MAX];
+	for (int g = 0; g < n; g++)
+		fds[g] = recv_fd(sv[g][0]);
+	for (int g = 0; g < n; g++)
+		for (int p = 0; p < n; p++)
+			send_fd(sv[g][0], fds[p]);
+	int bad = 0;
+	for (int g = 0; g < n; g++) {
+		int st;
+		waitpid(pid[g], &st, 0);
+		bad |= !WIFEXITED(st) || WEXITSTATUS(st);
+	}
+	return bad ? 2 : 0;
+}
+
 struct copier {
 	volatile int stop;
 	double max_call_us;
@@ -641,12 +861,14 @@ int main(int argc, char **argv)
 		return bidir();
 	if (argc > 1 && strcmp(argv[1], "multi") == 0)
 		return multi(0);
+	if (argc > 1 && strcmp(argv[1], "multi-proc") == 0)
+		return multi_proc();
 	if (argc > 1 && strcmp(argv[1], "multi-cumem") == 0) {
 		multi_mem = "cumem";
 		return multi(1);
 	}
 	if (argc > 1 && strcmp(argv[1], "graph") == 0)
 		return graph(argc > 2 ? atoi(argv[2]) : 0, argc > 3 ? atoi(argv[3]) : 32);
-	fprintf(stderr, "usage: ce_probe xproc | kinds | bidir | multi | multi-cumem | graph [host_node] [launches]\n");
+	fprintf(stderr, "usage: ce_probe xproc | kinds | bidir | multi | multi-cumem | multi-proc | graph [host_node] [launches]\n");
 	return 2;
 }
