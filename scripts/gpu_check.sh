@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4]   (full: sizes to 1 GiB;
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        perf: step sizes (unregistered), helper streams (registered),
 #        small-message latency per protocol;
@@ -271,6 +271,17 @@ if [ "$MODE" = a2a4 ]; then
 	PROVE=inproc bench a2a-reg-inproc -m plugin -R -A $A -E NCCL_SYMMEM_COPY_HELPER=0
 	bench a2a-s2 -m plugin $A
 	helper_lines a2a- 4
+	finish
+fi
+
+# Issue 3, short form of 'table': the six ops at 256 MiB and 1 GiB, and
+# registered (ncclMemAlloc) alltoall and send/recv, native in the same runs.
+if [ "$MODE" = big ]; then
+	P16="-E NCCL_NCHANNELS_PER_NET_PEER=16"
+	bench big-all -o all_reduce,all_gather,reduce_scatter,broadcast,alltoall,sendrecv \
+		-b 268435456 -e 1073741824 -f 4 -c none -i 5 $P16
+	bench big-regmem -R -A -o alltoall,sendrecv -b 268435456 -e 1073741824 -f 4 -c none -i 5 $P16
+	helper_lines big- 4
 	finish
 fi
 
