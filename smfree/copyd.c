@@ -36,7 +36,6 @@
 
 struct range {
 	uint32_t id;
-	uint32_t owner;			/* the exporting process: copies to one owner land on one GPU */
 	uint64_t size;
 	struct sm_mapping *map;		/* GPU memory (or cuMem host memory) */
 	uint8_t *host;			/* SM_SHARE_HOST_FD: mapped and host-registered here */
@@ -55,10 +54,8 @@ struct copyd {
 	CUevent ev[CD_SLOTS];		/* a copy's event is its lead slot's */
 	uint8_t held[CD_SLOTS];		/* taken from the ring, not yet ended */
 	uint64_t queued_at[CD_SLOTS];	/* a lead's copy queued at (ns) */
-	uint32_t dst_key[CD_SLOTS];	/* a lead's copy writes to this owner's memory */
 	struct cd_queue queue;		/* taken, not yet queued: as copies */
 	unsigned fifo[16][CD_SLOTS];	/* per stream: leads of queued copies */
-	uint32_t busy[CD_SLOTS];	/* issue(): owners the queued copies write to */
 	int fifo_head[16], fifo_n[16];
 	uint64_t tail;			/* next message number to take */
 	uint64_t oldest;		/* oldest message possibly still held */
@@ -217,7 +214,6 @@ static int range_add(struct copyd *d, const struct cd_msg *m, int fd, uint32_t *
 	if (rc)
 		return rc;
 	r->id = ++d->next_id;
-	r->owner = (uint32_t)m->owner_pid;
 	r->size = m->info.alloc_size;
 	d->nranges++;
 	*id = r->id;
@@ -323,7 +319,6 @@ static int take(struct copyd *d)
 		w.src_off = s->src_off;
 		w.dst_off = s->dst_off;
 		w.len = s->len;
-		w.dst_key = range_find(d, s->dst_id)->owner;	/* locate() found it */
 		cd_queue_add(&d->queue, &w);
 		d->held[i] = 1;
 	}
@@ -350,23 +345,12 @@ static void finish(struct copyd *d, unsigned lead, CUresult crc, uint64_t now)
  * copies wait on a stream, so while the engine is busy the rest wait
  * here, where later requests can still join them.  Returns how many
  * copies it queued. */
-/* The owners the queued copies write to (at most streams x depth). */
-static int busy_keys(const struct copyd *d, uint32_t *keys)
-{
-	int n = 0;
-
-	for (int st = 0; st < d->nstreams; st++)
-		for (int i = 0; i < d->fifo_n[st]; i++)
-			keys[n++] = d->dst_key[d->fifo[st][(d->fifo_head[st] + i) % CD_SLOTS]];
-	return n;
-}
-
 static int issue(struct copyd *d)
 {
 	const struct cd_group *g;
-	int queued = 0, k;
+	int queued = 0;
 
-	while ((k = cd_queue_pick(&d->queue, d->busy, busy_keys(d, d->busy))) >= 0) {
+	while ((g = cd_queue_oldest(&d->queue)) != NULL) {
 		int st = d->next_stream;
 		CUdeviceptr src, dst;
 		uint64_t t0, t1;
@@ -374,9 +358,7 @@ static int issue(struct copyd *d)
 
 		if (d->fifo_n[st] >= d->depth)
 			break;		/* streams fill in turn: all are full */
-		g = cd_queue_at(&d->queue, k);
 		d->next_stream = (st + 1) % d->nstreams;
-		d->dst_key[g->lead] = g->dst_key;
 		/* take() checked every member, so the whole copy lies inside both. */
 		locate(d, g->src_id, g->src_off, g->len, &src);
 		locate(d, g->dst_id, g->dst_off, g->len, &dst);
@@ -407,7 +389,7 @@ static int issue(struct copyd *d)
 			d->ring->stats.issued++;
 			queued++;
 		}
-		cd_queue_remove(&d->queue, k);
+		cd_queue_pop(&d->queue);
 	}
 	return queued;
 }

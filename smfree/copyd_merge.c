@@ -56,7 +56,6 @@ void cd_queue_add(struct cd_queue *q, const struct cd_pending *r)
 	g->last = r->slot;
 	g->src_id = r->src_id;
 	g->dst_id = r->dst_id;
-	g->dst_key = r->dst_key;
 	g->src_off = r->src_off;
 	g->dst_off = r->dst_off;
 	g->len = r->len;
@@ -70,50 +69,8 @@ const struct cd_group *cd_queue_oldest(const struct cd_queue *q)
 
 void cd_queue_pop(struct cd_queue *q)
 {
-	cd_queue_remove(q, 0);
-}
-
-const struct cd_group *cd_queue_at(const struct cd_queue *q, int k)
-{
-	if (k < 0 || (unsigned)k >= q->n)
-		return NULL;
-	return &q->group[(q->head + (unsigned)k) % CD_SLOTS];
-}
-
-static int is_busy(uint32_t key, const uint32_t *busy, int nbusy)
-{
-	for (int i = 0; i < nbusy; i++)
-		if (busy[i] == key)
-			return 1;
-	return 0;
-}
-
-/* Why spread: with four GPUs, one engine pushing several copies to one
- * peer while another peer gets none leaves that peer's links idle and
- * piles writers onto the first (4-GPU alltoall ran at 210 GB/s per GPU
- * through the plugin against 360 from a probe writing to every peer at
- * once; bench/results/alltoall-4gpu.md).  Copies to one destination keep
- * their order: only the oldest of each is ever a candidate. */
-int cd_queue_pick(const struct cd_queue *q, const uint32_t *busy, int nbusy)
-{
 	if (!q->n)
-		return -1;
-	for (unsigned k = 0; k < q->n && k < CD_SPREAD_WINDOW; k++) {
-		const struct cd_group *g = &q->group[(q->head + k) % CD_SLOTS];
-
-		if (!is_busy(g->dst_key, busy, nbusy))
-			return (int)k;
-	}
-	return 0;
-}
-
-void cd_queue_remove(struct cd_queue *q, int k)
-{
-	if (k < 0 || (unsigned)k >= q->n)
 		return;
-	/* Close the gap from the old end: the copies before k move up one. */
-	for (unsigned i = (unsigned)k; i > 0; i--)
-		*group_at(q, i) = *group_at(q, i - 1);
 	q->head = (q->head + 1) % CD_SLOTS;
 	q->n--;
 }

@@ -104,7 +104,6 @@ struct cd_pending {
 	uint32_t slot;
 	uint32_t src_id;
 	uint32_t dst_id;
-	uint32_t dst_key;		/* the destination's owner (process), for spreading */
 	uint64_t src_off;
 	uint64_t dst_off;
 	uint64_t len;
@@ -118,7 +117,6 @@ struct cd_pending {
 struct cd_group {
 	uint32_t lead, last;
 	uint32_t src_id, dst_id;
-	uint32_t dst_key;
 	uint64_t src_off, dst_off;
 	uint64_t len;
 	int members;
@@ -139,13 +137,5 @@ void cd_queue_init(struct cd_queue *q, uint64_t merge_max);
 void cd_queue_add(struct cd_queue *q, const struct cd_pending *r);
 const struct cd_group *cd_queue_oldest(const struct cd_queue *q);
 void cd_queue_pop(struct cd_queue *q);
-/* Which waiting copy to queue next: the oldest of the first CD_SPREAD_WINDOW
- * whose destination none of busy[] (the queued copies' dst_key) writes to,
- * else the oldest.  Returns its position (0 = oldest); -1 when none waits. */
-#define CD_SPREAD_WINDOW 64
-int cd_queue_pick(const struct cd_queue *q, const uint32_t *busy, int nbusy);
-const struct cd_group *cd_queue_at(const struct cd_queue *q, int k);
-/* Removes the copy at position k; the others keep their order. */
-void cd_queue_remove(struct cd_queue *q, int k);
 
 #endif
