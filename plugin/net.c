@@ -75,6 +75,23 @@ static const char *real_getenv(const char *name, void *arg)
 }
 
 /* Once per process, after NCCL gave us its logger. */
+/* What NCCL_IB_HCA selects on this host.  There is no ibverbs data path
+ * yet, so the answer is reported (once) rather than used. */
+static void announce_rdma(const struct config *cfg)
+{
+	char found[256], selected[256], why[96];
+	int n;
+
+	if (!cfg->ib_hca[0] && !cfg->verbose)
+		return;
+	n = tp_rdma_devices(cfg->ib_hca, found, sizeof(found), selected, sizeof(selected), why,
+			    sizeof(why));
+	LOG_INFO("NET/symmem RDMA devices: %s%s%s; NCCL_IB_HCA=%s selects %d%s%s; the ibverbs data "
+		 "path is not built, other hosts are reached over TCP", found[0] ? found : "none",
+		 why[0] ? ", " : "", why, cfg->ib_hca[0] ? cfg->ib_hca : "(unset: all)", n,
+		 n ? ": " : "", selected);
+}
+
 static void announce(const struct config *cfg)
 {
 	const struct sm_cuda_info *cuda;
@@ -97,6 +114,7 @@ static void announce(const struct config *cfg)
 			 "peer-mapped GPU buffers on one host, TCP (host memory) between hosts",
 			 cuda->driver_version / 1000, cuda->driver_version % 1000 / 10,
 			 cuda->device_count);
+	announce_rdma(cfg);
 }
 
 static void emit_nccl_default(const char *name, const char *value, int applied, const char *why,
@@ -187,6 +205,14 @@ ncclResult_t net_init(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *conf
 	if (!cfg)
 		return ncclInvalidUsage;
 	announce(cfg);
+	if (cfg->backend == CONFIG_BACKEND_IB) {
+		/* Forcing a backend that does not exist must not quietly become
+		 * TCP: the user asked for RDMA speed. */
+		LOG_WARN("NET/symmem: NCCL_SYMMEM_BACKEND=ib asks for the ibverbs backend, which this "
+			 "build does not have; use auto or tcp (NCCL_IB_HCA only reports the RDMA "
+			 "devices it selects)");
+		return ncclInvalidUsage;
+	}
 	pthread_once(&devices_once, build_devices);
 	if (!ctx)
 		return ncclSuccess;	/* pre-v11 init: no per-comm context */

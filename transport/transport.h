@@ -139,6 +139,15 @@ struct tp_stats {
 };
 void tp_get_stats(const struct tp_comm *c, struct tp_stats *out);
 
+/* rdma.c: 1 if NCCL_IB_HCA `spec` ("" = all; NCCL's syntax: [^][=]name[:port],...,
+ * a prefix match unless '=') selects the RDMA device `name`. */
+int tp_hca_selected(const char *spec, const char *name);
+/* This host's RDMA devices (comma-separated in found[]) and those `spec`
+ * selects (selected[]); returns how many are selected.  why[] says what
+ * is missing when there are none at all. */
+int tp_rdma_devices(const char *spec, char *found, size_t flen, char *selected, size_t slen,
+		    char *why, size_t wlen);
+
 /* Counters for the leak checks: live connections' remote regions. */
 int tp_remote_region_count(const struct tp_comm *c);
 

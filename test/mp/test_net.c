@@ -692,6 +692,8 @@ static void test_bad_env_fails_init(void **state)
 		{ "NCCL_PASS_SM", "maybe" },
 		{ "NCCL_CUMEM_GROWTH_FACTOR", "-2" },
 		{ "NCCL_SYMMEM_BACKEND", "carrier-pigeon" },
+		/* Well-formed, but there is no ibverbs backend to force. */
+		{ "NCCL_SYMMEM_BACKEND", "ib" },
 	};
 
 	(void)state;
@@ -700,6 +702,30 @@ static void test_bad_env_fails_init(void **state)
 
 		assert_int_equal(run_child("--child-bad-env", env), 0);
 	}
+}
+
+/* NCCL_IB_HCA: init reports once which RDMA devices it selects (none on
+ * a host without any, never one the list excludes) and goes on over TCP. */
+static void test_ib_hca_reported(void **state)
+{
+	const char *env[] = { "NCCL_IB_HCA", "=mlx5_0:1", NULL };
+
+	(void)state;
+	assert_int_equal(run_child("--child-ib-hca", env), 0);
+}
+
+static int child_ib_hca(void)
+{
+	void *c;
+
+	if (!harness_open() || !(c = harness_init()))
+		return 10;
+	if (harness_info_count("NCCL_IB_HCA==mlx5_0:1 selects") != 1)
+		return 11;
+	if (harness_info_count("other hosts are reached over TCP") != 1 || harness_warn_count())
+		return 12;
+	net->finalize(c);
+	return 0;
 }
 
 static void test_accept_timeout(void **state)
@@ -904,6 +930,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_dead_receiver),
 		cmocka_unit_test(test_bad_env_fails_init),
 		cmocka_unit_test(test_accept_timeout),
+		cmocka_unit_test(test_ib_hca_reported),
 		cmocka_unit_test(test_monitor_lines),
 		cmocka_unit_test(test_path_lines),
 	};
@@ -916,5 +943,7 @@ int main(int argc, char **argv)
 		return child_monitor();
 	if (argc > 1 && !strcmp(argv[1], "--child-paths"))
 		return child_paths();
+	if (argc > 1 && !strcmp(argv[1], "--child-ib-hca"))
+		return child_ib_hca();
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

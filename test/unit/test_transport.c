@@ -283,6 +283,55 @@ static void test_recv_wait_tcp(void **state)
 	recv_wait(TP_BACKEND_TCP);
 }
 
+/* NCCL_IB_HCA as NCCL reads it: prefixes by default, '=' for exact names,
+ * '^' to exclude, ':port' ignored for the choice of device. */
+static void test_hca_selection(void **state)
+{
+	(void)state;
+	assert_true(tp_hca_selected("", "mlx5_0"));
+	assert_true(tp_hca_selected(NULL, "mlx5_0"));
+	assert_true(tp_hca_selected("mlx5", "mlx5_0"));
+	assert_true(tp_hca_selected("mlx5", "mlx5_10"));
+	assert_false(tp_hca_selected("mlx5", "bnxt_re0"));
+	assert_true(tp_hca_selected("mlx5_1:1", "mlx5_1"));
+	assert_true(tp_hca_selected("mlx5_1:1", "mlx5_10"));	/* a prefix, as in NCCL */
+	assert_false(tp_hca_selected("=mlx5_1:1", "mlx5_10"));
+	assert_true(tp_hca_selected("=mlx5_1:1,mlx5_3", "mlx5_1"));
+	assert_true(tp_hca_selected("=mlx5_1,mlx5_3", "mlx5_3"));
+	assert_false(tp_hca_selected("=mlx5_1,mlx5_3", "mlx5_30"));
+	assert_false(tp_hca_selected("^mlx5_1", "mlx5_1"));
+	assert_true(tp_hca_selected("^mlx5_1", "mlx5_0"));
+	assert_false(tp_hca_selected("^mlx5", "mlx5_0"));
+	assert_true(tp_hca_selected("^=mlx5_1", "mlx5_10"));
+	assert_false(tp_hca_selected("^=mlx5_1:2", "mlx5_1"));
+	assert_false(tp_hca_selected(":1", "mlx5_0"));		/* an empty name matches nothing */
+}
+
+/* The device list comes from the real libibverbs when there is one; on a
+ * host without RDMA devices (CI, this project's GPU hosts) it says why
+ * and selects nothing, and every answer is a well-formed list. */
+static void test_rdma_devices_listed(void **state)
+{
+	char found[256], selected[256], why[96];
+	int n;
+
+	(void)state;
+	n = tp_rdma_devices("", found, sizeof(found), selected, sizeof(selected), why,
+			    sizeof(why));
+	assert_true(n >= 0);
+	if (found[0] == '\0') {
+		assert_int_equal(n, 0);
+		assert_true(why[0] != '\0');
+		assert_string_equal(selected, "");
+	} else {
+		assert_string_equal(selected, found);	/* unset: all of them */
+	}
+	n = tp_rdma_devices("=no_such_device", found, sizeof(found), selected, sizeof(selected),
+			    why, sizeof(why));
+	assert_int_equal(n, 0);
+	assert_string_equal(selected, "");
+}
+
 /* A connect that NCCL abandons (never calls again) is freed by the next
  * connect once its deadline has passed; one still in time is kept. */
 static void test_abandoned_connect_freed(void **state)
@@ -815,6 +864,8 @@ int main(void)
 		cmocka_unit_test(test_ring_wraps_shm),
 		cmocka_unit_test(test_ring_wraps_tcp),
 		cmocka_unit_test(test_stage_median),
+		cmocka_unit_test(test_hca_selection),
+		cmocka_unit_test(test_rdma_devices_listed),
 		cmocka_unit_test(test_recv_wait_shm),
 		cmocka_unit_test(test_recv_wait_tcp),
 		cmocka_unit_test(test_stranger_refused),

@@ -1,0 +1,124 @@
+/* RDMA devices for the cross-host backend: which ones this host has and
+ * which of them NCCL_IB_HCA lets the plugin use.
+ *
+ * libibverbs is opened at run time, like the CUDA driver, so the plugin
+ * loads on hosts without it.  Only the device list is read (no device is
+ * opened): the ibverbs data path is not built yet and connections between
+ * hosts use TCP, so the selection is reported, not acted on.  An explicit
+ * NCCL_SYMMEM_BACKEND=ib is refused by plugin/net.c for the same reason. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "transport.h"
+
+struct ibv_device;
+
+/* One item of NCCL_IB_HCA ("name" or "name:port") against a device name:
+ * a prefix match, or an exact one in `exact` mode.  The port is for the
+ * data path; a device matches whatever port an item names. */
+static int item_matches(const char *item, size_t len, const char *name, int exact)
+{
+	const char *colon = memchr(item, ':', len);
+
+	if (colon)
+		len = (size_t)(colon - item);
+	if (len == 0)
+		return 0;
+	if (exact)
+		return strlen(name) == len && strncmp(name, item, len) == 0;
+	return strncmp(name, item, len) == 0;
+}
+
+int tp_hca_selected(const char *spec, const char *name)
+{
+	int exclude = 0, exact = 0, hit = 0;
+	const char *p = spec;
+
+	if (!spec || !*spec)
+		return 1;		/* unset: every device */
+	if (*p == '^') {
+		exclude = 1;
+		p++;
+	}
+	if (*p == '=') {
+		exact = 1;
+		p++;
+	}
+	while (*p && !hit) {
+		size_t len = strcspn(p, ",");
+
+		hit = item_matches(p, len, name, exact);
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+	return exclude ? !hit : hit;
+}
+
+/* Appends `name` to the comma-separated list in buf. */
+static void list_add(char *buf, size_t len, const char *name)
+{
+	size_t used = strlen(buf);
+
+	if (used + 1 < len)
+		snprintf(buf + used, len - used, "%s%s", used ? "," : "", name);
+}
+
+/* dlsym's object pointer into a function pointer, without the cast ISO C
+ * forbids (the same bytes on every platform dlsym exists on). */
+static int symbol(void *lib, const char *name, void *fn, size_t size)
+{
+	void *sym = dlsym(lib, name);
+
+	if (!sym || size != sizeof(sym))
+		return -1;
+	memcpy(fn, &sym, sizeof(sym));
+	return 0;
+}
+
+int tp_rdma_devices(const char *spec, char *found, size_t flen, char *selected, size_t slen,
+		    char *why, size_t wlen)
+{
+	struct ibv_device **(*get_list)(int *);
+	void (*free_list)(struct ibv_device **);
+	const char *(*get_name)(struct ibv_device *);
+	struct ibv_device **list;
+	void *lib;
+	int n = 0, count = 0;
+
+	found[0] = selected[0] = why[0] = '\0';
+	lib = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!lib) {
+		snprintf(why, wlen, "libibverbs.so.1 not found");
+		return 0;
+	}
+	if (symbol(lib, "ibv_get_device_list", &get_list, sizeof(get_list)) ||
+	    symbol(lib, "ibv_free_device_list", &free_list, sizeof(free_list)) ||
+	    symbol(lib, "ibv_get_device_name", &get_name, sizeof(get_name))) {
+		snprintf(why, wlen, "libibverbs.so.1 lacks the device-list calls");
+		goto out;
+	}
+	list = get_list(&n);
+	if (!list) {
+		snprintf(why, wlen, "no RDMA device list (no RDMA driver loaded)");
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		const char *name = get_name(list[i]);
+
+		if (!name)
+			continue;
+		list_add(found, flen, name);
+		if (tp_hca_selected(spec, name)) {
+			list_add(selected, slen, name);
+			count++;
+		}
+	}
+	free_list(list);
+	if (n == 0)
+		snprintf(why, wlen, "no RDMA device on this host");
+out:
+	dlclose(lib);
+	return count;
+}
