@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big]   (full: sizes to 1 GiB;
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big|a2a-why]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        perf: step sizes (unregistered), helper streams (registered),
 #        small-message latency per protocol;
@@ -285,6 +285,18 @@ if [ "$MODE" = big ]; then
 	finish
 fi
 
+# Issue 3: 4-GPU alltoall on registered buffers with the stage medians of
+# every connection: do senders wait for receives, or copies for the engine?
+if [ "$MODE" = a2a-why ]; then
+	bench a2a-why -m plugin -R -A -o alltoall -b 1073741824 -e 1073741824 -c none -i 5 \
+		-E NCCL_NCHANNELS_PER_NET_PEER=16 -E NCCL_SM_FREE_VERBOSE=1
+	grep -h "send comm.*closed:" "$OUT"/logs/a2a-why/nccl.*.log | grep -o "waited for the receive median [0-9.>]* us" | sort | uniq -c
+	grep -h "send comm.*closed:" "$OUT"/logs/a2a-why/nccl.*.log | grep -o "isend to copy landed median [0-9.>]* us" | sort | uniq -c
+	grep -h "receive comm.*closed:" "$OUT"/logs/a2a-why/nccl.*.log | grep -o "landed to seen here median [0-9.>]* us" | sort | uniq -c
+	helper_lines a2a-why 4
+	finish
+fi
+
 # Issue 3: the bandwidth table with the plugin's defaults and the README's
 # NCCL_NCHANNELS_PER_NET_PEER=16, native in the same invocations: every op
 # 16 B - 1 GiB, then registered buffers from cudaMalloc (legacy IPC) and
@@ -435,7 +447,8 @@ done
 [ -z "${SKIP_GRAPH:-}" ] && bench graph -G -b 0 -e $MAX -c none
 bench registered -R -b 8 -e $MAX -c none
 [ -z "${SKIP_GRAPH:-}" ] && bench registered-graph -R -G -o sendrecv,alltoall -b 1048576 -e $MAX -c none
-bench tcp -E NCCL_SYMMEM_BACKEND=tcp -o all_reduce,sendrecv -b 8 -e 16777216 -c none -i 3
+bench tcp -E NCCL_SYMMEM_BACKEND=tcp -E NCCL_IB_HCA=mlx5 -o all_reduce,sendrecv -b 8 -e 16777216 -c none -i 3
+grep -h -m1 "RDMA devices" "$OUT"/logs/tcp/nccl.*.log | sed 's/.*NCCL INFO //' | head -1
 # NCCL's buffers from cudaMalloc: exported as legacy CUDA IPC handles.
 bench cumem0 -E NCCL_CUMEM_ENABLE=0 -o all_reduce,all_gather,reduce_scatter,alltoall,sendrecv \
 	-b 8 -e $((MAX / 4)) -c none -i 5
