@@ -290,9 +290,9 @@ fi
 if [ "$MODE" = a2a-why ]; then
 	bench a2a-why -m plugin -R -A -o alltoall -b 1073741824 -e 1073741824 -c none -i 5 \
 		-E NCCL_NCHANNELS_PER_NET_PEER=16 -E NCCL_SM_FREE_VERBOSE=1
-	grep -h "send comm.*closed:" "$OUT"/logs/a2a-why/nccl.*.log | grep -o "waited for the receive median [0-9.>]* us" | sort | uniq -c
-	grep -h "send comm.*closed:" "$OUT"/logs/a2a-why/nccl.*.log | grep -o "isend to copy landed median [0-9.>]* us" | sort | uniq -c
-	grep -h "receive comm.*closed:" "$OUT"/logs/a2a-why/nccl.*.log | grep -o "landed to seen here median [0-9.>]* us" | sort | uniq -c
+	grep -h "send comm.*closed:" "$OUT"/logs/a2a-why/nccl.*.log | grep -o "waited for the receive median[^,]*" | sort | uniq -c
+	grep -h "send comm.*closed:" "$OUT"/logs/a2a-why/nccl.*.log | grep -o "isend to copy landed median[^,]*" | sort | uniq -c
+	grep -h "receive comm.*closed:" "$OUT"/logs/a2a-why/nccl.*.log | grep -o "landed to seen here median[^,]*" | sort | uniq -c
 	helper_lines a2a-why 4
 	finish
 fi
