@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big|a2a-why]   (full: sizes to 1 GiB;
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big|a2a-why|a2a-chan]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        perf: step sizes (unregistered), helper streams (registered),
 #        small-message latency per protocol;
@@ -294,6 +294,18 @@ if [ "$MODE" = a2a-why ]; then
 	grep -h "send comm.*closed:" "$OUT"/logs/a2a-why/nccl.*.log | grep -o "isend to copy landed median[^,]*" | sort | uniq -c
 	grep -h "receive comm.*closed:" "$OUT"/logs/a2a-why/nccl.*.log | grep -o "landed to seen here median[^,]*" | sort | uniq -c
 	helper_lines a2a-why 4
+	finish
+fi
+
+# Issue 3: 4-GPU registered alltoall against the channels per peer (how
+# many copies each peer's share is cut into, and how many are in flight).
+if [ "$MODE" = a2a-chan ]; then
+	A="-R -A -o alltoall -b 1073741824 -e 1073741824 -c none -i 5"
+	bench a2a-p16 $A -E NCCL_NCHANNELS_PER_NET_PEER=16
+	for p in 1 4 32; do
+		bench "a2a-p$p" -m plugin $A -E NCCL_NCHANNELS_PER_NET_PEER=$p
+	done
+	helper_lines a2a-p 1
 	finish
 fi
 

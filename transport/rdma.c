@@ -14,46 +14,13 @@
 
 struct ibv_device;
 
-/* One item of NCCL_IB_HCA ("name" or "name:port") against a device name:
- * a prefix match, or an exact one in `exact` mode.  The port is for the
- * data path; a device matches whatever port an item names. */
-static int item_matches(const char *item, size_t len, const char *name, int exact)
-{
-	const char *colon = memchr(item, ':', len);
-
-	if (colon)
-		len = (size_t)(colon - item);
-	if (len == 0)
-		return 0;
-	if (exact)
-		return strlen(name) == len && strncmp(name, item, len) == 0;
-	return strncmp(name, item, len) == 0;
-}
-
 int tp_hca_selected(const char *spec, const char *name)
 {
-	int exclude = 0, exact = 0, hit = 0;
-	const char *p = spec;
-
 	if (!spec || !*spec)
 		return 1;		/* unset: every device */
-	if (*p == '^') {
-		exclude = 1;
-		p++;
-	}
-	if (*p == '=') {
-		exact = 1;
-		p++;
-	}
-	while (*p && !hit) {
-		size_t len = strcspn(p, ",");
-
-		hit = item_matches(p, len, name, exact);
-		p += len;
-		if (*p == ',')
-			p++;
-	}
-	return exclude ? !hit : hit;
+	/* A device matches whatever port an item names: ports are for the
+	 * data path. */
+	return tp_namelist_selects(spec, name, 1);
 }
 
 /* Appends `name` to the comma-separated list in buf. */

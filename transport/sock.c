@@ -71,33 +71,6 @@ int sock_uds_listen(char name[32], int *fd)
 	return SM_OK;
 }
 
-/* NCCL_SOCKET_IFNAME: "^" excludes, "=" asks for exact names, otherwise
- * each comma-separated entry is a name prefix. */
-static int ifname_matches(const char *spec, const char *name)
-{
-	int exclude = 0, exact = 0, hit = 0;
-	const char *p = spec;
-
-	if (*p == '^') {
-		exclude = 1;
-		p++;
-	}
-	if (*p == '=') {
-		exact = 1;
-		p++;
-	}
-	while (*p) {
-		size_t n = strcspn(p, ",");
-
-		if (n && (exact ? strlen(name) == n && !strncmp(name, p, n) : !strncmp(name, p, n)))
-			hit = 1;
-		p += n;
-		if (*p == ',')
-			p++;
-	}
-	return exclude ? !hit : hit;
-}
-
 /* Picks the address other hosts can reach: the first interface that is up,
  * not loopback and allowed by ifname (IPv4 preferred), else loopback. */
 static void pick_address(const char *ifname, struct sockaddr_storage *ss)
@@ -117,7 +90,7 @@ static void pick_address(const char *ifname, struct sockaddr_storage *ss)
 				continue;
 			if (!(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK))
 				continue;
-			if (ifname && *ifname && !ifname_matches(ifname, i->ifa_name))
+			if (ifname && *ifname && !tp_namelist_selects(ifname, i->ifa_name, 0))
 				continue;
 			if (want == AF_INET6 &&
 			    IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr))

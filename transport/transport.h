@@ -139,6 +139,10 @@ struct tp_stats {
 };
 void tp_get_stats(const struct tp_comm *c, struct tp_stats *out);
 
+/* namelist.c: 1 if NCCL's list syntax `spec` ("[^][=]item,...": prefixes, or
+ * exact names after '=', '^' excludes) selects `name`; with port_suffix an
+ * item's ":port" is not part of the name.  An empty list selects nothing. */
+int tp_namelist_selects(const char *spec, const char *name, int port_suffix);
 /* rdma.c: 1 if NCCL_IB_HCA `spec` ("" = all; NCCL's syntax: [^][=]name[:port],...,
  * a prefix match unless '=') selects the RDMA device `name`. */
 int tp_hca_selected(const char *spec, const char *name);

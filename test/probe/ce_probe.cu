@@ -481,18 +481,25 @@ static void multi_case(int n, char *src[], char *dst[], cudaStream_t st[][MULTI_
 	exit(2); } } while (0)
 
 // Memory as ncclMemAlloc makes it: cuMem, POSIX-fd exportable, GPUDirect
-// RDMA capable, recommended granularity, mapped read-write for every GPU.
+// RDMA capable, at the recommended granularity (returned).
+static size_t cumem_prop(int dev, CUmemAllocationProp *prop)
+{
+	size_t gran;
+	memset(prop, 0, sizeof(*prop));
+	prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop->location.id = dev;
+	prop->requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	prop->allocFlags.gpuDirectRDMACapable = 1;
+	CUCK(cuMemGetAllocationGranularity(&gran, prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+	return gran;
+}
+
+// Such memory, mapped read-write for every GPU.
 static char *cumem_alloc(int dev, int n, size_t size)
 {
 	CUmemAllocationProp prop;
-	memset(&prop, 0, sizeof(prop));
-	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	prop.location.id = dev;
-	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-	prop.allocFlags.gpuDirectRDMACapable = 1;
-	size_t gran;
-	CUCK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+	size_t gran = cumem_prop(dev, &prop);
 	size = (size + gran - 1) / gran * gran;
 	CUmemGenericAllocationHandle h;
 	CUdeviceptr va;
@@ -637,14 +644,7 @@ static void mp_child(struct mp_shared *s, int sock, int n, int g)
 	CUCK(cuDevicePrimaryCtxRetain(&ctx, dev));
 	CUCK(cuCtxSetCurrent(ctx));
 	CUmemAllocationProp prop;
-	memset(&prop, 0, sizeof(prop));
-	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	prop.location.id = g;
-	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-	prop.allocFlags.gpuDirectRDMACapable = 1;
-	size_t gran;
-	CUCK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+	size_t gran = cumem_prop(g, &prop);
 	size_t dsize = ((size_t)(n - 1) * MULTI_BYTES + gran - 1) / gran * gran;
 	CUmemGenericAllocationHandle hs, hd;
 	CUCK(cuMemCreate(&hs, MULTI_BYTES, &prop, 0));

@@ -284,7 +284,8 @@ static void test_recv_wait_tcp(void **state)
 }
 
 /* NCCL_IB_HCA as NCCL reads it: prefixes by default, '=' for exact names,
- * '^' to exclude, ':port' ignored for the choice of device. */
+ * '^' to exclude, ':port' ignored for the choice of device; and the same
+ * list syntax for NCCL_SOCKET_IFNAME. */
 static void test_hca_selection(void **state)
 {
 	(void)state;
@@ -305,6 +306,13 @@ static void test_hca_selection(void **state)
 	assert_true(tp_hca_selected("^=mlx5_1", "mlx5_10"));
 	assert_false(tp_hca_selected("^=mlx5_1:2", "mlx5_1"));
 	assert_false(tp_hca_selected(":1", "mlx5_0"));		/* an empty name matches nothing */
+	/* NCCL_SOCKET_IFNAME: the same syntax, but ':' is part of a name. */
+	assert_true(tp_namelist_selects("eth", "eth0", 0));
+	assert_true(tp_namelist_selects("=eth0:1", "eth0:1", 0));
+	assert_false(tp_namelist_selects("=eth0:1", "eth0", 0));
+	assert_false(tp_namelist_selects("^lo,docker", "docker0", 0));
+	assert_true(tp_namelist_selects("^lo,docker", "ens5", 0));
+	assert_false(tp_namelist_selects("", "eth0", 0));
 }
 
 /* The device list comes from the real libibverbs when there is one; on a
