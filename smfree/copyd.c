@@ -308,6 +308,11 @@ static int take(struct copyd *d)
 			break;
 		d->tail++;
 		n++;
+		if (s->post_ns) {
+			uint64_t now = sm_now_ns();
+
+			sm_hist_add(&d->ring->stats.take_hist, now > s->post_ns ? now - s->post_ns : 0);
+		}
 		if (locate(d, s->src_id, s->src_off, s->len, &unused) ||
 		    locate(d, s->dst_id, s->dst_off, s->len, &unused)) {
 			slot_fail(s, "copy names an unknown mapping or runs past one");

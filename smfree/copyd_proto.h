@@ -88,6 +88,7 @@ struct cd_stats {
 					 * (taking it, waiting for room, the driver calls) */
 	uint64_t copy_call_ns;		/* summed over copy-engine calls: cuMemcpyAsync */
 	uint64_t event_call_ns;		/* ... and cuEventRecord after it */
+	struct sm_hist take_hist;	/* per request: posted -> taken from the ring */
 	struct sm_hist queue_hist;	/* per request: posted -> queued */
 	struct sm_hist landed_hist;	/* per request: queued -> seen landed */
 };
