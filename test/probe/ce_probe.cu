@@ -399,7 +399,26 @@ static void *multi_main(void *arg)
 	CK(cudaSetDevice(j->dev));
 	pthread_barrier_wait(j->bar);
 	double t0 = now_us();
-	if (j->serial) {
+	if (j->serial == 2) {
+		// Every piece once, destinations in an order of this GPU's own, on
+		// two streams: GPUs that do not coordinate, like independent ranks.
+		size_t per = j->per_peer / j->piece, total = per * j->ndst;
+		size_t *order = (size_t *)malloc(total * sizeof(size_t));
+		unsigned seed = 12345u + 977u * (unsigned)j->dev;
+		for (size_t i = 0; i < total; i++)
+			order[i] = i;
+		for (size_t i = total - 1; i > 0; i--) {
+			size_t r = (size_t)rand_r(&seed) % (i + 1), t = order[i];
+			order[i] = order[r];
+			order[r] = t;
+		}
+		for (size_t i = 0; i < total; i++) {
+			size_t k = order[i] / per, off = order[i] % per * j->piece;
+			CK(cudaMemcpyAsync(j->dstbuf[k] + off, j->src + k * j->per_peer + off, j->piece,
+					   cudaMemcpyDefault, j->st[i % 2]));
+		}
+		free(order);
+	} else if (j->serial) {
 		for (int k = 0; k < j->ndst; k++)
 			for (size_t off = 0; off < j->per_peer; off += j->piece)
 				CK(cudaMemcpyAsync(j->dstbuf[k] + off, j->src + k * j->per_peer + off,
@@ -411,17 +430,19 @@ static void *multi_main(void *arg)
 				CK(cudaMemcpyAsync(j->dstbuf[k] + off, j->src + k * j->per_peer + off,
 						   j->piece, cudaMemcpyDefault, j->st[k]));
 	}
-	for (int k = 0; k < (j->serial ? 1 : j->ndst); k++)
+	int used = j->serial == 2 ? 2 : j->serial ? 1 : j->ndst;
+	for (int k = 0; k < used; k++)
 		CK(cudaStreamSynchronize(j->st[k]));
 	j->us = now_us() - t0;
 	return NULL;
 }
 
-// pattern: 0 ring, 1 both neighbours, 2 all peers at once, 3 all peers in turn.
+// pattern: 0 ring, 1 both neighbours, 2 all peers at once, 3 all peers in turn,
+// 4 all peers in an order of each GPU's own (uncoordinated, two streams).
 static void multi_case(int n, char *src[], char *dst[], cudaStream_t st[][MULTI_MAX], int pattern,
 		       size_t piece)
 {
-	static const char *names[] = { "ring", "neighbours", "a2a", "a2a-serial" };
+	static const char *names[] = { "ring", "neighbours", "a2a", "a2a-serial", "a2a-random" };
 	double best = 1e30, best_sum = 0;
 	size_t sent = 0;
 	for (int rep = 0; rep < 5; rep++) {
@@ -433,7 +454,7 @@ static void multi_case(int n, char *src[], char *dst[], cudaStream_t st[][MULTI_
 			struct multi_job *m = &j[g];
 			memset(m, 0, sizeof(*m));
 			m->dev = g;
-			m->serial = pattern == 3;
+			m->serial = pattern == 3 ? 1 : pattern == 4 ? 2 : 0;
 			if (pattern == 0) {
 				m->dst[m->ndst++] = (g + 1) % n;
 			} else if (pattern == 1) {
@@ -546,7 +567,7 @@ static int multi(int use_cumem)
 		CK(cudaDeviceSynchronize());
 	}
 	const size_t pieces[] = { 2ull << 20, 16ull << 20, MULTI_BYTES };
-	for (int pattern = 0; pattern < 4; pattern++) {
+	for (int pattern = 0; pattern < 5; pattern++) {
 		if (pattern == 1 && n < 3)
 			continue;
 		for (size_t p = 0; p < sizeof(pieces) / sizeof(pieces[0]); p++)
@@ -673,15 +694,15 @@ static void mp_child(struct mp_shared *s, int sock, int n, int g)
 		CK(cudaStreamCreateWithFlags(&st[k], cudaStreamNonBlocking));
 	CUCK(cuCtxSynchronize());
 	const size_t pieces[] = { 2ull << 20, 16ull << 20 };
-	static const char *names[] = { "ring", "neighbours", "a2a", "a2a-serial" };
-	for (int pattern = 0; pattern < 4; pattern++) {
+	static const char *names[] = { "ring", "neighbours", "a2a", "a2a-serial", "a2a-random" };
+	for (int pattern = 0; pattern < 5; pattern++) {
 		if (pattern == 1)
 			continue;
 		for (size_t pi = 0; pi < 2; pi++) {
 			struct multi_job j;
 			memset(&j, 0, sizeof(j));
 			j.dev = g;
-			j.serial = pattern == 3;
+			j.serial = pattern == 3 ? 1 : pattern == 4 ? 2 : 0;
 			if (pattern == 0)
 				j.dst[j.ndst++] = (g + 1) % n;
 			else
