@@ -31,14 +31,11 @@
 #define IDLE_SLEEP_NS 50000
 /* For this long after work the loop spins in user space; then it yields. */
 #define PAUSE_SPIN_NS (2ull * 1000 * 1000)
-/* Streams at most: one per destination process (a 16-GPU host's peers). */
-#define MAX_STREAMS 16
 /* How often it looks whether its client still lives. */
 #define PARENT_CHECK_NS (200ull * 1000 * 1000)
 
 struct range {
 	uint32_t id;
-	uint32_t owner;			/* the exporting process: its copies get their own stream */
 	uint64_t size;
 	struct sm_mapping *map;		/* GPU memory (or cuMem host memory) */
 	uint8_t *host;			/* SM_SHARE_HOST_FD: mapped and host-registered here */
@@ -51,16 +48,15 @@ struct copyd {
 	int ctrl;
 	struct cd_ring *ring;
 	int nstreams;
-	CUstream stream[MAX_STREAMS];
-	uint32_t stream_key[MAX_STREAMS];	/* the destination each stream serves */
-	int nkeys;
+	CUstream stream[16];
+	int next_stream;		/* the stream the next copy goes to */
 	int depth;			/* copies queued per stream at most */
 	CUevent ev[CD_SLOTS];		/* a copy's event is its lead slot's */
 	uint8_t held[CD_SLOTS];		/* taken from the ring, not yet ended */
 	uint64_t queued_at[CD_SLOTS];	/* a lead's copy queued at (ns) */
 	struct cd_queue queue;		/* taken, not yet queued: as copies */
-	unsigned fifo[MAX_STREAMS][CD_SLOTS];	/* per stream: leads of queued copies */
-	int fifo_head[MAX_STREAMS], fifo_n[MAX_STREAMS];
+	unsigned fifo[16][CD_SLOTS];	/* per stream: leads of queued copies */
+	int fifo_head[16], fifo_n[16];
 	uint64_t tail;			/* next message number to take */
 	uint64_t oldest;		/* oldest message possibly still held */
 	struct range *ranges;
@@ -117,7 +113,7 @@ static int open_gpu(struct copyd *d, const struct cd_msg *m, int ringfd)
 	if (m->version != CD_VERSION)
 		return sm_fail(SM_ERR_INVALID, "plugin speaks helper protocol %u, helper %u",
 			       m->version, CD_VERSION);
-	if (m->nstreams < 1 || m->nstreams > MAX_STREAMS)
+	if (m->nstreams < 1 || m->nstreams > 16)
 		return sm_fail(SM_ERR_INVALID, "%u streams asked for", m->nstreams);
 	if (m->depth < 1 || m->depth > CD_SLOTS)
 		return sm_fail(SM_ERR_INVALID, "%u copies per stream asked for", m->depth);
@@ -218,7 +214,6 @@ static int range_add(struct copyd *d, const struct cd_msg *m, int fd, uint32_t *
 	if (rc)
 		return rc;
 	r->id = ++d->next_id;
-	r->owner = (uint32_t)m->owner_pid;
 	r->size = m->info.alloc_size;
 	d->nranges++;
 	*id = r->id;
@@ -329,7 +324,6 @@ static int take(struct copyd *d)
 		w.src_off = s->src_off;
 		w.dst_off = s->dst_off;
 		w.len = s->len;
-		w.dst_key = range_find(d, s->dst_id)->owner;	/* locate() found it */
 		cd_queue_add(&d->queue, &w);
 		d->held[i] = 1;
 	}
@@ -352,59 +346,24 @@ static void finish(struct copyd *d, unsigned lead, CUresult crc, uint64_t now)
 	}
 }
 
-/* The stream that carries copies into `key`'s memory: each destination
- * process gets its own, made when it first appears (up to MAX_STREAMS; past
- * that, or when the driver refuses one, destinations share).
- *
- * Why: with four GPUs, engines that each work through their copies in the
- * order NCCL posted them write into the same GPU at the same time while
- * another GPU gets nothing, and every sender slows to that GPU's inbound
- * share (probe: 230 GB/s per GPU with destinations in each GPU's own order,
- * 354-360 when every GPU writes to all its peers at once or all in step;
- * bench/results/alltoall-4gpu.md).  A stream per destination keeps every
- * peer with waiting copies written to at once, which balances what each
- * GPU receives. */
-static int stream_for(struct copyd *d, uint32_t key)
-{
-	for (int i = 0; i < d->nkeys; i++)
-		if (d->stream_key[i] == key)
-			return i;
-	if (d->nkeys == MAX_STREAMS)
-		return (int)(key % MAX_STREAMS);
-	if (d->nkeys == d->nstreams) {
-		if (d->cu->stream_create(&d->stream[d->nstreams], CU_STREAM_NON_BLOCKING) !=
-		    CUDA_SUCCESS)
-			return (int)(key % (uint32_t)d->nstreams);
-		d->nstreams++;
-	}
-	d->stream_key[d->nkeys] = key;
-	return d->nkeys++;
-}
-
-static int stream_has_room(uint32_t key, void *arg)
-{
-	struct copyd *d = arg;
-
-	return d->fifo_n[stream_for(d, key)] < d->depth;
-}
-
-/* Queues waiting copies, oldest first, each on its destination's stream
- * while that stream has room.  Only `depth` copies wait on a stream, so
- * while the engine is busy the rest wait here, where later requests can
- * still join them.  Returns how many copies it queued. */
+/* Queues the oldest waiting copies on streams with room.  Only `depth`
+ * copies wait on a stream, so while the engine is busy the rest wait
+ * here, where later requests can still join them.  Returns how many
+ * copies it queued. */
 static int issue(struct copyd *d)
 {
 	const struct cd_group *g;
-	int queued = 0, k;
+	int queued = 0;
 
-	while ((k = cd_queue_first_ready(&d->queue, stream_has_room, d)) >= 0) {
-		int st;
+	while ((g = cd_queue_oldest(&d->queue)) != NULL) {
+		int st = d->next_stream;
 		CUdeviceptr src, dst;
 		uint64_t t0, t1;
 		CUresult crc;
 
-		g = cd_queue_at(&d->queue, k);
-		st = stream_for(d, g->dst_key);
+		if (d->fifo_n[st] >= d->depth)
+			break;		/* streams fill in turn: all are full */
+		d->next_stream = (st + 1) % d->nstreams;
 		/* take() checked every member, so the whole copy lies inside both. */
 		locate(d, g->src_id, g->src_off, g->len, &src);
 		locate(d, g->dst_id, g->dst_off, g->len, &dst);
@@ -435,7 +394,7 @@ static int issue(struct copyd *d)
 			d->ring->stats.issued++;
 			queued++;
 		}
-		cd_queue_remove(&d->queue, k);
+		cd_queue_pop(&d->queue);
 	}
 	return queued;
 }

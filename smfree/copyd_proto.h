@@ -105,7 +105,6 @@ struct cd_pending {
 	uint32_t slot;
 	uint32_t src_id;
 	uint32_t dst_id;
-	uint32_t dst_key;		/* the destination's owner process: its own stream */
 	uint64_t src_off;
 	uint64_t dst_off;
 	uint64_t len;
@@ -119,7 +118,6 @@ struct cd_pending {
 struct cd_group {
 	uint32_t lead, last;
 	uint32_t src_id, dst_id;
-	uint32_t dst_key;
 	uint64_t src_off, dst_off;
 	uint64_t len;
 	int members;
@@ -140,14 +138,5 @@ void cd_queue_init(struct cd_queue *q, uint64_t merge_max);
 void cd_queue_add(struct cd_queue *q, const struct cd_pending *r);
 const struct cd_group *cd_queue_oldest(const struct cd_queue *q);
 void cd_queue_pop(struct cd_queue *q);
-/* The oldest of the first CD_READY_WINDOW waiting copies whose destination
- * `ready` accepts (a stream with room), as a position (0 = oldest); -1 when
- * none.  Copies to one destination thus leave in their order. */
-#define CD_READY_WINDOW 64
-int cd_queue_first_ready(const struct cd_queue *q, int (*ready)(uint32_t dst_key, void *arg),
-			 void *arg);
-const struct cd_group *cd_queue_at(const struct cd_queue *q, int k);
-/* Removes the copy at position k; the others keep their order. */
-void cd_queue_remove(struct cd_queue *q, int k);
 
 #endif
