@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -31,11 +32,15 @@
 #define IDLE_SLEEP_NS 50000
 /* For this long after work the loop spins in user space; then it yields. */
 #define PAUSE_SPIN_NS (2ull * 1000 * 1000)
+/* How long the copies to one distance go first (phase()): a few 16 MiB
+ * copies' worth at the engine's rate. */
+#define PHASE_NS (200ull * 1000)
 /* How often it looks whether its client still lives. */
 #define PARENT_CHECK_NS (200ull * 1000 * 1000)
 
 struct range {
 	uint32_t id;
+	int gpu;			/* its GPU's place in the host's bus order, or -1 */
 	uint64_t size;
 	struct sm_mapping *map;		/* GPU memory (or cuMem host memory) */
 	uint8_t *host;			/* SM_SHARE_HOST_FD: mapped and host-registered here */
@@ -59,6 +64,7 @@ struct copyd {
 	int fifo_head[16], fifo_n[16];
 	uint64_t tail;			/* next message number to take */
 	uint64_t oldest;		/* oldest message possibly still held */
+	int gpu, ngpus;			/* this GPU's place in the host's bus order, of how many */
 	struct range *ranges;
 	unsigned nranges, cap;
 	uint32_t next_id;
@@ -103,6 +109,67 @@ static int reply(struct copyd *d, int status, uint32_t id, const char *msg)
 	return sm_send_some(d->ctrl, &r, sizeof(r), -1) == (ssize_t)sizeof(r) ? 0 : -1;
 }
 
+/* Where GPU `dev` stands among this host's GPUs ordered by PCI bus id:
+ * the same number in every helper, whatever ordinals a process sees. */
+static int bus_place(struct copyd *d, CUdevice dev)
+{
+	char mine[32], other[32];
+	int place = 0, n = sm_cuda_load()->device_count;
+
+	if (d->cu->device_get_pci_bus_id(mine, sizeof(mine), dev) != CUDA_SUCCESS)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		CUdevice o;
+
+		if (d->cu->device_get(&o, i) != CUDA_SUCCESS ||
+		    d->cu->device_get_pci_bus_id(other, sizeof(other), o) != CUDA_SUCCESS)
+			return -1;
+		place += strcasecmp(other, mine) < 0;
+	}
+	return place;
+}
+
+/* The GPU a mapping lives on, as a bus place; -1 for host memory or when
+ * the driver will not say. */
+static int range_gpu(struct copyd *d, const struct range *r)
+{
+	int ordinal = -1;
+	CUdevice dev;
+
+	if (r->host || d->cu->pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+						    (CUdeviceptr)sm_mapping_base(r->map)) !=
+		       CUDA_SUCCESS)
+		return -1;
+	if (d->cu->device_get(&dev, ordinal) != CUDA_SUCCESS)
+		return -1;
+	return bus_place(d, dev);
+}
+
+/* How far the destination GPU is from this one in bus order (1..n-1), the
+ * key copies are scheduled by; 0 for this GPU, host memory or unknown. */
+static uint32_t distance(const struct copyd *d, const struct range *r)
+{
+	if (d->gpu < 0 || !r || r->gpu < 0)
+		return 0;
+	return (uint32_t)((r->gpu - d->gpu + d->ngpus) % d->ngpus);
+}
+
+/* Which distance goes first now.  With four GPUs, engines that each take
+ * their copies in the order NCCL posted them write into one GPU at the
+ * same time while another gets nothing, and every writer slows to a share
+ * of that GPU's links: a probe with each GPU in its own order moved 230 GB/s
+ * per GPU, the same copies in step (all to the next GPU, then all to the
+ * one after) 360 (bench/results/alltoall-4gpu.md).  The helpers of a host
+ * share CLOCK_MONOTONIC, so each takes distance 1 + (time / PHASE_NS) mod
+ * (n - 1) first: every GPU writes to a different one.  When no copy of that
+ * distance waits, the oldest goes (no engine idles for the schedule). */
+static uint32_t phase(const struct copyd *d)
+{
+	if (d->gpu < 0 || d->ngpus < 3)
+		return 0;
+	return 1 + (uint32_t)(sm_now_ns() / PHASE_NS % (uint64_t)(d->ngpus - 1));
+}
+
 static int open_gpu(struct copyd *d, const struct cd_msg *m, int ringfd)
 {
 	CUcontext ctx;
@@ -130,6 +197,8 @@ static int open_gpu(struct copyd *d, const struct cd_msg *m, int ringfd)
 		crc = d->cu->ctx_set_current(ctx);
 	if (crc != CUDA_SUCCESS)
 		return sm_cuda_fail(crc, "opening a context on GPU %.31s", m->pci_bus_id);
+	d->gpu = bus_place(d, dev);
+	d->ngpus = sm_cuda_load()->device_count;
 	for (; d->nstreams < (int)m->nstreams; d->nstreams++) {
 		crc = d->cu->stream_create(&d->stream[d->nstreams], CU_STREAM_NON_BLOCKING);
 		if (crc != CUDA_SUCCESS)
@@ -215,6 +284,7 @@ static int range_add(struct copyd *d, const struct cd_msg *m, int fd, uint32_t *
 		return rc;
 	r->id = ++d->next_id;
 	r->size = m->info.alloc_size;
+	r->gpu = range_gpu(d, r);
 	d->nranges++;
 	*id = r->id;
 	return SM_OK;
@@ -324,6 +394,7 @@ static int take(struct copyd *d)
 		w.src_off = s->src_off;
 		w.dst_off = s->dst_off;
 		w.len = s->len;
+		w.dst_key = distance(d, range_find(d, s->dst_id));	/* locate() found it */
 		cd_queue_add(&d->queue, &w);
 		d->held[i] = 1;
 	}
@@ -353,9 +424,9 @@ static void finish(struct copyd *d, unsigned lead, CUresult crc, uint64_t now)
 static int issue(struct copyd *d)
 {
 	const struct cd_group *g;
-	int queued = 0;
+	int queued = 0, k;
 
-	while ((g = cd_queue_oldest(&d->queue)) != NULL) {
+	while ((k = cd_queue_pick_key(&d->queue, phase(d))) >= 0) {
 		int st = d->next_stream;
 		CUdeviceptr src, dst;
 		uint64_t t0, t1;
@@ -363,6 +434,7 @@ static int issue(struct copyd *d)
 
 		if (d->fifo_n[st] >= d->depth)
 			break;		/* streams fill in turn: all are full */
+		g = cd_queue_at(&d->queue, k);
 		d->next_stream = (st + 1) % d->nstreams;
 		/* take() checked every member, so the whole copy lies inside both. */
 		locate(d, g->src_id, g->src_off, g->len, &src);
@@ -394,7 +466,7 @@ static int issue(struct copyd *d)
 			d->ring->stats.issued++;
 			queued++;
 		}
-		cd_queue_pop(&d->queue);
+		cd_queue_remove(&d->queue, k);
 	}
 	return queued;
 }

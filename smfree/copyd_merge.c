@@ -56,6 +56,7 @@ void cd_queue_add(struct cd_queue *q, const struct cd_pending *r)
 	g->last = r->slot;
 	g->src_id = r->src_id;
 	g->dst_id = r->dst_id;
+	g->dst_key = r->dst_key;
 	g->src_off = r->src_off;
 	g->dst_off = r->dst_off;
 	g->len = r->len;
@@ -69,8 +70,33 @@ const struct cd_group *cd_queue_oldest(const struct cd_queue *q)
 
 void cd_queue_pop(struct cd_queue *q)
 {
+	cd_queue_remove(q, 0);
+}
+
+const struct cd_group *cd_queue_at(const struct cd_queue *q, int k)
+{
+	if (k < 0 || (unsigned)k >= q->n)
+		return NULL;
+	return &q->group[(q->head + (unsigned)k) % CD_SLOTS];
+}
+
+int cd_queue_pick_key(const struct cd_queue *q, uint32_t key)
+{
 	if (!q->n)
+		return -1;
+	for (unsigned k = 0; k < q->n && k < CD_PICK_WINDOW; k++)
+		if (q->group[(q->head + k) % CD_SLOTS].dst_key == key)
+			return (int)k;
+	return 0;
+}
+
+void cd_queue_remove(struct cd_queue *q, int k)
+{
+	if (k < 0 || (unsigned)k >= q->n)
 		return;
+	/* Close the gap from the old end: the copies before k move up one. */
+	for (unsigned i = (unsigned)k; i > 0; i--)
+		*group_at(q, i) = *group_at(q, i - 1);
 	q->head = (q->head + 1) % CD_SLOTS;
 	q->n--;
 }

@@ -105,6 +105,7 @@ struct cd_pending {
 	uint32_t slot;
 	uint32_t src_id;
 	uint32_t dst_id;
+	uint32_t dst_key;		/* the destination GPU's distance from this one (0: none) */
 	uint64_t src_off;
 	uint64_t dst_off;
 	uint64_t len;
@@ -118,6 +119,7 @@ struct cd_pending {
 struct cd_group {
 	uint32_t lead, last;
 	uint32_t src_id, dst_id;
+	uint32_t dst_key;
 	uint64_t src_off, dst_off;
 	uint64_t len;
 	int members;
@@ -138,5 +140,13 @@ void cd_queue_init(struct cd_queue *q, uint64_t merge_max);
 void cd_queue_add(struct cd_queue *q, const struct cd_pending *r);
 const struct cd_group *cd_queue_oldest(const struct cd_queue *q);
 void cd_queue_pop(struct cd_queue *q);
+/* The oldest of the first CD_PICK_WINDOW waiting copies whose dst_key is
+ * `key`, else the oldest, as a position (0 = oldest); -1 when none waits.
+ * Copies with one key keep their order. */
+#define CD_PICK_WINDOW 64
+int cd_queue_pick_key(const struct cd_queue *q, uint32_t key);
+const struct cd_group *cd_queue_at(const struct cd_queue *q, int k);
+/* Removes the copy at position k; the others keep their order. */
+void cd_queue_remove(struct cd_queue *q, int k);
 
 #endif

@@ -16,12 +16,20 @@
 static struct cd_queue q;
 
 /* Request in `slot`: `len` bytes from src_id:src_off to dst_id:dst_off. */
+static void add_to(uint32_t slot, uint32_t src_id, uint64_t src_off, uint32_t dst_id,
+		   uint64_t dst_off, uint64_t len, uint32_t dst_key)
+{
+	struct cd_pending p = { .slot = slot, .src_id = src_id, .dst_id = dst_id,
+				.dst_key = dst_key, .src_off = src_off, .dst_off = dst_off,
+				.len = len };
+	cd_queue_add(&q, &p);
+}
+
+/* Every destination one GPU away, unless a test says otherwise. */
 static void add(uint32_t slot, uint32_t src_id, uint64_t src_off, uint32_t dst_id,
 		uint64_t dst_off, uint64_t len)
 {
-	struct cd_pending p = { .slot = slot, .src_id = src_id, .dst_id = dst_id,
-				.src_off = src_off, .dst_off = dst_off, .len = len };
-	cd_queue_add(&q, &p);
+	add_to(slot, src_id, src_off, dst_id, dst_off, len, 1);
 }
 
 /* The oldest copy's member slots, in order, into m[]; returns how many. */
@@ -151,6 +159,47 @@ static void test_joins_older_copy_and_wraps(void **state)
 	assert_int_equal(cd_queue_oldest(&q)->lead, 2);
 }
 
+/* The phase's distance goes first, oldest first among its copies; with
+ * none of that distance waiting, the oldest copy goes. */
+static void test_pick_key(void **state)
+{
+	(void)state;
+	cd_queue_init(&q, 0);			/* no merging: one copy per request */
+	assert_int_equal(cd_queue_pick_key(&q, 1), -1);
+	add_to(0, 1, 0, 10, 0, 16, 1);		/* next GPU */
+	add_to(1, 1, 16, 20, 0, 16, 2);		/* two away */
+	add_to(2, 1, 32, 20, 16, 16, 2);	/* two away again */
+	add_to(3, 1, 48, 30, 0, 16, 3);
+	assert_int_equal(cd_queue_pick_key(&q, 1), 0);
+	assert_int_equal(cd_queue_pick_key(&q, 2), 1);	/* not slot 2: order kept */
+	assert_int_equal(cd_queue_pick_key(&q, 3), 3);
+	assert_int_equal(cd_queue_pick_key(&q, 0), 0);	/* none of it: the oldest */
+}
+
+/* Taking a copy from the middle keeps the others in order, and a later
+ * request still joins the copy it continues. */
+static void test_remove_middle(void **state)
+{
+	uint32_t m[CD_MERGE_MAX];
+
+	(void)state;
+	cd_queue_init(&q, 16 * MIB);
+	add(0, 1, 0, 2, 0, 16);
+	add(1, 3, 0, 4, 0, 16);
+	add(2, 5, 0, 6, 0, 16);
+	cd_queue_remove(&q, 1);
+	assert_int_equal(q.n, 2);
+	assert_int_equal(cd_queue_at(&q, 0)->lead, 0);
+	assert_int_equal(cd_queue_at(&q, 1)->lead, 2);
+	assert_null(cd_queue_at(&q, 2));
+	add(3, 5, 16, 6, 16, 16);		/* continues slot 2's copy */
+	assert_int_equal(q.n, 2);
+	assert_int_equal(members(cd_queue_at(&q, 1), m), 2);
+	assert_int_equal(m[1], 3);
+	cd_queue_remove(&q, 5);			/* out of range: nothing happens */
+	assert_int_equal(q.n, 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -160,6 +209,8 @@ int main(void)
 		cmocka_unit_test(test_size_cap),
 		cmocka_unit_test(test_member_cap),
 		cmocka_unit_test(test_joins_older_copy_and_wraps),
+		cmocka_unit_test(test_pick_key),
+		cmocka_unit_test(test_remove_middle),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
