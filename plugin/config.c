@@ -120,6 +120,12 @@ static const struct var vars[] = {
 	{ .name = "NCCL_SYMMEM_MERGE_SIZE", .kind = VAR_SIZE,
 	  .off = offsetof(struct config, merge_max),
 	  .udef = 16 * SZ_MIB, .umin = 0, .umax = SZ_GIB },
+	/* With three or more GPUs the helpers of a host take copies in phase,
+	 * this long per distance (smfree/copyd.c phase(),
+	 * bench/results/alltoall-4gpu.md); 0 = in NCCL's order. */
+	{ .name = "NCCL_SYMMEM_PHASE_US", .kind = VAR_INT,
+	  .off = offsetof(struct config, phase_us),
+	  .idef = 200, .imin = 0, .imax = 100000 },
 	{ .name = "NCCL_SYMMEM_HOST_RING_SIZE", .kind = VAR_SIZE,
 	  .off = offsetof(struct config, host_ring_size),
 	  .udef = 4 * SZ_MIB, .umin = 64 * SZ_KIB, .umax = SZ_GIB },

@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big|a2a-why|a2a-chan]   (full: sizes to 1 GiB;
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big|a2a-why|a2a-chan|phase]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        perf: step sizes (unregistered), helper streams (registered),
 #        small-message latency per protocol;
@@ -306,6 +306,20 @@ if [ "$MODE" = a2a-chan ]; then
 		bench "a2a-p$p" -m plugin $A -E NCCL_NCHANNELS_PER_NET_PEER=$p
 	done
 	helper_lines a2a-p 1
+	finish
+fi
+
+# Issue 3, session 7: the helpers' phase length (NCCL_SYMMEM_PHASE_US; 0 =
+# copies in NCCL's order) against 4-GPU alltoall and all_gather at 1 GiB.
+if [ "$MODE" = phase ]; then
+	A="-o alltoall,all_gather -b 1073741824 -e 1073741824 -c none -i 5 -E NCCL_NCHANNELS_PER_NET_PEER=16"
+	R="-R -A -o alltoall -b 1073741824 -e 1073741824 -c none -i 5 -E NCCL_NCHANNELS_PER_NET_PEER=16"
+	bench ph-200 $A
+	for p in 0 50 1000; do
+		bench "ph-$p" -m plugin $A -E NCCL_SYMMEM_PHASE_US=$p
+	done
+	bench ph-reg-200 $R
+	bench ph-reg-0 -m plugin $R -E NCCL_SYMMEM_PHASE_US=0
 	finish
 fi
 

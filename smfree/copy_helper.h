@@ -14,6 +14,7 @@ struct smf_helper_params {
 	int nstreams;		/* streams its copies go round */
 	int depth;		/* copies queued per stream at most (the rest may merge) */
 	uint64_t merge_max;	/* largest copy merged from consecutive requests, 0 = none */
+	uint64_t phase_ns;	/* time per destination distance, 0 = in posting order */
 };
 
 /* Starts `path` for the GPU with this PCI bus id and waits (bounded) until

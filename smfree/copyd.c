@@ -32,9 +32,6 @@
 #define IDLE_SLEEP_NS 50000
 /* For this long after work the loop spins in user space; then it yields. */
 #define PAUSE_SPIN_NS (2ull * 1000 * 1000)
-/* How long the copies to one distance go first (phase()): a few 16 MiB
- * copies' worth at the engine's rate. */
-#define PHASE_NS (200ull * 1000)
 /* How often it looks whether its client still lives. */
 #define PARENT_CHECK_NS (200ull * 1000 * 1000)
 
@@ -65,6 +62,7 @@ struct copyd {
 	uint64_t tail;			/* next message number to take */
 	uint64_t oldest;		/* oldest message possibly still held */
 	int gpu, ngpus;			/* this GPU's place in the host's bus order, of how many */
+	uint64_t phase_ns;		/* how long one distance goes first, 0 = never */
 	struct range *ranges;
 	unsigned nranges, cap;
 	uint32_t next_id;
@@ -160,14 +158,14 @@ static uint32_t distance(const struct copyd *d, const struct range *r)
  * of that GPU's links: a probe with each GPU in its own order moved 230 GB/s
  * per GPU, the same copies in step (all to the next GPU, then all to the
  * one after) 360 (bench/results/alltoall-4gpu.md).  The helpers of a host
- * share CLOCK_MONOTONIC, so each takes distance 1 + (time / PHASE_NS) mod
+ * share CLOCK_MONOTONIC, so each takes distance 1 + (time / phase_ns) mod
  * (n - 1) first: every GPU writes to a different one.  When no copy of that
  * distance waits, the oldest goes (no engine idles for the schedule). */
 static uint32_t phase(const struct copyd *d)
 {
-	if (d->gpu < 0 || d->ngpus < 3)
+	if (d->gpu < 0 || d->ngpus < 3 || !d->phase_ns)
 		return 0;
-	return 1 + (uint32_t)(sm_now_ns() / PHASE_NS % (uint64_t)(d->ngpus - 1));
+	return 1 + (uint32_t)(sm_now_ns() / d->phase_ns % (uint64_t)(d->ngpus - 1));
 }
 
 static int open_gpu(struct copyd *d, const struct cd_msg *m, int ringfd)
@@ -185,6 +183,7 @@ static int open_gpu(struct copyd *d, const struct cd_msg *m, int ringfd)
 	if (m->depth < 1 || m->depth > CD_SLOTS)
 		return sm_fail(SM_ERR_INVALID, "%u copies per stream asked for", m->depth);
 	d->depth = (int)m->depth;
+	d->phase_ns = m->phase_ns;
 	cd_queue_init(&d->queue, m->merge_max);
 	d->cu = sm_cu();
 	if (!d->cu)

@@ -20,7 +20,7 @@
 #include "symmem.h"
 
 #define CD_MAGIC 0x44504f43u		/* "COPD" */
-#define CD_VERSION 4
+#define CD_VERSION 5
 #define CD_SLOTS 1024			/* requests in flight per helper */
 #define CD_CTRL_FD 3			/* the helper's end of the socket pair */
 
@@ -39,6 +39,7 @@ struct cd_msg {
 	uint32_t version;		/* CD_HELLO */
 	uint32_t depth;			/* CD_HELLO: copies queued per stream at most */
 	uint64_t merge_max;		/* CD_HELLO: largest merged copy (0 = no merging) */
+	uint64_t phase_ns;		/* CD_HELLO: time per destination distance (0 = off) */
 	char pci_bus_id[32];		/* CD_HELLO: the client's GPU */
 	struct sm_share_info info;	/* CD_ADD */
 };

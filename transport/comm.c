@@ -136,6 +136,7 @@ int comm_setup(struct tp_comm *c, const struct tp_options *opt)
 	eo.helper = opt->copy_helper;
 	eo.copy_depth = opt->copy_depth > 0 ? opt->copy_depth : 2;
 	eo.merge_max = opt->merge_max;
+	eo.phase_ns = opt->phase_ns;
 	rc = smf_engine_get(&eo, &c->ce);
 	if (rc)
 		return sm_fail(rc, "opening the copy engine: %s", sm_last_error());

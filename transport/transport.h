@@ -40,6 +40,7 @@ struct tp_options {
 	int copy_depth;			/* copy helper: copies queued per stream at most */
 	uint64_t merge_max;		/* copy helper: largest copy merged from consecutive
 					 * requests (0 = no merging) */
+	uint64_t phase_ns;		/* copy helper: time per destination distance (0 = off) */
 	double stall_report;		/* seconds without progress before a WARN (0 = never) */
 	int gpu;			/* GPU buffers may come: take the copy engine at setup */
 	int no_direct;			/* never export GPU registrations to the peer:

@@ -64,6 +64,7 @@ static const char *const all_names[] = {
 	"NCCL_SYMMEM_SPLIT_SIZE",
 	"NCCL_SYMMEM_COPY_DEPTH",
 	"NCCL_SYMMEM_MERGE_SIZE",
+	"NCCL_SYMMEM_PHASE_US",
 	"NCCL_SYMMEM_HOST_RING_SIZE",
 	"NCCL_SYMMEM_CONNECT_TIMEOUT",
 	"NCCL_SYMMEM_STALL_REPORT",
@@ -789,6 +790,14 @@ static void test_int_vars(void **state)
 	reject_why("NCCL_SYMMEM_COPY_DEPTH", "0", "an integer 1..1024", "is out of range");
 	reject_why("NCCL_SYMMEM_COPY_DEPTH", "1025", "an integer 1..1024", "is out of range");
 	reject_why("NCCL_SYMMEM_COPY_DEPTH", "deep", "an integer 1..1024", "is not an integer");
+	assert_int_equal(cfg.phase_us, 200);
+	accept_one("NCCL_SYMMEM_PHASE_US", "0", &cfg);	/* off: NCCL's order */
+	assert_int_equal(cfg.phase_us, 0);
+	accept_one("NCCL_SYMMEM_PHASE_US", "100000", &cfg);
+	assert_int_equal(cfg.phase_us, 100000);
+	reject_why("NCCL_SYMMEM_PHASE_US", "-1", "an integer 0..100000", "is out of range");
+	reject_why("NCCL_SYMMEM_PHASE_US", "100001", "an integer 0..100000", "is out of range");
+	reject_why("NCCL_SYMMEM_PHASE_US", "200us", "an integer 0..100000", "is not an integer");
 
 	for (size_t i = 0; i < sizeof(streams_range) / sizeof(streams_range[0]); i++)
 		reject_why("NCCL_SYMMEM_STREAMS", streams_range[i], "an integer 1..16", "is out of range");
@@ -1062,6 +1071,7 @@ static void test_describe_all(void **state)
 		"NCCL_SYMMEM_SPLIT_SIZE=0 (default)",
 		"NCCL_SYMMEM_COPY_DEPTH=2 (default)",
 		"NCCL_SYMMEM_MERGE_SIZE=16MiB (default)",
+		"NCCL_SYMMEM_PHASE_US=200 (default)",
 		"NCCL_SYMMEM_HOST_RING_SIZE=4MiB (default)",
 		"NCCL_SYMMEM_CONNECT_TIMEOUT=120 (default)",
 		"NCCL_SYMMEM_STALL_REPORT=60 (default)",
@@ -1155,6 +1165,7 @@ static void test_describe_roundtrip(void **state)
 		{ "NCCL_SYMMEM_SPLIT_SIZE", "32M" },
 		{ "NCCL_SYMMEM_COPY_DEPTH", "1024" },
 		{ "NCCL_SYMMEM_MERGE_SIZE", "0" },
+		{ "NCCL_SYMMEM_PHASE_US", "0" },
 		{ "NCCL_SYMMEM_HOST_RING_SIZE", "8 MiB" },
 		{ "NCCL_SYMMEM_CONNECT_TIMEOUT", "86399.9999" },
 		{ "NCCL_SYMMEM_STALL_REPORT", "2.5" },
