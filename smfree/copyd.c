@@ -160,7 +160,10 @@ static uint32_t distance(const struct copyd *d, const struct range *r)
  * one after) 360 (bench/results/alltoall-4gpu.md).  The helpers of a host
  * share CLOCK_MONOTONIC, so each takes distance 1 + (time / phase_ns) mod
  * (n - 1) first: every GPU writes to a different one.  When no copy of that
- * distance waits, the oldest goes (no engine idles for the schedule). */
+ * distance waits, the oldest goes (no engine idles for the schedule).
+ * Helpers that see different sets of GPUs (CUDA_VISIBLE_DEVICES per rank)
+ * disagree on distances; the schedule then only reorders, it never holds
+ * a copy back. */
 static uint32_t phase(const struct copyd *d)
 {
 	if (d->gpu < 0 || d->ngpus < 3 || !d->phase_ns)
