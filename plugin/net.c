@@ -74,7 +74,6 @@ static const char *real_getenv(const char *name, void *arg)
 	return getenv(name);
 }
 
-/* Once per process, after NCCL gave us its logger. */
 /* What NCCL_IB_HCA selects on this host.  There is no ibverbs data path
  * yet, so the answer is reported (once) rather than used. */
 static void announce_rdma(const struct config *cfg)
@@ -92,6 +91,7 @@ static void announce_rdma(const struct config *cfg)
 		 n ? ": " : "", selected);
 }
 
+/* Once per process, after NCCL gave us its logger. */
 static void announce(const struct config *cfg)
 {
 	const struct sm_cuda_info *cuda;

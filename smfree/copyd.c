@@ -32,6 +32,8 @@
 #define IDLE_SLEEP_NS 50000
 /* For this long after work the loop spins in user space; then it yields. */
 #define PAUSE_SPIN_NS (2ull * 1000 * 1000)
+/* GPUs of one host the phases can order. */
+#define MAX_GPUS 64
 /* How often it looks whether its client still lives. */
 #define PARENT_CHECK_NS (200ull * 1000 * 1000)
 
@@ -62,6 +64,7 @@ struct copyd {
 	uint64_t tail;			/* next message number to take */
 	uint64_t oldest;		/* oldest message possibly still held */
 	int gpu, ngpus;			/* this GPU's place in the host's bus order, of how many */
+	int place[MAX_GPUS];		/* a device ordinal's place in that order */
 	uint64_t phase_ns;		/* how long one distance goes first, 0 = never */
 	struct range *ranges;
 	unsigned nranges, cap;
@@ -107,47 +110,53 @@ static int reply(struct copyd *d, int status, uint32_t id, const char *msg)
 	return sm_send_some(d->ctrl, &r, sizeof(r), -1) == (ssize_t)sizeof(r) ? 0 : -1;
 }
 
-/* Where GPU `dev` stands among this host's GPUs ordered by PCI bus id:
- * the same number in every helper, whatever ordinals a process sees. */
-static int bus_place(struct copyd *d, CUdevice dev)
+/* Orders this host's GPUs by PCI bus id, once, at hello: every helper
+ * gives a GPU the same place, whatever ordinals its process sees.  Leaves
+ * d->gpu at -1 (no phases) when the driver will not say. */
+static void order_gpus(struct copyd *d, CUdevice own)
 {
-	char mine[32], other[32];
-	int place = 0, n = sm_cuda_load()->device_count;
+	char id[MAX_GPUS][32], mine[32];
+	int n = sm_cuda_load()->device_count;
 
-	if (d->cu->device_get_pci_bus_id(mine, sizeof(mine), dev) != CUDA_SUCCESS)
-		return -1;
+	d->gpu = -1;
+	if (n > MAX_GPUS || d->cu->device_get_pci_bus_id(mine, sizeof(mine), own) != CUDA_SUCCESS)
+		return;
 	for (int i = 0; i < n; i++) {
-		CUdevice o;
+		CUdevice dev;
 
-		if (d->cu->device_get(&o, i) != CUDA_SUCCESS ||
-		    d->cu->device_get_pci_bus_id(other, sizeof(other), o) != CUDA_SUCCESS)
-			return -1;
-		place += strcasecmp(other, mine) < 0;
+		if (d->cu->device_get(&dev, i) != CUDA_SUCCESS ||
+		    d->cu->device_get_pci_bus_id(id[i], sizeof(id[i]), dev) != CUDA_SUCCESS)
+			return;
 	}
-	return place;
+	for (int i = 0; i < n; i++) {
+		d->place[i] = 0;
+		for (int j = 0; j < n; j++)
+			d->place[i] += strcasecmp(id[j], id[i]) < 0;
+		if (strcasecmp(id[i], mine) == 0)
+			d->gpu = d->place[i];
+	}
+	d->ngpus = n;
 }
 
-/* The GPU a mapping lives on, as a bus place; -1 for host memory or when
- * the driver will not say. */
+/* The GPU a mapping lives on, as a bus place; -1 for host memory, when
+ * the driver will not say, or when there are no phases to use it for. */
 static int range_gpu(struct copyd *d, const struct range *r)
 {
 	int ordinal = -1;
-	CUdevice dev;
 
-	if (r->host || d->cu->pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-						    (CUdeviceptr)sm_mapping_base(r->map)) !=
-		       CUDA_SUCCESS)
+	if (d->gpu < 0 || r->host ||
+	    d->cu->pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+					 (CUdeviceptr)sm_mapping_base(r->map)) != CUDA_SUCCESS ||
+	    ordinal < 0 || ordinal >= d->ngpus)
 		return -1;
-	if (d->cu->device_get(&dev, ordinal) != CUDA_SUCCESS)
-		return -1;
-	return bus_place(d, dev);
+	return d->place[ordinal];
 }
 
 /* How far the destination GPU is from this one in bus order (1..n-1), the
  * key copies are scheduled by; 0 for this GPU, host memory or unknown. */
 static uint32_t distance(const struct copyd *d, const struct range *r)
 {
-	if (d->gpu < 0 || !r || r->gpu < 0)
+	if (d->gpu < 0 || r->gpu < 0)
 		return 0;
 	return (uint32_t)((r->gpu - d->gpu + d->ngpus) % d->ngpus);
 }
@@ -199,8 +208,7 @@ static int open_gpu(struct copyd *d, const struct cd_msg *m, int ringfd)
 		crc = d->cu->ctx_set_current(ctx);
 	if (crc != CUDA_SUCCESS)
 		return sm_cuda_fail(crc, "opening a context on GPU %.31s", m->pci_bus_id);
-	d->gpu = bus_place(d, dev);
-	d->ngpus = sm_cuda_load()->device_count;
+	order_gpus(d, dev);
 	for (; d->nstreams < (int)m->nstreams; d->nstreams++) {
 		crc = d->cu->stream_create(&d->stream[d->nstreams], CU_STREAM_NON_BLOCKING);
 		if (crc != CUDA_SUCCESS)
@@ -352,12 +360,21 @@ static void slot_fail(struct cd_slot *s, const char *why)
 	atomic_store_explicit(&s->state, CD_FAILED, memory_order_release);
 }
 
-/* Resolves one side of a request to this process's address. */
-static int locate(struct copyd *d, uint32_t id, uint64_t off, uint64_t len, CUdeviceptr *p)
+/* The mapping one side of a request names, if [off, off + len) lies
+ * inside it; NULL otherwise. */
+static struct range *covering(struct copyd *d, uint32_t id, uint64_t off, uint64_t len)
 {
 	struct range *r = range_find(d, id);
 
-	if (!r || off > r->size || len > r->size - off)
+	return r && off <= r->size && len <= r->size - off ? r : NULL;
+}
+
+/* Resolves one side of a request to this process's address. */
+static int locate(struct copyd *d, uint32_t id, uint64_t off, uint64_t len, CUdeviceptr *p)
+{
+	struct range *r = covering(d, id, off, len);
+
+	if (!r)
 		return -1;
 	*p = (r->host ? r->host_dev : (CUdeviceptr)sm_mapping_base(r->map)) + off;
 	return 0;
@@ -373,7 +390,7 @@ static int take(struct copyd *d)
 		unsigned i = d->tail % CD_SLOTS;
 		struct cd_slot *s = &d->ring->slot[i];
 		struct cd_pending w;
-		CUdeviceptr unused;
+		struct range *dst;
 
 		if (atomic_load_explicit(&s->state, memory_order_acquire) != CD_POSTED ||
 		    s->seq != d->tail)
@@ -385,8 +402,8 @@ static int take(struct copyd *d)
 
 			sm_hist_add(&d->ring->stats.take_hist, now > s->post_ns ? now - s->post_ns : 0);
 		}
-		if (locate(d, s->src_id, s->src_off, s->len, &unused) ||
-		    locate(d, s->dst_id, s->dst_off, s->len, &unused)) {
+		dst = covering(d, s->dst_id, s->dst_off, s->len);
+		if (!dst || !covering(d, s->src_id, s->src_off, s->len)) {
 			slot_fail(s, "copy names an unknown mapping or runs past one");
 			continue;
 		}
@@ -396,7 +413,7 @@ static int take(struct copyd *d)
 		w.src_off = s->src_off;
 		w.dst_off = s->dst_off;
 		w.len = s->len;
-		w.dst_key = distance(d, range_find(d, s->dst_id));	/* locate() found it */
+		w.dst_key = distance(d, dst);
 		cd_queue_add(&d->queue, &w);
 		d->held[i] = 1;
 	}
@@ -430,7 +447,7 @@ static int issue(struct copyd *d)
 
 	while ((k = cd_queue_pick_key(&d->queue, phase(d))) >= 0) {
 		int st = d->next_stream;
-		CUdeviceptr src, dst;
+		CUdeviceptr src = 0, dst = 0;
 		uint64_t t0, t1;
 		CUresult crc;
 
