@@ -243,6 +243,11 @@ static void report_stats(const struct smf_helper *h)
 		(double)s->landed_ns / (double)s->copies / 1e3, sm_hist_median(&s->take_hist),
 		sm_hist_median(&s->queue_hist),
 		sm_hist_median(&s->landed_hist), SM_HIST_BUCKETS, SM_HIST_BUCKETS - 1);
+	if (s->phased_bytes)
+		sm_info("copy helper (pid %d): phases: %.1f %% of %.1f MiB went to the GPU whose "
+			"turn it was when the copy was due to run", (int)h->pid,
+			100.0 * (double)s->in_phase_bytes / (double)s->phased_bytes,
+			(double)s->phased_bytes / (1 << 20));
 }
 
 void smf_helper_stop(struct smf_helper *h)

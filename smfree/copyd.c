@@ -34,6 +34,8 @@
 #define PAUSE_SPIN_NS (2ull * 1000 * 1000)
 /* GPUs of one host the phases can order. */
 #define MAX_GPUS 64
+/* Busy time after which the measured engine rate replaces the guess. */
+#define ENGINE_RATE_SETTLE_NS (1000ull * 1000)
 /* How often it looks whether its client still lives. */
 #define PARENT_CHECK_NS (200ull * 1000 * 1000)
 
@@ -58,6 +60,8 @@ struct copyd {
 	CUevent ev[CD_SLOTS];		/* a copy's event is its lead slot's */
 	uint8_t held[CD_SLOTS];		/* taken from the ring, not yet ended */
 	uint64_t queued_at[CD_SLOTS];	/* a lead's copy queued at (ns) */
+	uint64_t copy_len[CD_SLOTS];	/* a lead's copy's bytes */
+	uint64_t inflight_bytes;	/* queued on streams, not yet seen landed */
 	struct cd_queue queue;		/* taken, not yet queued: as copies */
 	unsigned fifo[16][CD_SLOTS];	/* per stream: leads of queued copies */
 	int fifo_head[16], fifo_n[16];
@@ -161,23 +165,34 @@ static uint32_t distance(const struct copyd *d, const struct range *r)
 	return (uint32_t)((r->gpu - d->gpu + d->ngpus) % d->ngpus);
 }
 
-/* Which distance goes first now.  With four GPUs, engines that each take
- * their copies in the order NCCL posted them write into one GPU at the
- * same time while another gets nothing, and every writer slows to a share
- * of that GPU's links: a probe with each GPU in its own order moved 230 GB/s
- * per GPU, the same copies in step (all to the next GPU, then all to the
- * one after) 360 (bench/results/alltoall-4gpu.md).  The helpers of a host
- * share CLOCK_MONOTONIC, so each takes distance 1 + (time / phase_ns) mod
- * (n - 1) first: every GPU writes to a different one.  When no copy of that
- * distance waits, the oldest goes (no engine idles for the schedule).
- * Helpers that see different sets of GPUs (CUDA_VISIBLE_DEVICES per rank)
- * disagree on distances; the schedule then only reorders, it never holds
- * a copy back. */
-static uint32_t phase(const struct copyd *d)
+/* Which distance goes first at time t.  With four GPUs, engines that each
+ * take their copies in the order NCCL posted them write into one GPU at
+ * the same time while another gets nothing, and every writer slows to a
+ * share of that GPU's links: a probe with each GPU in its own order moved
+ * 230 GB/s per GPU, the same copies in step (all to the next GPU, then all
+ * to the one after) 360 (bench/results/alltoall-4gpu.md).  The helpers of
+ * a host share CLOCK_MONOTONIC, so each takes distance
+ * 1 + (t / phase_ns) mod (n - 1) first: every GPU writes to a different
+ * one.  When no copy of that distance waits, the oldest goes (no engine
+ * idles for the schedule).  Helpers that see different sets of GPUs
+ * (CUDA_VISIBLE_DEVICES per rank) disagree on distances; the schedule then
+ * only reorders, it never holds a copy back. */
+static uint32_t phase_at(const struct copyd *d, uint64_t t)
 {
 	if (d->gpu < 0 || d->ngpus < 3 || !d->phase_ns)
 		return 0;
-	return 1 + (uint32_t)(sm_now_ns() / d->phase_ns % (uint64_t)(d->ngpus - 1));
+	return 1 + (uint32_t)(t / d->phase_ns % (uint64_t)(d->ngpus - 1));
+}
+
+/* Bytes per ns the engine moves while it has work, as measured so far;
+ * a guess below what H200s do one way (about 0.36) until there is data. */
+static double engine_rate(const struct copyd *d)
+{
+	const struct cd_stats *s = &d->ring->stats;
+
+	if (s->busy_ns < ENGINE_RATE_SETTLE_NS || !s->bytes)
+		return 0.3;
+	return (double)s->bytes / (double)s->busy_ns;
 }
 
 static int open_gpu(struct copyd *d, const struct cd_msg *m, int ringfd)
@@ -423,6 +438,7 @@ static int take(struct copyd *d)
 /* Ends every request of the copy led by slot `lead`. */
 static void finish(struct copyd *d, unsigned lead, CUresult crc, uint64_t now)
 {
+	d->inflight_bytes -= d->copy_len[lead];
 	for (unsigned m = lead; m != CD_SLOTS; m = d->queue.next[m]) {
 		struct cd_slot *s = &d->ring->slot[m];
 
@@ -436,56 +452,83 @@ static void finish(struct copyd *d, unsigned lead, CUresult crc, uint64_t now)
 	}
 }
 
-/* Queues the oldest waiting copies on streams with room.  Only `depth`
+/* When the copy queued now will start, and which distance goes first
+ * then.  The streams hold up to depth copies each (tens of MiB), so a copy
+ * chosen by the phase of the moment it is queued would run in a later
+ * phase, and helpers with more queued would run out of step with the
+ * others.  *max_len: the bytes that fit in what is left of that phase (no
+ * limit without phases), so a copy does not run on into the next one. */
+static uint32_t plan(const struct copyd *d, uint64_t *max_len)
+{
+	double rate = engine_rate(d);
+	uint64_t start = sm_now_ns() + (uint64_t)((double)d->inflight_bytes / rate);
+	uint32_t key = phase_at(d, start);
+
+	*max_len = UINT64_MAX;
+	if (key)
+		*max_len = (uint64_t)(rate * (double)(d->phase_ns - start % d->phase_ns));
+	return key;
+}
+
+/* Queues waiting copies on streams with room, each the oldest to the
+ * distance of the phase it will run in (else the oldest).  Only `depth`
  * copies wait on a stream, so while the engine is busy the rest wait
  * here, where later requests can still join them.  Returns how many
  * copies it queued. */
 static int issue(struct copyd *d)
 {
-	const struct cd_group *g;
-	int queued = 0, k;
+	struct cd_group g;
+	uint64_t max_len;
+	uint32_t key;
+	int queued = 0;
 
-	while ((k = cd_queue_pick_key(&d->queue, phase(d))) >= 0) {
+	while (d->queue.n && d->fifo_n[d->next_stream] < d->depth) {
 		int st = d->next_stream;
 		CUdeviceptr src = 0, dst = 0;
 		uint64_t t0, t1;
 		CUresult crc;
 
-		if (d->fifo_n[st] >= d->depth)
-			break;		/* streams fill in turn: all are full */
-		g = cd_queue_at(&d->queue, k);
+		key = plan(d, &max_len);
+		cd_queue_take(&d->queue, cd_queue_pick_key(&d->queue, key), max_len, &g);
 		d->next_stream = (st + 1) % d->nstreams;
 		/* take() checked every member, so the whole copy lies inside both. */
-		locate(d, g->src_id, g->src_off, g->len, &src);
-		locate(d, g->dst_id, g->dst_off, g->len, &dst);
+		locate(d, g.src_id, g.src_off, g.len, &src);
+		locate(d, g.dst_id, g.dst_off, g.len, &dst);
 		t0 = sm_now_ns();
-		crc = d->cu->memcpy_async(dst, src, g->len, d->stream[st]);
+		crc = d->cu->memcpy_async(dst, src, g.len, d->stream[st]);
 		t1 = sm_now_ns();
 		if (crc == CUDA_SUCCESS)
-			crc = d->cu->event_record(d->ev[g->lead], d->stream[st]);
-		d->queued_at[g->lead] = sm_now_ns();
+			crc = d->cu->event_record(d->ev[g.lead], d->stream[st]);
+		d->queued_at[g.lead] = sm_now_ns();
 		d->ring->stats.copy_call_ns += t1 - t0;
-		d->ring->stats.event_call_ns += d->queued_at[g->lead] - t1;
+		d->ring->stats.event_call_ns += d->queued_at[g.lead] - t1;
+		d->copy_len[g.lead] = 0;	/* not in flight until queued */
 		if (crc != CUDA_SUCCESS) {
-			sm_cuda_fail(crc, "cuMemcpyAsync of %llu bytes", (unsigned long long)g->len);
-			finish(d, g->lead, crc, d->queued_at[g->lead]);
-		} else {
-			for (unsigned m = g->lead; m != CD_SLOTS; m = d->queue.next[m]) {
-				uint64_t posted = d->ring->slot[m].post_ns;
-
-				if (!posted || posted > d->queued_at[g->lead])
-					continue;	/* a clock it got wrong: only a statistic */
-				d->ring->stats.queue_ns += d->queued_at[g->lead] - posted;
-				sm_hist_add(&d->ring->stats.queue_hist, d->queued_at[g->lead] - posted);
-			}
-			d->fifo[st][(d->fifo_head[st] + d->fifo_n[st]) % CD_SLOTS] = g->lead;
-			d->fifo_n[st]++;
-			d->ring->stats.copies += (uint64_t)g->members;
-			d->ring->stats.bytes += g->len;
-			d->ring->stats.issued++;
-			queued++;
+			sm_cuda_fail(crc, "cuMemcpyAsync of %llu bytes", (unsigned long long)g.len);
+			finish(d, g.lead, crc, d->queued_at[g.lead]);
+			continue;
 		}
-		cd_queue_remove(&d->queue, k);
+		for (unsigned m = g.lead; m != CD_SLOTS; m = d->queue.next[m]) {
+			uint64_t posted = d->ring->slot[m].post_ns;
+
+			if (!posted || posted > d->queued_at[g.lead])
+				continue;	/* a clock it got wrong: only a statistic */
+			d->ring->stats.queue_ns += d->queued_at[g.lead] - posted;
+			sm_hist_add(&d->ring->stats.queue_hist, d->queued_at[g.lead] - posted);
+		}
+		d->fifo[st][(d->fifo_head[st] + d->fifo_n[st]) % CD_SLOTS] = g.lead;
+		d->fifo_n[st]++;
+		d->copy_len[g.lead] = g.len;
+		d->inflight_bytes += g.len;
+		d->ring->stats.copies += (uint64_t)g.members;
+		d->ring->stats.bytes += g.len;
+		d->ring->stats.issued++;
+		if (key) {
+			d->ring->stats.phased_bytes += g.len;
+			if (g.dst_key == key)
+				d->ring->stats.in_phase_bytes += g.len;
+		}
+		queued++;
 	}
 	return queued;
 }

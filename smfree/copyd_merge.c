@@ -40,6 +40,7 @@ void cd_queue_add(struct cd_queue *q, const struct cd_pending *r)
 	struct cd_group *g;
 
 	q->next[r->slot] = CD_SLOTS;
+	q->mlen[r->slot] = r->len;
 	for (unsigned k = 0; q->merge_max && k < q->n && k < FIND_WINDOW; k++) {
 		g = group_at(q, q->n - 1 - k);
 		if (!continues(g, r, q->merge_max))
@@ -99,4 +100,40 @@ void cd_queue_remove(struct cd_queue *q, int k)
 		*group_at(q, i) = *group_at(q, i - 1);
 	q->head = (q->head + 1) % CD_SLOTS;
 	q->n--;
+}
+
+int cd_queue_take(struct cd_queue *q, int k, uint64_t max_len, struct cd_group *out)
+{
+	struct cd_group *g;
+	uint32_t cut;
+	uint64_t len;
+	int members = 1;
+
+	if (k < 0 || (unsigned)k >= q->n)
+		return -1;
+	g = group_at(q, (unsigned)k);
+	/* The members a copy of at most max_len holds: walk the chain. */
+	cut = g->lead;
+	len = q->mlen[cut];
+	while (cut != g->last && len + q->mlen[q->next[cut]] <= max_len) {
+		cut = q->next[cut];
+		len += q->mlen[cut];
+		members++;
+	}
+	*out = *g;
+	if (cut == g->last) {
+		cd_queue_remove(q, k);
+		return 0;
+	}
+	out->last = cut;
+	out->len = len;
+	out->members = members;
+	/* The rest starts where the front ends, on both sides. */
+	g->lead = q->next[cut];
+	g->src_off += len;
+	g->dst_off += len;
+	g->len -= len;
+	g->members -= members;
+	q->next[cut] = CD_SLOTS;
+	return 0;
 }

@@ -20,7 +20,7 @@
 #include "symmem.h"
 
 #define CD_MAGIC 0x44504f43u		/* "COPD" */
-#define CD_VERSION 5
+#define CD_VERSION 6
 #define CD_SLOTS 1024			/* requests in flight per helper */
 #define CD_CTRL_FD 3			/* the helper's end of the socket pair */
 
@@ -89,6 +89,8 @@ struct cd_stats {
 					 * (taking it, waiting for room, the driver calls) */
 	uint64_t copy_call_ns;		/* summed over copy-engine calls: cuMemcpyAsync */
 	uint64_t event_call_ns;		/* ... and cuEventRecord after it */
+	uint64_t phased_bytes;		/* queued while phases were on ... */
+	uint64_t in_phase_bytes;	/* ... of them, to the distance of the phase they ran in */
 	struct sm_hist take_hist;	/* per request: posted -> taken from the ring */
 	struct sm_hist queue_hist;	/* per request: posted -> queued */
 	struct sm_hist landed_hist;	/* per request: queued -> seen landed */
@@ -131,6 +133,7 @@ struct cd_queue {
 	struct cd_group group[CD_SLOTS];
 	unsigned head, n;
 	uint32_t next[CD_SLOTS];	/* member chains; valid until the slot is reused */
+	uint64_t mlen[CD_SLOTS];	/* each member's bytes, by slot */
 	uint64_t merge_max;		/* 0: every request its own copy */
 };
 
@@ -149,5 +152,10 @@ int cd_queue_pick_key(const struct cd_queue *q, uint32_t key);
 const struct cd_group *cd_queue_at(const struct cd_queue *q, int k);
 /* Removes the copy at position k; the others keep their order. */
 void cd_queue_remove(struct cd_queue *q, int k);
+/* Takes the front of the copy at position k into *out: its first members
+ * while they add up to at most max_len bytes, at least one.  The rest
+ * stays waiting at position k; a copy taken whole leaves the queue.
+ * Returns -1 (and takes nothing) for a position that holds no copy. */
+int cd_queue_take(struct cd_queue *q, int k, uint64_t max_len, struct cd_group *out);
 
 #endif

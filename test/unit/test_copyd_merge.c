@@ -200,6 +200,63 @@ static void test_remove_middle(void **state)
 	assert_int_equal(q.n, 2);
 }
 
+/* A copy cut at a phase's end: its first members up to the limit leave as
+ * one copy, the rest waits in its place and starts where the front ends;
+ * a later request still joins the rest. */
+static void test_take_front(void **state)
+{
+	struct cd_group g;
+	uint32_t m[CD_MERGE_MAX];
+
+	(void)state;
+	cd_queue_init(&q, 16 * MIB);
+	add(0, 9, 0, 9, 0, 16);			/* an older copy ahead of it */
+	for (uint32_t i = 0; i < 4; i++)	/* slots 1..4: 2 MiB steps */
+		add(1 + i, 1, 2 * MIB * i, 2, 4 * MIB + 2 * MIB * i, 2 * MIB);
+	assert_int_equal(cd_queue_take(&q, 1, 5 * MIB, &g), 0);
+	assert_int_equal(g.lead, 1);
+	assert_int_equal(g.last, 2);
+	assert_int_equal(g.len, 4 * MIB);
+	assert_int_equal(g.members, 2);
+	assert_int_equal(g.src_off, 0);
+	assert_int_equal(g.dst_off, 4 * MIB);
+	assert_int_equal(members(&g, m), 2);	/* the front's chain ends at its last */
+	assert_int_equal(q.n, 2);
+	assert_int_equal(cd_queue_at(&q, 0)->lead, 0);
+	g = *cd_queue_at(&q, 1);
+	assert_int_equal(g.lead, 3);
+	assert_int_equal(g.len, 4 * MIB);
+	assert_int_equal(g.members, 2);
+	assert_int_equal(g.src_off, 4 * MIB);
+	assert_int_equal(g.dst_off, 8 * MIB);
+	add(5, 1, 8 * MIB, 2, 12 * MIB, 2 * MIB);	/* continues the rest */
+	assert_int_equal(members(cd_queue_at(&q, 1), m), 3);
+	assert_int_equal(m[2], 5);
+}
+
+/* A limit below one member still takes that member; a limit that holds
+ * the whole copy takes it out of the queue; a bad position takes nothing. */
+static void test_take_bounds(void **state)
+{
+	struct cd_group g;
+
+	(void)state;
+	cd_queue_init(&q, 16 * MIB);
+	add(0, 1, 0, 2, 0, 2 * MIB);
+	add(1, 1, 2 * MIB, 2, 2 * MIB, 2 * MIB);
+	assert_int_equal(cd_queue_take(&q, 0, 1, &g), 0);
+	assert_int_equal(g.members, 1);
+	assert_int_equal(g.len, 2 * MIB);
+	assert_int_equal(q.n, 1);
+	assert_int_equal(cd_queue_take(&q, 1, UINT64_MAX, &g), -1);
+	assert_int_equal(cd_queue_take(&q, -1, UINT64_MAX, &g), -1);
+	assert_int_equal(q.n, 1);
+	assert_int_equal(cd_queue_take(&q, 0, UINT64_MAX, &g), 0);
+	assert_int_equal(g.lead, 1);
+	assert_int_equal(g.len, 2 * MIB);
+	assert_int_equal(q.n, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -211,6 +268,8 @@ int main(void)
 		cmocka_unit_test(test_joins_older_copy_and_wraps),
 		cmocka_unit_test(test_pick_key),
 		cmocka_unit_test(test_remove_middle),
+		cmocka_unit_test(test_take_front),
+		cmocka_unit_test(test_take_bounds),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
