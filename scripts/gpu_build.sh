@@ -31,3 +31,11 @@ gpu_build_overlap() {
 		-lcublas -lcudart -lm -o build-gpu/nccl_overlap >>"$log" 2>&1 ||
 		{ tail -30 "$log"; return 1; }
 }
+
+# gemm_ce (cuBLAS, no NCCL): the copy-engine floor beside a GEMM.
+gpu_build_gemm_ce() {
+	local log=$1
+	mkdir -p build-gpu
+	nvcc -O2 -arch=sm_90 test/probe/gemm_ce.cu -o build-gpu/gemm_ce -lcublas >>"$log" 2>&1 ||
+		{ tail -30 "$log"; return 1; }
+}

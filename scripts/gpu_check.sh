@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big|a2a-why|a2a-chan|phase]   (full: sizes to 1 GiB;
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big|a2a-why|a2a-chan|phase|plan|coll4]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        perf: step sizes (unregistered), helper streams (registered),
 #        small-message latency per protocol;
@@ -320,6 +320,44 @@ if [ "$MODE" = phase ]; then
 	done
 	bench ph-reg-200 $R
 	bench ph-reg-0 -m plugin $R -E NCCL_SYMMEM_PHASE_US=0
+	finish
+fi
+
+# Issue 3, session 8: 4-GPU alltoall with each copy planned for the phase
+# it will run in, at three phase lengths, and (OLD_TREE=dir holding an
+# older checkout) that tree's helper in the same call, native beside.
+if [ "$MODE" = plan ]; then
+	A="-o alltoall -b 1073741824 -e 1073741824 -c none -i 5 -E NCCL_NCHANNELS_PER_NET_PEER=16"
+	bench plan-200 $A
+	bench plan-reg-200 -R -A $A
+	for p in 100 400; do
+		bench "plan-$p" -m plugin $A -E NCCL_SYMMEM_PHASE_US=$p
+	done
+	if [ -n "${OLD_TREE:-}" ]; then
+		note "building $OLD_TREE"
+		if (cd "$OLD_TREE" && meson setup build-gpu -Dtests=disabled --buildtype=release \
+			-Dwerror=false && ninja -C build-gpu) >"$OUT/logs/old-build.log" 2>&1; then
+			LD_LIBRARY_PATH="$PWD/$OLD_TREE/build-gpu:$LD_LIBRARY_PATH" bench plan-old-200 -m plugin $A
+			LD_LIBRARY_PATH="$PWD/$OLD_TREE/build-gpu:$LD_LIBRARY_PATH" bench plan-old-reg-200 -m plugin -R -A $A
+		else
+			tail -20 "$OUT/logs/old-build.log"; fail=1
+		fi
+	fi
+	helper_lines plan- 8 | grep phases
+	finish
+fi
+
+# Issue 3: 4-GPU all_reduce, all_gather, reduce_scatter at 1 GiB against
+# the ring channels and step size the plugin sets (32 channels, 16 MiB
+# buffers), native in the first invocation.
+if [ "$MODE" = coll4 ]; then
+	C="-o all_reduce,all_gather,reduce_scatter -b 1073741824 -e 1073741824 -c none -i 5"
+	bench coll-32 $C
+	for n in 16 24; do
+		bench "coll-$n" -m plugin $C -E NCCL_MIN_NCHANNELS=$n -E NCCL_MAX_NCHANNELS=$n
+	done
+	bench coll-buf32 -m plugin $C -E NCCL_BUFFSIZE=33554432
+	bench coll-buf8 -m plugin $C -E NCCL_BUFFSIZE=8388608
 	finish
 fi
 
