@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big|a2a-why|a2a-chan|phase|plan|coll4]   (full: sizes to 1 GiB;
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big|a2a-why|a2a-chan|phase|plan|coll4|a2a-depth]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        perf: step sizes (unregistered), helper streams (registered),
 #        small-message latency per protocol;
@@ -344,6 +344,23 @@ if [ "$MODE" = plan ]; then
 		fi
 	fi
 	helper_lines plan- 8 | grep phases
+	finish
+fi
+
+# Issue 3, session 8: 4-GPU alltoall against how far ahead the helper
+# queues copies (streams x copies per stream), since a copy's phase is
+# planned from the bytes queued before it; native in the first invocations.
+if [ "$MODE" = a2a-depth ]; then
+	A="-o alltoall -b 1073741824 -e 1073741824 -c none -i 5 -E NCCL_NCHANNELS_PER_NET_PEER=16"
+	bench dep-s2-d2 $A
+	bench dep-reg-s2-d2 -R -A $A
+	for sd in 1,2 1,1 2,1 1,3; do
+		st=${sd%,*} dp=${sd#*,}
+		E="-E NCCL_SYMMEM_STREAMS=$st -E NCCL_SYMMEM_COPY_DEPTH=$dp"
+		bench "dep-s$st-d$dp" -m plugin $A $E
+		bench "dep-reg-s$st-d$dp" -m plugin -R -A $A $E
+	done
+	helper_lines dep- 8 | cut -c1-200
 	finish
 fi
 

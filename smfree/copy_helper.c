@@ -233,7 +233,8 @@ static void report_stats(const struct smf_helper *h)
 		"copies in flight %.1f %% of that time, %.1f GB/s while in flight; %.1f us mean "
 		"from posted to queued (of it per copy-engine call %.1f us in cuMemcpyAsync, %.1f us "
 		"in cuEventRecord), %.1f us from queued to seen landed; medians: posted to taken "
-		"%.1f, to queued %.1f, queued to landed %.1f us (%d = over %d us)", (int)h->pid,
+		"%.1f, to queued %.1f, queued to landed %.1f us (%d = over %d us); at most %llu "
+		"copies waited for a stream", (int)h->pid,
 		(unsigned long long)s->copies, (unsigned long long)s->issued,
 		(double)s->bytes / (1 << 20), life / 1e9, 100.0 * (double)s->busy_ns / life,
 		s->busy_ns ? (double)s->bytes / (double)s->busy_ns : 0.0,
@@ -242,7 +243,8 @@ static void report_stats(const struct smf_helper *h)
 		s->issued ? (double)s->event_call_ns / (double)s->issued / 1e3 : 0.0,
 		(double)s->landed_ns / (double)s->copies / 1e3, sm_hist_median(&s->take_hist),
 		sm_hist_median(&s->queue_hist),
-		sm_hist_median(&s->landed_hist), SM_HIST_BUCKETS, SM_HIST_BUCKETS - 1);
+		sm_hist_median(&s->landed_hist), SM_HIST_BUCKETS, SM_HIST_BUCKETS - 1,
+		(unsigned long long)s->waiting_max);
 	if (s->phased_bytes)
 		sm_info("copy helper (pid %d): phases: %.1f %% of %.1f MiB went to the GPU whose "
 			"turn it was when the copy was due to run", (int)h->pid,

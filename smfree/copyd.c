@@ -431,6 +431,8 @@ static int take(struct copyd *d)
 		w.dst_key = distance(d, dst);
 		cd_queue_add(&d->queue, &w);
 		d->held[i] = 1;
+		if (d->queue.n > d->ring->stats.waiting_max)
+			d->ring->stats.waiting_max = d->queue.n;
 	}
 	return n;
 }

@@ -91,6 +91,7 @@ struct cd_stats {
 	uint64_t event_call_ns;		/* ... and cuEventRecord after it */
 	uint64_t phased_bytes;		/* queued while phases were on ... */
 	uint64_t in_phase_bytes;	/* ... of them, to the distance of the phase they ran in */
+	uint64_t waiting_max;		/* most copies ever waiting for a stream */
 	struct sm_hist take_hist;	/* per request: posted -> taken from the ring */
 	struct sm_hist queue_hist;	/* per request: posted -> queued */
 	struct sm_hist landed_hist;	/* per request: queued -> seen landed */
@@ -147,7 +148,7 @@ void cd_queue_pop(struct cd_queue *q);
 /* The oldest of the first CD_PICK_WINDOW waiting copies whose dst_key is
  * `key`, else the oldest, as a position (0 = oldest); -1 when none waits.
  * Copies with one key keep their order. */
-#define CD_PICK_WINDOW 64
+#define CD_PICK_WINDOW CD_SLOTS
 int cd_queue_pick_key(const struct cd_queue *q, uint32_t key);
 const struct cd_group *cd_queue_at(const struct cd_queue *q, int k);
 /* Removes the copy at position k; the others keep their order. */
