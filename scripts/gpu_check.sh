@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big|a2a-why|a2a-chan|phase|plan|coll4|a2a-depth]   (full: sizes to 1 GiB;
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big|a2a-why|a2a-chan|phase|plan|coll4|a2a-depth|shallow]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        perf: step sizes (unregistered), helper streams (registered),
 #        small-message latency per protocol;
@@ -361,6 +361,32 @@ if [ "$MODE" = a2a-depth ]; then
 		bench "dep-reg-s$st-d$dp" -m plugin -R -A $A $E
 	done
 	helper_lines dep- 8 | cut -c1-200
+	finish
+fi
+
+# Issue 3, session 8: a shallow helper queue (1 stream, 2 copies) and
+# NCCL's shared p2p buffers off (NCCL_NET_SHARED_BUFFERS=0: each connection
+# its own ring, so consecutive steps are adjacent and merge), on 4 GPUs and
+# (-n 2) on 2; native in each first invocation.
+if [ "$MODE" = shallow ]; then
+	P16="-E NCCL_NCHANNELS_PER_NET_PEER=16"
+	A="-o alltoall -b 1073741824 -e 1073741824 -c none -i 5 $P16"
+	S="-E NCCL_SYMMEM_STREAMS=1 -E NCCL_SYMMEM_COPY_DEPTH=2"
+	NS="-E NCCL_NET_SHARED_BUFFERS=0"
+	bench sh-a2a-ns $A $S $NS
+	bench sh-a2a -m plugin $A $S
+	bench sh-a2a-ns-s2d2 -m plugin $A $NS
+	for p in 100 400; do
+		bench "sh-reg-p$p" -m plugin -R -A $A $S -E NCCL_SYMMEM_PHASE_US=$p
+	done
+	C="-o all_reduce,all_gather,reduce_scatter,sendrecv -b 1073741824 -e 1073741824 -c none -i 5 $P16"
+	bench sh-coll $C $S $NS
+	bench sh-coll-s2d2 -m plugin $C
+	T="-n 2 -o alltoall,sendrecv -b 1073741824 -e 1073741824 -c none -i 5 $P16"
+	bench sh2-ns $T $NS
+	bench sh2-ns-s1d2 -m plugin $T $NS $S
+	bench sh2 -m plugin $T
+	helper_lines sh 4 | cut -c1-120
 	finish
 fi
 
