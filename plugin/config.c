@@ -102,9 +102,14 @@ static const struct var vars[] = {
 	{ .name = "NCCL_SOCKET_IFNAME", .kind = VAR_IFNAME_LIST,
 	  .off = offsetof(struct config, socket_ifname),
 	  .len = sizeof(((struct config *)0)->socket_ifname) },
+	/* One stream with two copies queued (the one running and the next):
+	 * a copy's phase is planned from the bytes queued before it, and a
+	 * short queue keeps the plan true.  4-GPU registered alltoall 242 ->
+	 * 302 GB/s; 2 GPUs and rings unchanged (session 8,
+	 * bench/results/alltoall-4gpu.md). */
 	{ .name = "NCCL_SYMMEM_STREAMS", .kind = VAR_INT,
 	  .off = offsetof(struct config, streams),
-	  .idef = 2, .imin = 1, .imax = 16 },
+	  .idef = 1, .imin = 1, .imax = 16 },
 	{ .name = "NCCL_SYMMEM_CHUNK_SIZE", .kind = VAR_SIZE,
 	  .off = offsetof(struct config, chunk_size),
 	  .udef = 512 * SZ_KIB, .umin = 4 * SZ_KIB, .umax = SZ_GIB },
@@ -960,6 +965,14 @@ static const struct {
 	  "per GPU for 32 ring channels)" },
 	{ "NCCL_P2P_NET_CHUNKSIZE", "2097152", 1,
 	  "2 MiB send/recv steps instead of 128 KiB" },
+	/* With shared buffers NCCL gives the peers of one channel alternate
+	 * slots of a common pool (net.cc: slot * nsubs + sub), so the steps of
+	 * one connection never sit next to each other and the helper cannot
+	 * merge them: a 4-GPU alltoall went out as 2 MiB copies.  Session 8,
+	 * 4 x H200, 1 GiB alltoall 231 -> 263 GB/s. */
+	{ "NCCL_NET_SHARED_BUFFERS", "0", 1,
+	  "a ring per send/recv connection, so consecutive steps are adjacent and the copy "
+	  "helper merges them (16 MiB per channel, peer and direction)" },
 };
 
 /* The user sends traffic between GPUs of one host through the net (and so

@@ -289,7 +289,7 @@ static void check_defaults(const struct config *cfg)
 	assert_int_equal(cfg->fault_tolerance, 0);
 	assert_string_equal(cfg->ib_hca, "");
 	assert_string_equal(cfg->socket_ifname, "");
-	assert_int_equal(cfg->streams, 2);
+	assert_int_equal(cfg->streams, 1);
 	assert_true(cfg->chunk_size == 512ULL << 10);
 	assert_true(cfg->host_ring_size == 4ULL << 20);
 	assert_true(cfg->connect_timeout == 120.0);
@@ -803,7 +803,7 @@ static void test_int_vars(void **state)
 	assert_int_equal(cfg.pass_sm_channels, 1);
 	accept_one("NCCL_SYMMEM_PASS_SM_CHANNELS", "64", &cfg);
 	assert_int_equal(cfg.pass_sm_channels, 64);
-	assert_int_equal(cfg.streams, 2);
+	assert_int_equal(cfg.streams, 1);
 	assert_int_equal(cfg.phase_us, 200);
 	int_bounds("NCCL_SYMMEM_COPY_DEPTH", offsetof(struct config, copy_depth), 1, 1024);
 	int_bounds("NCCL_SYMMEM_PHASE_US", offsetof(struct config, phase_us), 0, 100000);
@@ -1076,7 +1076,7 @@ static void test_describe_all(void **state)
 		"NCCL_ENABLE_FAULT_TOLERANCE=0 (default)",
 		"NCCL_IB_HCA= (default)",
 		"NCCL_SOCKET_IFNAME= (default)",
-		"NCCL_SYMMEM_STREAMS=2 (default)",
+		"NCCL_SYMMEM_STREAMS=1 (default)",
 		"NCCL_SYMMEM_CHUNK_SIZE=512KiB (default)",
 		"NCCL_SYMMEM_SPLIT_SIZE=0 (default)",
 		"NCCL_SYMMEM_COPY_DEPTH=2 (default)",
@@ -1111,7 +1111,7 @@ static void test_describe_all(void **state)
 	config_describe(&cfg, table_get, one, 1, collect, &l);
 	assert_int_equal(l.n, NNAMES);
 	assert_line(&l, "NCCL_SYMMEM_STREAMS=4 (set)");
-	assert_int_equal(count_line(&l, "NCCL_SYMMEM_STREAMS=2 (default)"), 0);
+	assert_int_equal(count_line(&l, "NCCL_SYMMEM_STREAMS=1 (default)"), 0);
 	assert_line(&l, "NCCL_SYMMEM_PASS_SM_CHANNELS=8 (default)");
 }
 
@@ -1423,7 +1423,7 @@ static int child_config_get_defaults(void)
 	c = config_get();
 	if (!c)
 		return 2;
-	if (c->streams != 2 || c->pool_size != 64ULL << 20 || c->chunk_size != 512ULL << 10 ||
+	if (c->streams != 1 || c->pool_size != 64ULL << 20 || c->chunk_size != 512ULL << 10 ||
 	    c->connect_timeout != 120.0 || c->ib_hca[0] != '\0' || c->dma_enable != 1)
 		return 3;
 	return 0;
@@ -1441,6 +1441,7 @@ static void unset_channel_defaults(void)
 	unsetenv("NCCL_NCHANNELS_PER_NET_PEER");
 	unsetenv("NCCL_BUFFSIZE");
 	unsetenv("NCCL_P2P_NET_CHUNKSIZE");
+	unsetenv("NCCL_NET_SHARED_BUFFERS");
 }
 
 /* A default configuration and none of the variables the plugin may set
@@ -1490,7 +1491,7 @@ static void test_nccl_defaults(void **state)
 	assert_null(getenv("NCCL_NET_GDR_LEVEL"));
 	assert_null(getenv("NCCL_PROTO"));
 	assert_int_equal(a.set, 0);
-	assert_int_equal(a.calls, 5);
+	assert_int_equal(a.calls, 6);
 	assert_string_equal(a.last, "(unset)");
 
 	memset(&a, 0, sizeof(a));
@@ -1515,6 +1516,7 @@ static void test_nccl_defaults(void **state)
 	unsetenv("NCCL_PROTO");
 	/* Without NCCL_P2P_DISABLE=1 NCCL's channel sizing is left alone. */
 	assert_null(getenv("NCCL_MIN_NCHANNELS"));
+	assert_null(getenv("NCCL_NET_SHARED_BUFFERS"));
 	assert_null(getenv("NCCL_BUFFSIZE"));
 }
 
@@ -1536,8 +1538,9 @@ static void test_nccl_channel_defaults(void **state)
 	setenv("NCCL_P2P_DISABLE", "1", 1);
 	setenv("NCCL_BUFFSIZE", "4194304", 1);
 	memset(&a, 0, sizeof(a));
-	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 4);
+	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 5);
 	assert_string_equal(getenv("NCCL_MIN_NCHANNELS"), "32");
+	assert_string_equal(getenv("NCCL_NET_SHARED_BUFFERS"), "0");
 	assert_null(getenv("NCCL_NCHANNELS_PER_NET_PEER"));
 	assert_string_equal(getenv("NCCL_P2P_NET_CHUNKSIZE"), "2097152");
 	assert_string_equal(getenv("NCCL_BUFFSIZE"), "4194304");
