@@ -965,14 +965,13 @@ static const struct {
 	  "per GPU for 32 ring channels)" },
 	{ "NCCL_P2P_NET_CHUNKSIZE", "2097152", 1,
 	  "2 MiB send/recv steps instead of 128 KiB" },
-	/* With shared buffers NCCL gives the peers of one channel alternate
-	 * slots of a common pool (net.cc: slot * nsubs + sub), so the steps of
-	 * one connection never sit next to each other and the helper cannot
-	 * merge them: a 4-GPU alltoall went out as 2 MiB copies.  Session 8,
-	 * 4 x H200, 1 GiB alltoall 231 -> 263 GB/s. */
-	{ "NCCL_NET_SHARED_BUFFERS", "0", 1,
-	  "a ring per send/recv connection, so consecutive steps are adjacent and the copy "
-	  "helper merges them (16 MiB per channel, peer and direction)" },
+	/* NCCL_NET_SHARED_BUFFERS=0 is not here either.  With shared buffers
+	 * NCCL gives the peers of one channel alternate slots of a common
+	 * pool (net.cc: slot * nsubs + sub), so the steps of a connection are
+	 * not adjacent and the helper cannot merge them; with it off a 4-GPU
+	 * alltoall ran 231 -> 263 GB/s, but NCCL 2.28.3 then crashed
+	 * (SIGSEGV in its own code) on every run with registered buffers or
+	 * CUDA graphs (session 8, bench/results/alltoall-4gpu.md). */
 };
 
 /* The user sends traffic between GPUs of one host through the net (and so

@@ -1441,7 +1441,6 @@ static void unset_channel_defaults(void)
 	unsetenv("NCCL_NCHANNELS_PER_NET_PEER");
 	unsetenv("NCCL_BUFFSIZE");
 	unsetenv("NCCL_P2P_NET_CHUNKSIZE");
-	unsetenv("NCCL_NET_SHARED_BUFFERS");
 }
 
 /* A default configuration and none of the variables the plugin may set
@@ -1491,7 +1490,7 @@ static void test_nccl_defaults(void **state)
 	assert_null(getenv("NCCL_NET_GDR_LEVEL"));
 	assert_null(getenv("NCCL_PROTO"));
 	assert_int_equal(a.set, 0);
-	assert_int_equal(a.calls, 6);
+	assert_int_equal(a.calls, 5);
 	assert_string_equal(a.last, "(unset)");
 
 	memset(&a, 0, sizeof(a));
@@ -1516,7 +1515,6 @@ static void test_nccl_defaults(void **state)
 	unsetenv("NCCL_PROTO");
 	/* Without NCCL_P2P_DISABLE=1 NCCL's channel sizing is left alone. */
 	assert_null(getenv("NCCL_MIN_NCHANNELS"));
-	assert_null(getenv("NCCL_NET_SHARED_BUFFERS"));
 	assert_null(getenv("NCCL_BUFFSIZE"));
 }
 
@@ -1538,9 +1536,8 @@ static void test_nccl_channel_defaults(void **state)
 	setenv("NCCL_P2P_DISABLE", "1", 1);
 	setenv("NCCL_BUFFSIZE", "4194304", 1);
 	memset(&a, 0, sizeof(a));
-	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 5);
+	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 4);
 	assert_string_equal(getenv("NCCL_MIN_NCHANNELS"), "32");
-	assert_string_equal(getenv("NCCL_NET_SHARED_BUFFERS"), "0");
 	assert_null(getenv("NCCL_NCHANNELS_PER_NET_PEER"));
 	assert_string_equal(getenv("NCCL_P2P_NET_CHUNKSIZE"), "2097152");
 	assert_string_equal(getenv("NCCL_BUFFSIZE"), "4194304");
