@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big|a2a-why|a2a-chan|phase|plan|coll4|a2a-depth|shallow]   (full: sizes to 1 GiB;
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big|a2a-why|a2a-chan|phase|plan|coll4|a2a-depth|shallow|streams]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        perf: step sizes (unregistered), helper streams (registered),
 #        small-message latency per protocol;
@@ -387,6 +387,26 @@ if [ "$MODE" = shallow ]; then
 	bench sh2-ns-s1d2 -m plugin $T $NS $S
 	bench sh2 -m plugin $T
 	helper_lines sh 4 | cut -c1-120
+	finish
+fi
+
+# Issue 3, session 8: the helper's streams x copies per stream for the
+# ring collectives and alltoall, on 4 GPUs and (-n 2) on 2; native in each
+# first invocation (the defaults: 1 stream, 2 copies).
+if [ "$MODE" = streams ]; then
+	P16="-E NCCL_NCHANNELS_PER_NET_PEER=16"
+	C="-o broadcast,all_reduce,all_gather,alltoall -b 1073741824 -e 1073741824 -c none -i 5 $P16"
+	R="-R -A -o alltoall -b 1073741824 -e 1073741824 -c none -i 5 $P16"
+	T="-n 2 -o broadcast,all_reduce,sendrecv,alltoall -b 1073741824 -e 1073741824 -c none -i 5 $P16"
+	bench st-s1d2 $C
+	bench st2-s1d2 $T
+	bench st-reg-s1d2 -m plugin $R
+	for sd in 2,1 2,2; do
+		E="-E NCCL_SYMMEM_STREAMS=${sd%,*} -E NCCL_SYMMEM_COPY_DEPTH=${sd#*,}"
+		bench "st-s${sd%,*}d${sd#*,}" -m plugin $C $E
+		bench "st2-s${sd%,*}d${sd#*,}" -m plugin $T $E
+		bench "st-reg-s${sd%,*}d${sd#*,}" -m plugin $R $E
+	done
 	finish
 fi
 
