@@ -23,7 +23,11 @@
 #        merge-sweep: NCCL_SYMMEM_MERGE_SIZE x NCCL_SYMMEM_COPY_DEPTH;
 #        table: every op to 1 GiB, registered cudaMalloc and ncclMemAlloc buffers;
 #        floor: small-message latency natively, through the plugin, NCCL's Socket net,
-#        host memory only and in-process copies)
+#        host memory only and in-process copies);
+#        plan, a2a-depth, shallow, streams: 4-GPU alltoall against the helper's
+#        phase planning (OLD_TREE=dir: an older tree beside it), queue depth,
+#        NCCL_NET_SHARED_BUFFERS=0, streams x depth (also ring ops, 2 GPUs);
+#        coll4: 4-GPU ring collectives against channels and buffer size)
 #        NRANKS=n uses the first n GPUs (default: all).
 #        SKIP_GRAPH=1 leaves out the CUDA-graph runs.
 #        PHASE_TIMEOUT (s) per phase; a phase past it has its ranks' stacks
