@@ -234,7 +234,7 @@ static void report_stats(const struct smf_helper *h)
 		"from posted to queued (of it per copy-engine call %.1f us in cuMemcpyAsync, %.1f us "
 		"in cuEventRecord), %.1f us from queued to seen landed; medians: posted to taken "
 		"%.1f, to queued %.1f, queued to landed %.1f us (%d = over %d us); at most %llu "
-		"copies waited for a stream", (int)h->pid,
+		"copies waited for a stream; %llu copies were 2D (evenly spaced steps)", (int)h->pid,
 		(unsigned long long)s->copies, (unsigned long long)s->issued,
 		(double)s->bytes / (1 << 20), life / 1e9, 100.0 * (double)s->busy_ns / life,
 		s->busy_ns ? (double)s->bytes / (double)s->busy_ns : 0.0,
@@ -244,7 +244,7 @@ static void report_stats(const struct smf_helper *h)
 		(double)s->landed_ns / (double)s->copies / 1e3, sm_hist_median(&s->take_hist),
 		sm_hist_median(&s->queue_hist),
 		sm_hist_median(&s->landed_hist), SM_HIST_BUCKETS, SM_HIST_BUCKETS - 1,
-		(unsigned long long)s->waiting_max);
+		(unsigned long long)s->waiting_max, (unsigned long long)s->strided);
 	if (s->phased_bytes)
 		sm_info("copy helper (pid %d): phases: %.1f %% of %.1f MiB went to the GPU whose "
 			"turn it was when the copy was due to run", (int)h->pid,

@@ -454,6 +454,30 @@ static void finish(struct copyd *d, unsigned lead, CUresult crc, uint64_t now)
 	}
 }
 
+/* Queues one copy: a plain one for back-to-back members, a 2D one for
+ * evenly spaced rows. */
+static CUresult copy(struct copyd *d, const struct cd_group *g, CUdeviceptr src,
+		     CUdeviceptr dst, CUstream st)
+{
+	CUDA_MEMCPY2D c;
+
+	if (!g->width || g->members == 1)
+		return d->cu->memcpy_async(dst, src, g->len, st);
+	memset(&c, 0, sizeof(c));
+	/* Unified addressing: the driver tells GPU memory from the mapped
+	 * host staging it also copies from. */
+	c.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
+	c.srcDevice = src;
+	c.srcPitch = g->spitch;
+	c.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+	c.dstDevice = dst;
+	c.dstPitch = g->dpitch;
+	c.WidthInBytes = g->width;
+	c.Height = (size_t)g->members;
+	d->ring->stats.strided++;
+	return d->cu->memcpy_2d_async(&c, st);
+}
+
 /* When the copy queued now will start, and which distance goes first
  * then.  The streams hold up to depth copies each (tens of MiB), so a copy
  * chosen by the phase of the moment it is queued would run in a later
@@ -494,10 +518,10 @@ static int issue(struct copyd *d)
 		cd_queue_take(&d->queue, cd_queue_pick_key(&d->queue, key), max_len, &g);
 		d->next_stream = (st + 1) % d->nstreams;
 		/* take() checked every member, so the whole copy lies inside both. */
-		locate(d, g.src_id, g.src_off, g.len, &src);
-		locate(d, g.dst_id, g.dst_off, g.len, &dst);
+		locate(d, g.src_id, g.src_off, cd_group_src_span(&g), &src);
+		locate(d, g.dst_id, g.dst_off, cd_group_dst_span(&g), &dst);
 		t0 = sm_now_ns();
-		crc = d->cu->memcpy_async(dst, src, g.len, d->stream[st]);
+		crc = copy(d, &g, src, dst, d->stream[st]);
 		t1 = sm_now_ns();
 		if (crc == CUDA_SUCCESS)
 			crc = d->cu->event_record(d->ev[g.lead], d->stream[st]);

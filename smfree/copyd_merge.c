@@ -1,23 +1,22 @@
 /* The copy helper's waiting requests, grouped into the copies it will
- * queue.
+ * queue: back to back, or as the evenly spaced rows of one 2D copy.
  *
  * Every cuMemcpyAsync costs the copy engine a fixed ~2.5 us on top of the
  * bytes (measured: 2 MiB pieces move 249 GB/s each way when both GPUs
  * push, whole 512 MiB copies 390; bench/results/coalesce.md).  NCCL's
  * pipeline hands the plugin one request per step, 2 MiB with the
- * plugin's defaults, and consecutive steps of a connection sit next to
- * each other in both NCCL buffers.  A request that continues a waiting
- * copy exactly (same two mappings, the next bytes on both sides) joins
- * it: the same bytes move with one fixed cost. */
+ * plugin's defaults.  Consecutive steps of a connection sit next to each
+ * other in NCCL's per-connection buffers, and a fixed number of slots
+ * apart in its shared send/recv buffers.  A request that continues a
+ * waiting copy exactly (same two mappings, the next bytes or the next
+ * row on both sides) joins it: the same bytes move with one fixed cost. */
 #include <string.h>
 
 #include "copyd_proto.h"
 
 /* How many of the newest waiting copies a request looks at for the copy
- * it continues.  All of them: a 4-GPU alltoall keeps about 100 copies
- * waiting (48 connections, two operations' steps), and with a window of
- * 64 a step often missed its own connection's copy, so 2 MiB steps went
- * out one by one (3456 requests as 2940 copies per GPU, session 8). */
+ * it continues: all of them (a 4-GPU alltoall kept up to 233 waiting,
+ * more than the 64 this used to look at). */
 #define FIND_WINDOW CD_SLOTS
 
 void cd_queue_init(struct cd_queue *q, uint64_t merge_max)
@@ -31,11 +30,60 @@ static struct cd_group *group_at(struct cd_queue *q, unsigned k)
 	return &q->group[(q->head + k) % CD_SLOTS];
 }
 
-static int continues(const struct cd_group *g, const struct cd_pending *r, uint64_t max)
+/* Room for r in g within the caps. */
+static int has_room(const struct cd_group *g, const struct cd_pending *r, uint64_t max)
 {
-	return g->src_id == r->src_id && g->dst_id == r->dst_id &&
-	       g->src_off + g->len == r->src_off && g->dst_off + g->len == r->dst_off &&
-	       g->members < CD_MERGE_MAX && g->len < max && r->len <= max - g->len;
+	return g->members < CD_MERGE_MAX && g->len < max && r->len <= max - g->len;
+}
+
+/* r starts where back-to-back g ends, on both sides. */
+static int adjoins(const struct cd_group *g, const struct cd_pending *r)
+{
+	return !g->width && g->src_off + g->len == r->src_off && g->dst_off + g->len == r->dst_off;
+}
+
+/* r is g's next row: the same width, one pitch on from g's last row on
+ * both sides.  A single request starts rows with any spacing that keeps
+ * rows apart and is at most CD_STRIDE_MAX widths. */
+static int next_row(const struct cd_group *g, const struct cd_pending *r)
+{
+	uint64_t ds, dd;
+
+	if (g->width)
+		return r->len == g->width &&
+		       r->src_off == g->src_off + (uint64_t)g->members * g->spitch &&
+		       r->dst_off == g->dst_off + (uint64_t)g->members * g->dpitch;
+	if (g->members != 1 || r->len != g->len || r->src_off <= g->src_off ||
+	    r->dst_off <= g->dst_off)
+		return 0;
+	ds = r->src_off - g->src_off;
+	dd = r->dst_off - g->dst_off;
+	return ds >= g->len && dd >= g->len && ds / CD_STRIDE_MAX <= g->len &&
+	       dd / CD_STRIDE_MAX <= g->len;
+}
+
+/* Adds r to g as its last member. */
+static void join(struct cd_queue *q, struct cd_group *g, const struct cd_pending *r, int row)
+{
+	if (row && !g->width) {
+		g->width = g->len;
+		g->spitch = r->src_off - g->src_off;
+		g->dpitch = r->dst_off - g->dst_off;
+	}
+	q->next[g->last] = r->slot;
+	g->last = r->slot;
+	g->len += r->len;
+	g->members++;
+}
+
+uint64_t cd_group_src_span(const struct cd_group *g)
+{
+	return g->width ? (uint64_t)(g->members - 1) * g->spitch + g->width : g->len;
+}
+
+uint64_t cd_group_dst_span(const struct cd_group *g)
+{
+	return g->width ? (uint64_t)(g->members - 1) * g->dpitch + g->width : g->len;
 }
 
 void cd_queue_add(struct cd_queue *q, const struct cd_pending *r)
@@ -46,16 +94,20 @@ void cd_queue_add(struct cd_queue *q, const struct cd_pending *r)
 	q->mlen[r->slot] = r->len;
 	for (unsigned k = 0; q->merge_max && k < q->n && k < FIND_WINDOW; k++) {
 		g = group_at(q, q->n - 1 - k);
-		if (!continues(g, r, q->merge_max))
+		if (g->src_id != r->src_id || g->dst_id != r->dst_id || !has_room(g, r, q->merge_max))
 			continue;
-		q->next[g->last] = r->slot;
-		g->last = r->slot;
-		g->len += r->len;
-		g->members++;
-		return;
+		if (adjoins(g, r)) {
+			join(q, g, r, 0);
+			return;
+		}
+		if (next_row(g, r)) {
+			join(q, g, r, 1);
+			return;
+		}
 	}
 	/* The helper takes at most CD_SLOTS requests at once: room is left. */
 	g = group_at(q, q->n++);
+	memset(g, 0, sizeof(*g));
 	g->lead = r->slot;
 	g->last = r->slot;
 	g->src_id = r->src_id;
@@ -131,10 +183,10 @@ int cd_queue_take(struct cd_queue *q, int k, uint64_t max_len, struct cd_group *
 	out->last = cut;
 	out->len = len;
 	out->members = members;
-	/* The rest starts where the front ends, on both sides. */
+	/* The rest starts where the front ends (a row on, when strided). */
 	g->lead = q->next[cut];
-	g->src_off += len;
-	g->dst_off += len;
+	g->src_off += g->width ? (uint64_t)members * g->spitch : len;
+	g->dst_off += g->width ? (uint64_t)members * g->dpitch : len;
 	g->len -= len;
 	g->members -= members;
 	q->next[cut] = CD_SLOTS;

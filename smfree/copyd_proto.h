@@ -92,6 +92,7 @@ struct cd_stats {
 	uint64_t phased_bytes;		/* queued while phases were on ... */
 	uint64_t in_phase_bytes;	/* ... of them, to the distance of the phase they ran in */
 	uint64_t waiting_max;		/* most copies ever waiting for a stream */
+	uint64_t strided;		/* copies queued as 2D copies (strided members) */
 	struct sm_hist take_hist;	/* per request: posted -> taken from the ring */
 	struct sm_hist queue_hist;	/* per request: posted -> queued */
 	struct sm_hist landed_hist;	/* per request: queued -> seen landed */
@@ -119,15 +120,35 @@ struct cd_pending {
 #define CD_MERGE_MAX 64
 
 /* One copy to queue: requests that continue each other, first to last
- * (the queue's next[] links them by slot, CD_SLOTS ends the chain). */
+ * (the queue's next[] links them by slot, CD_SLOTS ends the chain).
+ * Either the members lie back to back on both sides (width 0, one plain
+ * copy of len bytes), or they are equal rows of `width` bytes spaced
+ * spitch apart in the source and dpitch apart in the destination (one 2D
+ * copy): NCCL's shared send/recv buffers give the peers of a channel
+ * alternate slots, so one connection's steps are evenly spaced, not
+ * adjacent. */
 struct cd_group {
 	uint32_t lead, last;
 	uint32_t src_id, dst_id;
 	uint32_t dst_key;
 	uint64_t src_off, dst_off;
-	uint64_t len;
+	uint64_t len;			/* bytes in all members */
+	uint64_t width;			/* strided: each member's bytes; 0: back to back */
+	uint64_t spitch, dpitch;	/* strided: one member's start to the next's */
 	int members;
 };
+
+/* Widest spacing a strided copy may start with, in members.  NCCL's
+ * shared pool holds 16 slots per channel; the connections of a channel
+ * to n peers take every n-th slot (net.cc: slot * nsubs + sub), and the
+ * next channel's slots start 16 on.  8 covers up to 8 peers per channel
+ * and keeps a row from reaching into another channel's slots. */
+#define CD_STRIDE_MAX 8
+
+/* The bytes a copy spans from its first byte, in the source and in the
+ * destination (len for back-to-back members). */
+uint64_t cd_group_src_span(const struct cd_group *g);
+uint64_t cd_group_dst_span(const struct cd_group *g);
 
 /* copyd_merge.c: the waiting requests as copies, oldest copy first. */
 struct cd_queue {
@@ -139,9 +160,10 @@ struct cd_queue {
 };
 
 void cd_queue_init(struct cd_queue *q, uint64_t merge_max);
-/* Joins r to the waiting copy it continues exactly (same mappings, next
- * bytes on both sides) while that copy stays within merge_max bytes and
- * CD_MERGE_MAX requests, else makes it a new copy. */
+/* Joins r to the waiting copy it continues exactly (same mappings, the
+ * next bytes on both sides, or the next row of a strided copy) while that
+ * copy stays within merge_max bytes and CD_MERGE_MAX requests, else makes
+ * it a new copy. */
 void cd_queue_add(struct cd_queue *q, const struct cd_pending *r);
 const struct cd_group *cd_queue_oldest(const struct cd_queue *q);
 void cd_queue_pop(struct cd_queue *q);

@@ -88,6 +88,7 @@ static const struct api_entry api_entries[] = {
 	API(event_query, "cuEventQuery"),
 	API(event_destroy, "cuEventDestroy"),
 	API(memcpy_async, "cuMemcpyAsync"),
+	API(memcpy_2d_async, "cuMemcpy2DAsync"),
 	API(mem_host_register, "cuMemHostRegister"),
 	API(mem_host_unregister, "cuMemHostUnregister"),
 	API(mem_host_get_device_pointer, "cuMemHostGetDevicePointer"),

@@ -112,6 +112,7 @@ struct sm_cuda_api {
 	CUresult (*event_query)(CUevent);
 	CUresult (*event_destroy)(CUevent);
 	CUresult (*memcpy_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+	CUresult (*memcpy_2d_async)(const CUDA_MEMCPY2D *, CUstream);
 	CUresult (*mem_host_register)(void *, size_t, unsigned int);
 	CUresult (*mem_host_unregister)(void *);
 	CUresult (*mem_host_get_device_pointer)(CUdeviceptr *, void *, unsigned int);

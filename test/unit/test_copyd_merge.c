@@ -91,17 +91,90 @@ static void test_only_exact_continuations(void **state)
 	(void)state;
 	cd_queue_init(&q, 16 * MIB);
 	add(0, 1, 0, 2, 0, 64);
-	add(1, 1, 64, 2, 128, 64);	/* destination gap */
-	add(2, 1, 128, 2, 64, 64);	/* source gap */
+	add(1, 1, 64, 2, 128, 32);	/* destination gap, and not a row: other length */
+	add(2, 1, 640, 2, 64, 64);	/* source gap wider than CD_STRIDE_MAX rows */
 	add(3, 9, 64, 2, 64, 64);	/* other source mapping */
 	add(4, 1, 64, 9, 64, 64);	/* other destination mapping */
 	add(5, 1, 32, 2, 32, 64);	/* overlaps the first */
 	assert_int_equal(q.n, 6);
 	for (int i = 0; i < 6; i++) {
 		assert_int_equal(cd_queue_oldest(&q)->lead, i);
-		assert_int_equal(cd_queue_oldest(&q)->len, 64);
+		assert_int_equal(cd_queue_oldest(&q)->len, i == 1 ? 32 : 64);
 		cd_queue_pop(&q);
 	}
+}
+
+/* NCCL's shared send/recv buffers: the two connections of a channel to
+ * two peers take alternate slots of the sender's pool, and each steps
+ * every third slot of its receiver's.  Each connection's steps join as the
+ * rows of one 2D copy, and a row out of step starts a new copy. */
+static void test_strided_steps_join(void **state)
+{
+	const struct cd_group *g;
+	uint32_t m[CD_MERGE_MAX];
+
+	(void)state;
+	cd_queue_init(&q, 16 * MIB);
+	for (uint32_t i = 0; i < 4; i++) {
+		add(2 * i, 1, 2 * MIB * (2 * i), 2, 2 * MIB * (3 * i), 2 * MIB);
+		add(2 * i + 1, 1, 2 * MIB * (2 * i + 1), 3, 2 * MIB * (3 * i + 1), 2 * MIB);
+	}
+	assert_int_equal(q.n, 2);
+	g = cd_queue_oldest(&q);
+	assert_int_equal(members(g, m), 4);
+	assert_int_equal(m[3], 6);
+	assert_int_equal(g->width, 2 * MIB);
+	assert_int_equal(g->spitch, 4 * MIB);
+	assert_int_equal(g->dpitch, 6 * MIB);
+	assert_int_equal(g->len, 8 * MIB);
+	assert_int_equal(cd_group_src_span(g), 3 * 4 * MIB + 2 * MIB);
+	assert_int_equal(cd_group_dst_span(g), 3 * 6 * MIB + 2 * MIB);
+	assert_int_equal(cd_queue_at(&q, 1)->lead, 1);
+	assert_int_equal(cd_queue_at(&q, 1)->members, 4);
+
+	add(8, 1, 2 * MIB * 9, 2, 2 * MIB * 12, 2 * MIB);	/* source one slot late */
+	assert_int_equal(q.n, 3);
+	add(9, 1, 2 * MIB * 8, 2, 2 * MIB * 12, MIB);		/* right place, half a row */
+	assert_int_equal(q.n, 4);
+}
+
+/* Back-to-back copies stay plain (a strided request cannot join them), a
+ * single request's rows may not overlap on either side, and a strided
+ * copy cut at a phase's end leaves a rest a row on, which the next row
+ * still joins. */
+static void test_strided_rules_and_take(void **state)
+{
+	struct cd_group g;
+
+	(void)state;
+	cd_queue_init(&q, 64 * MIB);
+	add(0, 1, 0, 2, 0, 2 * MIB);
+	add(1, 1, 2 * MIB, 2, 2 * MIB, 2 * MIB);
+	add(2, 1, 8 * MIB, 2, 8 * MIB, 2 * MIB);	/* a stride after back-to-back */
+	assert_int_equal(q.n, 2);
+	assert_int_equal(cd_queue_oldest(&q)->width, 0);
+	assert_int_equal(cd_group_src_span(cd_queue_oldest(&q)), 4 * MIB);
+	add(3, 3, 0, 4, 0, 2 * MIB);
+	add(4, 3, 4 * MIB, 4, MIB, 2 * MIB);		/* destination rows would overlap */
+	assert_int_equal(q.n, 4);
+
+	cd_queue_init(&q, 64 * MIB);
+	for (uint32_t i = 0; i < 4; i++)
+		add(i, 1, 6 * MIB * i, 2, 4 * MIB * i, 2 * MIB);
+	assert_int_equal(q.n, 1);
+	assert_int_equal(cd_queue_take(&q, 0, 5 * MIB, &g), 0);
+	assert_int_equal(g.members, 2);
+	assert_int_equal(g.len, 4 * MIB);
+	assert_int_equal(g.width, 2 * MIB);
+	assert_int_equal(cd_group_src_span(&g), 8 * MIB);
+	g = *cd_queue_oldest(&q);
+	assert_int_equal(g.lead, 2);
+	assert_int_equal(g.src_off, 12 * MIB);
+	assert_int_equal(g.dst_off, 8 * MIB);
+	assert_int_equal(g.len, 4 * MIB);
+	add(4, 1, 24 * MIB, 2, 16 * MIB, 2 * MIB);	/* the next row joins the rest */
+	assert_int_equal(q.n, 1);
+	assert_int_equal(cd_queue_oldest(&q)->members, 3);
 }
 
 /* Merging stops at the size cap (the next request starts a copy of its
@@ -270,6 +343,8 @@ int main(void)
 		cmocka_unit_test(test_remove_middle),
 		cmocka_unit_test(test_take_front),
 		cmocka_unit_test(test_take_bounds),
+		cmocka_unit_test(test_strided_steps_join),
+		cmocka_unit_test(test_strided_rules_and_take),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
