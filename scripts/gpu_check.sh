@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big|a2a-why|a2a-chan|phase|plan|coll4|a2a-depth|shallow|streams]   (full: sizes to 1 GiB;
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big|a2a-why|a2a-chan|phase|plan|coll4|a2a-depth|shallow|streams|strided]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        perf: step sizes (unregistered), helper streams (registered),
 #        small-message latency per protocol;
@@ -411,6 +411,25 @@ if [ "$MODE" = streams ]; then
 		bench "st2-s${sd%,*}d${sd#*,}" -m plugin $T $E
 		bench "st-reg-s${sd%,*}d${sd#*,}" -m plugin $R $E
 	done
+	finish
+fi
+
+# Issue 3, session 8: evenly spaced send/recv steps as 2D copies, against
+# OLD_TREE (the tree before them) in the same call: unregistered alltoall
+# and send/recv on 4 and (-n 2) 2 GPUs, native in the first invocations.
+if [ "$MODE" = strided ]; then
+	A="-o alltoall,sendrecv -b 268435456 -e 1073741824 -f 4 -c none -i 5 -E NCCL_NCHANNELS_PER_NET_PEER=16"
+	bench str4 $A
+	bench str2 -n 2 $A
+	if [ -n "${OLD_TREE:-}" ] && (cd "$OLD_TREE" && meson setup build-gpu -Dtests=disabled \
+		--buildtype=release -Dwerror=false && ninja -C build-gpu) >"$OUT/logs/old-build.log" 2>&1; then
+		LD_LIBRARY_PATH="$PWD/$OLD_TREE/build-gpu:$LD_LIBRARY_PATH" bench str4-old -m plugin $A
+		LD_LIBRARY_PATH="$PWD/$OLD_TREE/build-gpu:$LD_LIBRARY_PATH" bench str2-old -m plugin -n 2 $A
+	elif [ -n "${OLD_TREE:-}" ]; then
+		tail -20 "$OUT/logs/old-build.log"; fail=1
+	fi
+	helper_lines str 2 | cut -c1-100
+	helper_lines str 2 | grep -o "at most.*"
 	finish
 fi
 
