@@ -59,7 +59,7 @@ static int next_row(const struct cd_group *g, const struct cd_pending *r)
 	ds = r->src_off - g->src_off;
 	dd = r->dst_off - g->dst_off;
 	return ds >= g->len && dd >= g->len && ds / CD_STRIDE_MAX <= g->len &&
-	       dd / CD_STRIDE_MAX <= g->len;
+	       dd / CD_STRIDE_MAX <= g->len && ds <= CD_PITCH_MAX && dd <= CD_PITCH_MAX;
 }
 
 /* Adds r to g as its last member. */

@@ -144,6 +144,9 @@ struct cd_group {
  * next channel's slots start 16 on.  8 covers up to 8 peers per channel
  * and keeps a row from reaching into another channel's slots. */
 #define CD_STRIDE_MAX 8
+/* Widest pitch a 2D copy may have (the driver's limit on H100/H200,
+ * CU_DEVICE_ATTRIBUTE_MAX_PITCH, is 2^31 - 1). */
+#define CD_PITCH_MAX (1ull << 30)
 
 /* The bytes a copy spans from its first byte, in the source and in the
  * destination (len for back-to-back members). */

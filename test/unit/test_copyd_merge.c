@@ -158,6 +158,17 @@ static void test_strided_rules_and_take(void **state)
 	add(4, 3, 4 * MIB, 4, MIB, 2 * MIB);		/* destination rows would overlap */
 	assert_int_equal(q.n, 4);
 
+	/* Rows of 256 MiB eight widths (2 GiB) apart: within the stride cap, past
+	 * the pitch cap; four widths apart (1 GiB, the cap itself) they join. */
+	cd_queue_init(&q, 1ull << 40);
+	add(0, 1, 0, 2, 0, 256 * MIB);
+	add(1, 1, 1024 * MIB + 1024 * MIB, 2, 2048 * MIB, 256 * MIB);
+	assert_int_equal(q.n, 2);
+	add(2, 1, 1024 * MIB, 2, 1024 * MIB, 256 * MIB);
+	assert_int_equal(q.n, 2);
+	assert_int_equal(cd_queue_oldest(&q)->members, 2);
+	assert_int_equal(cd_queue_oldest(&q)->spitch, 1024 * MIB);
+
 	cd_queue_init(&q, 64 * MIB);
 	for (uint32_t i = 0; i < 4; i++)
 		add(i, 1, 6 * MIB * i, 2, 4 * MIB * i, 2 * MIB);
