@@ -456,8 +456,8 @@ static void finish(struct copyd *d, unsigned lead, CUresult crc, uint64_t now)
 
 /* Queues one copy: a plain one for back-to-back members, a 2D one for
  * evenly spaced rows. */
-static CUresult copy(struct copyd *d, const struct cd_group *g, CUdeviceptr src,
-		     CUdeviceptr dst, CUstream st)
+static CUresult queue_copy(struct copyd *d, const struct cd_group *g, CUdeviceptr src,
+			   CUdeviceptr dst, CUstream st)
 {
 	CUDA_MEMCPY2D c;
 
@@ -521,7 +521,7 @@ static int issue(struct copyd *d)
 		locate(d, g.src_id, g.src_off, cd_group_src_span(&g), &src);
 		locate(d, g.dst_id, g.dst_off, cd_group_dst_span(&g), &dst);
 		t0 = sm_now_ns();
-		crc = copy(d, &g, src, dst, d->stream[st]);
+		crc = queue_copy(d, &g, src, dst, d->stream[st]);
 		t1 = sm_now_ns();
 		if (crc == CUDA_SUCCESS)
 			crc = d->cu->event_record(d->ev[g.lead], d->stream[st]);
