@@ -32,6 +32,15 @@ static void add(uint32_t slot, uint32_t src_id, uint64_t src_off, uint32_t dst_i
 	add_to(slot, src_id, src_off, dst_id, dst_off, len, 1);
 }
 
+/* A fresh queue merging up to `merge_max` holding one connection's first
+ * two 2 MiB steps, back to back on both sides (slots 0 and 1). */
+static void two_steps(uint64_t merge_max)
+{
+	cd_queue_init(&q, merge_max);
+	add(0, 1, 0, 2, 0, 2 * MIB);
+	add(1, 1, 2 * MIB, 2, 2 * MIB, 2 * MIB);
+}
+
 /* The oldest copy's member slots, in order, into m[]; returns how many. */
 static int members(const struct cd_group *g, uint32_t *m)
 {
@@ -147,9 +156,7 @@ static void test_strided_rules_and_take(void **state)
 	struct cd_group g;
 
 	(void)state;
-	cd_queue_init(&q, 64 * MIB);
-	add(0, 1, 0, 2, 0, 2 * MIB);
-	add(1, 1, 2 * MIB, 2, 2 * MIB, 2 * MIB);
+	two_steps(64 * MIB);
 	add(2, 1, 8 * MIB, 2, 8 * MIB, 2 * MIB);	/* a stride after back-to-back */
 	assert_int_equal(q.n, 2);
 	assert_int_equal(cd_queue_oldest(&q)->width, 0);
@@ -325,9 +332,7 @@ static void test_take_bounds(void **state)
 	struct cd_group g;
 
 	(void)state;
-	cd_queue_init(&q, 16 * MIB);
-	add(0, 1, 0, 2, 0, 2 * MIB);
-	add(1, 1, 2 * MIB, 2, 2 * MIB, 2 * MIB);
+	two_steps(16 * MIB);
 	assert_int_equal(cd_queue_take(&q, 0, 1, &g), 0);
 	assert_int_equal(g.members, 1);
 	assert_int_equal(g.len, 2 * MIB);
