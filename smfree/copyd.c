@@ -60,7 +60,7 @@ struct copyd {
 	CUevent ev[CD_SLOTS];		/* a copy's event is its lead slot's */
 	uint8_t held[CD_SLOTS];		/* taken from the ring, not yet ended */
 	uint64_t queued_at[CD_SLOTS];	/* a lead's copy queued at (ns) */
-	uint64_t copy_len[CD_SLOTS];	/* a lead's copy's bytes */
+	uint64_t copy_len[CD_SLOTS];	/* a queued lead's copy's bytes */
 	uint64_t inflight_bytes;	/* queued on streams, not yet seen landed */
 	struct cd_queue queue;		/* taken, not yet queued: as copies */
 	unsigned fifo[16][CD_SLOTS];	/* per stream: leads of queued copies */
@@ -440,7 +440,6 @@ static int take(struct copyd *d)
 /* Ends every request of the copy led by slot `lead`. */
 static void finish(struct copyd *d, unsigned lead, CUresult crc, uint64_t now)
 {
-	d->inflight_bytes -= d->copy_len[lead];
 	for (unsigned m = lead; m != CD_SLOTS; m = d->queue.next[m]) {
 		struct cd_slot *s = &d->ring->slot[m];
 
@@ -528,9 +527,10 @@ static int issue(struct copyd *d)
 		d->queued_at[g.lead] = sm_now_ns();
 		d->ring->stats.copy_call_ns += t1 - t0;
 		d->ring->stats.event_call_ns += d->queued_at[g.lead] - t1;
-		d->copy_len[g.lead] = 0;	/* not in flight until queued */
 		if (crc != CUDA_SUCCESS) {
-			sm_cuda_fail(crc, "cuMemcpyAsync of %llu bytes", (unsigned long long)g.len);
+			sm_cuda_fail(crc, "%s of %llu bytes",
+				     g.width && g.members > 1 ? "cuMemcpy2DAsync" : "cuMemcpyAsync",
+				     (unsigned long long)g.len);
 			finish(d, g.lead, crc, d->queued_at[g.lead]);
 			continue;
 		}
@@ -577,6 +577,7 @@ static int complete(struct copyd *d)
 			if (crc != CUDA_SUCCESS)
 				sm_cuda_fail(crc, "the copy engine reported a failed copy");
 			finish(d, lead, crc, now);
+			d->inflight_bytes -= d->copy_len[lead];
 			d->fifo_head[st] = (d->fifo_head[st] + 1) % CD_SLOTS;
 			d->fifo_n[st]--;
 		}
