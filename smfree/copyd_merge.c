@@ -119,16 +119,6 @@ void cd_queue_add(struct cd_queue *q, const struct cd_pending *r)
 	g->members = 1;
 }
 
-const struct cd_group *cd_queue_oldest(const struct cd_queue *q)
-{
-	return q->n ? &q->group[q->head] : NULL;
-}
-
-void cd_queue_pop(struct cd_queue *q)
-{
-	cd_queue_remove(q, 0);
-}
-
 const struct cd_group *cd_queue_at(const struct cd_queue *q, int k)
 {
 	if (k < 0 || (unsigned)k >= q->n)

@@ -168,13 +168,12 @@ void cd_queue_init(struct cd_queue *q, uint64_t merge_max);
  * copy stays within merge_max bytes and CD_MERGE_MAX requests, else makes
  * it a new copy. */
 void cd_queue_add(struct cd_queue *q, const struct cd_pending *r);
-const struct cd_group *cd_queue_oldest(const struct cd_queue *q);
-void cd_queue_pop(struct cd_queue *q);
 /* The oldest of the first CD_PICK_WINDOW waiting copies whose dst_key is
  * `key`, else the oldest, as a position (0 = oldest); -1 when none waits.
  * Copies with one key keep their order. */
 #define CD_PICK_WINDOW CD_SLOTS
 int cd_queue_pick_key(const struct cd_queue *q, uint32_t key);
+/* The copy at position k (0 = oldest), NULL past the last. */
 const struct cd_group *cd_queue_at(const struct cd_queue *q, int k);
 /* Removes the copy at position k; the others keep their order. */
 void cd_queue_remove(struct cd_queue *q, int k);

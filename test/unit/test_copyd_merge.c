@@ -55,9 +55,9 @@ static void test_empty(void **state)
 {
 	(void)state;
 	cd_queue_init(&q, 16 * MIB);
-	assert_null(cd_queue_oldest(&q));
-	cd_queue_pop(&q);	/* harmless */
-	assert_null(cd_queue_oldest(&q));
+	assert_null(cd_queue_at(&q, 0));
+	cd_queue_remove(&q, 0);	/* harmless */
+	assert_null(cd_queue_at(&q, 0));
 }
 
 /* NCCL's steps 0..3 of one connection with another connection's step
@@ -75,7 +75,7 @@ static void test_consecutive_steps_join(void **state)
 	add(12, 1, 2 * MIB, 2, 2 * MIB, 2 * MIB);
 	add(13, 1, 4 * MIB, 2, 4 * MIB, 2 * MIB);
 	add(14, 1, 6 * MIB, 2, 6 * MIB, 1 * MIB);
-	g = cd_queue_oldest(&q);
+	g = cd_queue_at(&q, 0);
 	assert_non_null(g);
 	assert_int_equal(members(g, m), 4);
 	assert_int_equal(m[0], 10);
@@ -84,13 +84,13 @@ static void test_consecutive_steps_join(void **state)
 	assert_int_equal(g->len, 7 * MIB);
 	assert_int_equal(g->src_off, 0);
 	assert_int_equal(g->members, 4);
-	cd_queue_pop(&q);
-	g = cd_queue_oldest(&q);
+	cd_queue_remove(&q, 0);
+	g = cd_queue_at(&q, 0);
 	assert_non_null(g);
 	assert_int_equal(g->lead, 11);
 	assert_int_equal(members(g, m), 1);
-	cd_queue_pop(&q);
-	assert_null(cd_queue_oldest(&q));
+	cd_queue_remove(&q, 0);
+	assert_null(cd_queue_at(&q, 0));
 }
 
 /* Contiguous on one side only, in other mappings, or overlapping: never
@@ -107,9 +107,9 @@ static void test_only_exact_continuations(void **state)
 	add(5, 1, 32, 2, 32, 64);	/* overlaps the first */
 	assert_int_equal(q.n, 6);
 	for (int i = 0; i < 6; i++) {
-		assert_int_equal(cd_queue_oldest(&q)->lead, i);
-		assert_int_equal(cd_queue_oldest(&q)->len, i == 1 ? 32 : 64);
-		cd_queue_pop(&q);
+		assert_int_equal(cd_queue_at(&q, 0)->lead, i);
+		assert_int_equal(cd_queue_at(&q, 0)->len, i == 1 ? 32 : 64);
+		cd_queue_remove(&q, 0);
 	}
 }
 
@@ -129,7 +129,7 @@ static void test_strided_steps_join(void **state)
 		add(2 * i + 1, 1, 2 * MIB * (2 * i + 1), 3, 2 * MIB * (3 * i + 1), 2 * MIB);
 	}
 	assert_int_equal(q.n, 2);
-	g = cd_queue_oldest(&q);
+	g = cd_queue_at(&q, 0);
 	assert_int_equal(members(g, m), 4);
 	assert_int_equal(m[3], 6);
 	assert_int_equal(g->width, 2 * MIB);
@@ -159,8 +159,8 @@ static void test_strided_rules_and_take(void **state)
 	two_steps(64 * MIB);
 	add(2, 1, 8 * MIB, 2, 8 * MIB, 2 * MIB);	/* a stride after back-to-back */
 	assert_int_equal(q.n, 2);
-	assert_int_equal(cd_queue_oldest(&q)->width, 0);
-	assert_int_equal(cd_group_src_span(cd_queue_oldest(&q)), 4 * MIB);
+	assert_int_equal(cd_queue_at(&q, 0)->width, 0);
+	assert_int_equal(cd_group_src_span(cd_queue_at(&q, 0)), 4 * MIB);
 	add(3, 3, 0, 4, 0, 2 * MIB);
 	add(4, 3, 4 * MIB, 4, MIB, 2 * MIB);		/* destination rows would overlap */
 	assert_int_equal(q.n, 4);
@@ -173,8 +173,8 @@ static void test_strided_rules_and_take(void **state)
 	assert_int_equal(q.n, 2);
 	add(2, 1, 1024 * MIB, 2, 1024 * MIB, 256 * MIB);
 	assert_int_equal(q.n, 2);
-	assert_int_equal(cd_queue_oldest(&q)->members, 2);
-	assert_int_equal(cd_queue_oldest(&q)->spitch, 1024 * MIB);
+	assert_int_equal(cd_queue_at(&q, 0)->members, 2);
+	assert_int_equal(cd_queue_at(&q, 0)->spitch, 1024 * MIB);
 
 	cd_queue_init(&q, 64 * MIB);
 	for (uint32_t i = 0; i < 4; i++)
@@ -185,14 +185,14 @@ static void test_strided_rules_and_take(void **state)
 	assert_int_equal(g.len, 4 * MIB);
 	assert_int_equal(g.width, 2 * MIB);
 	assert_int_equal(cd_group_src_span(&g), 8 * MIB);
-	g = *cd_queue_oldest(&q);
+	g = *cd_queue_at(&q, 0);
 	assert_int_equal(g.lead, 2);
 	assert_int_equal(g.src_off, 12 * MIB);
 	assert_int_equal(g.dst_off, 8 * MIB);
 	assert_int_equal(g.len, 4 * MIB);
 	add(4, 1, 24 * MIB, 2, 16 * MIB, 2 * MIB);	/* the next row joins the rest */
 	assert_int_equal(q.n, 1);
-	assert_int_equal(cd_queue_oldest(&q)->members, 3);
+	assert_int_equal(cd_queue_at(&q, 0)->members, 3);
 }
 
 /* Merging stops at the size cap (the next request starts a copy of its
@@ -205,7 +205,7 @@ static void test_size_cap(void **state)
 	add(1, 1, 2 * MIB, 2, 2 * MIB, 2 * MIB);
 	add(2, 1, 4 * MIB, 2, 4 * MIB, 2 * MIB);
 	assert_int_equal(q.n, 2);
-	assert_int_equal(cd_queue_oldest(&q)->len, 4 * MIB);
+	assert_int_equal(cd_queue_at(&q, 0)->len, 4 * MIB);
 
 	cd_queue_init(&q, 0);
 	add(0, 1, 0, 2, 0, 8);
@@ -221,8 +221,8 @@ static void test_member_cap(void **state)
 	for (uint32_t i = 0; i < CD_MERGE_MAX + 3; i++)
 		add(i, 1, 8 * i, 2, 8 * i, 8);
 	assert_int_equal(q.n, 2);
-	assert_int_equal(cd_queue_oldest(&q)->members, CD_MERGE_MAX);
-	assert_int_equal(cd_queue_oldest(&q)->len, 8 * CD_MERGE_MAX);
+	assert_int_equal(cd_queue_at(&q, 0)->members, CD_MERGE_MAX);
+	assert_int_equal(cd_queue_at(&q, 0)->len, 8 * CD_MERGE_MAX);
 }
 
 /* A request joins its connection's copy even with newer copies of other
@@ -235,19 +235,19 @@ static void test_joins_older_copy_and_wraps(void **state)
 	cd_queue_init(&q, 16 * MIB);
 	for (uint32_t i = 0; i < CD_SLOTS - 2; i++) {	/* move head near the end */
 		add(i, 5, 1000 * i, 6, 1000 * i, 8);
-		cd_queue_pop(&q);
+		cd_queue_remove(&q, 0);
 	}
 	add(0, 1, 0, 2, 0, 16);
 	add(1, 3, 0, 4, 0, 16);
 	add(2, 7, 0, 8, 0, 16);
 	add(3, 1, 16, 2, 16, 16);
 	assert_int_equal(q.n, 3);
-	assert_int_equal(members(cd_queue_oldest(&q), m), 2);
+	assert_int_equal(members(cd_queue_at(&q, 0), m), 2);
 	assert_int_equal(m[1], 3);
-	cd_queue_pop(&q);
-	assert_int_equal(cd_queue_oldest(&q)->lead, 1);
-	cd_queue_pop(&q);
-	assert_int_equal(cd_queue_oldest(&q)->lead, 2);
+	cd_queue_remove(&q, 0);
+	assert_int_equal(cd_queue_at(&q, 0)->lead, 1);
+	cd_queue_remove(&q, 0);
+	assert_int_equal(cd_queue_at(&q, 0)->lead, 2);
 }
 
 /* The phase's distance goes first, oldest first among its copies; with
