@@ -121,6 +121,23 @@ expect_fail() {
 	fi
 }
 
+# bench_old NAME [nccl_bench args...]: the same through the plugin of
+# OLD_TREE (an older checkout, built once into OLD_TREE/build-gpu), for
+# an A/B in one call; nothing without OLD_TREE.
+old_built=
+bench_old() {
+	[ -n "${OLD_TREE:-}" ] && [ "$old_built" != failed ] || return 0
+	if [ -z "$old_built" ]; then
+		note "building $OLD_TREE"
+		if ! (cd "$OLD_TREE" && meson setup build-gpu -Dtests=disabled --buildtype=release \
+			-Dwerror=false && ninja -C build-gpu) >"$OUT/logs/old-build.log" 2>&1; then
+			tail -20 "$OUT/logs/old-build.log"; fail=1; old_built=failed; return 0
+		fi
+		old_built=1
+	fi
+	LD_LIBRARY_PATH="$PWD/$OLD_TREE/build-gpu:$LD_LIBRARY_PATH" bench "$@"
+}
+
 # helper_lines PREFIX N: the copy helpers' stop lines (copies, copy-engine
 # calls, GB/s while busy) of the first N processes of each run PREFIX*.
 helper_lines() {
@@ -337,16 +354,8 @@ if [ "$MODE" = plan ]; then
 	for p in 100 400; do
 		bench "plan-$p" -m plugin $A -E NCCL_SYMMEM_PHASE_US=$p
 	done
-	if [ -n "${OLD_TREE:-}" ]; then
-		note "building $OLD_TREE"
-		if (cd "$OLD_TREE" && meson setup build-gpu -Dtests=disabled --buildtype=release \
-			-Dwerror=false && ninja -C build-gpu) >"$OUT/logs/old-build.log" 2>&1; then
-			LD_LIBRARY_PATH="$PWD/$OLD_TREE/build-gpu:$LD_LIBRARY_PATH" bench plan-old-200 -m plugin $A
-			LD_LIBRARY_PATH="$PWD/$OLD_TREE/build-gpu:$LD_LIBRARY_PATH" bench plan-old-reg-200 -m plugin -R -A $A
-		else
-			tail -20 "$OUT/logs/old-build.log"; fail=1
-		fi
-	fi
+	bench_old plan-old-200 -m plugin $A
+	bench_old plan-old-reg-200 -m plugin -R -A $A
 	helper_lines plan- 8 | grep phases
 	finish
 fi
@@ -421,13 +430,8 @@ if [ "$MODE" = strided ]; then
 	A="-o alltoall,sendrecv -b 268435456 -e 1073741824 -f 4 -c none -i 5 -E NCCL_NCHANNELS_PER_NET_PEER=16"
 	bench str4 $A
 	bench str2 -n 2 $A
-	if [ -n "${OLD_TREE:-}" ] && (cd "$OLD_TREE" && meson setup build-gpu -Dtests=disabled \
-		--buildtype=release -Dwerror=false && ninja -C build-gpu) >"$OUT/logs/old-build.log" 2>&1; then
-		LD_LIBRARY_PATH="$PWD/$OLD_TREE/build-gpu:$LD_LIBRARY_PATH" bench str4-old -m plugin $A
-		LD_LIBRARY_PATH="$PWD/$OLD_TREE/build-gpu:$LD_LIBRARY_PATH" bench str2-old -m plugin -n 2 $A
-	elif [ -n "${OLD_TREE:-}" ]; then
-		tail -20 "$OUT/logs/old-build.log"; fail=1
-	fi
+	bench_old str4-old -m plugin $A
+	bench_old str2-old -m plugin -n 2 $A
 	helper_lines str 2 | cut -c1-100
 	helper_lines str 2 | grep -o "at most.*"
 	finish

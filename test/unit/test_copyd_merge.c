@@ -41,7 +41,7 @@ static void two_steps(uint64_t merge_max)
 	add(1, 1, 2 * MIB, 2, 2 * MIB, 2 * MIB);
 }
 
-/* The oldest copy's member slots, in order, into m[]; returns how many. */
+/* A copy's member slots, in order, into m[]; returns how many. */
 static int members(const struct cd_group *g, uint32_t *m)
 {
 	int n = 0;
