@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big|a2a-why|a2a-chan|phase|plan|coll4|a2a-depth|shallow|streams|strided]   (full: sizes to 1 GiB;
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big|a2a-why|a2a-chan|phase|plan|coll4|layout|a2a-depth|shallow|streams|strided]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        perf: step sizes (unregistered), helper streams (registered),
 #        small-message latency per protocol;
@@ -27,7 +27,8 @@
 #        plan, a2a-depth, shallow, streams: 4-GPU alltoall against the helper's
 #        phase planning (OLD_TREE=dir: an older tree beside it), queue depth,
 #        NCCL_NET_SHARED_BUFFERS=0, streams x depth (also ring ops, 2 GPUs);
-#        coll4: 4-GPU ring collectives against channels and buffer size)
+#        coll4: 4-GPU ring collectives against channels and buffer size;
+#        layout: the addresses of the buffers the copy helper maps)
 #        NRANKS=n uses the first n GPUs (default: all).
 #        SKIP_GRAPH=1 leaves out the CUDA-graph runs.
 #        PHASE_TIMEOUT (s) per phase; a phase past it has its ranks' stacks
@@ -440,6 +441,20 @@ fi
 # Issue 3: 4-GPU all_reduce, all_gather, reduce_scatter at 1 GiB against
 # the ring channels and step size the plugin sets (32 channels, 16 MiB
 # buffers), native in the first invocation.
+# Issue 3, session 9: where NCCL's per-channel buffers sit in each process
+# (the copy helper's ranges, NCCL_SM_FREE_VERBOSE=1): evenly spaced buffers
+# could go as the rows of one 2D copy.
+if [ "$MODE" = layout ]; then
+	bench layout -o all_gather,all_reduce -b 1073741824 -e 1073741824 -c none -i 3 \
+		-E NCCL_SM_FREE_VERBOSE=1
+	for log in "$OUT"/logs/layout/nccl.*.log; do
+		grep -h 'copy helper range' "$log" | sed 's/.*NCCL INFO //' | head -80
+		break
+	done >"$OUT/layout.txt"
+	helper_lines layout 8
+	finish
+fi
+
 if [ "$MODE" = coll4 ]; then
 	C="-o all_reduce,all_gather,reduce_scatter -b 1073741824 -e 1073741824 -c none -i 5"
 	bench coll-32 $C

@@ -3,11 +3,17 @@
 # can another process drive GPU0's copy engines while this one computes, and
 # what blocks a CUDA call while graph replays are queued; 'kinds': which copy
 # kinds another process's kernels hold up; 'multi': every GPU pushing to one,
-# two or all of its peers at once.  Output to stdout.
+# two or all of its peers at once; 'shapes': one copy per piece against a
+# batch call, a 2D copy across allocations and one 1D copy (ce_shapes.cu).  Output to stdout.
 set -u
 cd "$(dirname "$0")/.."
 mkdir -p build-gpu
 nvcc -O2 -arch=sm_90 test/probe/ce_probe.cu -o build-gpu/ce_probe -L/usr/local/cuda/lib64/stubs -lcuda || exit 1
+if [ "${1:-}" = shapes ]; then
+	nvcc -O2 -arch=sm_90 test/probe/ce_shapes.cu -o build-gpu/ce_shapes -L/usr/local/cuda/lib64/stubs -lcuda || exit 1
+	timeout 300 ./build-gpu/ce_shapes 2 && timeout 300 ./build-gpu/ce_shapes
+	exit
+fi
 [ "${1:-}" = kinds ] && { timeout 300 ./build-gpu/ce_probe kinds; exit; }
 [ "${1:-}" = bidir ] && { timeout 300 ./build-gpu/ce_probe bidir; exit; }
 [ "${1:-}" = multi ] && { timeout 300 ./build-gpu/ce_probe multi; timeout 300 ./build-gpu/ce_probe multi-cumem; MULTI_GPUS=$(nvidia-smi -L | wc -l) timeout 300 ./build-gpu/ce_probe multi-proc; exit; }

@@ -87,6 +87,16 @@ static int receiver_announce(struct tp_comm *c, struct tp_region *r)
 	return rc;
 }
 
+/* NCCL_SM_FREE_VERBOSE: where each allocation the helper maps sits in its
+ * owner, so the spacing of NCCL's per-channel buffers can be read off. */
+static void log_range(const struct tp_comm *c, const char *what, int owner,
+		      const struct sm_share_info *info, uint32_t hid)
+{
+	if (c->verbose && hid)
+		sm_info("copy helper range %u: %s of pid %d at %#llx, %llu bytes", hid, what, owner,
+			(unsigned long long)info->addr, (unsigned long long)info->alloc_size);
+}
+
 int region_to_own_helper(struct tp_comm *c, const void *ptr, size_t size, struct sm_export **exp,
 			 uint64_t *offset, uint32_t *hid)
 {
@@ -98,6 +108,8 @@ int region_to_own_helper(struct tp_comm *c, const void *ptr, size_t size, struct
 	rc = sm_export_get(ptr, size, exp, &info, offset, &fd);
 	if (!rc)
 		rc = smf_range_add(c->ce, getpid(), &info, fd, hid);
+	if (!rc)
+		log_range(c, "send buffer", getpid(), &info, *hid);
 	if (rc && *exp) {
 		sm_export_put(*exp);
 		*exp = NULL;
@@ -326,6 +338,8 @@ void region_to_helper(struct tp_comm *c, struct remote_region *rr)
 	if (smf_range_add(c->ce, c->peer_pid, &rr->info, rr->fd, &rr->hid))
 		sm_info("receiver's buffer (registration %u) stays with in-process copies: %s",
 			rr->id, sm_last_error());
+	else
+		log_range(c, "receive buffer", c->peer_pid, &rr->info, rr->hid);
 }
 
 void region_close_all(struct tp_comm *c)
