@@ -125,6 +125,13 @@ static const struct var vars[] = {
 	{ .name = "NCCL_SYMMEM_MERGE_SIZE", .kind = VAR_SIZE,
 	  .off = offsetof(struct config, merge_max),
 	  .udef = 16 * SZ_MIB, .umin = 0, .umax = SZ_GIB },
+	/* Copies that do not continue each other (other channels' buffers)
+	 * still share one call: one cuMemcpyBatchAsync of up to this many
+	 * copies and MERGE_SIZE bytes pays the engine's fixed cost once
+	 * (test/probe/ce_shapes.cu).  1 = a call per copy. */
+	{ .name = "NCCL_SYMMEM_BATCH", .kind = VAR_INT,
+	  .off = offsetof(struct config, batch),
+	  .idef = 16, .imin = 1, .imax = 64 },
 	/* With three or more GPUs the helpers of a host take copies in phase,
 	 * this long per distance (smfree/copyd.c phase(),
 	 * bench/results/alltoall-4gpu.md); 0 = in NCCL's order. */

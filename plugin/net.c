@@ -173,6 +173,7 @@ static void transport_options(const struct config *cfg, struct tp_options *opt)
 	opt->split_min = cfg->split_min;
 	opt->copy_depth = cfg->copy_depth;
 	opt->merge_max = cfg->merge_max;
+	opt->batch = cfg->batch;
 	opt->phase_ns = (uint64_t)cfg->phase_us * 1000;
 	opt->stall_report = cfg->stall_report;
 	opt->gpu = gpu_path;

@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big|a2a-why|a2a-chan|phase|plan|coll4|layout|a2a-depth|shallow|streams|strided]   (full: sizes to 1 GiB;
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big|a2a-why|a2a-chan|phase|plan|coll4|layout|batch|a2a-depth|shallow|streams|strided]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        perf: step sizes (unregistered), helper streams (registered),
 #        small-message latency per protocol;
@@ -28,7 +28,8 @@
 #        phase planning (OLD_TREE=dir: an older tree beside it), queue depth,
 #        NCCL_NET_SHARED_BUFFERS=0, streams x depth (also ring ops, 2 GPUs);
 #        coll4: 4-GPU ring collectives against channels and buffer size;
-#        layout: the addresses of the buffers the copy helper maps)
+#        layout: the addresses of the buffers the copy helper maps;
+#        batch: copies per batch call, 16 (default) against 1 and 64)
 #        NRANKS=n uses the first n GPUs (default: all).
 #        SKIP_GRAPH=1 leaves out the CUDA-graph runs.
 #        PHASE_TIMEOUT (s) per phase; a phase past it has its ranks' stacks
@@ -304,6 +305,22 @@ if [ "$MODE" = big ]; then
 		-b 268435456 -e 1073741824 -f 4 -c none -i 5 $P16
 	bench big-regmem -R -A -o alltoall,sendrecv -b 268435456 -e 1073741824 -f 4 -c none -i 5 $P16
 	helper_lines big- 4
+	finish
+fi
+
+# Issue 3, session 9: copies of different connections in one
+# cuMemcpyBatchAsync (NCCL_SYMMEM_BATCH, default 16) against one call per
+# copy (1, the session-8 helper) and 64, native in the first invocation.
+if [ "$MODE" = batch ]; then
+	P16="-E NCCL_NCHANNELS_PER_NET_PEER=16"
+	B="-o all_reduce,all_gather,reduce_scatter,broadcast,alltoall,sendrecv -b 268435456 -e 1073741824 -f 4 -c none -i 5 $P16"
+	bench batch-16 $B
+	bench batch-1 -m plugin $B -E NCCL_SYMMEM_BATCH=1
+	bench batch-64 -m plugin $B -E NCCL_SYMMEM_BATCH=64
+	R="-R -A -o alltoall,sendrecv -b 1073741824 -e 1073741824 -c none -i 5 $P16"
+	bench batch-reg-16 $R
+	bench batch-reg-1 -m plugin $R -E NCCL_SYMMEM_BATCH=1
+	helper_lines batch- 4
 	finish
 fi
 

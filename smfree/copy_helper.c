@@ -206,6 +206,7 @@ int smf_helper_start(const char *path, const char *pci_bus_id,
 	m.nstreams = (uint32_t)p->nstreams;
 	m.depth = (uint32_t)p->depth;
 	m.merge_max = p->merge_max;
+	m.batch = (uint32_t)(p->batch > 0 ? p->batch : 1);
 	m.phase_ns = p->phase_ns;
 	snprintf(m.pci_bus_id, sizeof(m.pci_bus_id), "%s", pci_bus_id);
 	rc = request(h, &m, ringfd, HELLO_TIMEOUT_MS, &r);
@@ -231,10 +232,11 @@ static void report_stats(const struct smf_helper *h)
 		return;
 	sm_info("copy helper (pid %d): %llu copies as %llu copy-engine calls, %.1f MiB in %.2f s; "
 		"copies in flight %.1f %% of that time, %.1f GB/s while in flight; %.1f us mean "
-		"from posted to queued (of it per copy-engine call %.1f us in cuMemcpyAsync, %.1f us "
+		"from posted to queued (of it per copy-engine call %.1f us in the copy call, %.1f us "
 		"in cuEventRecord), %.1f us from queued to seen landed; medians: posted to taken "
 		"%.1f, to queued %.1f, queued to landed %.1f us (%d = over %d us); at most %llu "
-		"copies waited for a stream; %llu copies were 2D (evenly spaced steps)", (int)h->pid,
+		"copies waited for a stream; %llu copies were 2D (evenly spaced steps); %llu calls were "
+		"batch calls of %llu copies", (int)h->pid,
 		(unsigned long long)s->copies, (unsigned long long)s->issued,
 		(double)s->bytes / (1 << 20), life / 1e9, 100.0 * (double)s->busy_ns / life,
 		s->busy_ns ? (double)s->bytes / (double)s->busy_ns : 0.0,
@@ -244,7 +246,8 @@ static void report_stats(const struct smf_helper *h)
 		(double)s->landed_ns / (double)s->copies / 1e3, sm_hist_median(&s->take_hist),
 		sm_hist_median(&s->queue_hist),
 		sm_hist_median(&s->landed_hist), SM_HIST_BUCKETS, SM_HIST_BUCKETS - 1,
-		(unsigned long long)s->waiting_max, (unsigned long long)s->strided);
+		(unsigned long long)s->waiting_max, (unsigned long long)s->strided,
+		(unsigned long long)s->batches, (unsigned long long)s->batched);
 	if (s->phased_bytes)
 		sm_info("copy helper (pid %d): phases: %.1f %% of %.1f MiB went to the GPU whose "
 			"turn it was when the copy was due to run", (int)h->pid,

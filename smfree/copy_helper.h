@@ -14,6 +14,7 @@ struct smf_helper_params {
 	int nstreams;		/* streams its copies go round */
 	int depth;		/* copies queued per stream at most (the rest may merge) */
 	uint64_t merge_max;	/* largest copy merged from consecutive requests, 0 = none */
+	int batch;		/* copies per copy-engine call at most (batch calls) */
 	uint64_t phase_ns;	/* time per destination distance, 0 = in posting order */
 };
 

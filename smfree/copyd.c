@@ -56,7 +56,8 @@ struct copyd {
 	int nstreams;
 	CUstream stream[16];
 	int next_stream;		/* the stream the next copy goes to */
-	int depth;			/* copies queued per stream at most */
+	int depth;			/* copy-engine calls queued per stream at most */
+	unsigned batch;			/* copies per call at most (1: no batch calls) */
 	CUevent ev[CD_SLOTS];		/* a copy's event is its lead slot's */
 	uint8_t held[CD_SLOTS];		/* taken from the ring, not yet ended */
 	uint64_t queued_at[CD_SLOTS];	/* a lead's copy queued at (ns) */
@@ -209,12 +210,17 @@ static int open_gpu(struct copyd *d, const struct cd_msg *m, int ringfd)
 		return sm_fail(SM_ERR_INVALID, "%u streams asked for", m->nstreams);
 	if (m->depth < 1 || m->depth > CD_SLOTS)
 		return sm_fail(SM_ERR_INVALID, "%u copies per stream asked for", m->depth);
+	if (m->batch < 1 || m->batch > CD_BATCH_MAX)
+		return sm_fail(SM_ERR_INVALID, "%u copies per call asked for", m->batch);
 	d->depth = (int)m->depth;
+	d->batch = m->batch;
 	d->phase_ns = m->phase_ns;
 	cd_queue_init(&d->queue, m->merge_max);
 	d->cu = sm_cu();
 	if (!d->cu)
 		return sm_fail(SM_ERR_CUDA, "no CUDA driver: %s", sm_cuda_load()->reason);
+	if (!d->cu->memcpy_batch_async)
+		d->batch = 1;
 	crc = d->cu->device_get_by_pci_bus_id(&dev, m->pci_bus_id);
 	if (crc != CUDA_SUCCESS)
 		return sm_cuda_fail(crc, "cuDeviceGetByPCIBusId(%.31s)", m->pci_bus_id);
@@ -455,11 +461,14 @@ static void finish(struct copyd *d, unsigned lead, CUresult crc, uint64_t now)
 
 /* Queues one copy: a plain one for back-to-back members, a 2D one for
  * evenly spaced rows. */
-static CUresult queue_copy(struct copyd *d, const struct cd_group *g, CUdeviceptr src,
-			   CUdeviceptr dst, CUstream st)
+static CUresult queue_copy(struct copyd *d, const struct cd_group *g, CUstream st)
 {
+	CUdeviceptr src = 0, dst = 0;
 	CUDA_MEMCPY2D c;
 
+	/* take() checked every member, so the whole copy lies inside both. */
+	locate(d, g->src_id, g->src_off, cd_group_src_span(g), &src);
+	locate(d, g->dst_id, g->dst_off, cd_group_dst_span(g), &dst);
 	if (!g->width || g->members == 1)
 		return d->cu->memcpy_async(dst, src, g->len, st);
 	memset(&c, 0, sizeof(c));
@@ -475,6 +484,41 @@ static CUresult queue_copy(struct copyd *d, const struct cd_group *g, CUdevicept
 	c.Height = (size_t)g->members;
 	d->ring->stats.strided++;
 	return d->cu->memcpy_2d_async(&c, st);
+}
+
+/* Queues n > 1 copies as one batch call, 2D ones as their rows.  The
+ * copies of a call run in any order: they never overlap (NCCL's steps in
+ * flight are distinct bytes). */
+static CUresult queue_batch(struct copyd *d, const struct cd_group *g, int n, CUstream st)
+{
+	CUdeviceptr src[CD_BATCH_MAX], dst[CD_BATCH_MAX];
+	size_t len[CD_BATCH_MAX], first = 0;
+	CUmemcpyAttributes attr;
+	size_t count = 0;
+
+	for (int i = 0; i < n; i++)
+		count += cd_group_copies(&g[i]);
+	if (count > CD_BATCH_MAX)
+		return CUDA_ERROR_INVALID_VALUE;	/* cd_queue_take_batch keeps to it */
+	count = 0;
+	for (int i = 0; i < n; i++) {
+		CUdeviceptr s = 0, t = 0;
+		unsigned rows = cd_group_copies(&g[i]);
+
+		locate(d, g[i].src_id, g[i].src_off, cd_group_src_span(&g[i]), &s);
+		locate(d, g[i].dst_id, g[i].dst_off, cd_group_dst_span(&g[i]), &t);
+		for (unsigned r = 0; r < rows; r++) {
+			src[count] = s + r * g[i].spitch;
+			dst[count] = t + r * g[i].dpitch;
+			len[count] = g[i].width ? g[i].width : g[i].len;
+			count++;
+		}
+	}
+	memset(&attr, 0, sizeof(attr));
+	attr.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+	d->ring->stats.batches++;
+	d->ring->stats.batched += count;
+	return d->cu->memcpy_batch_async(dst, src, len, count, &attr, &first, 1, st);
 }
 
 /* When the copy queued now will start, and which distance goes first
@@ -495,64 +539,73 @@ static uint32_t plan(const struct copyd *d, uint64_t *max_len)
 	return key;
 }
 
-/* Queues waiting copies on streams with room, each the oldest to the
- * distance of the phase it will run in (else the oldest).  Only `depth`
- * copies wait on a stream, so while the engine is busy the rest wait
- * here, where later requests can still join them.  Returns how many
- * copies it queued. */
+/* Queues waiting copies on streams with room: per call the oldest to the
+ * distance of the phase it will run in (else the oldest), with more
+ * copies in the same batch call while they fit the call's limits.  Only
+ * `depth` calls wait on a stream, so while the engine is busy the rest
+ * wait here, where later requests can still join them.  Returns how many
+ * calls it queued. */
 static int issue(struct copyd *d)
 {
-	struct cd_group g;
-	uint64_t max_len;
+	struct cd_group g[CD_BATCH_MAX];
+	uint64_t max_len, bytes;
 	uint32_t key;
-	int queued = 0;
+	int queued = 0, n, members;
 
 	while (d->queue.n && d->fifo_n[d->next_stream] < d->depth) {
 		int st = d->next_stream;
-		CUdeviceptr src = 0, dst = 0;
+		unsigned lead;
 		uint64_t t0, t1;
 		CUresult crc;
 
 		key = plan(d, &max_len);
-		cd_queue_take(&d->queue, cd_queue_pick_key(&d->queue, key), max_len, &g);
+		if (d->queue.merge_max && max_len > d->queue.merge_max)
+			max_len = d->queue.merge_max;
+		n = cd_queue_take_batch(&d->queue, key, max_len, d->batch, g);
+		lead = g[0].lead;
 		d->next_stream = (st + 1) % d->nstreams;
-		/* take() checked every member, so the whole copy lies inside both. */
-		locate(d, g.src_id, g.src_off, cd_group_src_span(&g), &src);
-		locate(d, g.dst_id, g.dst_off, cd_group_dst_span(&g), &dst);
 		t0 = sm_now_ns();
-		crc = queue_copy(d, &g, src, dst, d->stream[st]);
+		crc = n == 1 ? queue_copy(d, &g[0], d->stream[st]) : queue_batch(d, g, n, d->stream[st]);
 		t1 = sm_now_ns();
 		if (crc == CUDA_SUCCESS)
-			crc = d->cu->event_record(d->ev[g.lead], d->stream[st]);
-		d->queued_at[g.lead] = sm_now_ns();
+			crc = d->cu->event_record(d->ev[lead], d->stream[st]);
+		d->queued_at[lead] = sm_now_ns();
 		d->ring->stats.copy_call_ns += t1 - t0;
-		d->ring->stats.event_call_ns += d->queued_at[g.lead] - t1;
+		d->ring->stats.event_call_ns += d->queued_at[lead] - t1;
+		bytes = 0;
+		members = 0;
+		for (int i = 0; i < n; i++) {
+			bytes += g[i].len;
+			members += g[i].members;
+		}
 		if (crc != CUDA_SUCCESS) {
 			sm_cuda_fail(crc, "%s of %llu bytes",
-				     g.width && g.members > 1 ? "cuMemcpy2DAsync" : "cuMemcpyAsync",
-				     (unsigned long long)g.len);
-			finish(d, g.lead, crc, d->queued_at[g.lead]);
+				     n > 1 ? "cuMemcpyBatchAsync" :
+				     g[0].width && g[0].members > 1 ? "cuMemcpy2DAsync" : "cuMemcpyAsync",
+				     (unsigned long long)bytes);
+			finish(d, lead, crc, d->queued_at[lead]);
 			continue;
 		}
-		for (unsigned m = g.lead; m != CD_SLOTS; m = d->queue.next[m]) {
+		for (unsigned m = lead; m != CD_SLOTS; m = d->queue.next[m]) {
 			uint64_t posted = d->ring->slot[m].post_ns;
 
-			if (!posted || posted > d->queued_at[g.lead])
+			if (!posted || posted > d->queued_at[lead])
 				continue;	/* a clock it got wrong: only a statistic */
-			d->ring->stats.queue_ns += d->queued_at[g.lead] - posted;
-			sm_hist_add(&d->ring->stats.queue_hist, d->queued_at[g.lead] - posted);
+			d->ring->stats.queue_ns += d->queued_at[lead] - posted;
+			sm_hist_add(&d->ring->stats.queue_hist, d->queued_at[lead] - posted);
 		}
-		d->fifo[st][(d->fifo_head[st] + d->fifo_n[st]) % CD_SLOTS] = g.lead;
+		d->fifo[st][(d->fifo_head[st] + d->fifo_n[st]) % CD_SLOTS] = lead;
 		d->fifo_n[st]++;
-		d->copy_len[g.lead] = g.len;
-		d->inflight_bytes += g.len;
-		d->ring->stats.copies += (uint64_t)g.members;
-		d->ring->stats.bytes += g.len;
+		d->copy_len[lead] = bytes;
+		d->inflight_bytes += bytes;
+		d->ring->stats.copies += (uint64_t)members;
+		d->ring->stats.bytes += bytes;
 		d->ring->stats.issued++;
 		if (key) {
-			d->ring->stats.phased_bytes += g.len;
-			if (g.dst_key == key)
-				d->ring->stats.in_phase_bytes += g.len;
+			d->ring->stats.phased_bytes += bytes;
+			for (int i = 0; i < n; i++)
+				if (g[i].dst_key == key)
+					d->ring->stats.in_phase_bytes += g[i].len;
 		}
 		queued++;
 	}

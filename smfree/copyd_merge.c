@@ -19,6 +19,9 @@
  * more than the 64 this used to look at). */
 #define FIND_WINDOW CD_SLOTS
 
+/* A batch call holds a whole 2D copy's rows. */
+_Static_assert(CD_MERGE_MAX <= CD_BATCH_MAX, "a 2D copy's rows must fit one batch call");
+
 void cd_queue_init(struct cd_queue *q, uint64_t merge_max)
 {
 	memset(q, 0, sizeof(*q));
@@ -181,4 +184,40 @@ int cd_queue_take(struct cd_queue *q, int k, uint64_t max_len, struct cd_group *
 	g->members -= members;
 	q->next[cut] = CD_SLOTS;
 	return 0;
+}
+
+unsigned cd_group_copies(const struct cd_group *g)
+{
+	return g->width ? (unsigned)g->members : 1;
+}
+
+int cd_queue_take_batch(struct cd_queue *q, uint32_t key, uint64_t max_len, unsigned max_copies,
+			struct cd_group *out)
+{
+	uint64_t bytes = 0;
+	unsigned copies = 0;
+	int n = 0;
+
+	if (max_copies > CD_BATCH_MAX)
+		max_copies = CD_BATCH_MAX;
+	while (q->n && (!n || bytes < max_len)) {
+		int k = cd_queue_pick_key(q, key);
+		const struct cd_group *g = cd_queue_at(q, k);
+		uint64_t room = max_len - bytes;
+
+		if (n) {
+			if (copies >= max_copies || q->mlen[g->lead] > room)
+				break;
+			/* A strided copy joins with as many rows as there is room for. */
+			if (g->width && room / g->width > max_copies - copies)
+				room = (uint64_t)(max_copies - copies) * g->width;
+		}
+		cd_queue_take(q, k, room, &out[n]);
+		if (n)
+			q->next[out[n - 1].last] = out[n].lead;
+		bytes += out[n].len;
+		copies += cd_group_copies(&out[n]);
+		n++;
+	}
+	return n;
 }

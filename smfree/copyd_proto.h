@@ -20,7 +20,7 @@
 #include "symmem.h"
 
 #define CD_MAGIC 0x44504f43u		/* "COPD" */
-#define CD_VERSION 6
+#define CD_VERSION 7
 #define CD_SLOTS 1024			/* requests in flight per helper */
 #define CD_CTRL_FD 3			/* the helper's end of the socket pair */
 
@@ -39,6 +39,8 @@ struct cd_msg {
 	uint32_t version;		/* CD_HELLO */
 	uint32_t depth;			/* CD_HELLO: copies queued per stream at most */
 	uint64_t merge_max;		/* CD_HELLO: largest merged copy (0 = no merging) */
+	uint32_t batch;			/* CD_HELLO: copies per copy-engine call at most */
+	uint32_t pad;
 	uint64_t phase_ns;		/* CD_HELLO: time per destination distance (0 = off) */
 	char pci_bus_id[32];		/* CD_HELLO: the client's GPU */
 	struct sm_share_info info;	/* CD_ADD */
@@ -93,6 +95,8 @@ struct cd_stats {
 	uint64_t in_phase_bytes;	/* ... of them, to the distance of the phase they ran in */
 	uint64_t waiting_max;		/* most copies ever waiting for a stream */
 	uint64_t strided;		/* copies queued as 2D copies (strided members) */
+	uint64_t batches;		/* copy-engine calls that were batch calls ... */
+	uint64_t batched;		/* ... and the copies they carried */
 	struct sm_hist take_hist;	/* per request: posted -> taken from the ring */
 	struct sm_hist queue_hist;	/* per request: posted -> queued */
 	struct sm_hist landed_hist;	/* per request: queued -> seen landed */
@@ -182,5 +186,19 @@ void cd_queue_remove(struct cd_queue *q, int k);
  * stays waiting at position k; a copy taken whole leaves the queue.
  * Returns -1 (and takes nothing) for a position that holds no copy. */
 int cd_queue_take(struct cd_queue *q, int k, uint64_t max_len, struct cd_group *out);
+
+/* Most copies one batch call carries (each row of a 2D copy counts). */
+#define CD_BATCH_MAX 64
+/* The copies of one copy-engine call: the one cd_queue_pick_key(key)
+ * names, cut to max_len bytes as cd_queue_take does, then more, each
+ * picked the same way, while a first member still fits in what is left of
+ * max_len and their copies (rows, for 2D ones) stay within max_copies.
+ * The taken copies' member chains are linked into one, first to last, so
+ * ending the call walks every request from out[0].lead.  Returns how many
+ * copies it took into out[] (0 when none waits). */
+int cd_queue_take_batch(struct cd_queue *q, uint32_t key, uint64_t max_len, unsigned max_copies,
+			struct cd_group *out);
+/* The copies a group adds to a batch call: its rows, or 1. */
+unsigned cd_group_copies(const struct cd_group *g);
 
 #endif

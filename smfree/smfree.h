@@ -51,6 +51,7 @@ struct smf_engine_options {
 	const char *helper;	/* path of symmem-copyd, NULL = copies stay in-process */
 	int copy_depth;		/* helper: copies queued per stream at most */
 	uint64_t merge_max;	/* helper: largest copy merged from consecutive requests */
+	int batch;		/* helper: copies per copy-engine call at most */
 	uint64_t phase_ns;	/* helper: time per destination distance, 0 = NCCL's order */
 };
 

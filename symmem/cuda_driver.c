@@ -31,16 +31,22 @@ static int api_ready;
 
 /* Stores the entry point for `name` into the function pointer at `fnp`
  * (memcpy: ISO C has no cast between object and function pointers). */
-static int cuda_symbol(const char *name, void *fnp)
+static int cuda_symbol_of(const char *name, int version, void *fnp)
 {
 	CUdriverProcAddressQueryResult status;
 	void *fn = NULL;
 
-	if (get_proc(name, &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS ||
+	if (get_proc(name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS ||
 	    status != CU_GET_PROC_ADDRESS_SUCCESS || !fn)
 		return -1;
 	memcpy(fnp, &fn, sizeof(fn));
 	return 0;
+}
+
+/* The ABI of CUDA 12.0, which every entry point in the table has. */
+static int cuda_symbol(const char *name, void *fnp)
+{
+	return cuda_symbol_of(name, 12000, fnp);
 }
 
 struct api_entry {
@@ -149,6 +155,10 @@ static void cuda_open(void)
 		snprintf(ci->reason, sizeof(ci->reason), "libcuda.so.1 lacks %s", missing);
 		goto fail;
 	}
+	/* Optional: the CUDA 13 form of the batch call (12.8's has one more
+	 * argument); without it every copy is its own call. */
+	if (cuda_symbol_of("cuMemcpyBatchAsync", 13000, &api.memcpy_batch_async))
+		api.memcpy_batch_async = NULL;
 	api_ready = 1;
 	ci->loaded = 1;
 	return;

@@ -113,6 +113,9 @@ struct sm_cuda_api {
 	CUresult (*event_destroy)(CUevent);
 	CUresult (*memcpy_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
 	CUresult (*memcpy_2d_async)(const CUDA_MEMCPY2D *, CUstream);
+	/* NULL where the driver lacks it (before CUDA 13). */
+	CUresult (*memcpy_batch_async)(CUdeviceptr *, CUdeviceptr *, size_t *, size_t,
+				       CUmemcpyAttributes *, size_t *, size_t, CUstream);
 	CUresult (*mem_host_register)(void *, size_t, unsigned int);
 	CUresult (*mem_host_unregister)(void *);
 	CUresult (*mem_host_get_device_pointer)(CUdeviceptr *, void *, unsigned int);

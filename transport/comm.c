@@ -136,6 +136,7 @@ int comm_setup(struct tp_comm *c, const struct tp_options *opt)
 	eo.helper = opt->copy_helper;
 	eo.copy_depth = opt->copy_depth > 0 ? opt->copy_depth : 2;
 	eo.merge_max = opt->merge_max;
+	eo.batch = opt->batch > 0 ? opt->batch : 1;
 	eo.phase_ns = opt->phase_ns;
 	rc = smf_engine_get(&eo, &c->ce);
 	if (rc)

@@ -38,6 +38,7 @@ struct tp_options {
 	int copy_streams;		/* copy-engine streams per sending connection */
 	uint64_t split_min;		/* copies this large are split across them (0 = never) */
 	int copy_depth;			/* copy helper: copies queued per stream at most */
+	int batch;			/* copy helper: copies per copy-engine call at most */
 	uint64_t merge_max;		/* copy helper: largest copy merged from consecutive
 					 * requests (0 = no merging) */
 	uint64_t phase_ns;		/* copy helper: time per destination distance (0 = off) */

@@ -64,6 +64,7 @@ static const char *const all_names[] = {
 	"NCCL_SYMMEM_SPLIT_SIZE",
 	"NCCL_SYMMEM_COPY_DEPTH",
 	"NCCL_SYMMEM_MERGE_SIZE",
+	"NCCL_SYMMEM_BATCH",
 	"NCCL_SYMMEM_PHASE_US",
 	"NCCL_SYMMEM_HOST_RING_SIZE",
 	"NCCL_SYMMEM_CONNECT_TIMEOUT",
@@ -806,6 +807,9 @@ static void test_int_vars(void **state)
 	assert_int_equal(cfg.streams, 1);
 	assert_int_equal(cfg.phase_us, 200);
 	int_bounds("NCCL_SYMMEM_COPY_DEPTH", offsetof(struct config, copy_depth), 1, 1024);
+	assert_int_equal(cfg.batch, 16);
+	int_bounds("NCCL_SYMMEM_BATCH", offsetof(struct config, batch), 1, 64);
+	reject_why("NCCL_SYMMEM_BATCH", "16x", "an integer 1..64", "is not an integer");
 	int_bounds("NCCL_SYMMEM_PHASE_US", offsetof(struct config, phase_us), 0, 100000);
 	reject_why("NCCL_SYMMEM_PHASE_US", "200us", "an integer 0..100000", "is not an integer");
 
@@ -1081,6 +1085,7 @@ static void test_describe_all(void **state)
 		"NCCL_SYMMEM_SPLIT_SIZE=0 (default)",
 		"NCCL_SYMMEM_COPY_DEPTH=2 (default)",
 		"NCCL_SYMMEM_MERGE_SIZE=16MiB (default)",
+		"NCCL_SYMMEM_BATCH=16 (default)",
 		"NCCL_SYMMEM_PHASE_US=200 (default)",
 		"NCCL_SYMMEM_HOST_RING_SIZE=4MiB (default)",
 		"NCCL_SYMMEM_CONNECT_TIMEOUT=120 (default)",
@@ -1175,6 +1180,7 @@ static void test_describe_roundtrip(void **state)
 		{ "NCCL_SYMMEM_SPLIT_SIZE", "32M" },
 		{ "NCCL_SYMMEM_COPY_DEPTH", "1024" },
 		{ "NCCL_SYMMEM_MERGE_SIZE", "0" },
+		{ "NCCL_SYMMEM_BATCH", "1" },
 		{ "NCCL_SYMMEM_PHASE_US", "0" },
 		{ "NCCL_SYMMEM_HOST_RING_SIZE", "8 MiB" },
 		{ "NCCL_SYMMEM_CONNECT_TIMEOUT", "86399.9999" },

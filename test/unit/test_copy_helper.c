@@ -31,7 +31,7 @@
 extern char **environ;
 
 static const struct smf_helper_params params = { .nstreams = 2, .depth = 2,
-						 .merge_max = 16 << 20 };
+						 .merge_max = 16 << 20, .batch = 16 };
 
 static const char *helper_path(void)
 {
@@ -251,6 +251,15 @@ static void test_refusals_then_hangup(void **state)
 	ask(sock, &m, &r);
 	assert_int_equal(r.status, SM_ERR_INVALID);
 	assert_non_null(strstr(r.msg, "0 copies per stream"));
+	m.depth = 2;
+	m.batch = 0;
+	ask(sock, &m, &r);
+	assert_int_equal(r.status, SM_ERR_INVALID);
+	assert_non_null(strstr(r.msg, "0 copies per call"));
+	m.batch = CD_BATCH_MAX + 1;
+	ask(sock, &m, &r);
+	assert_int_equal(r.status, SM_ERR_INVALID);
+	assert_non_null(strstr(r.msg, "65 copies per call"));
 	close(sock);
 	assert_int_equal(exited_within(pid, 5000), 0);
 }

@@ -346,6 +346,109 @@ static void test_take_bounds(void **state)
 	assert_int_equal(q.n, 0);
 }
 
+/* Requests of different connections (different mappings) never merge,
+ * but one batch call carries them: every copy waiting, in order, their
+ * chains linked so ending the call ends each request once. */
+static void test_batch_takes_other_connections(void **state)
+{
+	struct cd_group out[CD_BATCH_MAX];
+	uint32_t m[CD_SLOTS];
+
+	(void)state;
+	cd_queue_init(&q, 16 * MIB);
+	for (uint32_t c = 0; c < 4; c++)	/* four channels' buffers */
+		add(c, 10 + c, 0, 20 + c, 0, 2 * MIB);
+	add(4, 10, 2 * MIB, 20, 2 * MIB, 2 * MIB);	/* channel 0's next step joins */
+	assert_int_equal(q.n, 4);
+	assert_int_equal(cd_queue_take_batch(&q, 1, 16 * MIB, 16, out), 4);
+	assert_int_equal(q.n, 0);
+	assert_int_equal(out[0].members, 2);
+	assert_int_equal(out[0].len, 4 * MIB);
+	assert_int_equal(out[3].src_id, 13);
+	assert_int_equal(members(&out[0], m), 5);
+	assert_int_equal(m[0], 0);
+	assert_int_equal(m[1], 4);
+	assert_int_equal(m[2], 1);
+	assert_int_equal(m[4], 3);
+	assert_int_equal(cd_queue_take_batch(&q, 1, 16 * MIB, 16, out), 0);
+}
+
+/* A batch stops at its byte limit (a copy whose first request no longer
+ * fits stays), at its copy count, and always takes something: a limit
+ * below one request still takes that request. */
+static void test_batch_limits(void **state)
+{
+	struct cd_group out[CD_BATCH_MAX];
+
+	(void)state;
+	cd_queue_init(&q, 16 * MIB);
+	for (uint32_t c = 0; c < 5; c++)
+		add(c, 10 + c, 0, 20 + c, 0, 4 * MIB);
+	assert_int_equal(cd_queue_take_batch(&q, 1, 10 * MIB, 16, out), 2);
+	assert_int_equal(q.n, 3);
+	assert_int_equal(cd_queue_at(&q, 0)->lead, 2);
+	assert_int_equal(cd_queue_take_batch(&q, 1, 64 * MIB, 2, out), 2);
+	assert_int_equal(q.n, 1);
+	assert_int_equal(cd_queue_take_batch(&q, 1, 0, 16, out), 1);
+	assert_int_equal(out[0].lead, 4);
+	assert_int_equal(q.n, 0);
+
+	/* The first copy is cut to the limit; its rest waits as the oldest. */
+	cd_queue_init(&q, 16 * MIB);
+	for (uint32_t i = 0; i < 4; i++)
+		add(i, 1, 2 * MIB * i, 2, 2 * MIB * i, 2 * MIB);
+	add(4, 3, 0, 4, 0, MIB);
+	assert_int_equal(cd_queue_take_batch(&q, 1, 5 * MIB, 16, out), 1);
+	assert_int_equal(out[0].len, 4 * MIB);
+	assert_int_equal(q.n, 2);
+	assert_int_equal(cd_queue_at(&q, 0)->lead, 2);
+}
+
+/* The phase's destination goes first, then the oldest of the others (no
+ * engine idles for the schedule), as when copies are taken one by one. */
+static void test_batch_key_order(void **state)
+{
+	struct cd_group out[CD_BATCH_MAX];
+
+	(void)state;
+	cd_queue_init(&q, 16 * MIB);
+	add_to(0, 10, 0, 20, 0, MIB, 1);
+	add_to(1, 11, 0, 21, 0, MIB, 2);
+	add_to(2, 12, 0, 22, 0, MIB, 1);
+	add_to(3, 13, 0, 23, 0, MIB, 2);
+	assert_int_equal(cd_queue_take_batch(&q, 2, 16 * MIB, 16, out), 4);
+	assert_int_equal(out[0].lead, 1);
+	assert_int_equal(out[1].lead, 3);
+	assert_int_equal(out[2].lead, 0);
+	assert_int_equal(out[3].lead, 2);
+}
+
+/* Each row of a 2D copy is one copy of the call: a strided copy behind
+ * others joins with the rows that fit the count and leaves the rest a
+ * row on; a 2D copy first in line goes whole (as one 2D call). */
+static void test_batch_counts_rows(void **state)
+{
+	struct cd_group out[CD_BATCH_MAX];
+	const struct cd_group *g;
+
+	(void)state;
+	cd_queue_init(&q, 16 * MIB);
+	add(0, 9, 0, 9, 0, MIB);
+	for (uint32_t i = 0; i < 4; i++)	/* rows 4 MiB apart, 1 MiB wide */
+		add(1 + i, 1, 4 * MIB * i, 2, 4 * MIB * i, MIB);
+	assert_int_equal(q.n, 2);
+	assert_int_equal(cd_queue_take_batch(&q, 1, 16 * MIB, 3, out), 2);
+	assert_int_equal(out[1].members, 2);
+	assert_int_equal(cd_group_copies(&out[0]) + cd_group_copies(&out[1]), 3);
+	g = cd_queue_at(&q, 0);
+	assert_int_equal(g->members, 2);
+	assert_int_equal(g->src_off, 8 * MIB);
+	assert_int_equal(cd_queue_take_batch(&q, 1, 16 * MIB, 1, out), 1);
+	assert_int_equal(out[0].members, 2);
+	assert_int_equal(out[0].width, MIB);
+	assert_int_equal(q.n, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -361,6 +464,10 @@ int main(void)
 		cmocka_unit_test(test_take_bounds),
 		cmocka_unit_test(test_strided_steps_join),
 		cmocka_unit_test(test_strided_rules_and_take),
+		cmocka_unit_test(test_batch_takes_other_connections),
+		cmocka_unit_test(test_batch_limits),
+		cmocka_unit_test(test_batch_key_order),
+		cmocka_unit_test(test_batch_counts_rows),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
