@@ -309,17 +309,22 @@ if [ "$MODE" = big ]; then
 fi
 
 # Issue 3, session 9: copies of different connections in one
-# cuMemcpyBatchAsync (NCCL_SYMMEM_BATCH, default 16) against one call per
-# copy (1, the session-8 helper) and 64, native in the first invocation.
+# cuMemcpyBatchAsync (NCCL_SYMMEM_BATCH) against other counts and call
+# sizes: VARIANTS holds BATCH:MERGE_SIZE pairs (default "1:16MiB 64:16MiB";
+# 1 = one call per copy, the session-8 helper), OPS the ops (default: all
+# six), native in the first invocation.  NOREG=1 leaves out the registered runs.
 if [ "$MODE" = batch ]; then
 	P16="-E NCCL_NCHANNELS_PER_NET_PEER=16"
-	B="-o all_reduce,all_gather,reduce_scatter,broadcast,alltoall,sendrecv -b 268435456 -e 1073741824 -f 4 -c none -i 5 $P16"
-	bench batch-16 $B
-	bench batch-1 -m plugin $B -E NCCL_SYMMEM_BATCH=1
-	bench batch-64 -m plugin $B -E NCCL_SYMMEM_BATCH=64
-	R="-R -A -o alltoall,sendrecv -b 1073741824 -e 1073741824 -c none -i 5 $P16"
-	bench batch-reg-16 $R
-	bench batch-reg-1 -m plugin $R -E NCCL_SYMMEM_BATCH=1
+	B="-o ${OPS:-all_reduce,all_gather,reduce_scatter,broadcast,alltoall,sendrecv} -b 268435456 -e 1073741824 -f 4 -c none -i ${ITERS:-5} $P16"
+	bench batch-def $B
+	for v in ${VARIANTS:-1:16MiB 64:16MiB}; do
+		bench "batch-${v%%:*}-${v##*:}" -m plugin $B -E NCCL_SYMMEM_BATCH=${v%%:*} -E NCCL_SYMMEM_MERGE_SIZE=${v##*:}
+	done
+	if [ -z "${NOREG:-}" ]; then
+		R="-R -A -o alltoall,sendrecv -b 1073741824 -e 1073741824 -c none -i 5 $P16"
+		bench batch-reg $R
+		bench batch-reg-1 -m plugin $R -E NCCL_SYMMEM_BATCH=1
+	fi
 	helper_lines batch- 4
 	finish
 fi
