@@ -312,13 +312,15 @@ fi
 # cuMemcpyBatchAsync (NCCL_SYMMEM_BATCH) against other counts and call
 # sizes: VARIANTS holds BATCH:MERGE_SIZE pairs (default "1:16MiB 64:16MiB";
 # 1 = one call per copy, the session-8 helper), OPS the ops (default: all
-# six), native in the first invocation.  NOREG=1 leaves out the registered runs.
+# six), native in the first invocation.  NOREG=1 leaves out the registered
+# runs; EXTRA (nccl_bench -E options) goes to every variant.
 if [ "$MODE" = batch ]; then
 	P16="-E NCCL_NCHANNELS_PER_NET_PEER=16"
 	B="-o ${OPS:-all_reduce,all_gather,reduce_scatter,broadcast,alltoall,sendrecv} -b 268435456 -e 1073741824 -f 4 -c none -i ${ITERS:-5} $P16"
 	bench batch-def $B
 	for v in ${VARIANTS:-1:16MiB 64:16MiB}; do
-		bench "batch-${v%%:*}-${v##*:}" -m plugin $B -E NCCL_SYMMEM_BATCH=${v%%:*} -E NCCL_SYMMEM_MERGE_SIZE=${v##*:}
+		bench "batch-${v%%:*}-${v##*:}" -m plugin $B -E NCCL_SYMMEM_BATCH=${v%%:*} \
+			-E NCCL_SYMMEM_MERGE_SIZE=${v##*:} ${EXTRA:-}
 	done
 	if [ -z "${NOREG:-}" ]; then
 		R="-R -A -o alltoall,sendrecv -b 1073741824 -e 1073741824 -c none -i 5 $P16"

@@ -1,6 +1,7 @@
 """PyTorch all-reduce through whatever NCCL network the environment selects.
-One process per GPU; inputs are small non-zero integers so the sum is exact;
-every element of the result is checked. Exit code 0 only if all are right."""
+One process per GPU (the first NRANKS GPUs when set, as scripts/gpu_check.sh
+does); inputs are small non-zero integers so the sum is exact; every element
+of the result is checked. Exit code 0 only if all are right."""
 import os
 import sys
 
@@ -28,6 +29,11 @@ def worker(rank, world, port, results):
 
 if __name__ == "__main__":
     world = torch.cuda.device_count()
+    if os.environ.get("NRANKS"):
+        asked = int(os.environ["NRANKS"])
+        if not 1 <= asked <= world:
+            sys.exit(f"NRANKS={asked}, but {world} GPUs are visible")
+        world = asked
     port = 29500 + os.getpid() % 1000
     results = mp.Manager().dict()
     mp.spawn(worker, args=(world, port, results), nprocs=world)
