@@ -71,6 +71,7 @@ struct copyd {
 	int gpu, ngpus;			/* this GPU's place in the host's bus order, of how many */
 	int place[MAX_GPUS];		/* a device ordinal's place in that order */
 	uint64_t phase_ns;		/* how long one distance goes first, 0 = never */
+	uint64_t key_seen_ns[MAX_GPUS];	/* a request to this distance last taken at */
 	struct range *ranges;
 	unsigned nranges, cap;
 	uint32_t next_id;
@@ -183,6 +184,21 @@ static uint32_t phase_at(const struct copyd *d, uint64_t t)
 	if (d->gpu < 0 || d->ngpus < 3 || !d->phase_ns)
 		return 0;
 	return 1 + (uint32_t)(t / d->phase_ns % (uint64_t)(d->ngpus - 1));
+}
+
+/* Whether this helper wrote to at most one other GPU over the last two
+ * rounds of phases.  Then there is nothing to order (a ring collective:
+ * every GPU writes to the next one only), and cutting its copies at phase
+ * ends would only cost calls: with phases on, 4-GPU broadcast at 1 GiB
+ * measured 0.924-0.929 of native, without 0.975 (session 9). */
+static int one_destination(const struct copyd *d, uint64_t now)
+{
+	uint64_t window = 2 * (uint64_t)(d->ngpus - 1) * d->phase_ns;
+	int seen = 0;
+
+	for (int k = 1; k < d->ngpus && k < MAX_GPUS; k++)
+		seen += d->key_seen_ns[k] && now - d->key_seen_ns[k] < window;
+	return seen <= 1;
 }
 
 /* Bytes per ns the engine moves while it has work, as measured so far;
@@ -435,6 +451,8 @@ static int take(struct copyd *d)
 		w.dst_off = s->dst_off;
 		w.len = s->len;
 		w.dst_key = distance(d, dst);
+		if (w.dst_key < MAX_GPUS)
+			d->key_seen_ns[w.dst_key] = sm_now_ns();
 		cd_queue_add(&d->queue, &w);
 		d->held[i] = 1;
 		if (d->queue.n > d->ring->stats.waiting_max)
@@ -530,8 +548,9 @@ static CUresult queue_batch(struct copyd *d, const struct cd_group *g, int n, CU
 static uint32_t plan(const struct copyd *d, uint64_t *max_len)
 {
 	double rate = engine_rate(d);
-	uint64_t start = sm_now_ns() + (uint64_t)((double)d->inflight_bytes / rate);
-	uint32_t key = phase_at(d, start);
+	uint64_t now = sm_now_ns();
+	uint64_t start = now + (uint64_t)((double)d->inflight_bytes / rate);
+	uint32_t key = one_destination(d, now) ? 0 : phase_at(d, start);
 
 	*max_len = UINT64_MAX;
 	if (key)
