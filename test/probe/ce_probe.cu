@@ -46,6 +46,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "probe_cumem.h"
+
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
 	fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(2); } } while (0)
 
@@ -497,9 +499,6 @@ static void multi_case(int n, char *src[], char *dst[], cudaStream_t st[][MULTI_
 	fflush(stdout);
 }
 
-#define CUCK(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { const char *m_ = "?"; \
-	cuGetErrorString(r_, &m_); fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, m_); \
-	exit(2); } } while (0)
 
 // Memory as ncclMemAlloc makes it: cuMem, POSIX-fd exportable, GPUDirect
 // RDMA capable, at the recommended granularity (returned).
@@ -527,13 +526,7 @@ static char *cumem_alloc(int dev, int n, size_t size)
 	CUCK(cuMemCreate(&h, size, &prop, 0));
 	CUCK(cuMemAddressReserve(&va, size, gran, 0, 0));
 	CUCK(cuMemMap(va, size, 0, h, 0));
-	CUmemAccessDesc acc[MULTI_MAX];
-	for (int g = 0; g < n; g++) {
-		acc[g].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-		acc[g].location.id = g;
-		acc[g].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	}
-	CUCK(cuMemSetAccess(va, size, acc, n));
+	grant_gpus(va, size, n);
 	CUCK(cuMemRelease(h));	// the mapping keeps it; the probe exits without unmapping
 	return (char *)va;
 }

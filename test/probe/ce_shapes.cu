@@ -26,13 +26,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "probe_cumem.h"
+
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
 	fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(2); } } while (0)
-#define CUCK(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { const char *m_ = "?"; \
-	cuGetErrorString(r_, &m_); fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, m_); \
-	exit(2); } } while (0)
 
-#define MAX_GPUS 8
+#define MAX_GPUS PROBE_MAX_GPUS
 #define MAX_PIECES 32
 #define BUF_BYTES (8u << 20)	// one "channel buffer"
 #define REPS 20
@@ -55,17 +54,6 @@ static double now_us(void)
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
-}
-
-static void set_access(CUdeviceptr va, size_t size)
-{
-	CUmemAccessDesc acc[MAX_GPUS];
-	for (int g = 0; g < ngpus; g++) {
-		acc[g].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-		acc[g].location.id = g;
-		acc[g].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	}
-	CUCK(cuMemSetAccess(va, size, acc, ngpus));
 }
 
 // n allocations of size bytes on dev, mapped pitch apart in one range (the
@@ -92,7 +80,7 @@ static char *spaced_alloc(int dev, int n, size_t size, size_t pitch)
 		CUCK(cuMemCreate(&h, size, &prop, 0));
 		CUCK(cuMemMap(base + pitch * i, size, 0, h, 0));
 		CUCK(cuMemRelease(h));
-		set_access(base + pitch * i, size);
+		grant_gpus(base + pitch * i, size, ngpus);
 	}
 	return (char *)base;
 }
