@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big|a2a-why|a2a-chan|phase|plan|coll4|layout|batch|a2a-depth|shallow|streams|strided]   (full: sizes to 1 GiB;
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big|a2a-why|a2a-chan|phase|plan|coll4|layout|batch|bcast|a2a-depth|shallow|streams|strided]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        perf: step sizes (unregistered), helper streams (registered),
 #        small-message latency per protocol;
@@ -65,7 +65,7 @@ bench() {
 	note "$name: nccl_bench $* ($(date +%T))"
 	if ! timeout 580 ./build-gpu/nccl_bench ${NRANKS:+-n $NRANKS} -t "${PHASE_TIMEOUT:-240}" -S "$OUT/logs/$name" "$@" \
 		-E NCCL_SYMMEM_STALL_REPORT="${STALL_REPORT:-20}" -E NCCL_DEBUG=INFO \
-		-E NCCL_DEBUG_SUBSYS=INIT,ENV,NET -E "NCCL_DEBUG_FILE=$OUT/logs/$name/nccl.%p.log" \
+		-E NCCL_DEBUG_SUBSYS="${SUBSYS:-INIT,ENV,NET}" -E "NCCL_DEBUG_FILE=$OUT/logs/$name/nccl.%p.log" \
 		>"$OUT/logs/$name/table.txt" 2>"$OUT/logs/$name/stderr.txt"; then
 		echo "FAILED: $name"; tail -5 "$OUT/logs/$name/stderr.txt"; fail=1
 	fi
@@ -305,6 +305,23 @@ if [ "$MODE" = big ]; then
 		-b 268435456 -e 1073741824 -f 4 -c none -i 5 $P16
 	bench big-regmem -R -A -o alltoall,sendrecv -b 268435456 -e 1073741824 -f 4 -c none -i 5 $P16
 	helper_lines big- 4
+	finish
+fi
+
+# Issue 3, session 9: 4-GPU broadcast at 256 MiB swings between 0.13 and
+# 0.94 of native from one invocation to the next.  The same op after the
+# small sizes (as in quick) twice, alone twice, and with NCCL_PROTO=Simple,
+# with the algorithm and protocol NCCL picked (TUNING) for 256 MiB.
+if [ "$MODE" = bcast ]; then
+	export SUBSYS=INIT,ENV,NET,TUNING
+	for i in 1 2; do
+		bench "bcast-sweep-$i" -o all_reduce,broadcast -b 0 -e 268435456 -c none
+		bench "bcast-alone-$i" -m plugin -o broadcast -b 268435456 -e 268435456 -c none -i 20
+	done
+	bench bcast-simple -m plugin -o all_reduce,broadcast -b 0 -e 268435456 -c none -E NCCL_PROTO=Simple
+	for d in "$OUT"/logs/bcast-*; do
+		echo "${d##*/}: $(grep -h 'Broadcast: 268435456 Bytes' "$d"/nccl.*.log | sed 's/.*-> //' | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+	done
 	finish
 fi
 
