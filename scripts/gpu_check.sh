@@ -322,6 +322,7 @@ if [ "$MODE" = bcast ]; then
 	for d in "$OUT"/logs/bcast-*; do
 		echo "${d##*/}: $(grep -h 'Broadcast: 268435456 Bytes' "$d"/nccl.*.log | sed 's/.*-> //' | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
 	done
+	grep -h -m2 'Broadcast' "$OUT"/logs/bcast-sweep-1/nccl.*.log | head -2
 	finish
 fi
 
