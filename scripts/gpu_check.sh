@@ -319,6 +319,18 @@ if [ "$MODE" = bcast ]; then
 		bench "bcast-alone-$i" -m plugin -o broadcast -b 268435456 -e 268435456 -c none -i 20
 	done
 	bench bcast-simple -m plugin -o all_reduce,broadcast -b 0 -e 268435456 -c none -E NCCL_PROTO=Simple
+	# Where a step's time goes, per rank (stage medians of every connection).
+	for i in 1 2; do
+		bench "bcast-why-$i" -m plugin -o broadcast -b 268435456 -e 268435456 -c none -i 20 \
+			-E NCCL_SM_FREE_VERBOSE=1
+		for log in "$OUT/logs/bcast-why-$i"/nccl.*.log; do
+			echo "bcast-why-$i ${log##*/}:" \
+				"$(grep -h 'send comm.*closed:' "$log" | grep -o 'waited for the receive median [^,]*' | sort | uniq -c | tr -s ' ' | tr '\n' ';')" \
+				"$(grep -h 'send comm.*closed:' "$log" | grep -o 'isend to copy landed median [^,]*' | sort | uniq -c | tr -s ' ' | tr '\n' ';')" \
+				"$(grep -h 'receive comm.*closed:' "$log" | grep -o 'landed to seen here median [^,]*' | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+		done
+		helper_lines "bcast-why-$i" 4
+	done
 	for d in "$OUT"/logs/bcast-*; do
 		echo "${d##*/}: $(grep -h 'Broadcast: 268435456 Bytes' "$d"/nccl.*.log | sed 's/.*-> //' | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
 	done
