@@ -327,7 +327,9 @@ if [ "$MODE" = bcast ]; then
 			echo "bcast-why-$i ${log##*/}:" \
 				"$(grep -h 'send comm.*closed:' "$log" | grep -o 'waited for the receive median [^,]*' | sort | uniq -c | tr -s ' ' | tr '\n' ';')" \
 				"$(grep -h 'send comm.*closed:' "$log" | grep -o 'isend to copy landed median [^,]*' | sort | uniq -c | tr -s ' ' | tr '\n' ';')" \
-				"$(grep -h 'receive comm.*closed:' "$log" | grep -o 'landed to seen here median [^,]*' | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+				"$(grep -h 'receive comm.*closed:' "$log" | grep -o 'landed to seen here median [^,]*' | sort | uniq -c | tr -s ' ' | tr '\n' ';')" \
+				"send $(grep -h 'send comm.*closed:' "$log" | grep -o 'post-to-done mean [0-9.]* us' | awk '{s+=$3; n++} END {if (n) printf "post-to-done mean %.0f us (%d comms)", s/n, n}')" \
+				"receive $(grep -h 'receive comm.*closed:' "$log" | grep -o 'post-to-done mean [0-9.]* us' | awk '{s+=$3; n++} END {if (n) printf "post-to-done mean %.0f us (%d comms)", s/n, n}')"
 		done
 		helper_lines "bcast-why-$i" 4
 	done
