@@ -189,8 +189,8 @@ static uint32_t phase_at(const struct copyd *d, uint64_t t)
 /* Whether this helper wrote to at most one other GPU over the last two
  * rounds of phases.  Then there is nothing to order (a ring collective:
  * every GPU writes to the next one only), and cutting its copies at phase
- * ends would only cost calls: with phases on, 4-GPU broadcast at 1 GiB
- * measured 0.924-0.929 of native, without 0.975 (session 9). */
+ * ends only costs calls: 4-GPU broadcast went 0.91-0.92 -> 0.96 of native
+ * at 1 GiB, send/recv 0.83-0.85 -> 0.93 (bench/results/batch.md). */
 static int one_destination(const struct copyd *d, uint64_t now)
 {
 	uint64_t window = 2 * (uint64_t)(d->ngpus - 1) * d->phase_ns;
