@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big|a2a-why|a2a-chan|phase|plan|coll4|layout|batch|bcast|a2a-depth|shallow|streams|strided]   (full: sizes to 1 GiB;
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big|a2a-why|a2a-chan|phase|plan|coll4|layout|batch|bcast|bcast-iter|a2a-depth|shallow|streams|strided]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        perf: step sizes (unregistered), helper streams (registered),
 #        small-message latency per protocol;
@@ -337,6 +337,16 @@ if [ "$MODE" = bcast ]; then
 		echo "${d##*/}: $(grep -h 'Broadcast: 268435456 Bytes' "$d"/nccl.*.log | sed 's/.*-> //' | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
 	done
 	grep -h -m2 'Broadcast' "$OUT"/logs/bcast-sweep-1/nccl.*.log | head -2
+	finish
+fi
+
+# The same broadcast with each iteration timed alone (nccl_bench -T): one
+# stall or every iteration slow?
+if [ "$MODE" = bcast-iter ]; then
+	for run in plugin-1 plugin-2 native; do
+		bench "bcast-iter-$run" -m "${run%-*}" -T -o broadcast -b 268435456 -e 268435456 -c none -i 20
+		echo "$run: $(grep -h 'us per iteration' "$OUT/logs/bcast-iter-$run/stderr.txt")"
+	done
 	finish
 fi
 

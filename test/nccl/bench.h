@@ -47,6 +47,7 @@ struct bench_opts {
 	int iters, warmup;
 	int graph;			/* capture each op into a CUDA graph */
 	int graph_sync;			/* synchronize after each graph replay */
+	int iter_times;			/* -T: rank 0 times each iteration alone (stderr) */
 	int cycles;			/* -L: communicator create/destroy cycles instead of the matrix */
 	int registered;			/* ncclCommRegister the buffers */
 	int cumem_bufs;			/* -A: buffers from ncclMemAlloc (cuMem) instead of cudaMalloc */

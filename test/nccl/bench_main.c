@@ -19,6 +19,9 @@
  *     running the selected ops once at the first size (checked) and then
  *     destroyed; every rank prints device memory and RSS after the first
  *     and the last cycle.
+ * -T: each timed iteration runs alone (synchronized) and rank 0 prints every
+ *     iteration's time to stderr: a one-off stall and a steady slowness
+ *     give the same mean.
  * -E: extra variables for the plugin phase only.  Exit status 0 only when
  * every element of every run in every phase was correct. */
 #include <errno.h>
@@ -39,7 +42,7 @@ static const char *default_cases =
 static void usage(const char *argv0)
 {
 	fprintf(stderr, "usage: %s [-n ranks] [-b min] [-e max] [-f factor] [-o ops] [-i iters] "
-		"[-w warmup] [-G [-Y]] [-R] [-A] [-m both|native|plugin] [-c dtype:redop,...] [-P plugin] "
+		"[-w warmup] [-G [-Y]] [-T] [-R] [-A] [-m both|native|plugin] [-c dtype:redop,...] [-P plugin] "
 		"[-E NAME=VALUE] [-t seconds] [-S stack-dir] [-L cycles]\n", argv0);
 	exit(2);
 }
@@ -289,7 +292,7 @@ int main(int argc, char **argv)
 
 	parse_ops("all", o.ops);
 	parse_cases(default_cases, &o);
-	while ((opt = getopt(argc, argv, "n:b:e:f:o:i:w:GYRAm:c:P:E:t:S:L:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:b:e:f:o:i:w:GYTRAm:c:P:E:t:S:L:")) != -1) {
 		switch (opt) {
 		case 'n': o.nranks = atoi(optarg); break;
 		case 'b': min = strtoull(optarg, NULL, 0); break;
@@ -300,6 +303,7 @@ int main(int argc, char **argv)
 		case 'w': o.warmup = atoi(optarg); break;
 		case 'G': o.graph = 1; break;
 		case 'Y': o.graph_sync = 1; break;
+		case 'T': o.iter_times = 1; break;
 		case 'R': o.registered = 1; break;
 		case 'A': o.cumem_bufs = 1; break;
 		case 'm':

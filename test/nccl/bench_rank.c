@@ -96,6 +96,42 @@ static void report(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop, siz
 		exit(4);
 }
 
+/* Mean us of `iters` runs queued back to back. */
+static double timed_together(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop,
+			     const struct bench_shape *s, cudaGraphExec_t *exec)
+{
+	double t0 = now();
+
+	run(c, op, dtype, redop, s, c->o->iters, exec);
+	CUDA_OK(cudaStreamSynchronize(c->stream));
+	return (now() - t0) * 1e6 / c->o->iters;
+}
+
+/* -T: mean us of `iters` runs, each waited for; rank 0 lists them all. */
+static double timed_alone(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop,
+			  const struct bench_shape *s, cudaGraphExec_t *exec, size_t bytes)
+{
+	char line[4096];
+	int used;
+	double sum = 0;
+
+	used = snprintf(line, sizeof(line), "rank 0 %s %zu B, us per iteration:", bench_op_name(op),
+			bytes);
+	for (int i = 0; i < c->o->iters; i++) {
+		double t0 = now(), us;
+
+		run(c, op, dtype, redop, s, 1, exec);
+		CUDA_OK(cudaStreamSynchronize(c->stream));
+		us = (now() - t0) * 1e6;
+		sum += us;
+		if (used > 0 && (size_t)used < sizeof(line))
+			used += snprintf(line + used, sizeof(line) - (size_t)used, " %.0f", us);
+	}
+	if (c->rank == 0)
+		fprintf(stderr, "%s\n", line);
+	return sum / c->o->iters;
+}
+
 /* One size: check, then (if timed) measure. */
 static void one(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop, size_t bytes,
 		int timed)
@@ -106,7 +142,7 @@ static void one(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop, size_t
 	cudaGraphExec_t exec = NULL;
 	size_t sbytes, rbytes;
 	uint64_t errors = 0;
-	double t0, us = 0;
+	double us = 0;
 
 	if (!bench_shape(op, c->o->nranks, d->size, bytes, &s))
 		return;
@@ -137,10 +173,8 @@ static void one(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop, size_t
 	if (timed) {
 		run(c, op, dtype, redop, &s, c->o->warmup, &exec);
 		CUDA_OK(cudaStreamSynchronize(c->stream));
-		t0 = now();
-		run(c, op, dtype, redop, &s, c->o->iters, &exec);
-		CUDA_OK(cudaStreamSynchronize(c->stream));
-		us = (now() - t0) * 1e6 / c->o->iters;
+		us = c->o->iter_times ? timed_alone(c, op, dtype, redop, &s, &exec, bytes) :
+		     timed_together(c, op, dtype, redop, &s, &exec);
 	}
 	if (exec)
 		CUDA_OK(cudaGraphExecDestroy(exec));
