@@ -341,10 +341,16 @@ if [ "$MODE" = bcast ]; then
 fi
 
 # The same broadcast with each iteration timed alone (nccl_bench -T): one
-# stall or every iteration slow?
+# stall or every iteration slow?  Then the same without warmup (does the
+# stall follow the op count?) and with the copies in NCCL's process (is it
+# the copy helper?).
 if [ "$MODE" = bcast-iter ]; then
-	for run in plugin-1 plugin-2 native; do
-		bench "bcast-iter-$run" -m "${run%-*}" -T -o broadcast -b 268435456 -e 268435456 -c none -i 20
+	T="-T -o broadcast -b 268435456 -e 268435456 -c none -i 20"
+	bench bcast-iter-plugin -m plugin $T
+	bench bcast-iter-nowarmup -m plugin $T -w 0
+	PROVE=inproc bench bcast-iter-inproc -m plugin $T -E NCCL_SYMMEM_COPY_HELPER=0
+	PROVE=none bench bcast-iter-native -m native $T
+	for run in plugin nowarmup inproc native; do
 		echo "$run: $(grep -h 'us per iteration' "$OUT/logs/bcast-iter-$run/stderr.txt")"
 	done
 	finish
