@@ -8,6 +8,7 @@
  * not know yet, and maps each region on its first use. */
 #include <errno.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,23 @@ int region_to_own_helper(struct tp_comm *c, const void *ptr, size_t size, struct
 	return rc;
 }
 
+/* NCCL registers buffers the helper cannot map on every connection (on
+ * 4 x H200, 512 KiB ones in memory without a shareable handle: the size of
+ * its LL buffers, which the default NCCL_PROTO=^LL leaves unused), about 40
+ * per rank: one line per process says so, NCCL_SM_FREE_VERBOSE=1 shows
+ * each. */
+static atomic_int in_process_logged;
+
+static int log_in_process(const struct tp_comm *c)
+{
+	return c->verbose || !atomic_exchange(&in_process_logged, 1);
+}
+
+static const char *more_with_verbose(const struct tp_comm *c)
+{
+	return c->verbose ? "" : " (further buffers that stay are logged with NCCL_SM_FREE_VERBOSE=1)";
+}
+
 /* A sender's buffer is exported to its own copy helper, so copies from it
  * need no CUDA call here.  Memory that cannot be exported (a stream-
  * ordered pool, cuMem without a shareable handle, cudaHostAlloc memory)
@@ -124,8 +142,9 @@ int region_to_own_helper(struct tp_comm *c, const void *ptr, size_t size, struct
 static void sender_to_helper(struct tp_comm *c, struct tp_region *r)
 {
 	if (region_to_own_helper(c, (void *)r->base, r->size, &r->exp, &r->offset, &r->hid)) {
-		sm_info("send buffer %p (%zu bytes) stays with in-process copies: %s",
-			(void *)r->base, r->size, sm_last_error());
+		if (log_in_process(c))
+			sm_info("send buffer %p (%zu bytes) stays with in-process copies: %s%s",
+				(void *)r->base, r->size, sm_last_error(), more_with_verbose(c));
 		return;
 	}
 	r->ce = c->ce;
@@ -335,9 +354,11 @@ void region_to_helper(struct tp_comm *c, struct remote_region *rr)
 	rr->helper_tried = 1;
 	if (rr->info.kind == SM_SHARE_POSIX_FD && rr->fd < 0)
 		return;		/* already imported here, fd consumed */
-	if (smf_range_add(c->ce, c->peer_pid, &rr->info, rr->fd, &rr->hid))
-		sm_info("receiver's buffer (registration %u) stays with in-process copies: %s",
-			rr->id, sm_last_error());
+	if (smf_range_add(c->ce, c->peer_pid, &rr->info, rr->fd, &rr->hid)) {
+		if (log_in_process(c))
+			sm_info("receiver's buffer (registration %u) stays with in-process copies: %s%s",
+				rr->id, sm_last_error(), more_with_verbose(c));
+	}
 	else
 		log_range(c, "receive buffer", c->peer_pid, &rr->info, rr->hid);
 }
