@@ -2,8 +2,10 @@
  *
  * It owns a CUDA context of its own process, maps what the plugin asks it
  * to (the plugin's own registered buffers and the peers' exports), and
- * turns each request in the shared ring into one cuMemcpyAsync plus an
- * event it polls.  Why it exists: copyd_proto.h.
+ * turns the requests in the shared ring into copy-engine calls (requests
+ * that continue each other merged into one copy, copies that do not
+ * sharing one batch call: copyd_merge.c), each followed by an event it
+ * polls.  Why it exists: copyd_proto.h.
  *
  *   symmem-copyd <client pid>        (the control socket is fd 3)
  *

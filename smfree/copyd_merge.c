@@ -9,7 +9,11 @@
  * other in NCCL's per-connection buffers, and a fixed number of slots
  * apart in its shared send/recv buffers.  A request that continues a
  * waiting copy exactly (same two mappings, the next bytes or the next
- * row on both sides) joins it: the same bytes move with one fixed cost. */
+ * row on both sides) joins it: the same bytes move with one fixed cost.
+ * Copies that do not continue each other (other channels' buffers: other
+ * allocations, which no 2D copy may span) still share one batch call
+ * (cd_queue_take_batch): the engine then pays its fixed cost about once
+ * per call, not per copy (test/probe/ce_shapes.cu). */
 #include <string.h>
 
 #include "copyd_proto.h"
