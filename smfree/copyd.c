@@ -196,11 +196,9 @@ static uint32_t phase_at(const struct copyd *d, uint64_t t)
 static int one_destination(const struct copyd *d, uint64_t now)
 {
 	uint64_t window = 2 * (uint64_t)(d->ngpus - 1) * d->phase_ns;
-	int seen = 0;
 
-	for (int k = 1; k < d->ngpus && k < MAX_GPUS; k++)
-		seen += d->key_seen_ns[k] && now - d->key_seen_ns[k] < window;
-	return seen <= 1;
+	return cd_one_destination(d->key_seen_ns, d->ngpus < MAX_GPUS ? d->ngpus : MAX_GPUS, now,
+				  window);
 }
 
 /* Bytes per ns the engine moves while it has work, as measured so far;

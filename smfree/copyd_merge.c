@@ -225,3 +225,12 @@ int cd_queue_take_batch(struct cd_queue *q, uint32_t key, uint64_t max_len, unsi
 	}
 	return n;
 }
+
+int cd_one_destination(const uint64_t *seen_ns, int ngpus, uint64_t now, uint64_t window)
+{
+	int seen = 0;
+
+	for (int k = 1; k < ngpus; k++)
+		seen += seen_ns[k] && seen_ns[k] <= now && now - seen_ns[k] < window;
+	return seen <= 1;
+}

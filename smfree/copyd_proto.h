@@ -198,6 +198,10 @@ int cd_queue_take(struct cd_queue *q, int k, uint64_t max_len, struct cd_group *
  * copies it took into out[] (0 when none waits). */
 int cd_queue_take_batch(struct cd_queue *q, uint32_t key, uint64_t max_len, unsigned max_copies,
 			struct cd_group *out);
+/* Whether at most one destination distance (1..ngpus-1) had a request
+ * taken within `window` ns before `now`; seen_ns[k] is when the last one
+ * to distance k was (0: never).  The phases have nothing to order then. */
+int cd_one_destination(const uint64_t *seen_ns, int ngpus, uint64_t now, uint64_t window);
 /* The copies a group adds to a batch call: its rows, or 1. */
 unsigned cd_group_copies(const struct cd_group *g);
 

@@ -449,6 +449,27 @@ static void test_batch_counts_rows(void **state)
 	assert_int_equal(q.n, 0);
 }
 
+/* A ring (every request to the next GPU) has one destination; a second
+ * destination counts while its last request is inside the window; none at
+ * all is one too (nothing to order). */
+static void test_one_destination(void **state)
+{
+	uint64_t seen[4] = { 0 };
+
+	(void)state;
+	assert_true(cd_one_destination(seen, 4, 1000000, 1200));
+	seen[1] = 999500;				/* the next GPU, just now */
+	assert_true(cd_one_destination(seen, 4, 1000000, 1200));
+	seen[0] = 999900;				/* this GPU itself: not a peer */
+	assert_true(cd_one_destination(seen, 4, 1000000, 1200));
+	seen[3] = 998000;				/* another, but long ago */
+	assert_true(cd_one_destination(seen, 4, 1000000, 1200));
+	seen[3] = 999000;				/* another, inside the window */
+	assert_false(cd_one_destination(seen, 4, 1000000, 1200));
+	assert_true(cd_one_destination(seen, 4, 1000600, 1200));	/* distance 3 aged out, 1 not */
+	assert_true(cd_one_destination(seen, 2, 1000000, 1200));	/* 2 GPUs: only distance 1 */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -468,6 +489,7 @@ int main(void)
 		cmocka_unit_test(test_batch_limits),
 		cmocka_unit_test(test_batch_key_order),
 		cmocka_unit_test(test_batch_counts_rows),
+		cmocka_unit_test(test_one_destination),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
