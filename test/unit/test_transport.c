@@ -161,6 +161,22 @@ static int make_pair(const struct tp_options *o, struct tp_comm **s, struct tp_c
 	return rc;
 }
 
+/* One thread drives both ends: tests each request until both are done,
+ * failing past `end`.  Returns the bytes the receive reports. */
+static size_t complete_both(struct tp_req *sr, struct tp_req *rr, double end)
+{
+	size_t got = 0;
+
+	for (int done_s = 0, done_r = 0; !done_s || !done_r;) {
+		if (!done_s)
+			assert_int_equal(tp_test(sr, &done_s, NULL), SM_OK);
+		if (!done_r)
+			assert_int_equal(tp_test(rr, &done_r, &got), SM_OK);
+		assert_true(now() < end);
+	}
+	return got;
+}
+
 /* A tiny ring and odd sizes: every message wraps around the ring end. */
 static void ring_wraps(int backend)
 {
@@ -170,7 +186,7 @@ static void ring_wraps(int backend)
 
 	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
 	for (int m = 0; m < 60; m++) {
-		size_t size = (size_t)(m * 4999 + 13) % 300000, got = 0;
+		size_t size = (size_t)(m * 4999 + 13) % 300000;
 		struct tp_req *sr = NULL, *rr;
 		double end = now() + 10;
 
@@ -181,15 +197,7 @@ static void ring_wraps(int backend)
 		while (!sr && now() < end)
 			assert_int_equal(tp_isend(s, src, size, NULL, &sr), SM_OK);
 		assert_non_null(sr);
-		/* One thread drives both: alternate until both are done. */
-		for (int done_s = 0, done_r = 0; !done_s || !done_r;) {
-			if (!done_s)
-				assert_int_equal(tp_test(sr, &done_s, NULL), SM_OK);
-			if (!done_r)
-				assert_int_equal(tp_test(rr, &done_r, &got), SM_OK);
-			assert_true(now() < end);
-		}
-		assert_int_equal(got, size);
+		assert_int_equal(complete_both(sr, rr, end), size);
 		assert_memory_equal(src, dst, size);
 	}
 	tp_close(s);
@@ -242,8 +250,6 @@ static void recv_wait(int backend)
 	memset(src, 0x5a, sizeof(src));
 	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
 	for (int m = 0; m < 2; m++) {
-		int done_s = 0, done_r = 0;
-
 		sr = NULL;
 		end = now() + 10;
 		if (m == 0) {
@@ -255,13 +261,7 @@ static void recv_wait(int backend)
 		while (!sr && now() < end)
 			assert_int_equal(tp_isend(s, src, sizeof(src), NULL, &sr), SM_OK);
 		assert_non_null(sr);
-		while ((!done_s || !done_r) && now() < end) {
-			if (!done_s)
-				assert_int_equal(tp_test(sr, &done_s, NULL), SM_OK);
-			if (!done_r)
-				assert_int_equal(tp_test(rr, &done_r, NULL), SM_OK);
-		}
-		assert_true(done_s && done_r);
+		assert_int_equal(complete_both(sr, rr, end), sizeof(dst));
 	}
 	tp_get_stats(s, &st);
 	/* One wait of >= 3 ms (the last bucket), one of none (bucket 0). */
@@ -576,19 +576,11 @@ static void send_payload(struct tp_comm *s, struct tp_comm *r, char *dst, size_t
 {
 	static const char src[] = "payload";
 	struct tp_req *sr = NULL, *rr;
-	int ds = 0, dr = 0;
-	size_t got = 0;
 
 	assert_int_equal(tp_irecv(r, dst, cap, NULL, &rr), SM_OK);
 	assert_int_equal(tp_isend(s, src, sizeof(src), NULL, &sr), SM_OK);
 	assert_non_null(sr);
-	while (!ds || !dr) {
-		if (!ds)
-			assert_int_equal(tp_test(sr, &ds, NULL), SM_OK);
-		if (!dr)
-			assert_int_equal(tp_test(rr, &dr, &got), SM_OK);
-	}
-	assert_int_equal(got, sizeof(src));
+	assert_int_equal(complete_both(sr, rr, now() + 10), sizeof(src));
 	assert_string_equal(dst, src);
 }
 
