@@ -206,7 +206,7 @@ int smf_helper_start(const char *path, const char *pci_bus_id,
 	m.nstreams = (uint32_t)p->nstreams;
 	m.depth = (uint32_t)p->depth;
 	m.merge_max = p->merge_max;
-	m.batch = (uint32_t)(p->batch > 0 ? p->batch : 1);
+	m.batch = (uint32_t)p->batch;
 	m.phase_ns = p->phase_ns;
 	snprintf(m.pci_bus_id, sizeof(m.pci_bus_id), "%s", pci_bus_id);
 	rc = request(h, &m, ringfd, HELLO_TIMEOUT_MS, &r);

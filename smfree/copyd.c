@@ -197,8 +197,8 @@ static int one_destination(const struct copyd *d, uint64_t now)
 {
 	uint64_t window = 2 * (uint64_t)(d->ngpus - 1) * d->phase_ns;
 
-	return cd_one_destination(d->key_seen_ns, d->ngpus < MAX_GPUS ? d->ngpus : MAX_GPUS, now,
-				  window);
+	/* order_gpus() keeps ngpus within key_seen_ns. */
+	return cd_one_destination(d->key_seen_ns, d->ngpus, now, window);
 }
 
 /* Bytes per ns the engine moves while it has work, as measured so far;
@@ -450,9 +450,8 @@ static int take(struct copyd *d)
 		w.src_off = s->src_off;
 		w.dst_off = s->dst_off;
 		w.len = s->len;
-		w.dst_key = distance(d, dst);
-		if (w.dst_key < MAX_GPUS)
-			d->key_seen_ns[w.dst_key] = sm_now_ns();
+		w.dst_key = distance(d, dst);	/* < ngpus <= MAX_GPUS */
+		d->key_seen_ns[w.dst_key] = sm_now_ns();
 		cd_queue_add(&d->queue, &w);
 		d->held[i] = 1;
 		if (d->queue.n > d->ring->stats.waiting_max)

@@ -354,13 +354,13 @@ void region_to_helper(struct tp_comm *c, struct remote_region *rr)
 	rr->helper_tried = 1;
 	if (rr->info.kind == SM_SHARE_POSIX_FD && rr->fd < 0)
 		return;		/* already imported here, fd consumed */
-	if (smf_range_add(c->ce, c->peer_pid, &rr->info, rr->fd, &rr->hid)) {
-		if (log_in_process(c))
-			sm_info("receiver's buffer (registration %u) stays with in-process copies: %s%s",
-				rr->id, sm_last_error(), more_with_verbose(c));
-	}
-	else
+	if (!smf_range_add(c->ce, c->peer_pid, &rr->info, rr->fd, &rr->hid)) {
 		log_range(c, "receive buffer", c->peer_pid, &rr->info, rr->hid);
+		return;
+	}
+	if (log_in_process(c))
+		sm_info("receiver's buffer (registration %u) stays with in-process copies: %s%s",
+			rr->id, sm_last_error(), more_with_verbose(c));
 }
 
 void region_close_all(struct tp_comm *c)
