@@ -147,6 +147,13 @@ static const struct var vars[] = {
 	{ .name = "NCCL_SYMMEM_STALL_REPORT", .kind = VAR_SECONDS,
 	  .off = offsetof(struct config, stall_report),
 	  .ddef = 60.0, .dmax = 86400.0 },
+	/* A debugging aid: every message slower than this from post to done,
+	 * and every pause this long in NCCL's testing of a connection with
+	 * messages in flight, is one INFO line with a host-wide clock, so the
+	 * ranks' lines can be laid side by side.  0 = off. */
+	{ .name = "NCCL_SYMMEM_TRACE_US", .kind = VAR_INT,
+	  .off = offsetof(struct config, trace_us),
+	  .idef = 0, .imin = 0, .imax = 60000000 },
 	{ .name = "NCCL_SYMMEM_BACKEND", .kind = VAR_BACKEND,
 	  .off = offsetof(struct config, backend), .idef = CONFIG_BACKEND_AUTO },
 	/* 8: the best makespan of 2/4/8/16 beside a GEMM (2 x H200, 128 MiB

@@ -340,18 +340,30 @@ if [ "$MODE" = bcast ]; then
 	finish
 fi
 
-# The same broadcast with each iteration timed alone (nccl_bench -T): one
-# stall or every iteration slow?  Then the same without warmup (does the
-# stall follow the op count?) and with the copies in NCCL's process (is it
-# the copy helper?).
+# The same broadcast with each iteration timed alone (nccl_bench -T: every
+# rank starts each iteration together and prints its times): one stall or
+# every iteration slow?  Without warmup (does a stall follow the op
+# count?), with the copies in NCCL's process (is it the copy helper?), and
+# with NCCL_SYMMEM_TRACE_US (TRACE, default 3000): which connection waited,
+# for what, and when, on one clock for every rank.  OPS: default broadcast.
 if [ "$MODE" = bcast-iter ]; then
-	T="-T -o broadcast -b 268435456 -e 268435456 -c none -i 20"
-	bench bcast-iter-plugin -m plugin $T
-	bench bcast-iter-nowarmup -m plugin $T -w 0
-	PROVE=inproc bench bcast-iter-inproc -m plugin $T -E NCCL_SYMMEM_COPY_HELPER=0
+	T="-T -o ${OPS:-broadcast} -b 268435456 -e 268435456 -c none -i 20"
+	TR="-E NCCL_SYMMEM_TRACE_US=${TRACE:-3000}"
+	bench bcast-iter-plugin -m plugin $T $TR
+	bench bcast-iter-nowarmup -m plugin $T -w 0 $TR
+	PROVE=inproc bench bcast-iter-inproc -m plugin $T -w 0 $TR -E NCCL_SYMMEM_COPY_HELPER=0
 	PROVE=none bench bcast-iter-native -m native $T
 	for run in plugin nowarmup inproc native; do
-		echo "$run: $(grep -h 'us per iteration' "$OUT/logs/bcast-iter-$run/stderr.txt")"
+		d="$OUT/logs/bcast-iter-$run"
+		echo "$run:"; grep -h 'us per iteration' "$d/stderr.txt" | sort
+		# Every trace line of every rank, in time order, with its process.
+		for log in "$d"/nccl.*.log; do
+			[ -e "$log" ] || continue
+			grep -h 'trace [0-9.]* ms:' "$log" | sed "s|^|${log##*/nccl.} |"
+		done | sed 's/^\([0-9]*\)\.log \(.*\)trace \([0-9.]*\) ms:/\3 pid \1:/' |
+			sort -n >"$OUT/trace-$run.txt"
+		echo "$run: $(wc -l <"$OUT/trace-$run.txt") trace lines"
+		grep -h 'copy helper (pid [0-9]*): [0-9]* copies' "$d"/nccl.*.log | grep -o 'longest: .*' | sort | uniq -c
 	done
 	finish
 fi

@@ -468,6 +468,8 @@ static void finish(struct copyd *d, unsigned lead, CUresult crc, uint64_t now)
 
 		d->held[m] = 0;
 		d->ring->stats.landed_ns += now - d->queued_at[lead];
+		if (now - d->queued_at[lead] > d->ring->stats.landed_max_ns)
+			d->ring->stats.landed_max_ns = now - d->queued_at[lead];
 		sm_hist_add(&d->ring->stats.landed_hist, now - d->queued_at[lead]);
 		if (crc != CUDA_SUCCESS)
 			slot_fail(s, sm_last_error());
@@ -590,6 +592,8 @@ static int issue(struct copyd *d)
 		d->queued_at[lead] = sm_now_ns();
 		d->ring->stats.copy_call_ns += t1 - t0;
 		d->ring->stats.event_call_ns += d->queued_at[lead] - t1;
+		if (d->queued_at[lead] - t0 > d->ring->stats.call_max_ns)
+			d->ring->stats.call_max_ns = d->queued_at[lead] - t0;
 		bytes = 0;
 		members = 0;
 		for (int i = 0; i < n; i++) {
@@ -675,8 +679,11 @@ static void serve(struct copyd *d)
 			next_parent_check = now + PARENT_CHECK_NS;
 		}
 		/* Busy time: turns that began with a copy in flight. */
-		if (was_busy)
+		if (was_busy) {
 			d->ring->stats.busy_ns += now - turn;
+			if (now - turn > d->ring->stats.turn_max_ns)
+				d->ring->stats.turn_max_ns = now - turn;
+		}
 		turn = now;
 
 		if (d->ring) {

@@ -20,7 +20,7 @@
 #include "symmem.h"
 
 #define CD_MAGIC 0x44504f43u		/* "COPD" */
-#define CD_VERSION 7
+#define CD_VERSION 8
 #define CD_SLOTS 1024			/* requests in flight per helper */
 #define CD_CTRL_FD 3			/* the helper's end of the socket pair */
 
@@ -91,6 +91,11 @@ struct cd_stats {
 					 * (taking it, waiting for room, the driver calls) */
 	uint64_t copy_call_ns;		/* summed over copy-engine calls: cuMemcpyAsync */
 	uint64_t event_call_ns;		/* ... and cuEventRecord after it */
+	uint64_t call_max_ns;		/* the longest copy call with its cuEventRecord */
+	uint64_t landed_max_ns;		/* the longest queued -> seen landed */
+	uint64_t turn_max_ns;		/* the longest turn of the loop with a copy in flight
+					 * (a driver call that blocked, or the helper not
+					 * scheduled) */
 	uint64_t phased_bytes;		/* queued while phases were on ... */
 	uint64_t in_phase_bytes;	/* ... of them, to the distance of the phase they ran in */
 	uint64_t waiting_max;		/* most copies ever waiting for a stream */

@@ -124,6 +124,7 @@ int comm_setup(struct tp_comm *c, const struct tp_options *opt)
 	int rc;
 
 	c->stall_ns = opt->stall_report > 0 ? (uint64_t)(opt->stall_report * 1e9) : 0;
+	c->trace_ns = opt->trace_ns;
 	c->no_direct = opt->no_direct;
 	c->verbose = opt->verbose;
 	c->zero_copy = opt->zero_copy;
@@ -266,6 +267,7 @@ int tp_isend(struct tp_comm *c, const void *data, size_t size, const struct tp_r
 	rc = check_region(c, reg, data, size);
 	if (rc)
 		return rc;
+	trace_call(c, sm_now_ns());
 	rc = c->ops->isend(c, out, data, size, reg);
 	if (rc)
 		return rc;
@@ -275,8 +277,8 @@ int tp_isend(struct tp_comm *c, const void *data, size_t size, const struct tp_r
 			c->try_ns = sm_now_ns();
 		return comm_check_peer(c, NULL);
 	}
-	sm_hist_add(&c->stats.stage[TP_STAGE_RECV_WAIT],
-		    c->try_ns ? (*out)->t_post - c->try_ns : 0);
+	(*out)->t_wait = c->try_ns ? (*out)->t_post - c->try_ns : 0;
+	sm_hist_add(&c->stats.stage[TP_STAGE_RECV_WAIT], (*out)->t_wait);
 	c->try_ns = 0;
 	comm_progressed(c);
 	(*out)->src_dev = reg && reg->mem == TP_MEM_CUDA;
@@ -345,6 +347,7 @@ int tp_test(struct tp_req *r, int *done, size_t *size)
 	*done = 0;
 	if (r->kind == REQ_FREE)
 		return sm_fail(SM_ERR_INTERNAL, "test on a request that is not in flight");
+	trace_call(c, sm_now_ns());
 	if (!r->done) {
 		if (c->failed)
 			return comm_broken(c);
@@ -363,6 +366,7 @@ int tp_test(struct tp_req *r, int *done, size_t *size)
 	}
 	*done = 1;
 	account(c, r);
+	trace_done(c, r, sm_now_ns());
 	if (size)
 		*size = r->kind == REQ_RECV ? r->msg_size : r->size;
 	r->kind = REQ_FREE;

@@ -133,6 +133,9 @@ struct tp_req {
 	int direct;		/* the copy engine moves it in place (no ring) */
 	int by_helper;		/* ... in the copy helper process */
 	uint64_t t_post;	/* when it was posted, for the statistics */
+	uint64_t t_wait;	/* send: how long isend waited for the receive */
+	uint64_t t_landed;	/* when the sender saw the bytes land (0 = unknown) */
+	uint64_t t_seen;	/* receive: when this side saw that */
 	struct smf_copy copy;	/* send, direct: the copy in flight */
 	uint64_t stage_end;	/* send: its span in host staging ends here (0 = none) */
 	/* receive into a shadowed registration: the piece to copy on from */
@@ -166,6 +169,8 @@ struct tp_comm {
 	uint64_t stall_ns;	/* report a wait this long (0 = never) */
 	uint64_t wait_since_ns;	/* start of the current wait without progress */
 	int stall_reported;
+	uint64_t trace_ns;	/* NCCL_SYMMEM_TRACE_US: log longer waits (0 = off) */
+	uint64_t last_call_ns;	/* NCCL's last isend try or test() here (trace.c) */
 	int verbose;		/* NCCL_SM_FREE_VERBOSE: note each path once */
 	unsigned paths_seen;	/* enum comm_path bits */
 	struct tp_stats stats;
@@ -245,6 +250,12 @@ int comm_recv_size(struct tp_comm *c, struct tp_req *r, uint64_t size);
 int comm_broken(const struct tp_comm *c);
 int comm_fail(struct tp_comm *c, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* NCCL_SYMMEM_TRACE_US (trace.c): a pause in NCCL's calls on a
+ * connection with messages in flight, and a message slower than the
+ * limit, each logged as one line with a host-wide clock. */
+void trace_call(struct tp_comm *c, uint64_t now);
+void trace_done(const struct tp_comm *c, const struct tp_req *r, uint64_t now);
 
 /* region.c */
 int region_lookup(struct tp_comm *c, uint32_t id, struct remote_region **out);

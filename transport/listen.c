@@ -159,6 +159,7 @@ static int check_hello(struct tp_listener *l)
 	l->comm = comm_new(0, l->cand_uds ? &tp_shm_ops : &tp_tcp_ops, l->cand_fd);
 	if (!l->comm)
 		return sm_fail(SM_ERR_SYSTEM, "out of memory");
+	l->comm->peer_pid = (int)h->pid;	/* for log lines only: the peer says it */
 	rc = comm_setup(l->comm, &l->opt);
 	if (l->cand_uds) {
 		if (!rc)

@@ -308,9 +308,9 @@ static int shm_progress_send(struct tp_comm *c, int *progressed)
 				break;
 			r->moved = r->size;
 			stage_done(c, r->stage_end);
-			ctrl->land_ns[r->seq % TP_MAX_REQUESTS] = sm_now_ns();
-			sm_hist_add(&c->stats.stage[TP_STAGE_COPY],
-				    ctrl->land_ns[r->seq % TP_MAX_REQUESTS] - r->t_post);
+			r->t_landed = sm_now_ns();
+			ctrl->land_ns[r->seq % TP_MAX_REQUESTS] = r->t_landed;
+			sm_hist_add(&c->stats.stage[TP_STAGE_COPY], r->t_landed - r->t_post);
 		}
 		if (r->moved == r->size) {
 			r->done = 1;
@@ -345,6 +345,8 @@ static void note_landed(struct tp_comm *c, struct tp_req *r)
 	uint64_t now = sm_now_ns(), at = c->ctrl->land_ns[r->seq % TP_MAX_REQUESTS];
 
 	sm_hist_add(&c->stats.stage[TP_STAGE_NOTICE], at && at <= now ? now - at : 0);
+	r->t_landed = at;
+	r->t_seen = now;
 	r->landed_seen = 1;
 }
 

@@ -43,6 +43,7 @@ struct tp_options {
 					 * requests (0 = no merging) */
 	uint64_t phase_ns;		/* copy helper: time per destination distance (0 = off) */
 	double stall_report;		/* seconds without progress before a WARN (0 = never) */
+	uint64_t trace_ns;		/* log slower messages and longer test pauses (0 = off) */
 	int gpu;			/* GPU buffers may come: take the copy engine at setup */
 	int no_direct;			/* never export GPU registrations to the peer:
 					 * GPU data bounces through the host ring */

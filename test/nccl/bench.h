@@ -47,7 +47,8 @@ struct bench_opts {
 	int iters, warmup;
 	int graph;			/* capture each op into a CUDA graph */
 	int graph_sync;			/* synchronize after each graph replay */
-	int iter_times;			/* -T: rank 0 times each iteration alone (stderr) */
+	int iter_times;			/* -T: each rank times each iteration alone (stderr) */
+	struct bench_barrier *barrier;	/* -T: host barrier before each iteration */
 	int cycles;			/* -L: communicator create/destroy cycles instead of the matrix */
 	int registered;			/* ncclCommRegister the buffers */
 	int cumem_bufs;			/* -A: buffers from ncclMemAlloc (cuMem) instead of cudaMalloc */
@@ -137,6 +138,12 @@ struct bench_fork {
 /* Forks the ranks, hands them rank 0's NCCL id and waits; returns how many
  * failed (a killed rank counts). */
 int bench_fork_ranks(const struct bench_fork *f);
+/* A barrier of the forked ranks in shared memory, made before the fork:
+ * -T starts every iteration on every rank together, so one rank's time is
+ * that iteration's alone, not the backlog of the ones before it. */
+struct bench_barrier *bench_barrier_new(int nranks);
+/* Returns 0, or -1 when the others did not come within `seconds`. */
+int bench_barrier_wait(struct bench_barrier *b, double seconds);
 /* GPUs visible, asked in a child so the caller stays CUDA-free; -1 on error. */
 int bench_count_gpus(void);
 /* Routes NCCL through the plugin (NCCL_NET_PLUGIN=plugin, NCCL_NET=symmem,

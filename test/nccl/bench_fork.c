@@ -3,9 +3,12 @@
  * from rank 0 to the others, a deadline after which every rank is killed,
  * and a backtrace from any rank that crashes. */
 #include <execinfo.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,6 +35,50 @@ int bench_count_gpus(void)
 	close(fds[0]);
 	close(fds[1]);
 	return n;
+}
+
+struct bench_barrier {
+	int nranks;
+	_Atomic int arrived;
+	_Atomic int round;
+};
+
+struct bench_barrier *bench_barrier_new(int nranks)
+{
+	struct bench_barrier *b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE,
+				       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	if (b == MAP_FAILED)
+		return NULL;
+	b->nranks = nranks;
+	return b;
+}
+
+static double seconds_now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* The last rank to arrive resets the count and opens the next round. */
+int bench_barrier_wait(struct bench_barrier *b, double seconds)
+{
+	int round = atomic_load(&b->round);
+	double limit = seconds_now() + seconds;
+
+	if (atomic_fetch_add(&b->arrived, 1) == b->nranks - 1) {
+		atomic_store(&b->arrived, 0);
+		atomic_fetch_add(&b->round, 1);
+		return 0;
+	}
+	while (atomic_load(&b->round) == round) {
+		if (seconds_now() > limit)
+			return -1;
+		sched_yield();
+	}
+	return 0;
 }
 
 void bench_route_env(int through_plugin, const char *plugin, char *const *extra, int nextra)

@@ -19,7 +19,8 @@
  *     running the selected ops once at the first size (checked) and then
  *     destroyed; every rank prints device memory and RSS after the first
  *     and the last cycle.
- * -T: each timed iteration runs alone (synchronized) and rank 0 prints every
+ * -T: each timed iteration starts on every rank together (a host barrier)
+ *     and runs alone (synchronized); every rank prints each
  *     iteration's time to stderr: a one-off stall and a steady slowness
  *     give the same mean.
  * -E: extra variables for the plugin phase only.  Exit status 0 only when
@@ -331,6 +332,13 @@ int main(int argc, char **argv)
 	if (o.nranks < 1 || o.nranks > 64) {
 		fprintf(stderr, "no GPUs (or more than 64)\n");
 		return 2;
+	}
+	if (o.iter_times) {
+		o.barrier = bench_barrier_new(o.nranks);
+		if (!o.barrier) {
+			perror("the ranks' barrier (mmap)");
+			return 2;
+		}
 	}
 	/* Odd element counts at the small and middle size; 8 MiB per rank. */
 	o.case_sizes[0] = (size_t)o.nranks * 8 * 5;

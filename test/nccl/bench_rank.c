@@ -107,7 +107,8 @@ static double timed_together(struct rank_ctx *c, int op, int dtype, ncclRedOp_t 
 	return (now() - t0) * 1e6 / c->o->iters;
 }
 
-/* -T: mean us of `iters` runs, each waited for; rank 0 lists them all. */
+/* -T: mean us of `iters` runs, each started on every rank together and
+ * waited for; every rank lists its times. */
 static double timed_alone(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop,
 			  const struct bench_shape *s, cudaGraphExec_t *exec, size_t bytes)
 {
@@ -115,10 +116,17 @@ static double timed_alone(struct rank_ctx *c, int op, int dtype, ncclRedOp_t red
 	int used;
 	double sum = 0;
 
-	used = snprintf(line, sizeof(line), "rank 0 %s %zu B, us per iteration:", bench_op_name(op),
-			bytes);
+	used = snprintf(line, sizeof(line), "rank %d %s %zu B, us per iteration:", c->rank,
+			bench_op_name(op), bytes);
 	for (int i = 0; i < c->o->iters; i++) {
-		double t0 = now(), us;
+		double t0, us;
+
+		if (bench_barrier_wait(c->o->barrier, c->o->timeout) != 0) {
+			fprintf(stderr, "rank %d: the other ranks did not reach iteration %d\n",
+				c->rank, i);
+			exit(1);
+		}
+		t0 = now();
 
 		run(c, op, dtype, redop, s, 1, exec);
 		CUDA_OK(cudaStreamSynchronize(c->stream));
@@ -127,8 +135,7 @@ static double timed_alone(struct rank_ctx *c, int op, int dtype, ncclRedOp_t red
 		if (used > 0 && (size_t)used < sizeof(line))
 			used += snprintf(line + used, sizeof(line) - (size_t)used, " %.0f", us);
 	}
-	if (c->rank == 0)
-		fprintf(stderr, "%s\n", line);
+	fprintf(stderr, "%s\n", line);
 	return sum / c->o->iters;
 }
 

@@ -69,6 +69,7 @@ static const char *const all_names[] = {
 	"NCCL_SYMMEM_HOST_RING_SIZE",
 	"NCCL_SYMMEM_CONNECT_TIMEOUT",
 	"NCCL_SYMMEM_STALL_REPORT",
+	"NCCL_SYMMEM_TRACE_US",
 	"NCCL_SYMMEM_BACKEND",
 	"NCCL_SYMMEM_PASS_SM_CHANNELS",
 	"NCCL_SYMMEM_NCCL_DEFAULTS",
@@ -810,6 +811,7 @@ static void test_int_vars(void **state)
 	assert_int_equal(cfg.batch, 16);
 	int_bounds("NCCL_SYMMEM_BATCH", offsetof(struct config, batch), 1, 64);
 	reject_why("NCCL_SYMMEM_BATCH", "16x", "an integer 1..64", "is not an integer");
+	int_bounds("NCCL_SYMMEM_TRACE_US", offsetof(struct config, trace_us), 0, 60000000);
 	int_bounds("NCCL_SYMMEM_PHASE_US", offsetof(struct config, phase_us), 0, 100000);
 	reject_why("NCCL_SYMMEM_PHASE_US", "200us", "an integer 0..100000", "is not an integer");
 
@@ -1090,6 +1092,7 @@ static void test_describe_all(void **state)
 		"NCCL_SYMMEM_HOST_RING_SIZE=4MiB (default)",
 		"NCCL_SYMMEM_CONNECT_TIMEOUT=120 (default)",
 		"NCCL_SYMMEM_STALL_REPORT=60 (default)",
+		"NCCL_SYMMEM_TRACE_US=0 (default)",
 		"NCCL_SYMMEM_BACKEND=auto (default)",
 		"NCCL_SYMMEM_PASS_SM_CHANNELS=8 (default)",
 		"NCCL_SYMMEM_NCCL_DEFAULTS=1 (default)",
@@ -1185,6 +1188,7 @@ static void test_describe_roundtrip(void **state)
 		{ "NCCL_SYMMEM_HOST_RING_SIZE", "8 MiB" },
 		{ "NCCL_SYMMEM_CONNECT_TIMEOUT", "86399.9999" },
 		{ "NCCL_SYMMEM_STALL_REPORT", "2.5" },
+		{ "NCCL_SYMMEM_TRACE_US", "2000" },
 		{ "NCCL_SYMMEM_BACKEND", "SHM" },
 		{ "NCCL_SYMMEM_PASS_SM_CHANNELS", "64" },
 		{ "NCCL_SYMMEM_NCCL_DEFAULTS", "0" },
@@ -1242,6 +1246,7 @@ static void test_describe_roundtrip(void **state)
 	assert_true(a.host_ring_size == b.host_ring_size);
 	assert_true(a.connect_timeout == b.connect_timeout && a.connect_timeout == 86399.9999);
 	assert_true(a.stall_report == b.stall_report && a.stall_report == 2.5);
+	assert_true(a.trace_us == b.trace_us && a.trace_us == 2000);
 	assert_int_equal(a.backend, b.backend);
 	assert_int_equal(a.pass_sm_channels, b.pass_sm_channels);
 }

@@ -696,6 +696,62 @@ static void test_unannounced_region_waits(void **state)
 }
 
 /* The stall report: warnings the transport sends through the log sink. */
+/* NCCL_SYMMEM_TRACE_US: a receive NCCL stops testing for longer than the
+ * limit, then completes late, gives one pause line and one slow-message
+ * line; the prompt send gives none; with tracing off nothing is logged. */
+static char trace_text[4096];
+static int trace_lines;
+
+static void trace_sink(int warn, const char *msg)
+{
+	if (warn || strncmp(msg, "trace ", 6) != 0)
+		return;
+	trace_lines++;
+	strncat(trace_text, msg, sizeof(trace_text) - strlen(trace_text) - 2);
+	strcat(trace_text, "\n");
+}
+
+static int traced_late_receive(uint64_t trace_ns)
+{
+	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	char src[8] = "late", dst[8] = { 0 };
+	struct tp_req *sr = NULL, *rr;
+	struct tp_comm *s, *r;
+	double end = now() + 10;
+	int done = 0;
+
+	o.trace_ns = trace_ns;
+	trace_lines = 0;
+	trace_text[0] = '\0';
+	sm_set_log_sink(trace_sink);
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &rr), SM_OK);
+	assert_int_equal(tp_test(rr, &done, NULL), SM_OK);
+	usleep(60 * 1000);		/* NCCL looks away */
+	while (!sr && now() < end)
+		assert_int_equal(tp_isend(s, src, sizeof(src), NULL, &sr), SM_OK);
+	assert_non_null(sr);
+	assert_int_equal(complete_both(sr, rr, end), sizeof(src));
+	assert_string_equal(dst, "late");
+	sm_set_log_sink(NULL);
+	tp_close(s);
+	tp_close(r);
+	return trace_lines;
+}
+
+static void test_trace_lines(void **state)
+{
+	(void)state;
+	assert_int_equal(traced_late_receive(20 * 1000 * 1000), 2);
+	assert_non_null(strstr(trace_text, "receiving connection"));
+	assert_non_null(strstr(trace_text, "NCCL made no call here for"));
+	assert_non_null(strstr(trace_text, "with 1 message(s) in flight, oldest 0"));
+	assert_non_null(strstr(trace_text, "message 0, 8 bytes:"));
+	assert_non_null(strstr(trace_text, "us from irecv to done\n"));
+	assert_null(strstr(trace_text, "sending connection"));
+	assert_int_equal(traced_late_receive(0), 0);
+}
+
 static char stall_line[512];
 static int stall_warns;
 
@@ -883,6 +939,7 @@ int main(void)
 		cmocka_unit_test(test_unannounced_region_waits),
 		cmocka_unit_test(test_malformed_announcement),
 		cmocka_unit_test(test_stall_reported_once),
+		cmocka_unit_test(test_trace_lines),
 		cmocka_unit_test(test_copy_engine_needs_driver),
 		cmocka_unit_test(test_gpu_setup_needs_engine),
 	};
