@@ -346,6 +346,18 @@ fi
 # count?), with the copies in NCCL's process (is it the copy helper?), and
 # with NCCL_SYMMEM_TRACE_US (TRACE, default 3000): which connection waited,
 # for what, and when, on one clock for every rank.  OPS: default broadcast.
+# traces NAME: every NCCL_SYMMEM_TRACE_US line of run NAME, all ranks, in
+# time order, each with its process, into $OUT/trace-NAME.txt.
+traces() {
+	local d="$OUT/logs/$1" log
+	for log in "$d"/nccl.*.log; do
+		[ -e "$log" ] || continue
+		grep -h 'trace [0-9.]* ms:' "$log" | sed "s|^|${log##*/nccl.} |"
+	done | sed 's/^\([0-9]*\)\.log \(.*\)trace \([0-9.]*\) ms:/\3 pid \1:/' |
+		sort -n >"$OUT/trace-$1.txt"
+	echo "$1: $(wc -l <"$OUT/trace-$1.txt") trace lines"
+}
+
 if [ "$MODE" = bcast-iter ]; then
 	T="-T -o ${OPS:-broadcast} -b 268435456 -e 268435456 -c none -i 20"
 	TR="-E NCCL_SYMMEM_TRACE_US=${TRACE:-3000}"
@@ -354,17 +366,44 @@ if [ "$MODE" = bcast-iter ]; then
 	PROVE=inproc bench bcast-iter-inproc -m plugin $T -w 0 $TR -E NCCL_SYMMEM_COPY_HELPER=0
 	PROVE=none bench bcast-iter-native -m native $T
 	for run in plugin nowarmup inproc native; do
-		d="$OUT/logs/bcast-iter-$run"
-		echo "$run:"; grep -h 'us per iteration' "$d/stderr.txt" | sort
-		# Every trace line of every rank, in time order, with its process.
-		for log in "$d"/nccl.*.log; do
-			[ -e "$log" ] || continue
-			grep -h 'trace [0-9.]* ms:' "$log" | sed "s|^|${log##*/nccl.} |"
-		done | sed 's/^\([0-9]*\)\.log \(.*\)trace \([0-9.]*\) ms:/\3 pid \1:/' |
-			sort -n >"$OUT/trace-$run.txt"
-		echo "$run: $(wc -l <"$OUT/trace-$run.txt") trace lines"
-		grep -h 'copy helper (pid [0-9]*): [0-9]* copies' "$d"/nccl.*.log | grep -o 'longest: .*' | sort | uniq -c
+		echo "$run:"; grep -h 'us per iteration' "$OUT/logs/bcast-iter-$run/stderr.txt" | sort
+		[ $run = native ] || traces "bcast-iter-$run"
+		grep -h 'copy helper (pid [0-9]*): [0-9]* copies' "$OUT/logs/bcast-iter-$run"/nccl.*.log |
+			grep -o 'longest: .*' | sort | uniq -c
 	done
+	finish
+fi
+
+# The same 256 MiB broadcast back to back, as nccl_bench times it (no
+# barrier between iterations), traced: where the stalls of one op in three
+# go (session 9).
+if [ "$MODE" = bcast-stall ]; then
+	bench bcast-stall -o broadcast -b 268435456 -e 268435456 -c none -i 20 \
+		-E NCCL_SYMMEM_TRACE_US=${TRACE:-3000}
+	traces bcast-stall
+	grep -h 'copy helper (pid [0-9]*): [0-9]* copies' "$OUT/logs/bcast-stall"/nccl.*.log |
+		grep -o 'longest: .*' | sort | uniq -c
+	finish
+fi
+
+# Any plugin settings against the defaults, native in the same call:
+# VARIANTS holds space-separated variants, each a comma-separated list of
+# NAME=VALUE (e.g. "NCCL_BUFFSIZE=8388608 NCCL_BUFFSIZE=4194304"); OPS the
+# ops (default: the four ring collectives), SIZES nccl_bench's size flags
+# (default 64 MiB to 1 GiB), ITERS, and P16=1 adds
+# NCCL_NCHANNELS_PER_NET_PEER=16 to every run.
+if [ "$MODE" = sweep ]; then
+	S="-o ${OPS:-all_reduce,all_gather,reduce_scatter,broadcast} ${SIZES:--b 67108864 -e 1073741824 -f 4} -c none -i ${ITERS:-10}"
+	[ -n "${P16:-}" ] && S="$S -E NCCL_NCHANNELS_PER_NET_PEER=16"
+	bench sweep-def $S
+	n=0
+	for v in ${VARIANTS:?VARIANTS names the settings to compare}; do
+		n=$((n + 1))
+		E=""
+		for kv in ${v//,/ }; do E="$E -E $kv"; done
+		bench "sweep-$n" -m plugin $S $E
+	done
+	helper_lines sweep- 4
 	finish
 fi
 

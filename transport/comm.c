@@ -304,6 +304,7 @@ int tp_irecv(struct tp_comm *c, void *data, size_t size, const struct tp_region 
 	rc = check_region(c, reg, data, size);
 	if (rc)
 		return rc;
+	trace_call(c, sm_now_ns());
 	r = comm_req_alloc(c, REQ_RECV);
 	if (!r)
 		return sm_fail(SM_ERR_INTERNAL, "more than %d receives in flight on one connection",
