@@ -340,12 +340,6 @@ if [ "$MODE" = bcast ]; then
 	finish
 fi
 
-# The same broadcast with each iteration timed alone (nccl_bench -T: every
-# rank starts each iteration together and prints its times): one stall or
-# every iteration slow?  Without warmup (does a stall follow the op
-# count?), with the copies in NCCL's process (is it the copy helper?), and
-# with NCCL_SYMMEM_TRACE_US (TRACE, default 3000): which connection waited,
-# for what, and when, on one clock for every rank.  OPS: default broadcast.
 # traces NAME: every NCCL_SYMMEM_TRACE_US line of run NAME, all ranks, in
 # time order, each with its process, into $OUT/trace-NAME.txt.
 traces() {
@@ -358,6 +352,12 @@ traces() {
 	echo "$1: $(wc -l <"$OUT/trace-$1.txt") trace lines"
 }
 
+# The same broadcast with each iteration timed alone (nccl_bench -T: every
+# rank starts each iteration together and prints its times): one stall or
+# every iteration slow?  Without warmup (does a stall follow the op
+# count?), with the copies in NCCL's process (is it the copy helper?), and
+# with NCCL_SYMMEM_TRACE_US (TRACE, default 3000): which connection waited,
+# for what, and when, on one clock for every rank.  OPS: default broadcast.
 if [ "$MODE" = bcast-iter ]; then
 	T="-T -o ${OPS:-broadcast} -b 268435456 -e 268435456 -c none -i 20"
 	TR="-E NCCL_SYMMEM_TRACE_US=${TRACE:-3000}"
