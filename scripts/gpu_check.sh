@@ -368,8 +368,8 @@ if [ "$MODE" = bcast-iter ]; then
 	for run in plugin nowarmup inproc native; do
 		echo "$run:"; grep -h 'us per iteration' "$OUT/logs/bcast-iter-$run/stderr.txt" | sort
 		[ $run = native ] || traces "bcast-iter-$run"
-		grep -h 'copy helper (pid [0-9]*): [0-9]* copies' "$OUT/logs/bcast-iter-$run"/nccl.*.log |
-			grep -o 'longest: .*' | sort | uniq -c
+		grep -h 'copy helper (pid [0-9]*): longest' "$OUT/logs/bcast-iter-$run"/nccl.*.log |
+			sed 's/.*NCCL INFO //'
 	done
 	finish
 fi
@@ -381,8 +381,8 @@ if [ "$MODE" = bcast-stall ]; then
 	bench bcast-stall -o broadcast -b 268435456 -e 268435456 -c none -i 20 \
 		-E NCCL_SYMMEM_TRACE_US=${TRACE:-3000}
 	traces bcast-stall
-	grep -h 'copy helper (pid [0-9]*): [0-9]* copies' "$OUT/logs/bcast-stall"/nccl.*.log |
-		grep -o 'longest: .*' | sort | uniq -c
+	grep -h 'copy helper (pid [0-9]*): longest' "$OUT/logs/bcast-stall"/nccl.*.log |
+		sed 's/.*NCCL INFO //'
 	finish
 fi
 

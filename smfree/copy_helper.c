@@ -236,8 +236,7 @@ static void report_stats(const struct smf_helper *h)
 		"in cuEventRecord), %.1f us from queued to seen landed; medians: posted to taken "
 		"%.1f, to queued %.1f, queued to landed %.1f us (%d = over %d us); at most %llu "
 		"copies waited for a stream; %llu copies were 2D (evenly spaced steps); %llu calls were "
-		"batch calls of %llu copies; longest: copy call %.0f us, queued to landed %.0f us, "
-		"busy turn %.0f us", (int)h->pid,
+		"batch calls of %llu copies", (int)h->pid,
 		(unsigned long long)s->copies, (unsigned long long)s->issued,
 		(double)s->bytes / (1 << 20), life / 1e9, 100.0 * (double)s->busy_ns / life,
 		s->busy_ns ? (double)s->bytes / (double)s->busy_ns : 0.0,
@@ -248,9 +247,11 @@ static void report_stats(const struct smf_helper *h)
 		sm_hist_median(&s->queue_hist),
 		sm_hist_median(&s->landed_hist), SM_HIST_BUCKETS, SM_HIST_BUCKETS - 1,
 		(unsigned long long)s->waiting_max, (unsigned long long)s->strided,
-		(unsigned long long)s->batches, (unsigned long long)s->batched,
-		(double)s->call_max_ns / 1e3, (double)s->landed_max_ns / 1e3,
-		(double)s->turn_max_ns / 1e3);
+		(unsigned long long)s->batches, (unsigned long long)s->batched);
+	/* A line of its own: NCCL cuts long log lines. */
+	sm_info("copy helper (pid %d): longest copy call %.0f us, queued to landed %.0f us, "
+		"busy turn %.0f us", (int)h->pid, (double)s->call_max_ns / 1e3,
+		(double)s->landed_max_ns / 1e3, (double)s->turn_max_ns / 1e3);
 	if (s->phased_bytes)
 		sm_info("copy helper (pid %d): phases: %.1f %% of %.1f MiB went to the GPU whose "
 			"turn it was when the copy was due to run", (int)h->pid,

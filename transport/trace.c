@@ -6,9 +6,10 @@
  *   - NCCL's progress thread did not call into a connection that had
  *     messages in flight for longer than the limit: the time went to NCCL
  *     (its proxy thread, its kernel) or to the scheduler, not to us;
- *   - a message took longer than the limit from post to done: its stages
- *     say whether it waited for the receive, for the copy, or for this
- *     side to look. */
+ *   - a message took longer than the limit from post to done, or its
+ *     isend waited that long for the peer's receive: its stages say
+ *     whether it waited for the receive, for the copy, or for this side
+ *     to look. */
 #include <stdio.h>
 
 #include "internal.h"
@@ -42,7 +43,7 @@ void trace_done(const struct tp_comm *c, const struct tp_req *r, uint64_t now)
 {
 	char landed[96] = "";
 
-	if (!c->trace_ns || now - r->t_post <= c->trace_ns)
+	if (!c->trace_ns || (now - r->t_post <= c->trace_ns && r->t_wait <= c->trace_ns))
 		return;
 	/* Only copies in place have a landing time (not the host ring). */
 	if (r->kind == REQ_SEND && r->t_landed >= r->t_post)

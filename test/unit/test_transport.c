@@ -698,7 +698,8 @@ static void test_unannounced_region_waits(void **state)
 /* The stall report: warnings the transport sends through the log sink. */
 /* NCCL_SYMMEM_TRACE_US: a receive NCCL stops testing for longer than the
  * limit, then completes late, gives one pause line and one slow-message
- * line; the prompt send gives none; with tracing off nothing is logged. */
+ * line; the prompt send gives none; a send that waited that long for its
+ * receive gives one line; with tracing off nothing is logged. */
 static char trace_text[4096];
 static int trace_lines;
 
@@ -739,6 +740,37 @@ static int traced_late_receive(uint64_t trace_ns)
 	return trace_lines;
 }
 
+/* The receive comes 60 ms after the first isend try. */
+static int traced_late_post(uint64_t trace_ns)
+{
+	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	char src[8] = "early", dst[8] = { 0 };
+	struct tp_req *sr = NULL, *rr;
+	struct tp_comm *s, *r;
+	double end = now() + 10, post_at = now() + 0.06;
+
+	o.trace_ns = trace_ns;
+	trace_lines = 0;
+	trace_text[0] = '\0';
+	sm_set_log_sink(trace_sink);
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	while (now() < post_at) {
+		assert_int_equal(tp_isend(s, src, sizeof(src), NULL, &sr), SM_OK);
+		assert_null(sr);
+		usleep(1000);
+	}
+	assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &rr), SM_OK);
+	while (!sr && now() < end)
+		assert_int_equal(tp_isend(s, src, sizeof(src), NULL, &sr), SM_OK);
+	assert_non_null(sr);
+	assert_int_equal(complete_both(sr, rr, end), sizeof(src));
+	assert_string_equal(dst, "early");
+	sm_set_log_sink(NULL);
+	tp_close(s);
+	tp_close(r);
+	return trace_lines;
+}
+
 static void test_trace_lines(void **state)
 {
 	(void)state;
@@ -750,6 +782,12 @@ static void test_trace_lines(void **state)
 	assert_non_null(strstr(trace_text, "us from irecv to done\n"));
 	assert_null(strstr(trace_text, "sending connection"));
 	assert_int_equal(traced_late_receive(0), 0);
+
+	/* A send that waited for its receive: one line, from the sender. */
+	assert_int_equal(traced_late_post(20 * 1000 * 1000), 1);
+	assert_non_null(strstr(trace_text, "sending connection"));
+	assert_non_null(strstr(trace_text, "us waiting for the receive"));
+	assert_int_equal(traced_late_post(0), 0);
 }
 
 static char stall_line[512];
