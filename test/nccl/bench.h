@@ -48,7 +48,7 @@ struct bench_opts {
 	int graph;			/* capture each op into a CUDA graph */
 	int graph_sync;			/* synchronize after each graph replay */
 	int iter_times;			/* -T: each rank times each iteration alone (stderr) */
-	struct bench_barrier *barrier;	/* -T: host barrier before each iteration */
+	struct bench_barrier *barrier;	/* the ranks start timing together */
 	int cycles;			/* -L: communicator create/destroy cycles instead of the matrix */
 	int registered;			/* ncclCommRegister the buffers */
 	int cumem_bufs;			/* -A: buffers from ncclMemAlloc (cuMem) instead of cudaMalloc */
@@ -142,6 +142,8 @@ int bench_fork_ranks(const struct bench_fork *f);
  * -T starts every iteration on every rank together, so one rank's time is
  * that iteration's alone, not the backlog of the ones before it. */
 struct bench_barrier *bench_barrier_new(int nranks);
+/* Empties it for a new set of ranks (one that died may have left a count). */
+void bench_barrier_reset(struct bench_barrier *b);
 /* Returns 0, or -1 when the others did not come within `seconds`. */
 int bench_barrier_wait(struct bench_barrier *b, double seconds);
 /* GPUs visible, asked in a child so the caller stays CUDA-free; -1 on error. */

@@ -54,6 +54,11 @@ struct bench_barrier *bench_barrier_new(int nranks)
 	return b;
 }
 
+void bench_barrier_reset(struct bench_barrier *b)
+{
+	atomic_store(&b->arrived, 0);
+}
+
 static double seconds_now(void)
 {
 	struct timespec t;

@@ -166,6 +166,7 @@ static int run_phase(const struct bench_opts *o, int phase, int out_fd)
 		.prepare = phase_prepare, .run = phase_rank, .hung = phase_hung,
 	};
 
+	bench_barrier_reset(o->barrier);
 	return bench_fork_ranks(&f);
 }
 
@@ -333,12 +334,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "no GPUs (or more than 64)\n");
 		return 2;
 	}
-	if (o.iter_times) {
-		o.barrier = bench_barrier_new(o.nranks);
-		if (!o.barrier) {
-			perror("the ranks' barrier (mmap)");
-			return 2;
-		}
+	o.barrier = bench_barrier_new(o.nranks);
+	if (!o.barrier) {
+		perror("the ranks' barrier (mmap)");
+		return 2;
 	}
 	/* Odd element counts at the small and middle size; 8 MiB per rank. */
 	o.case_sizes[0] = (size_t)o.nranks * 8 * 5;

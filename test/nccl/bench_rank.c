@@ -97,6 +97,14 @@ static void report(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop, siz
 }
 
 /* Mean us of `iters` runs queued back to back. */
+static void barrier(struct rank_ctx *c)
+{
+	if (bench_barrier_wait(c->o->barrier, c->o->timeout) == 0)
+		return;
+	fprintf(stderr, "rank %d: the other ranks did not come to the barrier\n", c->rank);
+	exit(1);
+}
+
 static double timed_together(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop,
 			     const struct bench_shape *s, cudaGraphExec_t *exec)
 {
@@ -121,11 +129,7 @@ static double timed_alone(struct rank_ctx *c, int op, int dtype, ncclRedOp_t red
 	for (int i = 0; i < c->o->iters; i++) {
 		double t0, us;
 
-		if (bench_barrier_wait(c->o->barrier, c->o->timeout) != 0) {
-			fprintf(stderr, "rank %d: the other ranks did not reach iteration %d\n",
-				c->rank, i);
-			exit(1);
-		}
+		barrier(c);
 		t0 = now();
 
 		run(c, op, dtype, redop, s, 1, exec);
@@ -185,6 +189,14 @@ static void one(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop, size_t
 	if (timed) {
 		run(c, op, dtype, redop, &s, c->o->warmup, &exec);
 		CUDA_OK(cudaStreamSynchronize(c->stream));
+		/* Every rank starts its clock together.  Without this, a rank
+		 * that finished the check early starts timing early and its
+		 * first op waits out the others' checks: natively it cannot
+		 * get ahead (NCCL's 4 MiB per channel), but the plugin's 16 MiB
+		 * steps let the root finish its warmups into the next GPU's
+		 * buffers, so the skew landed in its timed window (session 10:
+		 * 61 ms in a 256 MiB broadcast, 0.2 of native). */
+		barrier(c);
 		us = c->o->iter_times ? timed_alone(c, op, dtype, redop, &s, &exec, bytes) :
 		     timed_together(c, op, dtype, redop, &s, &exec);
 	}
