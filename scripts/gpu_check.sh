@@ -374,6 +374,20 @@ if [ "$MODE" = bcast-iter ]; then
 	finish
 fi
 
+# Each iteration alone (-T), every message traced (TRACE, default 1 us: all
+# of them), native in the same call: OPS (default all_gather), SIZE
+# (default 64 MiB), ITERS (default 5).  The per-hop times of a pipeline.
+if [ "$MODE" = iter-trace ]; then
+	T="-T -o ${OPS:-all_gather} -b ${SIZE:-67108864} -e ${SIZE:-67108864} -c none -i ${ITERS:-5}"
+	bench iter-trace-plugin -m plugin $T -E NCCL_SYMMEM_TRACE_US=${TRACE:-1}
+	PROVE=none bench iter-trace-native -m native $T
+	for run in plugin native; do
+		echo "$run:"; grep -h 'us per iteration' "$OUT/logs/iter-trace-$run/stderr.txt" | sort
+	done
+	traces iter-trace-plugin
+	finish
+fi
+
 # The same 256 MiB broadcast back to back, as nccl_bench times it (no
 # barrier between iterations), traced: where the stalls of one op in three
 # go (session 9).

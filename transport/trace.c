@@ -4,7 +4,8 @@
  * only lines with one clock (CLOCK_MONOTONIC is host-wide) say who waited
  * for whom.  Two kinds of line:
  *   - NCCL's progress thread did not call into a connection that had
- *     messages in flight for longer than the limit: the time went to NCCL
+ *     messages in flight for longer than the limit (and 1 ms at least):
+ *     the time went to NCCL
  *     (its proxy thread, its kernel) or to the scheduler, not to us;
  *   - a message took longer than the limit from post to done, or its
  *     isend waited that long for the peer's receive: its stages say
@@ -13,6 +14,11 @@
 #include <stdio.h>
 
 #include "internal.h"
+
+/* NCCL's progress thread visits its other connections between two calls
+ * here: pauses shorter than this are its normal loop, whatever the limit
+ * for messages. */
+#define PAUSE_FLOOR_NS (1000ull * 1000)
 
 static double ms(uint64_t ns)
 {
@@ -31,7 +37,7 @@ void trace_call(struct tp_comm *c, uint64_t now)
 	if (!c->trace_ns)
 		return;
 	c->last_call_ns = now;
-	if (!last || !c->q_count || now - last <= c->trace_ns)
+	if (!last || !c->q_count || now - last <= c->trace_ns || now - last <= PAUSE_FLOOR_NS)
 		return;
 	sm_info("trace %.3f ms: %s connection %p (peer pid %d): NCCL made no call here for "
 		"%.0f us with %u message(s) in flight, oldest %llu", ms(now),
@@ -55,13 +61,13 @@ void trace_done(const struct tp_comm *c, const struct tp_req *r, uint64_t now)
 			 us(r->t_seen - r->t_landed));
 	if (r->kind == REQ_SEND)
 		sm_info("trace %.3f ms: sending connection %p (peer pid %d) message %llu, %llu "
-			"bytes: %.0f us from isend to done, after %.0f us waiting for the "
-			"receive%s", ms(now), (const void *)c, c->peer_pid,
-			(unsigned long long)r->seq, (unsigned long long)r->size,
+			"bytes, isend at %.3f ms: %.0f us from isend to done, after %.0f us "
+			"waiting for the receive%s", ms(now), (const void *)c, c->peer_pid,
+			(unsigned long long)r->seq, (unsigned long long)r->size, ms(r->t_post),
 			us(now - r->t_post), us(r->t_wait), landed);
 	else
 		sm_info("trace %.3f ms: receiving connection %p (peer pid %d) message %llu, %llu "
-			"bytes: %.0f us from irecv to done%s", ms(now), (const void *)c,
-			c->peer_pid, (unsigned long long)r->seq, (unsigned long long)r->msg_size,
-			us(now - r->t_post), landed);
+			"bytes, irecv at %.3f ms: %.0f us from irecv to done%s", ms(now),
+			(const void *)c, c->peer_pid, (unsigned long long)r->seq,
+			(unsigned long long)r->msg_size, ms(r->t_post), us(now - r->t_post), landed);
 }

@@ -778,7 +778,7 @@ static void test_trace_lines(void **state)
 	assert_non_null(strstr(trace_text, "receiving connection"));
 	assert_non_null(strstr(trace_text, "NCCL made no call here for"));
 	assert_non_null(strstr(trace_text, "with 1 message(s) in flight, oldest 0"));
-	assert_non_null(strstr(trace_text, "message 0, 8 bytes:"));
+	assert_non_null(strstr(trace_text, "message 0, 8 bytes, irecv at "));
 	assert_non_null(strstr(trace_text, "us from irecv to done\n"));
 	assert_null(strstr(trace_text, "sending connection"));
 	assert_int_equal(traced_late_receive(0), 0);
