@@ -118,13 +118,17 @@ static const struct var vars[] = {
 	  .udef = 0, .umin = 0, .umax = SZ_GIB },
 	/* The copy helper queues at most this many copies per stream and
 	 * merges waiting requests that continue each other into one copy of
-	 * at most MERGE_SIZE (smfree/copyd_merge.c, bench/results/coalesce.md). */
+	 * at most MERGE_SIZE (smfree/copyd_merge.c, bench/results/coalesce.md).
+	 * 64 MiB: 4 x H200 at 1 GiB, every ring collective 0.97-1.01 x native
+	 * against 0.92-0.95 with 16 MiB, 256 MiB within run-to-run noise
+	 * (session 10, bench/results/merge64.md).  Session 9 kept 16 MiB for
+	 * 256 MiB losses that were nccl_bench's rank skew, not the merging. */
 	{ .name = "NCCL_SYMMEM_COPY_DEPTH", .kind = VAR_INT,
 	  .off = offsetof(struct config, copy_depth),
 	  .idef = 2, .imin = 1, .imax = 1024 },
 	{ .name = "NCCL_SYMMEM_MERGE_SIZE", .kind = VAR_SIZE,
 	  .off = offsetof(struct config, merge_max),
-	  .udef = 16 * SZ_MIB, .umin = 0, .umax = SZ_GIB },
+	  .udef = 64 * SZ_MIB, .umin = 0, .umax = SZ_GIB },
 	/* Copies that do not continue each other (other channels' buffers)
 	 * still share one call: one cuMemcpyBatchAsync of up to this many
 	 * copies and MERGE_SIZE bytes pays the engine's fixed cost once

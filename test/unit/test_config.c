@@ -1086,7 +1086,7 @@ static void test_describe_all(void **state)
 		"NCCL_SYMMEM_CHUNK_SIZE=512KiB (default)",
 		"NCCL_SYMMEM_SPLIT_SIZE=0 (default)",
 		"NCCL_SYMMEM_COPY_DEPTH=2 (default)",
-		"NCCL_SYMMEM_MERGE_SIZE=16MiB (default)",
+		"NCCL_SYMMEM_MERGE_SIZE=64MiB (default)",
 		"NCCL_SYMMEM_BATCH=16 (default)",
 		"NCCL_SYMMEM_PHASE_US=200 (default)",
 		"NCCL_SYMMEM_HOST_RING_SIZE=4MiB (default)",
