@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big|a2a-why|a2a-chan|phase|plan|coll4|layout|batch|bcast|bcast-iter|a2a-depth|shallow|streams|strided]   (full: sizes to 1 GiB;
+# Usage: scripts/gpu_check.sh [quick|full|debug|perf|probe|paths|leak|helper|chan|chan2|tuned|pool|pool-speed|peer|hostmem|dig|merge-sweep|table|floor|a2a4|big|a2a-why|a2a-chan|phase|plan|coll4|layout|batch|bcast|bcast-iter|bcast-stall|iter-trace|sweep|a2a-depth|shallow|streams|strided]   (full: sizes to 1 GiB;
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        perf: step sizes (unregistered), helper streams (registered),
 #        small-message latency per protocol;
@@ -29,7 +29,10 @@
 #        NCCL_NET_SHARED_BUFFERS=0, streams x depth (also ring ops, 2 GPUs);
 #        coll4: 4-GPU ring collectives against channels and buffer size;
 #        layout: the addresses of the buffers the copy helper maps;
-#        batch: copies per batch call, 16 (default) against 1 and 64)
+#        batch: copies per batch call, 16 (default) against 1 and 64;
+#        bcast-iter, bcast-stall, iter-trace: iterations timed alone or back
+#        to back with NCCL_SYMMEM_TRACE_US, every rank's lines on one clock;
+#        sweep: any VARIANTS of settings against the defaults)
 #        NRANKS=n uses the first n GPUs (default: all).
 #        SKIP_GRAPH=1 leaves out the CUDA-graph runs.
 #        PHASE_TIMEOUT (s) per phase; a phase past it has its ranks' stacks
