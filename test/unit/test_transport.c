@@ -712,13 +712,16 @@ static void trace_sink(int warn, const char *msg)
 	strcat(trace_text, "\n");
 }
 
-static int traced_late_receive(uint64_t trace_ns)
+/* One 8-byte message with a 60 ms gap: either the receive is posted and
+ * tested, then NCCL looks away before the send comes (late_send), or the
+ * sender tries for 60 ms before the receive is posted. */
+static int traced_gap(uint64_t trace_ns, int late_send)
 {
 	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
-	char src[8] = "late", dst[8] = { 0 };
+	char src[8] = "gap", dst[8] = { 0 };
 	struct tp_req *sr = NULL, *rr;
 	struct tp_comm *s, *r;
-	double end = now() + 10;
+	double end = now() + 10, post_at = now() + 0.06;
 	int done = 0;
 
 	o.trace_ns = trace_ns;
@@ -726,45 +729,23 @@ static int traced_late_receive(uint64_t trace_ns)
 	trace_text[0] = '\0';
 	sm_set_log_sink(trace_sink);
 	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
-	assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &rr), SM_OK);
-	assert_int_equal(tp_test(rr, &done, NULL), SM_OK);
-	usleep(60 * 1000);		/* NCCL looks away */
-	while (!sr && now() < end)
-		assert_int_equal(tp_isend(s, src, sizeof(src), NULL, &sr), SM_OK);
-	assert_non_null(sr);
-	assert_int_equal(complete_both(sr, rr, end), sizeof(src));
-	assert_string_equal(dst, "late");
-	sm_set_log_sink(NULL);
-	tp_close(s);
-	tp_close(r);
-	return trace_lines;
-}
-
-/* The receive comes 60 ms after the first isend try. */
-static int traced_late_post(uint64_t trace_ns)
-{
-	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
-	char src[8] = "early", dst[8] = { 0 };
-	struct tp_req *sr = NULL, *rr;
-	struct tp_comm *s, *r;
-	double end = now() + 10, post_at = now() + 0.06;
-
-	o.trace_ns = trace_ns;
-	trace_lines = 0;
-	trace_text[0] = '\0';
-	sm_set_log_sink(trace_sink);
-	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
-	while (now() < post_at) {
-		assert_int_equal(tp_isend(s, src, sizeof(src), NULL, &sr), SM_OK);
-		assert_null(sr);
-		usleep(1000);
+	if (late_send) {
+		assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &rr), SM_OK);
+		assert_int_equal(tp_test(rr, &done, NULL), SM_OK);
+		usleep(60 * 1000);
+	} else {
+		while (now() < post_at) {
+			assert_int_equal(tp_isend(s, src, sizeof(src), NULL, &sr), SM_OK);
+			assert_null(sr);
+			usleep(1000);
+		}
+		assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &rr), SM_OK);
 	}
-	assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &rr), SM_OK);
 	while (!sr && now() < end)
 		assert_int_equal(tp_isend(s, src, sizeof(src), NULL, &sr), SM_OK);
 	assert_non_null(sr);
 	assert_int_equal(complete_both(sr, rr, end), sizeof(src));
-	assert_string_equal(dst, "early");
+	assert_string_equal(dst, "gap");
 	sm_set_log_sink(NULL);
 	tp_close(s);
 	tp_close(r);
@@ -774,20 +755,20 @@ static int traced_late_post(uint64_t trace_ns)
 static void test_trace_lines(void **state)
 {
 	(void)state;
-	assert_int_equal(traced_late_receive(20 * 1000 * 1000), 2);
+	assert_int_equal(traced_gap(20 * 1000 * 1000, 1), 2);
 	assert_non_null(strstr(trace_text, "receiving connection"));
 	assert_non_null(strstr(trace_text, "NCCL made no call here for"));
 	assert_non_null(strstr(trace_text, "with 1 message(s) in flight, oldest 0"));
 	assert_non_null(strstr(trace_text, "message 0, 8 bytes, irecv at "));
 	assert_non_null(strstr(trace_text, "us from irecv to done\n"));
 	assert_null(strstr(trace_text, "sending connection"));
-	assert_int_equal(traced_late_receive(0), 0);
+	assert_int_equal(traced_gap(0, 1), 0);
 
 	/* A send that waited for its receive: one line, from the sender. */
-	assert_int_equal(traced_late_post(20 * 1000 * 1000), 1);
+	assert_int_equal(traced_gap(20 * 1000 * 1000, 0), 1);
 	assert_non_null(strstr(trace_text, "sending connection"));
 	assert_non_null(strstr(trace_text, "us waiting for the receive"));
-	assert_int_equal(traced_late_post(0), 0);
+	assert_int_equal(traced_gap(0, 0), 0);
 }
 
 static char stall_line[512];
