@@ -1,0 +1,480 @@
+#!/bin/bash
+# The GPU experiments of past sessions, each a mode that answers one
+# question with nccl_bench runs (native in the same invocation) and prints
+# what answers it; bench/results names the mode behind each number.  The
+# correctness checks are scripts/gpu_check.sh, which hands these modes on.
+#
+# Usage: scripts/gpu_experiments.sh MODE
+#        chan, chan2: channel counts and step sizes against collective bandwidth;
+#        tuned: the full op list with TUNE's settings, native in the same run;
+#        pool-speed: NCCL_ZERO_COPY=0 and LL bandwidth/latency with native;
+#        peer: sendrecv/alltoall with NCCL_NCHANNELS_PER_NET_PEER=16;
+#        hostmem: where LL's host sends go with NCCL_CUMEM_HOST_ENABLE=0 and 1;
+#        dig: 1 GiB send/recv and collectives with the copy helpers' busy time;
+#        merge-sweep: NCCL_SYMMEM_MERGE_SIZE x NCCL_SYMMEM_COPY_DEPTH;
+#        a2a4, big, a2a-why, a2a-chan, phase: 4-GPU alltoall (session 7);
+#        plan, a2a-depth, shallow, streams, strided: 4-GPU alltoall against the
+#        helper's phase planning (OLD_TREE=dir: an older tree beside it), queue
+#        depth, NCCL_NET_SHARED_BUFFERS=0, streams x depth (also ring ops,
+#        2 GPUs), 2D copies;
+#        coll4: 4-GPU ring collectives against channels and buffer size;
+#        layout: the addresses of the buffers the copy helper maps;
+#        batch: copies per batch call, 16 (default) against 1 and 64;
+#        bcast: 256 MiB broadcast swings (session 9);
+#        bcast-iter, bcast-stall, iter-trace: iterations timed alone or back
+#        to back with NCCL_SYMMEM_TRACE_US, every rank's lines on one clock;
+#        sweep: any VARIANTS of settings against the defaults.
+#        NRANKS, PHASE_TIMEOUT, SKIP_BUILD: as in scripts/gpu_lib.sh.
+MODE=${1:-}
+case " pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
+*" $MODE "*) ;;
+*)
+	echo "usage: $0 MODE (one of: pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan)" >&2
+	exit 2
+	;;
+esac
+set -u
+cd "$(dirname "$0")/.."
+. scripts/gpu_lib.sh
+
+# Issue 5 again, without the sizing rules: NCCL_ZERO_COPY=0's bandwidth and
+# LL's latency through the copy helper (both copies the driver could run as
+# a kernel, now asked of a copy engine).
+if [ "$MODE" = pool-speed ]; then
+	bench path-zerocopy0 -o all_reduce,all_gather,reduce_scatter,alltoall,sendrecv -b 8 \
+		-e 268435456 -c none -i 10 -E NCCL_ZERO_COPY=0
+	bench lat-ll -o all_reduce,sendrecv -b 8 -e 1048576 -f 8 -c none -i 20 -E NCCL_PROTO=LL
+	finish
+fi
+
+# Issue 5: NCCL_CUMEM_HOST_ENABLE.  LL keeps its send buffers in host
+# memory NCCL 2.28 allocates with cudaHostAlloc, which the helper cannot
+# map: sends go through the plugin's host staging, a shared memfd (0) or
+# cuMem host memory (1).  The path and staging lines say which.
+if [ "$MODE" = hostmem ]; then
+	for v in 0 1; do
+		bench "hostmem$v" -m plugin -o all_reduce,sendrecv -b 8 -e 1048576 -f 32 -c none -i 5 \
+			-E NCCL_PROTO=LL -E NCCL_CUMEM_HOST_ENABLE=$v -E NCCL_SM_FREE_VERBOSE=1
+		printf 'NCCL_CUMEM_HOST_ENABLE=%s: %s sending connections started from host staging (%s in cuMem host memory, %s in memfd memory), %s straight from NCCL buffers by the helper\n' "$v" \
+			"$(grep -h "first moved from host staging" "$OUT"/logs/hostmem$v/nccl.*.log | wc -l)" \
+			"$(grep -h "host staging for the copy helper: .* cuMem host memory" "$OUT"/logs/hostmem$v/nccl.*.log | wc -l)" \
+			"$(grep -h "host staging for the copy helper: .* shared memfd memory" "$OUT"/logs/hostmem$v/nccl.*.log | wc -l)" \
+			"$(grep -h "first moved by copy engine into the receiver's buffer, issued by the copy helper" "$OUT"/logs/hostmem$v/nccl.*.log | wc -l)"
+	done
+	grep -h "host staging in cuMem host memory unavailable" "$OUT"/logs/hostmem1/nccl.*.log | head -2
+	finish
+fi
+
+# Issue 3: send/recv and alltoall with the channels per peer the user sets
+# (NCCL reads NCCL_NCHANNELS_PER_NET_PEER before the plugin can set it).
+if [ "$MODE" = peer ]; then
+	bench peer16 -o sendrecv,alltoall -b 16 -e 1073741824 -f 4 -c none -i 8 \
+		-E NCCL_NCHANNELS_PER_NET_PEER=16
+	bench peer16-registered -R -o sendrecv,alltoall -b 16 -e 1073741824 -f 4 -c none -i 8 \
+		-E NCCL_NCHANNELS_PER_NET_PEER=16
+	finish
+fi
+
+# Issue 3, session 6: where send/recv's time goes at 1 GiB.  Each copy
+# helper's stop line says how long its copies were in flight and how fast
+# bytes moved while they were (copy engine slow, or starved by the
+# pipeline in front of it?).
+if [ "$MODE" = dig ]; then
+	S="-o sendrecv,alltoall -b 1073741824 -e 1073741824 -c none -i 8"
+	bench sr-peer16 $S -E NCCL_NCHANNELS_PER_NET_PEER=16
+	bench sr-peer32 -m plugin $S -E NCCL_NCHANNELS_PER_NET_PEER=32
+	bench sr-peer32-b32 -m plugin $S -E NCCL_NCHANNELS_PER_NET_PEER=32 \
+		-E NCCL_BUFFSIZE=33554432 -E NCCL_P2P_NET_CHUNKSIZE=4194304
+	bench reg-sr -R $S -E NCCL_NCHANNELS_PER_NET_PEER=16
+	bench reg-sr-s1 -m plugin -R $S -E NCCL_NCHANNELS_PER_NET_PEER=16 -E NCCL_SYMMEM_STREAMS=1
+	bench reg-sr-s4 -m plugin -R $S -E NCCL_NCHANNELS_PER_NET_PEER=16 -E NCCL_SYMMEM_STREAMS=4
+	C="-o all_reduce,all_gather,broadcast -b 1073741824 -e 1073741824 -c none -i 8"
+	bench coll $C
+	bench coll-b32 -m plugin $C -E NCCL_BUFFSIZE=33554432
+	bench lat -o sendrecv,all_reduce -b 8 -e 8 -c none -i 200 -E NCCL_SM_FREE_VERBOSE=1
+	helper_lines "" 4
+	grep -h "closed:" "$OUT"/logs/lat/nccl.*.log | sed 's/.*NCCL INFO //' | head -6
+	finish
+fi
+
+# Issue 3, session 7: alltoall on 4 GPUs (0.57 of native in session 6).
+# Registered ncclMemAlloc buffers take NCCL's pipeline out of it (one copy
+# per peer and channel); the helper's stream count decides how many peers
+# one GPU's copies reach at once.
+if [ "$MODE" = a2a4 ]; then
+	A="-o alltoall -b 268435456 -e 1073741824 -f 4 -c none -i 5 -E NCCL_NCHANNELS_PER_NET_PEER=16"
+	bench a2a-reg-s2 -R -A $A
+	bench a2a-reg-s1 -m plugin -R -A $A -E NCCL_SYMMEM_STREAMS=1
+	bench a2a-reg-s4 -m plugin -R -A $A -E NCCL_SYMMEM_STREAMS=4
+	bench a2a-reg-d1024 -m plugin -R -A $A -E NCCL_SYMMEM_COPY_DEPTH=1024
+	PROVE=inproc bench a2a-reg-inproc -m plugin -R -A $A -E NCCL_SYMMEM_COPY_HELPER=0
+	bench a2a-s2 -m plugin $A
+	helper_lines a2a- 4
+	finish
+fi
+
+# Issue 3, short form of 'table': the six ops at 256 MiB and 1 GiB, and
+# registered (ncclMemAlloc) alltoall and send/recv, native in the same runs.
+if [ "$MODE" = big ]; then
+	P16="-E NCCL_NCHANNELS_PER_NET_PEER=16"
+	bench big-all -o all_reduce,all_gather,reduce_scatter,broadcast,alltoall,sendrecv \
+		-b 268435456 -e 1073741824 -f 4 -c none -i 5 $P16
+	bench big-regmem -R -A -o alltoall,sendrecv -b 268435456 -e 1073741824 -f 4 -c none -i 5 $P16
+	helper_lines big- 4
+	finish
+fi
+
+# Issue 3, session 9: 4-GPU broadcast at 256 MiB swings between 0.13 and
+# 0.94 of native from one invocation to the next.  The same op after the
+# small sizes (as in quick) twice, alone twice, and with NCCL_PROTO=Simple,
+# with the algorithm and protocol NCCL picked (TUNING) for 256 MiB.
+if [ "$MODE" = bcast ]; then
+	export SUBSYS=INIT,ENV,NET,TUNING
+	for i in 1 2; do
+		bench "bcast-sweep-$i" -o all_reduce,broadcast -b 0 -e 268435456 -c none
+		bench "bcast-alone-$i" -m plugin -o broadcast -b 268435456 -e 268435456 -c none -i 20
+	done
+	bench bcast-simple -m plugin -o all_reduce,broadcast -b 0 -e 268435456 -c none -E NCCL_PROTO=Simple
+	# Where a step's time goes, per rank (stage medians of every connection).
+	for i in 1 2; do
+		bench "bcast-why-$i" -m plugin -o broadcast -b 268435456 -e 268435456 -c none -i 20 \
+			-E NCCL_SM_FREE_VERBOSE=1
+		for log in "$OUT/logs/bcast-why-$i"/nccl.*.log; do
+			echo "bcast-why-$i ${log##*/}:" \
+				"$(grep -h 'send comm.*closed:' "$log" | grep -o 'waited for the receive median [^,]*' | sort | uniq -c | tr -s ' ' | tr '\n' ';')" \
+				"$(grep -h 'send comm.*closed:' "$log" | grep -o 'isend to copy landed median [^,]*' | sort | uniq -c | tr -s ' ' | tr '\n' ';')" \
+				"$(grep -h 'receive comm.*closed:' "$log" | grep -o 'landed to seen here median [^,]*' | sort | uniq -c | tr -s ' ' | tr '\n' ';')" \
+				"send $(grep -h 'send comm.*closed:' "$log" | grep -o 'post-to-done mean [0-9.]* us' | awk '{s+=$3; n++} END {if (n) printf "post-to-done mean %.0f us (%d comms)", s/n, n}')" \
+				"receive $(grep -h 'receive comm.*closed:' "$log" | grep -o 'post-to-done mean [0-9.]* us' | awk '{s+=$3; n++} END {if (n) printf "post-to-done mean %.0f us (%d comms)", s/n, n}')"
+		done
+		helper_lines "bcast-why-$i" 4
+	done
+	for d in "$OUT"/logs/bcast-*; do
+		echo "${d##*/}: $(grep -h 'Broadcast: 268435456 Bytes' "$d"/nccl.*.log | sed 's/.*-> //' | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+	done
+	grep -h -m2 'Broadcast' "$OUT"/logs/bcast-sweep-1/nccl.*.log | head -2
+	finish
+fi
+
+# The same broadcast with each iteration timed alone (nccl_bench -T: every
+# rank starts each iteration together and prints its times): one stall or
+# every iteration slow?  Without warmup (does a stall follow the op
+# count?), with the copies in NCCL's process (is it the copy helper?), and
+# with NCCL_SYMMEM_TRACE_US (TRACE, default 3000): which connection waited,
+# for what, and when, on one clock for every rank.  OPS: default broadcast.
+if [ "$MODE" = bcast-iter ]; then
+	T="-T -o ${OPS:-broadcast} -b 268435456 -e 268435456 -c none -i 20"
+	TR="-E NCCL_SYMMEM_TRACE_US=${TRACE:-3000}"
+	bench bcast-iter-plugin -m plugin $T $TR
+	bench bcast-iter-nowarmup -m plugin $T -w 0 $TR
+	PROVE=inproc bench bcast-iter-inproc -m plugin $T -w 0 $TR -E NCCL_SYMMEM_COPY_HELPER=0
+	PROVE=none bench bcast-iter-native -m native $T
+	for run in plugin nowarmup inproc native; do
+		echo "$run:"; grep -h 'us per iteration' "$OUT/logs/bcast-iter-$run/stderr.txt" | sort
+		[ $run = native ] || traces "bcast-iter-$run"
+		grep -h 'copy helper (pid [0-9]*): longest' "$OUT/logs/bcast-iter-$run"/nccl.*.log |
+			sed 's/.*NCCL INFO //'
+	done
+	finish
+fi
+
+# Each iteration alone (-T), every message traced (TRACE, default 1 us: all
+# of them), native in the same call: OPS (default all_gather), SIZE
+# (default 64 MiB), ITERS (default 5).  The per-hop times of a pipeline.
+if [ "$MODE" = iter-trace ]; then
+	T="-T -o ${OPS:-all_gather} -b ${SIZE:-67108864} -e ${SIZE:-67108864} -c none -i ${ITERS:-5}"
+	bench iter-trace-plugin -m plugin $T -E NCCL_SYMMEM_TRACE_US=${TRACE:-1}
+	PROVE=none bench iter-trace-native -m native $T
+	for run in plugin native; do
+		echo "$run:"; grep -h 'us per iteration' "$OUT/logs/iter-trace-$run/stderr.txt" | sort
+	done
+	traces iter-trace-plugin
+	finish
+fi
+
+# The same 256 MiB broadcast back to back, as nccl_bench times it (no
+# barrier between iterations), traced: where the stalls of one op in three
+# go (session 9).
+if [ "$MODE" = bcast-stall ]; then
+	bench bcast-stall -o broadcast -b 268435456 -e 268435456 -c none -i 20 \
+		-E NCCL_SYMMEM_TRACE_US=${TRACE:-3000}
+	traces bcast-stall
+	grep -h 'copy helper (pid [0-9]*): longest' "$OUT/logs/bcast-stall"/nccl.*.log |
+		sed 's/.*NCCL INFO //'
+	finish
+fi
+
+# Any plugin settings against the defaults, native in the same call:
+# VARIANTS holds space-separated variants, each a comma-separated list of
+# NAME=VALUE (e.g. "NCCL_BUFFSIZE=8388608 NCCL_BUFFSIZE=4194304"); OPS the
+# ops (default: the four ring collectives), SIZES nccl_bench's size flags
+# (default 64 MiB to 1 GiB), ITERS, and P16=1 adds
+# NCCL_NCHANNELS_PER_NET_PEER=16 to every run.
+if [ "$MODE" = sweep ]; then
+	S="-o ${OPS:-all_reduce,all_gather,reduce_scatter,broadcast} ${SIZES:--b 67108864 -e 1073741824 -f 4} -c none -i ${ITERS:-10}"
+	[ -n "${P16:-}" ] && S="$S -E NCCL_NCHANNELS_PER_NET_PEER=16"
+	bench sweep-def $S
+	n=0
+	for v in ${VARIANTS:?VARIANTS names the settings to compare}; do
+		n=$((n + 1))
+		E=""
+		for kv in ${v//,/ }; do E="$E -E $kv"; done
+		bench "sweep-$n" -m plugin $S $E
+	done
+	helper_lines sweep- 4
+	finish
+fi
+
+# Issue 3, session 9: copies of different connections in one
+# cuMemcpyBatchAsync (NCCL_SYMMEM_BATCH) against other counts and call
+# sizes: VARIANTS holds BATCH:MERGE_SIZE pairs (default "1:16MiB 64:16MiB";
+# 1 = one call per copy, the session-8 helper), OPS the ops (default: all
+# six), native in the first invocation.  NOREG=1 leaves out the registered
+# runs; EXTRA (nccl_bench -E options) goes to every variant.
+if [ "$MODE" = batch ]; then
+	P16="-E NCCL_NCHANNELS_PER_NET_PEER=16"
+	B="-o ${OPS:-all_reduce,all_gather,reduce_scatter,broadcast,alltoall,sendrecv} -b 268435456 -e 1073741824 -f 4 -c none -i ${ITERS:-5} $P16"
+	bench batch-def $B
+	for v in ${VARIANTS:-1:16MiB 64:16MiB}; do
+		bench "batch-${v%%:*}-${v##*:}" -m plugin $B -E NCCL_SYMMEM_BATCH=${v%%:*} \
+			-E NCCL_SYMMEM_MERGE_SIZE=${v##*:} ${EXTRA:-}
+	done
+	if [ -z "${NOREG:-}" ]; then
+		R="-R -A -o alltoall,sendrecv -b 1073741824 -e 1073741824 -c none -i 5 $P16"
+		bench batch-reg $R
+		bench batch-reg-1 -m plugin $R -E NCCL_SYMMEM_BATCH=1
+	fi
+	helper_lines batch- 4
+	finish
+fi
+
+# Issue 3: 4-GPU alltoall on registered buffers with the stage medians of
+# every connection: do senders wait for receives, or copies for the engine?
+if [ "$MODE" = a2a-why ]; then
+	bench a2a-why -m plugin -R -A -o alltoall -b 1073741824 -e 1073741824 -c none -i 5 \
+		-E NCCL_NCHANNELS_PER_NET_PEER=16 -E NCCL_SM_FREE_VERBOSE=1
+	grep -h "send comm.*closed:" "$OUT"/logs/a2a-why/nccl.*.log | grep -o "waited for the receive median[^,]*" | sort | uniq -c
+	grep -h "send comm.*closed:" "$OUT"/logs/a2a-why/nccl.*.log | grep -o "isend to copy landed median[^,]*" | sort | uniq -c
+	grep -h "receive comm.*closed:" "$OUT"/logs/a2a-why/nccl.*.log | grep -o "landed to seen here median[^,]*" | sort | uniq -c
+	helper_lines a2a-why 4
+	finish
+fi
+
+# Issue 3: 4-GPU registered alltoall against the channels per peer (how
+# many copies each peer's share is cut into, and how many are in flight).
+if [ "$MODE" = a2a-chan ]; then
+	A="-R -A -o alltoall -b 1073741824 -e 1073741824 -c none -i 5"
+	bench a2a-p16 $A -E NCCL_NCHANNELS_PER_NET_PEER=16
+	for p in 1 4 32; do
+		bench "a2a-p$p" -m plugin $A -E NCCL_NCHANNELS_PER_NET_PEER=$p
+	done
+	helper_lines a2a-p 1
+	finish
+fi
+
+# Issue 3, session 7: the helpers' phase length (NCCL_SYMMEM_PHASE_US; 0 =
+# copies in NCCL's order) against 4-GPU alltoall and all_gather at 1 GiB.
+if [ "$MODE" = phase ]; then
+	A="-o alltoall,all_gather -b 1073741824 -e 1073741824 -c none -i 5 -E NCCL_NCHANNELS_PER_NET_PEER=16"
+	R="-R -A -o alltoall -b 1073741824 -e 1073741824 -c none -i 5 -E NCCL_NCHANNELS_PER_NET_PEER=16"
+	bench ph-200 $A
+	for p in 0 50 1000; do
+		bench "ph-$p" -m plugin $A -E NCCL_SYMMEM_PHASE_US=$p
+	done
+	bench ph-reg-200 $R
+	bench ph-reg-0 -m plugin $R -E NCCL_SYMMEM_PHASE_US=0
+	finish
+fi
+
+# Issue 3, session 8: 4-GPU alltoall with each copy planned for the phase
+# it will run in, at three phase lengths, and (OLD_TREE=dir holding an
+# older checkout) that tree's helper in the same call, native beside.
+if [ "$MODE" = plan ]; then
+	A="-o alltoall -b 1073741824 -e 1073741824 -c none -i 5 -E NCCL_NCHANNELS_PER_NET_PEER=16"
+	bench plan-200 $A
+	bench plan-reg-200 -R -A $A
+	for p in 100 400; do
+		bench "plan-$p" -m plugin $A -E NCCL_SYMMEM_PHASE_US=$p
+	done
+	bench_old plan-old-200 -m plugin $A
+	bench_old plan-old-reg-200 -m plugin -R -A $A
+	helper_lines plan- 8 | grep phases
+	finish
+fi
+
+# Issue 3, session 8: 4-GPU alltoall against how far ahead the helper
+# queues copies (streams x copies per stream), since a copy's phase is
+# planned from the bytes queued before it; native in the first invocations.
+if [ "$MODE" = a2a-depth ]; then
+	A="-o alltoall -b 1073741824 -e 1073741824 -c none -i 5 -E NCCL_NCHANNELS_PER_NET_PEER=16"
+	bench dep-s2-d2 $A
+	bench dep-reg-s2-d2 -R -A $A
+	for sd in 1,2 1,1 2,1 1,3; do
+		st=${sd%,*} dp=${sd#*,}
+		E="-E NCCL_SYMMEM_STREAMS=$st -E NCCL_SYMMEM_COPY_DEPTH=$dp"
+		bench "dep-s$st-d$dp" -m plugin $A $E
+		bench "dep-reg-s$st-d$dp" -m plugin -R -A $A $E
+	done
+	helper_lines dep- 8 | cut -c1-200
+	finish
+fi
+
+# Issue 3, session 8: a shallow helper queue (1 stream, 2 copies) and
+# NCCL's shared p2p buffers off (NCCL_NET_SHARED_BUFFERS=0: each connection
+# its own ring, so consecutive steps are adjacent and merge), on 4 GPUs and
+# (-n 2) on 2; native in each first invocation.
+if [ "$MODE" = shallow ]; then
+	P16="-E NCCL_NCHANNELS_PER_NET_PEER=16"
+	A="-o alltoall -b 1073741824 -e 1073741824 -c none -i 5 $P16"
+	S="-E NCCL_SYMMEM_STREAMS=1 -E NCCL_SYMMEM_COPY_DEPTH=2"
+	NS="-E NCCL_NET_SHARED_BUFFERS=0"
+	bench sh-a2a-ns $A $S $NS
+	bench sh-a2a -m plugin $A $S
+	bench sh-a2a-ns-s2d2 -m plugin $A $NS
+	for p in 100 400; do
+		bench "sh-reg-p$p" -m plugin -R -A $A $S -E NCCL_SYMMEM_PHASE_US=$p
+	done
+	C="-o all_reduce,all_gather,reduce_scatter,sendrecv -b 1073741824 -e 1073741824 -c none -i 5 $P16"
+	bench sh-coll $C $S $NS
+	bench sh-coll-s2d2 -m plugin $C
+	T="-n 2 -o alltoall,sendrecv -b 1073741824 -e 1073741824 -c none -i 5 $P16"
+	bench sh2-ns $T $NS
+	bench sh2-ns-s1d2 -m plugin $T $NS $S
+	bench sh2 -m plugin $T
+	helper_lines sh 4 | cut -c1-120
+	finish
+fi
+
+# Issue 3, session 8: the helper's streams x copies per stream for the
+# ring collectives and alltoall, on 4 GPUs and (-n 2) on 2; native in each
+# first invocation (the defaults: 1 stream, 2 copies).
+if [ "$MODE" = streams ]; then
+	P16="-E NCCL_NCHANNELS_PER_NET_PEER=16"
+	C="-o broadcast,all_reduce,all_gather,alltoall -b 1073741824 -e 1073741824 -c none -i 5 $P16"
+	R="-R -A -o alltoall -b 1073741824 -e 1073741824 -c none -i 5 $P16"
+	T="-n 2 -o broadcast,all_reduce,sendrecv,alltoall -b 1073741824 -e 1073741824 -c none -i 5 $P16"
+	bench st-s1d2 $C
+	bench st2-s1d2 $T
+	bench st-reg-s1d2 -m plugin $R
+	for sd in 2,1 2,2; do
+		E="-E NCCL_SYMMEM_STREAMS=${sd%,*} -E NCCL_SYMMEM_COPY_DEPTH=${sd#*,}"
+		bench "st-s${sd%,*}d${sd#*,}" -m plugin $C $E
+		bench "st2-s${sd%,*}d${sd#*,}" -m plugin $T $E
+		bench "st-reg-s${sd%,*}d${sd#*,}" -m plugin $R $E
+	done
+	finish
+fi
+
+# Issue 3, session 8: evenly spaced send/recv steps as 2D copies, against
+# OLD_TREE (the tree before them) in the same call: unregistered alltoall
+# and send/recv on 4 and (-n 2) 2 GPUs, native in the first invocations.
+if [ "$MODE" = strided ]; then
+	A="-o alltoall,sendrecv -b 268435456 -e 1073741824 -f 4 -c none -i 5 -E NCCL_NCHANNELS_PER_NET_PEER=16"
+	bench str4 $A
+	bench str2 -n 2 $A
+	bench_old str4-old -m plugin $A
+	bench_old str2-old -m plugin -n 2 $A
+	helper_lines str 2 | cut -c1-100
+	helper_lines str 2 | grep -o "at most.*"
+	finish
+fi
+
+# Issue 3: 4-GPU all_reduce, all_gather, reduce_scatter at 1 GiB against
+# the ring channels and step size the plugin sets (32 channels, 16 MiB
+# buffers), native in the first invocation.
+# Issue 3, session 9: where NCCL's per-channel buffers sit in each process
+# (the copy helper's ranges, NCCL_SM_FREE_VERBOSE=1): evenly spaced buffers
+# could go as the rows of one 2D copy.
+if [ "$MODE" = layout ]; then
+	bench layout -o all_gather,all_reduce -b 1073741824 -e 1073741824 -c none -i 3 \
+		-E NCCL_SM_FREE_VERBOSE=1
+	for log in "$OUT"/logs/layout/nccl.*.log; do
+		grep -h 'copy helper range' "$log" | sed 's/.*NCCL INFO //' | head -80
+		break
+	done >"$OUT/layout.txt"
+	helper_lines layout 8
+	finish
+fi
+
+if [ "$MODE" = coll4 ]; then
+	C="-o all_reduce,all_gather,reduce_scatter -b 1073741824 -e 1073741824 -c none -i 5"
+	bench coll-32 $C
+	for n in 16 24; do
+		bench "coll-$n" -m plugin $C -E NCCL_MIN_NCHANNELS=$n -E NCCL_MAX_NCHANNELS=$n
+	done
+	bench coll-buf32 -m plugin $C -E NCCL_BUFFSIZE=33554432
+	bench coll-buf8 -m plugin $C -E NCCL_BUFFSIZE=8388608
+	finish
+fi
+
+# Issue 3, session 6: the helper's merge size and copies per stream,
+# against no merging with every copy queued at once (the session-5
+# helper).  Native in the first invocation only.
+if [ "$MODE" = merge-sweep ]; then
+	U="-o all_reduce,all_gather,reduce_scatter,broadcast,alltoall,sendrecv -b 8 -e 1073741824 -f 8192 -c none -i 8 -E NCCL_NCHANNELS_PER_NET_PEER=16"
+	bench ms-off $U -E NCCL_SYMMEM_MERGE_SIZE=0 -E NCCL_SYMMEM_COPY_DEPTH=1024
+	for cfg in ${MERGE_SWEEP:-"16M,2" "16M,4" "4M,2" "64M,2" "16M,1" "0,2"}; do
+		bench "ms-${cfg%,*}-d${cfg#*,}" -m plugin $U -E NCCL_SYMMEM_MERGE_SIZE=${cfg%,*} \
+			-E NCCL_SYMMEM_COPY_DEPTH=${cfg#*,}
+	done
+	helper_lines ms- 2
+	finish
+fi
+
+# Issue 3: the best channel/step settings from 'chan', with NCCL natively
+# in the same invocation; TUNE holds the -E flags.
+if [ "$MODE" = tuned ]; then
+	# TUNE= (empty): the plugin's own NCCL defaults, nothing added.
+	T=${TUNE-"-E NCCL_MIN_NCHANNELS=16 -E NCCL_NCHANNELS_PER_NET_PEER=8 -E NCCL_BUFFSIZE=16777216 -E NCCL_P2P_NET_CHUNKSIZE=2097152"}
+	bench tuned $T -o all_reduce,broadcast,reduce,all_gather,reduce_scatter,alltoall,sendrecv \
+		-b 16 -e 1073741824 -f 4 -c none -i 8
+	bench tuned-registered -R $T -o sendrecv,alltoall,all_gather -b 8 -e 1073741824 -f 16 -c none -i 8
+	grep -h "set by environment to\|p2p channels per peer" "$OUT"/logs/tuned/nccl.*.log |
+		sed 's/.*NCCL INFO //' | sort | uniq -c
+	finish
+fi
+
+# Issue 3, second round: channels, channels per net peer and step size together.
+if [ "$MODE" = chan2 ]; then
+	U="-o all_reduce,all_gather,reduce_scatter,alltoall,sendrecv -b 268435456 -e 1073741824 -f 4 -c none -i 8"
+	bench c16-p8-b16 -m plugin $U -E NCCL_MIN_NCHANNELS=16 -E NCCL_NCHANNELS_PER_NET_PEER=8 \
+		-E NCCL_BUFFSIZE=16777216 -E NCCL_P2P_NET_CHUNKSIZE=2097152
+	bench c16-p8-b32 -m plugin $U -E NCCL_MIN_NCHANNELS=16 -E NCCL_NCHANNELS_PER_NET_PEER=8 \
+		-E NCCL_BUFFSIZE=33554432 -E NCCL_P2P_NET_CHUNKSIZE=4194304
+	bench c32-p16-b16 -m plugin $U -E NCCL_MIN_NCHANNELS=32 -E NCCL_NCHANNELS_PER_NET_PEER=16 \
+		-E NCCL_BUFFSIZE=16777216 -E NCCL_P2P_NET_CHUNKSIZE=2097152
+	bench reg-c16-p8 -m plugin -R -o sendrecv,alltoall -b 268435456 -e 1073741824 -f 4 -c none -i 8 \
+		-E NCCL_MIN_NCHANNELS=16 -E NCCL_NCHANNELS_PER_NET_PEER=8
+	for d in "$OUT"/logs/c* "$OUT"/logs/reg-c*; do
+		printf '%s: ' "${d##*/}"
+		grep -h -m1 -o '[0-9]* coll channels, .* p2p channels per peer' "$d"/nccl.*.log | head -1
+	done
+	finish
+fi
+
+# Issue 3: where the collective bandwidth goes.  On one host with P2P and
+# SHM off NCCL sizes its rings from the GPU-CPU-GPU path, not from the
+# plugin's speed, so collectives get few channels and send/recv gets
+# NCCL_NCHANNELS_PER_NET_PEER (2) per peer.  One row per lever, 256 MiB and
+# 1 GiB, every element checked; native once for the ratios.
+if [ "$MODE" = chan ]; then
+	U="-o all_reduce,all_gather,reduce_scatter,alltoall,sendrecv -b 268435456 -e 1073741824 -f 4 -c none -i 8"
+	bench chan-default $U
+	bench chan-min16 -m plugin $U -E NCCL_MIN_NCHANNELS=16
+	bench chan-min32 -m plugin $U -E NCCL_MIN_NCHANNELS=32
+	bench chan-min16-buf16m -m plugin $U -E NCCL_MIN_NCHANNELS=16 -E NCCL_BUFFSIZE=16777216 \
+		-E NCCL_P2P_NET_CHUNKSIZE=2097152
+	P="-o sendrecv,alltoall -b 268435456 -e 1073741824 -f 4 -c none -i 8"
+	bench peer8 -m plugin $P -E NCCL_NCHANNELS_PER_NET_PEER=8
+	bench reg-peer2 -R $P
+	bench reg-peer8 -m plugin -R $P -E NCCL_NCHANNELS_PER_NET_PEER=8
+	bench reg-peer16 -m plugin -R $P -E NCCL_NCHANNELS_PER_NET_PEER=16
+	# Channels NCCL actually built, from its INIT lines.
+	for d in "$OUT"/logs/chan-* "$OUT"/logs/*peer*; do
+		printf '%s: ' "${d##*/}"
+		grep -h -m1 -o '[0-9]* coll channels, [0-9]* collnet channels, [0-9]* nvls channels, [0-9]* p2p channels, [0-9]* p2p channels per peer' \
+			"$d"/nccl.*.log 2>/dev/null | head -1 || echo "(no channel line)"
+		echo
+	done
+	finish
+fi

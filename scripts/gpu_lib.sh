@@ -1,0 +1,144 @@
+# Sourced by scripts/gpu_check.sh and scripts/gpu_experiments.sh from the
+# repository root: lists the GPUs, builds the plugin and nccl_bench into
+# build-gpu/ (SKIP_BUILD=1: already built), and gives every mode its tools:
+#   bench NAME ARGS     one nccl_bench invocation, tables and NCCL logs kept;
+#   prove NAME          every plugin run went via NET/symmem with GPUDirect;
+#   expect_fail         a run that must fail with a WARN, well before its deadline;
+#   bench_old           the same run through an older tree's plugin (OLD_TREE);
+#   helper_lines, traces  the copy helpers' stop lines, the NCCL_SYMMEM_TRACE_US
+#                       lines of all ranks on one clock;
+#   finish              pack the logs, print PASS or FAIL, exit.
+# NRANKS=n uses the first n GPUs (default: all); PHASE_TIMEOUT (s) per phase,
+# past it the ranks' stacks are taken (cuda-gdb) before they are killed.
+OUT=${OUT:-/tmp/symmem-gpu}
+mkdir -p "$OUT/logs"
+# NVLink multicast stays off on shared hosts.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+fail=0
+note() { echo "== $*"; }
+
+nvidia-smi -L | tee "$OUT/logs/gpus.txt"
+nvidia-smi topo -m >"$OUT/logs/topo.txt" 2>&1
+. scripts/gpu_build.sh
+# SKIP_BUILD=1: another invocation built build-gpu already (two modes run
+# side by side on different GPUs must not rebuild under each other).
+if [ -n "${SKIP_BUILD:-}" ]; then
+	gpu_nccl_paths
+	export LD_LIBRARY_PATH="$PWD/build-gpu:${LD_LIBRARY_PATH:-}"
+else
+	gpu_build "$OUT/logs/build.log" || exit 1
+fi
+
+# bench NAME [nccl_bench args...]: one invocation, both phases; the plugin
+# phase logs NCCL's INIT/NET lines per process for prove().
+bench() {
+	local name=$1
+	shift
+	mkdir -p "$OUT/logs/$name"
+	note "$name: nccl_bench $* ($(date +%T))"
+	if ! timeout 580 ./build-gpu/nccl_bench ${NRANKS:+-n $NRANKS} -t "${PHASE_TIMEOUT:-240}" -S "$OUT/logs/$name" "$@" \
+		-E NCCL_SYMMEM_STALL_REPORT="${STALL_REPORT:-20}" -E NCCL_DEBUG=INFO \
+		-E NCCL_DEBUG_SUBSYS="${SUBSYS:-INIT,ENV,NET}" -E "NCCL_DEBUG_FILE=$OUT/logs/$name/nccl.%p.log" \
+		>"$OUT/logs/$name/table.txt" 2>"$OUT/logs/$name/stderr.txt"; then
+		echo "FAILED: $name"; tail -5 "$OUT/logs/$name/stderr.txt"; fail=1
+	fi
+	{ echo "## $name: nccl_bench $*"; cat "$OUT/logs/$name/table.txt"; echo; } >>"$OUT/tables.txt"
+	grep -E 'nccl_bench:|^leak' "$OUT/logs/$name/table.txt"
+	prove "$name" "${PROVE:-gdr}"
+}
+
+# Every plugin process: the plugin in use, channels via NET/symmem with
+# GDRDMA (unless the run is host-memory only: prove NAME nogdr), nothing via
+# P2P/SHM/another net, and a copy helper (unless copies stay in NCCL's
+# process on purpose: prove NAME inproc).
+prove() {
+	local dir="$OUT/logs/$1" gdr=${2:-gdr} n=0
+	[ "$gdr" = none ] && return	# a native-only run: nothing to prove
+	for log in "$dir"/nccl.*.log; do
+		[ -e "$log" ] || continue
+		grep -q 'Using network symmem' "$log" || continue
+		n=$((n + 1))
+		if grep -E 'via (P2P|SHM)|via NET/(Socket|IB)' "$log" | head -2 | grep .; then
+			echo "traffic outside NET/symmem in $log"; fail=1
+		fi
+		if [ "$gdr" != nogdr ] && grep 'via NET/symmem' "$log" | grep -vq 'GDRDMA'; then
+			echo "a channel without GPUDirect in $log:"; grep 'via NET/symmem' "$log" | grep -v GDRDMA | head -2
+			fail=1
+		fi
+	done
+	[ "$n" -gt 0 ] || { echo "no plugin log says 'Using network symmem' in $1"; fail=1; }
+	# GPU runs: the copies ran in symmem-copyd, not in NCCL's process.
+	if [ "$gdr" = gdr ] && ! grep -qh 'copy helper .* drives GPU' "$dir"/nccl.*.log; then
+		echo "no copy helper started in $1"; fail=1
+	fi
+	grep -h -m1 'via NET/symmem' "$dir"/nccl.*.log 2>/dev/null | head -1
+}
+
+# expect_fail NAME PATTERN [nccl_bench args...]: the plugin run must fail,
+# well before its deadline (no hang), with PATTERN in a WARN line.
+expect_fail() {
+	local name=$1 pattern=$2 t0 took
+	shift 2
+	mkdir -p "$OUT/logs/$name"
+	note "$name (must fail with a WARN matching '$pattern'): nccl_bench -m plugin $*"
+	t0=$(date +%s)
+	if timeout 300 ./build-gpu/nccl_bench ${NRANKS:+-n $NRANKS} -t "${PHASE_TIMEOUT:-240}" -m plugin "$@" \
+		-E NCCL_DEBUG=INFO -E NCCL_DEBUG_SUBSYS=INIT,NET \
+		-E "NCCL_DEBUG_FILE=$OUT/logs/$name/nccl.%p.log" \
+		>"$OUT/logs/$name/table.txt" 2>"$OUT/logs/$name/stderr.txt"; then
+		echo "FAILED: $name succeeded but must fail"; fail=1
+	fi
+	took=$(($(date +%s) - t0))
+	echo "$name: failed after $took s"
+	[ "$took" -lt "${PHASE_TIMEOUT:-240}" ] || { echo "FAILED: $name ran into its deadline"; fail=1; }
+	if ! grep -h "WARN.*$pattern" "$OUT/logs/$name"/nccl.*.log | sed 's/.*NCCL WARN //' | sort -u | head -2 | grep .; then
+		echo "FAILED: $name: no WARN matching '$pattern'"; fail=1
+	fi
+}
+
+# bench_old NAME [nccl_bench args...]: the same through the plugin of
+# OLD_TREE (an older checkout, built once into OLD_TREE/build-gpu), for
+# an A/B in one call; nothing without OLD_TREE.
+old_built=
+bench_old() {
+	[ -n "${OLD_TREE:-}" ] && [ "$old_built" != failed ] || return 0
+	if [ -z "$old_built" ]; then
+		note "building $OLD_TREE"
+		if ! (cd "$OLD_TREE" && meson setup build-gpu -Dtests=disabled --buildtype=release \
+			-Dwerror=false && ninja -C build-gpu) >"$OUT/logs/old-build.log" 2>&1; then
+			tail -20 "$OUT/logs/old-build.log"; fail=1; old_built=failed; return 0
+		fi
+		old_built=1
+	fi
+	LD_LIBRARY_PATH="$PWD/$OLD_TREE/build-gpu:$LD_LIBRARY_PATH" bench "$@"
+}
+
+# helper_lines PREFIX N: the copy helpers' stop lines (copies, copy-engine
+# calls, GB/s while busy) of the first N processes of each run PREFIX*.
+helper_lines() {
+	local d
+	for d in "$OUT"/logs/"$1"*; do
+		[ -d "$d" ] || continue
+		grep -h "copy helper (pid [0-9]*): " "$d"/nccl.*.log 2>/dev/null |
+			sed 's/.*NCCL INFO //' | sed "s|^|${d##*/}: |" | head -"$2"
+	done
+}
+
+# traces NAME: every NCCL_SYMMEM_TRACE_US line of run NAME, all ranks, in
+# time order, each with its process, into $OUT/trace-NAME.txt.
+traces() {
+	local d="$OUT/logs/$1" log
+	for log in "$d"/nccl.*.log; do
+		[ -e "$log" ] || continue
+		grep -h 'trace [0-9.]* ms:' "$log" | sed "s|^|${log##*/nccl.} |"
+	done | sed 's/^\([0-9]*\)\.log \(.*\)trace \([0-9.]*\) ms:/\3 pid \1:/' |
+		sort -n >"$OUT/trace-$1.txt"
+	echo "$1: $(wc -l <"$OUT/trace-$1.txt") trace lines"
+}
+
+finish() {
+	# The device tool brings back at most 8 files: the tables stay, logs are packed.
+	tar -C "$OUT" -czf "$OUT/logs.tgz" logs 2>/dev/null && rm -rf "$OUT/logs"
+	note "result: $([ $fail = 0 ] && echo PASS || echo FAIL)"
+	exit $fail
+}
