@@ -119,8 +119,8 @@ static const struct var vars[] = {
 	/* The copy helper queues at most this many copies per stream and
 	 * merges waiting requests that continue each other into one copy of
 	 * at most MERGE_SIZE (smfree/copyd_merge.c, bench/results/coalesce.md).
-	 * 64 MiB: 4 x H200 at 1 GiB, every ring collective 0.97-1.01 x native
-	 * against 0.92-0.95 with 16 MiB, 256 MiB within run-to-run noise
+	 * 64 MiB: 4 x H200 at 1 GiB, every ring collective 0.98-1.02 x native
+	 * against 0.94-0.97 with 16 MiB, 256 MiB within run-to-run noise
 	 * (session 10, bench/results/merge64.md).  Session 9 kept 16 MiB for
 	 * 256 MiB losses that were nccl_bench's rank skew, not the merging. */
 	{ .name = "NCCL_SYMMEM_COPY_DEPTH", .kind = VAR_INT,

@@ -170,7 +170,7 @@ struct tp_comm {
 	uint64_t wait_since_ns;	/* start of the current wait without progress */
 	int stall_reported;
 	uint64_t trace_ns;	/* NCCL_SYMMEM_TRACE_US: log longer waits (0 = off) */
-	uint64_t last_call_ns;	/* NCCL's last isend try or test() here (trace.c) */
+	uint64_t last_call_ns;	/* NCCL's last isend try, irecv or test here (trace.c) */
 	int verbose;		/* NCCL_SM_FREE_VERBOSE: note each path once */
 	unsigned paths_seen;	/* enum comm_path bits */
 	struct tp_stats stats;

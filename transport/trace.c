@@ -5,8 +5,8 @@
  * for whom.  Two kinds of line:
  *   - NCCL's progress thread did not call into a connection that had
  *     messages in flight for longer than the limit (and 1 ms at least):
- *     the time went to NCCL
- *     (its proxy thread, its kernel) or to the scheduler, not to us;
+ *     the time went to NCCL (its proxy thread, its kernel) or to the
+ *     scheduler, not to us;
  *   - a message took longer than the limit from post to done, or its
  *     isend waited that long for the peer's receive: its stages say
  *     whether it waited for the receive, for the copy, or for this side
