@@ -267,7 +267,7 @@ int tp_isend(struct tp_comm *c, const void *data, size_t size, const struct tp_r
 	rc = check_region(c, reg, data, size);
 	if (rc)
 		return rc;
-	trace_call(c, sm_now_ns());
+	trace_call(c);
 	rc = c->ops->isend(c, out, data, size, reg);
 	if (rc)
 		return rc;
@@ -304,7 +304,7 @@ int tp_irecv(struct tp_comm *c, void *data, size_t size, const struct tp_region 
 	rc = check_region(c, reg, data, size);
 	if (rc)
 		return rc;
-	trace_call(c, sm_now_ns());
+	trace_call(c);
 	r = comm_req_alloc(c, REQ_RECV);
 	if (!r)
 		return sm_fail(SM_ERR_INTERNAL, "more than %d receives in flight on one connection",
@@ -348,7 +348,7 @@ int tp_test(struct tp_req *r, int *done, size_t *size)
 	*done = 0;
 	if (r->kind == REQ_FREE)
 		return sm_fail(SM_ERR_INTERNAL, "test on a request that is not in flight");
-	trace_call(c, sm_now_ns());
+	trace_call(c);
 	if (!r->done) {
 		if (c->failed)
 			return comm_broken(c);
@@ -367,7 +367,7 @@ int tp_test(struct tp_req *r, int *done, size_t *size)
 	}
 	*done = 1;
 	account(c, r);
-	trace_done(c, r, sm_now_ns());
+	trace_done(c, r);
 	if (size)
 		*size = r->kind == REQ_RECV ? r->msg_size : r->size;
 	r->kind = REQ_FREE;

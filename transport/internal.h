@@ -254,8 +254,8 @@ int comm_fail(struct tp_comm *c, int status, const char *fmt, ...)
 /* NCCL_SYMMEM_TRACE_US (trace.c): a pause in NCCL's calls on a
  * connection with messages in flight, and a message slower than the
  * limit, each logged as one line with a host-wide clock. */
-void trace_call(struct tp_comm *c, uint64_t now);
-void trace_done(const struct tp_comm *c, const struct tp_req *r, uint64_t now);
+void trace_call(struct tp_comm *c);
+void trace_done(const struct tp_comm *c, const struct tp_req *r);
 
 /* region.c */
 int region_lookup(struct tp_comm *c, uint32_t id, struct remote_region **out);

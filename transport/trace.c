@@ -30,12 +30,13 @@ static double us(uint64_t ns)
 	return (double)ns / 1e3;
 }
 
-void trace_call(struct tp_comm *c, uint64_t now)
+void trace_call(struct tp_comm *c)
 {
-	uint64_t last = c->last_call_ns;
+	uint64_t last = c->last_call_ns, now;
 
 	if (!c->trace_ns)
-		return;
+		return;		/* off: not even a clock read per call */
+	now = sm_now_ns();
 	c->last_call_ns = now;
 	if (!last || !c->q_count || now - last <= c->trace_ns || now - last <= PAUSE_FLOOR_NS)
 		return;
@@ -45,11 +46,15 @@ void trace_call(struct tp_comm *c, uint64_t now)
 		c->q_count, (unsigned long long)comm_head(c)->seq);
 }
 
-void trace_done(const struct tp_comm *c, const struct tp_req *r, uint64_t now)
+void trace_done(const struct tp_comm *c, const struct tp_req *r)
 {
 	char landed[96] = "";
+	uint64_t now;
 
-	if (!c->trace_ns || (now - r->t_post <= c->trace_ns && r->t_wait <= c->trace_ns))
+	if (!c->trace_ns)
+		return;
+	now = sm_now_ns();
+	if (now - r->t_post <= c->trace_ns && r->t_wait <= c->trace_ns)
 		return;
 	/* Only copies in place have a landing time (not the host ring). */
 	if (r->kind == REQ_SEND && r->t_landed >= r->t_post)
