@@ -138,6 +138,8 @@ struct bench_fork {
 /* Forks the ranks, hands them rank 0's NCCL id and waits; returns how many
  * failed (a killed rank counts). */
 int bench_fork_ranks(const struct bench_fork *f);
+/* Seconds on CLOCK_MONOTONIC. */
+double bench_now(void);
 /* A barrier of the forked ranks in shared memory, made before the fork:
  * -T starts every iteration on every rank together, so one rank's time is
  * that iteration's alone, not the backlog of the ones before it. */

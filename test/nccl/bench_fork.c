@@ -59,7 +59,7 @@ void bench_barrier_reset(struct bench_barrier *b)
 	atomic_store(&b->arrived, 0);
 }
 
-static double seconds_now(void)
+double bench_now(void)
 {
 	struct timespec t;
 
@@ -71,7 +71,7 @@ static double seconds_now(void)
 int bench_barrier_wait(struct bench_barrier *b, double seconds)
 {
 	int round = atomic_load(&b->round);
-	double limit = seconds_now() + seconds;
+	double limit = bench_now() + seconds;
 
 	if (atomic_fetch_add(&b->arrived, 1) == b->nranks - 1) {
 		atomic_store(&b->arrived, 0);
@@ -79,7 +79,7 @@ int bench_barrier_wait(struct bench_barrier *b, double seconds)
 		return 0;
 	}
 	while (atomic_load(&b->round) == round) {
-		if (seconds_now() > limit)
+		if (bench_now() > limit)
 			return -1;
 		sched_yield();
 	}

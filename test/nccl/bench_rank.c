@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cuda_runtime_api.h>
@@ -29,14 +28,6 @@ static void nccl_ok(ncclResult_t r, const char *what, int line)
 		return;
 	fprintf(stderr, "bench_rank.c:%d: %s: %s\n", line, what, ncclGetErrorString(r));
 	exit(3);
-}
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 struct rank_ctx {
@@ -108,11 +99,11 @@ static void barrier(struct rank_ctx *c)
 static double timed_together(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop,
 			     const struct bench_shape *s, cudaGraphExec_t *exec)
 {
-	double t0 = now();
+	double t0 = bench_now();
 
 	run(c, op, dtype, redop, s, c->o->iters, exec);
 	CUDA_OK(cudaStreamSynchronize(c->stream));
-	return (now() - t0) * 1e6 / c->o->iters;
+	return (bench_now() - t0) * 1e6 / c->o->iters;
 }
 
 /* -T: mean us of `iters` runs, each started on every rank together and
@@ -130,11 +121,11 @@ static double timed_alone(struct rank_ctx *c, int op, int dtype, ncclRedOp_t red
 		double t0, us;
 
 		barrier(c);
-		t0 = now();
+		t0 = bench_now();
 
 		run(c, op, dtype, redop, s, 1, exec);
 		CUDA_OK(cudaStreamSynchronize(c->stream));
-		us = (now() - t0) * 1e6;
+		us = (bench_now() - t0) * 1e6;
 		sum += us;
 		if (used > 0 && (size_t)used < sizeof(line))
 			used += snprintf(line + used, sizeof(line) - (size_t)used, " %.0f", us);
