@@ -418,8 +418,9 @@ static int locate(struct copyd *d, uint32_t id, uint64_t off, uint64_t len, CUde
 }
 
 /* Takes every newly posted request, in order, into the waiting copies;
- * returns how many. */
-static int take(struct copyd *d)
+ * returns how many.  `now`: this turn's clock, for the statistics and the
+ * destinations seen (the loop takes microseconds). */
+static int take(struct copyd *d, uint64_t now)
 {
 	int n = 0;
 
@@ -434,11 +435,8 @@ static int take(struct copyd *d)
 			break;
 		d->tail++;
 		n++;
-		if (s->post_ns) {
-			uint64_t now = sm_now_ns();
-
+		if (s->post_ns)
 			sm_hist_add(&d->ring->stats.take_hist, now > s->post_ns ? now - s->post_ns : 0);
-		}
 		dst = covering(d, s->dst_id, s->dst_off, s->len);
 		if (!dst || !covering(d, s->src_id, s->src_off, s->len)) {
 			slot_fail(s, "copy names an unknown mapping or runs past one");
@@ -451,7 +449,7 @@ static int take(struct copyd *d)
 		w.dst_off = s->dst_off;
 		w.len = s->len;
 		w.dst_key = distance(d, dst);	/* < ngpus <= MAX_GPUS */
-		d->key_seen_ns[w.dst_key] = sm_now_ns();
+		d->key_seen_ns[w.dst_key] = now;
 		cd_queue_add(&d->queue, &w);
 		d->held[i] = 1;
 		if (d->queue.n > d->ring->stats.waiting_max)
@@ -687,7 +685,7 @@ static void serve(struct copyd *d)
 		turn = now;
 
 		if (d->ring) {
-			worked = take(d);
+			worked = take(d, now);
 			worked += issue(d);
 			/* Waiting copies mean every stream is full. */
 			inflight = complete(d) + (int)d->queue.n;
