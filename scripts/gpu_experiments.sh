@@ -23,7 +23,8 @@
 #        bcast: 256 MiB broadcast swings (session 9);
 #        bcast-iter, bcast-stall, iter-trace: iterations timed alone or back
 #        to back with NCCL_SYMMEM_TRACE_US, every rank's lines on one clock;
-#        sweep: any VARIANTS of settings against the defaults.
+#        sweep: any VARIANTS of settings against the defaults (variants apart
+#        by spaces, settings by commas, '+' for a space inside a value).
 #        NRANKS, PHASE_TIMEOUT, SKIP_BUILD: as in scripts/gpu_lib.sh.
 MODE=${1:-}
 case " pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
@@ -217,9 +218,10 @@ if [ "$MODE" = sweep ]; then
 	n=0
 	for v in ${VARIANTS:?VARIANTS names the settings to compare}; do
 		n=$((n + 1))
-		E=""
-		for kv in ${v//,/ }; do E="$E -E $kv"; done
-		bench "sweep-$n" -m plugin $S $E
+		E=()
+		# A '+' in a value stands for a space (NCCL_THREAD_THRESHOLDS).
+		for kv in ${v//,/ }; do E+=(-E "${kv//+/ }"); done
+		bench "sweep-$n" -m plugin $S "${E[@]}"
 	done
 	helper_lines sweep- 4
 	finish
