@@ -983,6 +983,17 @@ static const struct {
 	  "per GPU for 32 ring channels)" },
 	{ "NCCL_P2P_NET_CHUNKSIZE", "2097152", 1,
 	  "2 MiB send/recv steps instead of 128 KiB" },
+	/* NCCL spreads a collective over every channel from a few KiB up
+	 * (ring or tree, threads x threshold bytes per channel: 512 x 64 for
+	 * Simple, 640 x 8 for LL128).  Each channel's steps are copies of
+	 * their own, each with a fixed cost on the engine, so the plugin asks
+	 * for one channel per SMFREE_CHANNEL_BYTES (1 MiB): 2048 x 512 for
+	 * Simple, 1638 x 640 for LL128, for tree and ring; LL (-1) keeps
+	 * NCCL's.  test_config checks the numbers against the constant. */
+	{ "NCCL_THREAD_THRESHOLDS", "-1 1638 2048 -1 1638 2048", 1,
+	  "one channel per MiB of a collective instead of all 32 from 32 KiB: each channel's "
+	  "steps are separate copy-engine copies (4 x H200: 1 MiB all_reduce 0.045 -> 0.127 of "
+	  "native, 4 MiB 0.10 -> 0.23; 256 MiB and up unchanged)" },
 	/* NCCL_NET_SHARED_BUFFERS=0 is not here either.  With shared buffers
 	 * NCCL gives the peers of one channel alternate slots of a common
 	 * pool (net.cc: slot * nsubs + sub), so the steps of a connection are

@@ -259,8 +259,7 @@ static int pending_retry(struct pending *p)
 {
 	uint64_t now = sm_now_ns();
 
-	if (!p->fault_tolerance || p->state != CONN_CONNECTING ||
-	    now + p->backoff_ns >= p->deadline_ns)
+	if (!p->fault_tolerance || p->state != CONN_CONNECTING || now >= p->deadline_ns)
 		return 0;
 	snprintf(p->last_error, sizeof(p->last_error), "%s", sm_last_error());
 	if (p->retries == 0)
@@ -270,7 +269,11 @@ static int pending_retry(struct pending *p)
 		close(p->fd);
 	p->fd = -1;
 	p->retries++;
+	/* The last pause ends at the deadline, so the connect gives up there
+	 * and not up to a whole pause early. */
 	p->retry_at_ns = now + p->backoff_ns;
+	if (p->retry_at_ns > p->deadline_ns)
+		p->retry_at_ns = p->deadline_ns;
 	p->backoff_ns = p->backoff_ns * 2 > RETRY_MAX_NS ? RETRY_MAX_NS : p->backoff_ns * 2;
 	return 1;
 }

@@ -1,8 +1,9 @@
 /* The tuner tables exported by the built library: they must keep every
  * cost-table cell as NCCL filled it (never revive a -1 cell, never pick an
  * algorithm or protocol) and touch only the channel count, and only when
- * NCCL_PASS_SM=1.  Run twice by meson: with the default environment
- * (EXPECT_CHANNELS=0) and with NCCL_PASS_SM=1 (EXPECT_CHANNELS=2). */
+ * NCCL_PASS_SM=1.  Run three times by meson: with the default environment
+ * (EXPECT_CHANNELS=0) and with NCCL_PASS_SM=1 (EXPECT_CHANNELS: the cap,
+ * 8 by default or NCCL_SYMMEM_PASS_SM_CHANNELS=5). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,6 +18,20 @@
 
 static void *lib;
 static int expect_channels;
+
+/* What the tuner must answer for a collective of this size: nothing
+ * without NCCL_PASS_SM, else one channel per MiB up to the cap, as NCCL
+ * would open them under the plugin's NCCL_THREAD_THRESHOLDS. */
+static int expected(size_t bytes)
+{
+	size_t mib = bytes >> 20;
+
+	if (!expect_channels)
+		return 0;
+	if (mib < 1)
+		return 1;
+	return mib < (size_t)expect_channels ? (int)mib : expect_channels;
+}
 
 static void fill_table(float t[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS])
 {
@@ -51,7 +66,7 @@ static void check_v5(void **state)
 							 NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, 0, &nch),
 					 ncclSuccess);
 			assert_memory_equal(table, orig, sizeof(table));
-			assert_int_equal(nch, expect_channels);
+			assert_int_equal(nch, expected(bytes));
 		}
 	}
 	assert_int_equal(t->finalize(ctx), ncclSuccess);
@@ -73,18 +88,18 @@ static void check_v4_v3(void **state)
 	fill_table(table);
 	memcpy(orig, table, sizeof(table));
 	assert_int_equal(t4->init(4, 1, harness_logger, &ctx), ncclSuccess);	/* ctx last in v4 */
-	assert_int_equal(t4->getCollInfo(ctx, ncclFuncAllGather, 1 << 20, 1, (float **)(void *)&rows,
+	assert_int_equal(t4->getCollInfo(ctx, ncclFuncAllGather, 64 << 20, 1, (float **)(void *)&rows,
 					 NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, 1, &nch), ncclSuccess);
 	assert_memory_equal(table, orig, sizeof(table));
-	assert_int_equal(nch, expect_channels);
+	assert_int_equal(nch, expected(64 << 20));
 	assert_int_equal(t4->destroy(ctx), ncclSuccess);
 
 	nch = 0;
 	assert_int_equal(t3->init(4, 1, harness_logger, &ctx), ncclSuccess);
-	assert_int_equal(t3->getCollInfo(ctx, ncclFuncReduceScatter, 1 << 20, 1, (float **)(void *)&rows,
+	assert_int_equal(t3->getCollInfo(ctx, ncclFuncReduceScatter, 3 << 20, 1, (float **)(void *)&rows,
 					 NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, &nch), ncclSuccess);
 	assert_memory_equal(table, orig, sizeof(table));
-	assert_int_equal(nch, expect_channels);
+	assert_int_equal(nch, expected(3 << 20));
 	assert_int_equal(t3->destroy(ctx), ncclSuccess);
 }
 
@@ -112,7 +127,7 @@ static void decisions(FILE *out)
 {
 	static const size_t ranks[] = { 1, 2, 3, 4, 8, 16, 32, 64 };
 	static const size_t nodes[] = { 1, 2, 4, 8 };
-	static const size_t sizes[] = { 0, 8, 65536, 1048576, 67108864, 1073741824 };
+	static const size_t sizes[] = { 0, 8, 65536, 1048576, 4194304, 67108864, 1073741824 };
 	static const char *const colls[] = { "broadcast", "reduce", "all_gather", "reduce_scatter",
 					     "all_reduce" };
 	ncclTuner_v5_t *t = dlsym(lib, "ncclTunerPlugin_v5");

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "smfree.h"
 
 #define ERRLEN 512
 
@@ -1452,6 +1453,7 @@ static void unset_channel_defaults(void)
 	unsetenv("NCCL_NCHANNELS_PER_NET_PEER");
 	unsetenv("NCCL_BUFFSIZE");
 	unsetenv("NCCL_P2P_NET_CHUNKSIZE");
+	unsetenv("NCCL_THREAD_THRESHOLDS");
 }
 
 /* A default configuration and none of the variables the plugin may set
@@ -1501,7 +1503,7 @@ static void test_nccl_defaults(void **state)
 	assert_null(getenv("NCCL_NET_GDR_LEVEL"));
 	assert_null(getenv("NCCL_PROTO"));
 	assert_int_equal(a.set, 0);
-	assert_int_equal(a.calls, 5);
+	assert_int_equal(a.calls, 6);
 	assert_string_equal(a.last, "(unset)");
 
 	memset(&a, 0, sizeof(a));
@@ -1529,6 +1531,42 @@ static void test_nccl_defaults(void **state)
 	assert_null(getenv("NCCL_BUFFSIZE"));
 }
 
+/* NCCL_THREAD_THRESHOLDS as NCCL parses it (tree LL, LL128, Simple, then
+ * ring; -1 keeps NCCL's): threads x threshold must be the bytes per channel
+ * the tuner's NCCL_PASS_SM cap assumes (SMFREE_CHANNEL_BYTES), within one
+ * thread-threshold step, for the 512 Simple and 640 LL128 threads NCCL
+ * gives a Hopper channel. */
+static void test_thread_thresholds(void **state)
+{
+	static const long threads[3] = { 0, 640, 512 };	/* LL, LL128, Simple */
+	struct config cfg;
+	long t[6];
+	const char *v;
+
+	(void)state;
+	defaults_start(&cfg);
+	setenv("NCCL_P2P_DISABLE", "1", 1);
+	assert_int_equal(config_apply_nccl_defaults(&cfg, NULL, NULL), 6);
+	v = getenv("NCCL_THREAD_THRESHOLDS");
+	assert_non_null(v);
+	assert_int_equal(sscanf(v, "%ld %ld %ld %ld %ld %ld", &t[0], &t[1], &t[2], &t[3], &t[4],
+				&t[5]), 6);
+	for (int i = 0; i < 6; i++) {
+		int p = i % 3;
+
+		if (p == 0) {
+			assert_int_equal(t[i], -1);
+			continue;
+		}
+		assert_true(t[i] * threads[p] <= SMFREE_CHANNEL_BYTES);
+		assert_true((t[i] + 1) * threads[p] > SMFREE_CHANNEL_BYTES);
+	}
+	unset_channel_defaults();
+	unsetenv("NCCL_NET_GDR_LEVEL");
+	unsetenv("NCCL_PROTO");
+	unsetenv("NCCL_P2P_DISABLE");
+}
+
 /* Channel and step sizes are set only when GPU traffic of one host goes
  * through the plugin (NCCL_P2P_DISABLE=1), each only where unset. */
 static void test_nccl_channel_defaults(void **state)
@@ -1547,11 +1585,12 @@ static void test_nccl_channel_defaults(void **state)
 	setenv("NCCL_P2P_DISABLE", "1", 1);
 	setenv("NCCL_BUFFSIZE", "4194304", 1);
 	memset(&a, 0, sizeof(a));
-	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 4);
+	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 5);
 	assert_string_equal(getenv("NCCL_MIN_NCHANNELS"), "32");
 	assert_null(getenv("NCCL_NCHANNELS_PER_NET_PEER"));
 	assert_string_equal(getenv("NCCL_P2P_NET_CHUNKSIZE"), "2097152");
 	assert_string_equal(getenv("NCCL_BUFFSIZE"), "4194304");
+	assert_non_null(getenv("NCCL_THREAD_THRESHOLDS"));
 
 	/* NCCL_SYMMEM_NCCL_DEFAULTS=0 turns these off too. */
 	unset_channel_defaults();
@@ -1568,6 +1607,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_parse_bool_words),
+		cmocka_unit_test(test_thread_thresholds),
 		cmocka_unit_test(test_parse_bool_rejects),
 		cmocka_unit_test(test_bool_vars_accept),
 		cmocka_unit_test(test_bool_vars_reject),
