@@ -24,7 +24,8 @@
 #        bcast-iter, bcast-stall, iter-trace: iterations timed alone or back
 #        to back with NCCL_SYMMEM_TRACE_US, every rank's lines on one clock;
 #        sweep: any VARIANTS of settings against the defaults (variants apart
-#        by spaces, settings by commas, '+' for a space inside a value).
+#        by spaces, settings by commas before NCCL_, '+' for a space inside a
+#        value).
 #        NRANKS, PHASE_TIMEOUT, SKIP_BUILD: as in scripts/gpu_lib.sh.
 MODE=${1:-}
 case " pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
@@ -219,8 +220,10 @@ if [ "$MODE" = sweep ]; then
 	for v in ${VARIANTS:?VARIANTS names the settings to compare}; do
 		n=$((n + 1))
 		E=()
-		# A '+' in a value stands for a space (NCCL_THREAD_THRESHOLDS).
-		for kv in ${v//,/ }; do E+=(-E "${kv//+/ }"); done
+		# Settings part at ",NCCL_", so a value may hold commas
+		# (NCCL_PROTO=LL128,Simple); a '+' in a value stands for a space
+		# (NCCL_THREAD_THRESHOLDS).
+		for kv in ${v//,NCCL_/ NCCL_}; do E+=(-E "${kv//+/ }"); done
 		bench "sweep-$n" -m plugin $S "${E[@]}"
 	done
 	helper_lines sweep- 4
