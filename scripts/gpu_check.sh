@@ -8,7 +8,7 @@
 # Usage: scripts/gpu_check.sh [full|quick|debug|paths|pool|leak|helper|probe|perf|table|floor]
 #        full: every op to 1 GiB, the three protocols, CUDA graphs, registered
 #        buffers (with graphs), TCP, NCCL_CUMEM_ENABLE=0, PyTorch; quick: the
-#        same to 256 MiB;
+#        same to 256 MiB (the protocols to 64 MiB);
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        paths: five ops on each data path (DMA_ENABLE=0, DIRECT_PATH=0,
 #        CUMEM_ENABLE=0); pool: NCCL_ZERO_COPY=0, the pool's sizing rules, a
@@ -168,10 +168,11 @@ if [ "$MODE" = perf ]; then
 fi
 
 MAX=1073741824
-[ "$MODE" = quick ] && MAX=268435456
+PROTO_MAX=$MAX
+[ "$MODE" = quick ] && MAX=268435456 PROTO_MAX=67108864
 bench default -b 0 -e $MAX
 for proto in Simple LL LL128; do
-	NCCL_PROTO=$proto bench "proto-$proto" -b 0 -e 67108864 -c none -i 5
+	NCCL_PROTO=$proto bench "proto-$proto" -b 0 -e $PROTO_MAX -c none -i 5
 done
 [ -z "${SKIP_GRAPH:-}" ] && bench graph -G -b 0 -e $MAX -c none
 bench registered -R -b 8 -e $MAX -c none
