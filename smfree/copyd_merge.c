@@ -32,9 +32,15 @@ void cd_queue_init(struct cd_queue *q, uint64_t merge_max)
 	q->merge_max = merge_max;
 }
 
+/* Where the k-th waiting copy sits in the ring of groups. */
+static unsigned slot_of(const struct cd_queue *q, unsigned k)
+{
+	return (q->head + k) % CD_SLOTS;
+}
+
 static struct cd_group *group_at(struct cd_queue *q, unsigned k)
 {
-	return &q->group[(q->head + k) % CD_SLOTS];
+	return &q->group[slot_of(q, k)];
 }
 
 /* Room for r in g within the caps. */
@@ -130,7 +136,7 @@ const struct cd_group *cd_queue_at(const struct cd_queue *q, int k)
 {
 	if (k < 0 || (unsigned)k >= q->n)
 		return NULL;
-	return &q->group[(q->head + (unsigned)k) % CD_SLOTS];
+	return &q->group[slot_of(q, (unsigned)k)];
 }
 
 int cd_queue_pick_key(const struct cd_queue *q, uint32_t key)
@@ -138,7 +144,7 @@ int cd_queue_pick_key(const struct cd_queue *q, uint32_t key)
 	if (!q->n)
 		return -1;
 	for (unsigned k = 0; k < q->n && k < CD_PICK_WINDOW; k++)
-		if (q->group[(q->head + k) % CD_SLOTS].dst_key == key)
+		if (q->group[slot_of(q, k)].dst_key == key)
 			return (int)k;
 	return 0;
 }
