@@ -90,6 +90,14 @@ int config_apply_nccl_defaults(const struct config *cfg,
 					    const char *why, void *arg),
 			       void *arg);
 
+/* The NCCL variables the GPU path wants that only the user can set (NCCL
+ * reads them before it loads the plugin): `emit` hears each one left unset,
+ * with the value to set and why, when GPU traffic of one host goes through
+ * the plugin and NCCL_SYMMEM_NCCL_DEFAULTS is on.  Returns how many. */
+int config_nccl_advice(const struct config *cfg,
+		       void (*emit)(const char *name, const char *value, const char *why, void *arg),
+		       void *arg);
+
 /* Parsers, exposed for the unit tests. Each returns 0 or -1. */
 int config_parse_size(const char *s, uint64_t *out);
 int config_parse_bool(const char *s, int *out);

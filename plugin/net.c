@@ -128,6 +128,13 @@ static void emit_nccl_default(const char *name, const char *value, int applied, 
 		LOG_INFO("NET/symmem %s=%s left as it is", name, value);
 }
 
+static void emit_nccl_advice(const char *name, const char *value, const char *why, void *arg)
+{
+	(void)arg;
+	LOG_INFO("NET/symmem %s is unset; set %s=%s before the job starts (NCCL reads it before "
+		 "it loads the plugin): %s", name, name, value, why);
+}
+
 static void build_devices(void)
 {
 	const struct config *cfg = config_get();
@@ -149,6 +156,7 @@ static void build_devices(void)
 	ndevices = n;
 	gpu_path = 1;
 	config_apply_nccl_defaults(cfg, emit_nccl_default, NULL);
+	config_nccl_advice(cfg, emit_nccl_advice, NULL);
 }
 
 static const struct config *load_config(void)

@@ -1567,6 +1567,40 @@ static void test_thread_thresholds(void **state)
 	unsetenv("NCCL_P2P_DISABLE");
 }
 
+static void note_advice(const char *name, const char *value, const char *why, void *arg)
+{
+	struct applied *a = arg;
+
+	assert_non_null(why);
+	a->calls++;
+	snprintf(a->last, sizeof(a->last), "%s=%s", name, value);
+}
+
+/* NCCL_NCHANNELS_PER_NET_PEER is named in the log when GPU traffic of one
+ * host goes through the plugin and the user left it unset; never set. */
+static void test_nccl_advice(void **state)
+{
+	struct config cfg;
+	struct applied a = { 0 };
+
+	(void)state;
+	defaults_start(&cfg);
+	assert_int_equal(config_nccl_advice(&cfg, note_advice, &a), 0);	/* P2P on */
+	setenv("NCCL_P2P_DISABLE", "1", 1);
+	assert_int_equal(config_nccl_advice(&cfg, note_advice, &a), 1);
+	assert_int_equal(a.calls, 1);
+	assert_string_equal(a.last, "NCCL_NCHANNELS_PER_NET_PEER=16");
+	assert_null(getenv("NCCL_NCHANNELS_PER_NET_PEER"));
+
+	setenv("NCCL_NCHANNELS_PER_NET_PEER", "8", 1);
+	assert_int_equal(config_nccl_advice(&cfg, note_advice, &a), 0);
+	assert_string_equal(getenv("NCCL_NCHANNELS_PER_NET_PEER"), "8");
+	unsetenv("NCCL_NCHANNELS_PER_NET_PEER");
+	cfg.nccl_defaults = 0;
+	assert_int_equal(config_nccl_advice(&cfg, NULL, NULL), 0);
+	unsetenv("NCCL_P2P_DISABLE");
+}
+
 /* Channel and step sizes are set only when GPU traffic of one host goes
  * through the plugin (NCCL_P2P_DISABLE=1), each only where unset. */
 static void test_nccl_channel_defaults(void **state)
@@ -1608,6 +1642,7 @@ int main(void)
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_parse_bool_words),
 		cmocka_unit_test(test_thread_thresholds),
+		cmocka_unit_test(test_nccl_advice),
 		cmocka_unit_test(test_parse_bool_rejects),
 		cmocka_unit_test(test_bool_vars_accept),
 		cmocka_unit_test(test_bool_vars_reject),
