@@ -227,6 +227,8 @@ if [ "$MODE" = sweep ]; then
 		bench "sweep-$n" -m plugin $S "${E[@]}"
 	done
 	helper_lines sweep- 4
+	# Every run against sweep-def's native times, one column each.
+	python3 scripts/sweep_ratios.py "$OUT/tables.txt" | tee "$OUT/ratios.txt"
 	finish
 fi
 
