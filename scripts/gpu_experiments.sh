@@ -23,15 +23,17 @@
 #        bcast: 256 MiB broadcast swings (session 9);
 #        bcast-iter, bcast-stall, iter-trace: iterations timed alone or back
 #        to back with NCCL_SYMMEM_TRACE_US, every rank's lines on one clock;
+#        torch-p2p: PyTorch send/recv and all_to_all with its allocator's
+#        registration, natively and through the plugin (issue 4);
 #        sweep: any VARIANTS of settings against the defaults (variants apart
 #        by spaces, settings by commas before NCCL_, '+' for a space inside a
 #        value).
 #        NRANKS, PHASE_TIMEOUT, SKIP_BUILD: as in scripts/gpu_lib.sh.
 MODE=${1:-}
-case " pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
+case " torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
 *" $MODE "*) ;;
 *)
-	echo "usage: $0 MODE (one of: pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan)" >&2
+	echo "usage: $0 MODE (one of: torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan)" >&2
 	exit 2
 	;;
 esac
@@ -229,6 +231,45 @@ if [ "$MODE" = sweep ]; then
 	helper_lines sweep- 4
 	# Every run against sweep-def's native times, one column each.
 	python3 scripts/sweep_ratios.py "$OUT/tables.txt" | tee "$OUT/ratios.txt"
+	finish
+fi
+
+# Issue 4: PyTorch's registration of its caching allocator with NCCL
+# (expandable segments + TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1).
+# scripts/torch_p2p.py (send/recv and all_to_all_single of SIZE, default
+# 1 GiB, per rank, every element checked) natively and through the plugin,
+# each without and with the registration, then through the plugin with
+# registration and NCCL_PASS_SM=1.  The plugin runs log the connections'
+# close lines (NCCL_SM_FREE_VERBOSE=1): their mean message size says whether
+# the plugin moved NCCL's 2 MiB steps or the user's whole buffers.
+if [ "$MODE" = torch-p2p ]; then
+	PY=$(command -v python3)
+	[ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
+	PLUGIN="NCCL_NET_PLUGIN=symmem NCCL_NET=symmem NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1
+		NCCL_SM_FREE_VERBOSE=1"
+	REG="TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1
+		PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+	for run in native native-reg plugin plugin-reg plugin-reg-passsm; do
+		E="NCCL_NCHANNELS_PER_NET_PEER=16"
+		case $run in plugin*) E="$E $PLUGIN" ;; esac
+		case $run in *reg*) E="$E $REG" ;; esac
+		case $run in *passsm) E="$E NCCL_PASS_SM=1" ;; esac
+		mkdir -p "$OUT/logs/torch-$run"
+		note "torch-$run: $(echo $E)"
+		if ! env $E NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV,NET,REG \
+			NCCL_DEBUG_FILE="$OUT/logs/torch-$run/nccl.%p.log" \
+			timeout 300 "$PY" scripts/torch_p2p.py >"$OUT/logs/torch-$run/out.txt" 2>&1; then
+			echo "FAILED: torch-$run"; tail -20 "$OUT/logs/torch-$run/out.txt"; fail=1
+		fi
+		grep -E '^torch' "$OUT/logs/torch-$run/out.txt"
+		case $run in plugin*)
+			prove "torch-$run"
+			grep -h "closed:" "$OUT/logs/torch-$run"/nccl.*.log |
+				sed -n 's/.*comm [^ ]* on device \([0-9]*\) closed: \([0-9]*\) messages.*), \([0-9.]*\) MiB,.*/\2 \3/p' |
+				awk '$1 > 0 {m += $1; b += $2} END {if (m) printf "plugin connections: %d messages, mean %.1f MiB each\n", m, b / m}'
+			;;
+		esac
+	done
 	finish
 fi
 
