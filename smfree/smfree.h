@@ -27,8 +27,8 @@ enum smfree_coll {
  * Every channel's steps are copies of their own, each with a fixed cost of
  * a few us on the engine, so from 256 KiB to 16 MiB one channel per MiB
  * is faster than NCCL's 32 for most collectives (4 x H200: 1 MiB
- * all_reduce 0.045 -> 0.127 of native,
- * 4 MiB 0.10 -> 0.23; bench/results/small-channels.md).  The plugin's NCCL
+ * all_reduce 0.045 -> 0.127 of native, 4 MiB 0.10 -> 0.23;
+ * bench/results/small-channels.md).  The plugin's NCCL
  * defaults (plugin/config.c, NCCL_THREAD_THRESHOLDS) and the NCCL_PASS_SM
  * cap below both follow it. */
 #define SMFREE_CHANNEL_BYTES (1u << 20)
