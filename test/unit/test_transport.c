@@ -177,6 +177,19 @@ static size_t complete_both(struct tp_req *sr, struct tp_req *rr, double end)
 	return got;
 }
 
+/* Retries isend until the peer's receive is posted, as NCCL's proxy does;
+ * fails the test past `end`. */
+static struct tp_req *isend_when_posted(struct tp_comm *s, const void *src, size_t size,
+					double end)
+{
+	struct tp_req *sr = NULL;
+
+	while (!sr && now() < end)
+		assert_int_equal(tp_isend(s, src, size, NULL, &sr), SM_OK);
+	assert_non_null(sr);
+	return sr;
+}
+
 /* A tiny ring and odd sizes: every message wraps around the ring end. */
 static void ring_wraps(int backend)
 {
@@ -187,16 +200,14 @@ static void ring_wraps(int backend)
 	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
 	for (int m = 0; m < 60; m++) {
 		size_t size = (size_t)(m * 4999 + 13) % 300000;
-		struct tp_req *sr = NULL, *rr;
+		struct tp_req *sr, *rr;
 		double end = now() + 10;
 
 		for (size_t i = 0; i < size; i++)
 			src[i] = (uint8_t)(i * 31 + (size_t)m + 1);
 		memset(dst, 0, size);
 		assert_int_equal(tp_irecv(r, dst, 300000, NULL, &rr), SM_OK);
-		while (!sr && now() < end)
-			assert_int_equal(tp_isend(s, src, size, NULL, &sr), SM_OK);
-		assert_non_null(sr);
+		sr = isend_when_posted(s, src, size, end);
 		assert_int_equal(complete_both(sr, rr, end), size);
 		assert_memory_equal(src, dst, size);
 	}
@@ -258,9 +269,7 @@ static void recv_wait(int backend)
 			usleep(3000);
 		}
 		assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &rr), SM_OK);
-		while (!sr && now() < end)
-			assert_int_equal(tp_isend(s, src, sizeof(src), NULL, &sr), SM_OK);
-		assert_non_null(sr);
+		sr = isend_when_posted(s, src, sizeof(src), end);
 		assert_int_equal(complete_both(sr, rr, end), sizeof(dst));
 	}
 	tp_get_stats(s, &st);
@@ -745,9 +754,7 @@ static int traced_gap(uint64_t trace_ns, int late_send)
 		}
 		assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &rr), SM_OK);
 	}
-	while (!sr && now() < end)
-		assert_int_equal(tp_isend(s, src, sizeof(src), NULL, &sr), SM_OK);
-	assert_non_null(sr);
+	sr = isend_when_posted(s, src, sizeof(src), end);
 	assert_int_equal(complete_both(sr, rr, end), sizeof(src));
 	assert_string_equal(dst, "gap");
 	sm_set_log_sink(NULL);
@@ -831,9 +838,7 @@ static void test_stall_reported_once(void **state)
 
 	/* The waits were only reported: both requests still complete. */
 	end = now() + 10;
-	while (!sr && now() < end)
-		assert_int_equal(tp_isend(s, src, 8, NULL, &sr), SM_OK);
-	assert_non_null(sr);
+	sr = isend_when_posted(s, src, 8, end);
 	while (!done && now() < end)
 		assert_int_equal(tp_test(rr, &done, &got), SM_OK);
 	assert_int_equal(got, 8);
