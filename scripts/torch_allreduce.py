@@ -2,19 +2,16 @@
 One process per GPU (the first NRANKS GPUs when set, as scripts/gpu_check.sh
 does); inputs are small non-zero integers so the sum is exact; every element
 of the result is checked. Exit code 0 only if all are right."""
-import os
 import sys
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+from torch_ranks import init_rank, spawn, world_size
 
 
 def worker(rank, world, port, results):
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=rank, world_size=world,
-                            device_id=torch.device("cuda", rank))
+    init_rank(rank, world, port)
     ok = True
     for numel in (1, 1000, 1 << 20, 32 << 20):
         idx = torch.arange(numel, device="cuda", dtype=torch.int64)
@@ -28,15 +25,8 @@ def worker(rank, world, port, results):
 
 
 if __name__ == "__main__":
-    world = torch.cuda.device_count()
-    if os.environ.get("NRANKS"):
-        asked = int(os.environ["NRANKS"])
-        if not 1 <= asked <= world:
-            sys.exit(f"NRANKS={asked}, but {world} GPUs are visible")
-        world = asked
-    port = 29500 + os.getpid() % 1000
-    results = mp.Manager().dict()
-    mp.spawn(worker, args=(world, port, results), nprocs=world)
+    world = world_size()
+    results = spawn(worker, world)
     good = all(results.get(r, False) for r in range(world))
     print(f"torch all_reduce over {world} GPUs: {'all results correct' if good else 'WRONG RESULTS'}")
     sys.exit(0 if good else 1)

@@ -15,7 +15,8 @@ import sys
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+from torch_ranks import init_rank, spawn, world_size
 
 WARMUP = 3
 
@@ -84,10 +85,7 @@ def alltoall(rank, world, numel, iters):
 
 
 def worker(rank, world, port, numel, iters, results):
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=rank, world_size=world,
-                            device_id=torch.device("cuda", rank))
+    init_rank(rank, world, port)
     lines, good = [], True
     for name, fn in (("sendrecv", sendrecv), ("alltoall", alltoall)):
         ok, us, busbw = fn(rank, world, numel, iters)
@@ -99,22 +97,13 @@ def worker(rank, world, port, numel, iters, results):
 
 
 def main():
-    world = torch.cuda.device_count()
-    if os.environ.get("NRANKS"):
-        asked = int(os.environ["NRANKS"])
-        if not 2 <= asked <= world:
-            sys.exit(f"NRANKS={asked}, but {world} GPUs are visible (2 or more needed)")
-        world = asked
-    if world < 2:
-        sys.exit("needs 2 or more GPUs")
+    world = world_size(least=2)
     size = int(os.environ.get("SIZE", 1 << 30))
     iters = int(os.environ.get("ITERS", 10))
     numel = size // 4 // world * world
     if numel < world:
         sys.exit(f"SIZE={size} is too small for {world} ranks")
-    port = 29500 + os.getpid() % 1000
-    results = mp.Manager().dict()
-    mp.spawn(worker, args=(world, port, numel, iters, results), nprocs=world)
+    results = spawn(worker, world, numel, iters)
     good = all(results.get(r, (False, []))[0] for r in range(world))
     for line in results.get(0, (False, ["rank 0 gave no result"]))[1]:
         print(line)
