@@ -944,9 +944,16 @@ int config_unknown_vars(char *out, size_t outlen)
 	return count;
 }
 
+/* When a default of nccl_defaults[] applies. */
+enum default_when {
+	ANY_JOB,		/* wherever the plugin carries traffic */
+	INTRA_HOST,		/* GPU traffic of one host goes through the plugin */
+	INTRA_HOST_SM_PATH,	/* that, and NCCL_PASS_SM is off */
+};
+
 /* NCCL settings the copy-engine path needs.  NCCL reads each of these when
  * it first needs it, after the plugin's init, so a value set here still
- * counts; a value the user set always wins.  `intra_host` ones size NCCL's
+ * counts; a value the user set always wins.  INTRA_HOST ones size NCCL's
  * channels and steps for traffic between GPUs of one host and are set only
  * when the user routes that traffic through the plugin (NCCL_P2P_DISABLE=1,
  * the documented way), so jobs that use the plugin between hosts only keep
@@ -954,13 +961,13 @@ int config_unknown_vars(char *out, size_t outlen)
 static const struct {
 	const char *name;
 	const char *value;
-	int intra_host;
+	enum default_when when;
 	const char *why;
 } nccl_defaults[] = {
-	{ "NCCL_NET_GDR_LEVEL", "SYS", 0,
+	{ "NCCL_NET_GDR_LEVEL", "SYS", ANY_JOB,
 	  "the plugin's devices are GPUs' copy engines, not PCI NICs; NCCL places them at the "
 	  "CPU and would otherwise stage GPU buffers in host memory" },
-	{ "NCCL_PROTO", "^LL", 0,
+	{ "NCCL_PROTO", "^LL", ANY_JOB,
 	  "LL keeps its send buffers in host memory, so every LL step would be a host-to-GPU "
 	  "copy, which the copy helper runs in 2.4-4.8 ms while NCCL's kernel holds the GPU; "
 	  "LL128 and Simple use GPU buffers (2 x H200: 8-byte all_reduce 27 us instead of "
@@ -971,7 +978,7 @@ static const struct {
 	 * ~14 us between them; more channels and larger steps keep more
 	 * copies in flight.  all_reduce 81 -> 277, all_gather 60 -> 256 GB/s
 	 * at 1 GiB. */
-	{ "NCCL_MIN_NCHANNELS", "32", 1,
+	{ "NCCL_MIN_NCHANNELS", "32", INTRA_HOST,
 	  "with P2P off NCCL opens 4 channels for the plugin; 32 keep enough copies in flight "
 	  "(2 x H200, 1 GiB all_reduce 81 -> 277 GB/s with the two below)" },
 	/* NCCL_NCHANNELS_PER_NET_PEER=16 (sendrecv 47 -> 235 GB/s) is not
@@ -979,10 +986,10 @@ static const struct {
 	 * changed nothing (measured: still "2 p2p channels per peer").  The
 	 * README asks the user to set it; nccl_advice below says so in the
 	 * log when it is unset. */
-	{ "NCCL_BUFFSIZE", "16777216", 1,
+	{ "NCCL_BUFFSIZE", "16777216", INTRA_HOST,
 	  "16 MiB per channel and connection: fewer, larger copies (about 1 GiB of GPU memory "
 	  "per GPU for 32 ring channels)" },
-	{ "NCCL_P2P_NET_CHUNKSIZE", "2097152", 1,
+	{ "NCCL_P2P_NET_CHUNKSIZE", "2097152", INTRA_HOST,
 	  "2 MiB send/recv steps instead of 128 KiB" },
 	/* NCCL spreads a collective over every channel from a few KiB up
 	 * (ring or tree, threads x threshold bytes per channel: 512 x 64 for
@@ -991,10 +998,25 @@ static const struct {
 	 * for one channel per SMFREE_CHANNEL_BYTES (1 MiB): 2048 x 512 for
 	 * Simple, 1638 x 640 for LL128, for tree and ring; LL (-1) keeps
 	 * NCCL's.  test_config checks the numbers against the constant. */
-	{ "NCCL_THREAD_THRESHOLDS", "-1 1638 2048 -1 1638 2048", 1,
+	{ "NCCL_THREAD_THRESHOLDS", "-1 1638 2048 -1 1638 2048", INTRA_HOST,
 	  "one channel per MiB of a collective instead of all 32 from 32 KiB: each channel's "
 	  "steps are separate copy-engine copies (4 x H200: 1 MiB all_reduce 0.045 -> 0.127 of "
 	  "native, 4 MiB 0.10 -> 0.23; 256 MiB and up unchanged)" },
+	/* With P2P off NCCL counts every GPU as a node of its own (its log:
+	 * "nNodes 4 localRanks 1"), and for such one-rank-per-node
+	 * communicators its coll_reg.cc runs a ring all_gather or broadcast
+	 * whose buffers it registered with the net on one channel
+	 * (nMaxChannels = 1), with each send waiting for the receiver's
+	 * irecv.  Under CUDA graphs NCCL registers the buffers by itself.
+	 * NCCL_PASS_SM=1 keeps the registration: its send/recv and alltoall
+	 * go zero-copy from the user's buffers, which is the point of that
+	 * mode.  Explicit ncclCommRegister (NCCL_LOCAL_REGISTER) is the
+	 * user's choice and stays. */
+	{ "NCCL_GRAPH_REGISTER", "0", INTRA_HOST_SM_PATH,
+	  "NCCL runs a graph-captured all_gather or broadcast whose buffers it registered on one "
+	  "channel when each GPU is its own node (4 x H200, 1 GiB: broadcast 0.13 -> 0.83, "
+	  "all_gather 0.43 -> 0.95, all_reduce 0.65 -> 0.95 of native); graph-captured send/recv "
+	  "then go through NCCL's buffers (set NCCL_NCHANNELS_PER_NET_PEER=16)" },
 	/* NCCL_NET_SHARED_BUFFERS=0 is not here either.  With shared buffers
 	 * NCCL gives the peers of one channel alternate slots of a common
 	 * pool (net.cc: slot * nsubs + sub), so the steps of a connection are
@@ -1037,7 +1059,9 @@ int config_apply_nccl_defaults(const struct config *cfg,
 	for (size_t i = 0; i < sizeof(nccl_defaults) / sizeof(nccl_defaults[0]); i++) {
 		const char *name = nccl_defaults[i].name;
 		const char *cur = getenv(name);
-		int apply = cfg->nccl_defaults && !cur && (intra || !nccl_defaults[i].intra_host);
+		enum default_when when = nccl_defaults[i].when;
+		int fits = when == ANY_JOB || (intra && (when == INTRA_HOST || !cfg->pass_sm));
+		int apply = cfg->nccl_defaults && !cur && fits;
 
 		if (apply && setenv(name, nccl_defaults[i].value, 0) == 0)
 			applied++;

@@ -234,25 +234,26 @@ if [ "$MODE" = sweep ]; then
 	finish
 fi
 
-# Issue 4: PyTorch's registration of its caching allocator with NCCL
-# (expandable segments + TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1).
-# scripts/torch_p2p.py (send/recv and all_to_all_single of SIZE, default
-# 1 GiB, per rank, every element checked) natively and through the plugin,
-# each without and with the registration, then through the plugin with
-# registration and NCCL_PASS_SM=1.  The plugin runs log the connections'
-# close lines (NCCL_SM_FREE_VERBOSE=1): their mean message size says whether
-# the plugin moved NCCL's 2 MiB steps or the user's whole buffers.
+# Issue 4: PyTorch's user buffers registered with NCCL.  scripts/torch_p2p.py
+# (send/recv and all_to_all_single of SIZE, default 1 GiB, per rank, every
+# element checked) natively and through the plugin: unregistered, with
+# PyTorch's allocator hook (TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1,
+# cudaMalloc segments; PyTorch turns the hook off under expandable segments),
+# with NCCL's allocator in a registered MemPool (TORCH_REG=pool, cuMem
+# memory), and that with NCCL_PASS_SM=1.  The plugin runs log the
+# connections' close lines (NCCL_SM_FREE_VERBOSE=1): their mean message
+# size says whether the plugin moved NCCL's 2 MiB steps or the user's whole
+# buffers.
 if [ "$MODE" = torch-p2p ]; then
 	PY=$(command -v python3)
 	[ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
 	PLUGIN="NCCL_NET_PLUGIN=symmem NCCL_NET=symmem NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1
 		NCCL_SM_FREE_VERBOSE=1"
-	REG="TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1
-		PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
-	for run in native native-reg plugin plugin-reg plugin-reg-passsm; do
+	for run in native native-pool plugin plugin-hook plugin-pool plugin-pool-passsm; do
 		E="NCCL_NCHANNELS_PER_NET_PEER=16"
 		case $run in plugin*) E="$E $PLUGIN" ;; esac
-		case $run in *reg*) E="$E $REG" ;; esac
+		case $run in *-hook) E="$E TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1" ;; esac
+		case $run in *-pool*) E="$E TORCH_REG=pool" ;; esac
 		case $run in *passsm) E="$E NCCL_PASS_SM=1" ;; esac
 		mkdir -p "$OUT/logs/torch-$run"
 		note "torch-$run: $(echo $E)"

@@ -1,10 +1,15 @@
 """PyTorch send/recv and all_to_all through whatever NCCL network the
 environment selects, every element checked, times and bus bandwidth printed.
 
-For issue 4's PyTorch path: run it with and without PyTorch's registration
-of its caching allocator with NCCL (TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1,
-PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) to see whether the plugin
-then moves the user's buffers in one copy (scripts/gpu_experiments.sh torch-p2p).
+For issue 4's PyTorch path: run it with and without the user buffers
+registered with NCCL to see whether the plugin then moves them in one copy
+(scripts/gpu_experiments.sh torch-p2p).  PyTorch registers them in two ways:
+  - TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1: every segment of its
+    caching allocator (cudaMalloc memory).  PyTorch turns the hook off under
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.
+  - TORCH_REG=pool (this script): the buffers come from a torch.cuda.MemPool
+    over the process group's NCCL allocator (ncclMemAlloc, cuMem memory),
+    which the process group registers (register_mem_pool).
 
 One process per GPU (the first NRANKS when set).  SIZE: bytes each rank sends
 per operation (default 1 GiB), ITERS: timed iterations (default 10).  Inputs
@@ -45,10 +50,26 @@ def timed(fn, iters):
     return us.item()
 
 
-def sendrecv(rank, world, numel, iters):
+def allocator(backend):
+    """alloc(numel) for the checked buffers and the pool they come from
+    (None: PyTorch's caching allocator)."""
+    if os.environ.get("TORCH_REG", "") != "pool":
+        return (lambda numel: torch.empty(numel, device="cuda")), None
+    if not hasattr(backend, "register_mem_pool"):
+        sys.exit(f"TORCH_REG=pool: torch {torch.__version__} has no register_mem_pool")
+    pool = torch.cuda.MemPool(backend.mem_allocator)
+
+    def alloc(numel):
+        with torch.cuda.use_mem_pool(pool):
+            return torch.empty(numel, device="cuda")
+    return alloc, pool
+
+
+def sendrecv(rank, world, send, recv, iters):
     """Each rank sends to the next and receives from the previous one."""
-    send = pattern(rank, 0, numel, "cuda")
-    recv = torch.full((numel,), float("nan"), device="cuda")
+    numel = send.numel()
+    send.copy_(pattern(rank, 0, numel, "cuda"))
+    recv.fill_(float("nan"))
     nxt, prv = (rank + 1) % world, (rank - 1) % world
 
     def step():
@@ -65,11 +86,12 @@ def sendrecv(rank, world, numel, iters):
     return ok, us, numel * 4 / us / 1e3
 
 
-def alltoall(rank, world, numel, iters):
+def alltoall(rank, world, inp, out, iters):
     """all_to_all_single: block r of each rank's input goes to rank r."""
+    numel = inp.numel()
     block = numel // world
-    inp = pattern(rank, rank * numel, block * world, "cuda")
-    out = torch.full((block * world,), float("nan"), device="cuda")
+    inp.copy_(pattern(rank, rank * numel, numel, "cuda"))
+    out.fill_(float("nan"))
 
     def want():
         return torch.cat([pattern(src, src * numel + rank * block, block, "cuda")
@@ -86,12 +108,22 @@ def alltoall(rank, world, numel, iters):
 
 def worker(rank, world, port, numel, iters, results):
     init_rank(rank, world, port)
+    backend = dist.group.WORLD._get_backend(torch.device("cuda", rank))
+    alloc, pool = allocator(backend)
+    bufs = [alloc(numel) for _ in range(4)]
+    if pool is not None:
+        backend.register_mem_pool(pool)
     lines, good = [], True
-    for name, fn in (("sendrecv", sendrecv), ("alltoall", alltoall)):
-        ok, us, busbw = fn(rank, world, numel, iters)
+    for name, fn, a, b in (("sendrecv", sendrecv, bufs[0], bufs[1]),
+                           ("alltoall", alltoall, bufs[2], bufs[3])):
+        ok, us, busbw = fn(rank, world, a, b, iters)
         good &= ok
         lines.append(f"torch {name} {numel * 4} B over {world} GPUs: {us:.1f} us, "
                      f"{busbw:.1f} GB/s busbw, {'correct' if ok else 'WRONG'}")
+    torch.cuda.synchronize()
+    if pool is not None:
+        backend.deregister_mem_pool(pool)
+    del bufs
     dist.destroy_process_group()
     results[rank] = (good, lines)
 

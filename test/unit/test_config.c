@@ -1454,6 +1454,7 @@ static void unset_channel_defaults(void)
 	unsetenv("NCCL_BUFFSIZE");
 	unsetenv("NCCL_P2P_NET_CHUNKSIZE");
 	unsetenv("NCCL_THREAD_THRESHOLDS");
+	unsetenv("NCCL_GRAPH_REGISTER");
 }
 
 /* A default configuration and none of the variables the plugin may set
@@ -1503,7 +1504,7 @@ static void test_nccl_defaults(void **state)
 	assert_null(getenv("NCCL_NET_GDR_LEVEL"));
 	assert_null(getenv("NCCL_PROTO"));
 	assert_int_equal(a.set, 0);
-	assert_int_equal(a.calls, 6);
+	assert_int_equal(a.calls, 7);
 	assert_string_equal(a.last, "(unset)");
 
 	memset(&a, 0, sizeof(a));
@@ -1546,7 +1547,7 @@ static void test_thread_thresholds(void **state)
 	(void)state;
 	defaults_start(&cfg);
 	setenv("NCCL_P2P_DISABLE", "1", 1);
-	assert_int_equal(config_apply_nccl_defaults(&cfg, NULL, NULL), 6);
+	assert_int_equal(config_apply_nccl_defaults(&cfg, NULL, NULL), 7);
 	v = getenv("NCCL_THREAD_THRESHOLDS");
 	assert_non_null(v);
 	assert_int_equal(sscanf(v, "%ld %ld %ld %ld %ld %ld", &t[0], &t[1], &t[2], &t[3], &t[4],
@@ -1619,7 +1620,7 @@ static void test_nccl_channel_defaults(void **state)
 	setenv("NCCL_P2P_DISABLE", "1", 1);
 	setenv("NCCL_BUFFSIZE", "4194304", 1);
 	memset(&a, 0, sizeof(a));
-	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 5);
+	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 6);
 	assert_string_equal(getenv("NCCL_MIN_NCHANNELS"), "32");
 	assert_null(getenv("NCCL_NCHANNELS_PER_NET_PEER"));
 	assert_string_equal(getenv("NCCL_P2P_NET_CHUNKSIZE"), "2097152");
@@ -1636,6 +1637,38 @@ static void test_nccl_channel_defaults(void **state)
 	unsetenv("NCCL_P2P_DISABLE");
 }
 
+/* NCCL_GRAPH_REGISTER=0 only for GPU traffic of one host through the
+ * plugin and only without NCCL_PASS_SM, whose send/recv need NCCL's
+ * registration of graph-captured buffers; the user's value wins. */
+static void test_graph_register_default(void **state)
+{
+	struct config cfg;
+
+	(void)state;
+	defaults_start(&cfg);
+	config_apply_nccl_defaults(&cfg, NULL, NULL);
+	assert_null(getenv("NCCL_GRAPH_REGISTER"));	/* P2P on */
+
+	setenv("NCCL_P2P_DISABLE", "1", 1);
+	cfg.pass_sm = 1;
+	config_apply_nccl_defaults(&cfg, NULL, NULL);
+	assert_null(getenv("NCCL_GRAPH_REGISTER"));
+	assert_non_null(getenv("NCCL_THREAD_THRESHOLDS"));
+
+	cfg.pass_sm = 0;
+	config_apply_nccl_defaults(&cfg, NULL, NULL);
+	assert_string_equal(getenv("NCCL_GRAPH_REGISTER"), "0");
+
+	setenv("NCCL_GRAPH_REGISTER", "1", 1);
+	config_apply_nccl_defaults(&cfg, NULL, NULL);
+	assert_string_equal(getenv("NCCL_GRAPH_REGISTER"), "1");
+
+	unset_channel_defaults();
+	unsetenv("NCCL_NET_GDR_LEVEL");
+	unsetenv("NCCL_PROTO");
+	unsetenv("NCCL_P2P_DISABLE");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1643,6 +1676,7 @@ int main(void)
 		cmocka_unit_test(test_parse_bool_words),
 		cmocka_unit_test(test_thread_thresholds),
 		cmocka_unit_test(test_nccl_advice),
+		cmocka_unit_test(test_graph_register_default),
 		cmocka_unit_test(test_parse_bool_rejects),
 		cmocka_unit_test(test_bool_vars_accept),
 		cmocka_unit_test(test_bool_vars_reject),
