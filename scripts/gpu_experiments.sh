@@ -243,15 +243,16 @@ fi
 # memory), and that with NCCL_PASS_SM=1.  The plugin runs log the
 # connections' close lines (NCCL_SM_FREE_VERBOSE=1): their mean message
 # size says whether the plugin moved NCCL's 2 MiB steps or the user's whole
-# buffers.
+# buffers.  RUNS picks runs of that list, EXTRA adds settings to the plugin
+# runs.
 if [ "$MODE" = torch-p2p ]; then
 	PY=$(command -v python3)
 	[ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
 	PLUGIN="NCCL_NET_PLUGIN=symmem NCCL_NET=symmem NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1
 		NCCL_SM_FREE_VERBOSE=1"
-	for run in native native-pool plugin plugin-hook plugin-pool plugin-pool-passsm; do
+	for run in ${RUNS:-native native-pool plugin plugin-hook plugin-pool plugin-pool-passsm}; do
 		E="NCCL_NCHANNELS_PER_NET_PEER=16"
-		case $run in plugin*) E="$E $PLUGIN" ;; esac
+		case $run in plugin*) E="$E $PLUGIN ${EXTRA:-}" ;; esac
 		case $run in *-hook) E="$E TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1" ;; esac
 		case $run in *-pool*) E="$E TORCH_REG=pool" ;; esac
 		case $run in *passsm) E="$E NCCL_PASS_SM=1" ;; esac
