@@ -1014,8 +1014,8 @@ static const struct {
 	 * user's choice and stays. */
 	{ "NCCL_GRAPH_REGISTER", "0", INTRA_HOST_SM_PATH,
 	  "NCCL runs a graph-captured all_gather or broadcast whose buffers it registered on one "
-	  "channel when each GPU is its own node (4 x H200, 1 GiB: broadcast 0.13 -> 0.83, "
-	  "all_gather 0.43 -> 0.95, all_reduce 0.65 -> 0.95 of native); graph-captured send/recv "
+	  "channel when each GPU is its own node (4 x H200, 1 GiB: broadcast 0.13 -> 0.79, "
+	  "all_gather 0.41 -> 0.87, all_reduce 0.65 -> 0.92 of native); graph-captured send/recv "
 	  "then go through NCCL's buffers (set NCCL_NCHANNELS_PER_NET_PEER=16)" },
 	/* NCCL_NET_SHARED_BUFFERS=0 is not here either.  With shared buffers
 	 * NCCL gives the peers of one channel alternate slots of a common
