@@ -577,8 +577,7 @@ static int issue(struct copyd *d)
 		CUresult crc;
 
 		key = plan(d, &max_len);
-		if (d->queue.merge_max && max_len > d->queue.merge_max)
-			max_len = d->queue.merge_max;
+		max_len = cd_call_limit(key, max_len, d->queue.merge_max);
 		n = cd_queue_take_batch(&d->queue, key, max_len, d->batch, g);
 		lead = g[0].lead;
 		d->next_stream = (st + 1) % d->nstreams;

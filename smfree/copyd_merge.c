@@ -232,6 +232,17 @@ int cd_queue_take_batch(struct cd_queue *q, uint32_t key, uint64_t max_len, unsi
 	return n;
 }
 
+uint64_t cd_call_limit(uint32_t key, uint64_t phase_room, uint64_t merge_max)
+{
+	uint64_t max = phase_room;
+
+	if (merge_max && max > merge_max)
+		max = merge_max;
+	if (key && max > CD_PHASE_CALL_MAX)
+		max = CD_PHASE_CALL_MAX;
+	return max;
+}
+
 int cd_one_destination(const uint64_t *seen_ns, int ngpus, uint64_t now, uint64_t window)
 {
 	int seen = 0;

@@ -207,6 +207,17 @@ int cd_queue_take_batch(struct cd_queue *q, uint32_t key, uint64_t max_len, unsi
  * taken within `window` ns before `now`; seen_ns[k] is when the last one
  * to distance k was (0: never).  The phases have nothing to order then. */
 int cd_one_destination(const uint64_t *seen_ns, int ngpus, uint64_t now, uint64_t window);
+/* The most bytes one copy-engine call of a phase carries.  With several
+ * destinations in turn, shorter calls follow the phases more closely: a
+ * 4-GPU 256 MiB alltoall took 6-7 % less time than with 64 MiB calls
+ * (1015/1036 -> 945/967 us, registered 854 -> 793 us), 1 GiB the same
+ * (session 12 A/B, bench/results/registration.md).  A helper writing to
+ * one destination (ring collectives, send/recv) keeps the merge size. */
+#define CD_PHASE_CALL_MAX (16ull << 20)
+/* The byte limit of the next copy-engine call: what fits in the rest of
+ * the phase (phase_room), at most merge_max (0: no merging, no limit) and,
+ * while a phase orders the destinations (key != 0), CD_PHASE_CALL_MAX. */
+uint64_t cd_call_limit(uint32_t key, uint64_t phase_room, uint64_t merge_max);
 /* The copies a group adds to a batch call: its rows, or 1. */
 unsigned cd_group_copies(const struct cd_group *g);
 

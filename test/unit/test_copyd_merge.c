@@ -404,6 +404,21 @@ static void test_batch_limits(void **state)
 	assert_int_equal(cd_queue_at(&q, 0)->lead, 2);
 }
 
+/* A call is cut to the rest of its phase and to the merge size, and,
+ * only while a phase orders the destinations, to CD_PHASE_CALL_MAX. */
+static void test_call_limit(void **state)
+{
+	(void)state;
+	assert_int_equal(cd_call_limit(0, UINT64_MAX, 64 * MIB), 64 * MIB);
+	assert_int_equal(cd_call_limit(0, UINT64_MAX, 0), UINT64_MAX);
+	assert_int_equal(cd_call_limit(2, UINT64_MAX, 64 * MIB), CD_PHASE_CALL_MAX);
+	assert_int_equal(cd_call_limit(2, UINT64_MAX, 0), CD_PHASE_CALL_MAX);
+	assert_int_equal(cd_call_limit(1, 5 * MIB, 64 * MIB), 5 * MIB);
+	assert_int_equal(cd_call_limit(0, 5 * MIB, 64 * MIB), 5 * MIB);
+	assert_int_equal(cd_call_limit(3, 40 * MIB, 8 * MIB), 8 * MIB);
+	assert_true(CD_PHASE_CALL_MAX < 64 * MIB);
+}
+
 /* The phase's destination goes first, then the oldest of the others (no
  * engine idles for the schedule), as when copies are taken one by one. */
 static void test_batch_key_order(void **state)
@@ -487,6 +502,7 @@ int main(void)
 		cmocka_unit_test(test_strided_rules_and_take),
 		cmocka_unit_test(test_batch_takes_other_connections),
 		cmocka_unit_test(test_batch_limits),
+		cmocka_unit_test(test_call_limit),
 		cmocka_unit_test(test_batch_key_order),
 		cmocka_unit_test(test_batch_counts_rows),
 		cmocka_unit_test(test_one_destination),
