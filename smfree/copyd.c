@@ -542,18 +542,20 @@ static CUresult queue_batch(struct copyd *d, const struct cd_group *g, int n, CU
  * then.  The streams hold up to depth copies each (tens of MiB), so a copy
  * chosen by the phase of the moment it is queued would run in a later
  * phase, and helpers with more queued would run out of step with the
- * others.  *max_len: the bytes that fit in what is left of that phase (no
- * limit without phases), so a copy does not run on into the next one. */
+ * others.  *max_len: the bytes the call may carry (cd_call_limit): what
+ * fits in the rest of that phase, so a copy does not run on into the next
+ * one, within the merge size and the phases' call size. */
 static uint32_t plan(const struct copyd *d, uint64_t *max_len)
 {
 	double rate = engine_rate(d);
 	uint64_t now = sm_now_ns();
 	uint64_t start = now + (uint64_t)((double)d->inflight_bytes / rate);
 	uint32_t key = one_destination(d, now) ? 0 : phase_at(d, start);
+	uint64_t room = UINT64_MAX;
 
-	*max_len = UINT64_MAX;
 	if (key)
-		*max_len = (uint64_t)(rate * (double)(d->phase_ns - start % d->phase_ns));
+		room = (uint64_t)(rate * (double)(d->phase_ns - start % d->phase_ns));
+	*max_len = cd_call_limit(key, room, d->queue.merge_max);
 	return key;
 }
 
@@ -577,7 +579,6 @@ static int issue(struct copyd *d)
 		CUresult crc;
 
 		key = plan(d, &max_len);
-		max_len = cd_call_limit(key, max_len, d->queue.merge_max);
 		n = cd_queue_take_batch(&d->queue, key, max_len, d->batch, g);
 		lead = g[0].lead;
 		d->next_stream = (st + 1) % d->nstreams;
