@@ -25,15 +25,16 @@
 #        to back with NCCL_SYMMEM_TRACE_US, every rank's lines on one clock;
 #        torch-p2p: PyTorch send/recv and all_to_all with its allocator's
 #        registration, natively and through the plugin (issue 4);
+#        trees: ARGS through older checkouts (TREES) and VARIANTS, a bisection;
 #        sweep: any VARIANTS of settings against the defaults (variants apart
 #        by spaces, settings by commas before NCCL_, '+' for a space inside a
 #        value).
 #        NRANKS, PHASE_TIMEOUT, SKIP_BUILD: as in scripts/gpu_lib.sh.
 MODE=${1:-}
-case " torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
+case " trees torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
 *" $MODE "*) ;;
 *)
-	echo "usage: $0 MODE (one of: torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan)" >&2
+	echo "usage: $0 MODE (one of: trees torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan)" >&2
 	exit 2
 	;;
 esac
@@ -221,15 +222,34 @@ if [ "$MODE" = sweep ]; then
 	n=0
 	for v in ${VARIANTS:?VARIANTS names the settings to compare}; do
 		n=$((n + 1))
-		E=()
-		# Settings part at ",NCCL_", so a value may hold commas
-		# (NCCL_PROTO=LL128,Simple); a '+' in a value stands for a space
-		# (NCCL_THREAD_THRESHOLDS).
-		for kv in ${v//,NCCL_/ NCCL_}; do E+=(-E "${kv//+/ }"); done
+		variant_args "$v"
 		bench "sweep-$n" -m plugin $S "${E[@]}"
 	done
 	helper_lines sweep- 4
 	# Every run against sweep-def's native times, one column each.
+	python3 scripts/sweep_ratios.py "$OUT/tables.txt" | tee "$OUT/ratios.txt"
+	finish
+fi
+
+# A bisection in one call: ARGS (nccl_bench arguments) natively and through
+# this tree, then through the plugin of each older checkout in TREES
+# (directories in the working tree, e.g. made by
+# `git archive REV | tar -x -C trees/REV`), then this tree again to show
+# the drift; VARIANTS (as for sweep) add runs of this tree.
+if [ "$MODE" = trees ]; then
+	S=${ARGS:?ARGS holds the nccl_bench arguments}
+	bench trees-head $S
+	for t in ${TREES:?TREES names the older checkouts}; do
+		bench_tree "$t" "trees-${t##*/}" -m plugin $S
+	done
+	n=0
+	for v in ${VARIANTS:-}; do
+		n=$((n + 1))
+		variant_args "$v"
+		bench "trees-var$n" -m plugin $S "${E[@]}"
+	done
+	bench trees-head-again -m plugin $S
+	helper_lines trees- 4
 	python3 scripts/sweep_ratios.py "$OUT/tables.txt" | tee "$OUT/ratios.txt"
 	finish
 fi

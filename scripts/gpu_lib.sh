@@ -4,7 +4,7 @@
 #   bench NAME ARGS     one nccl_bench invocation, tables and NCCL logs kept;
 #   prove NAME          every plugin run went via NET/symmem with GPUDirect;
 #   expect_fail         a run that must fail with a WARN, well before its deadline;
-#   bench_old           the same run through an older tree's plugin (OLD_TREE);
+#   bench_tree, bench_old  the same run through an older tree's plugin;
 #   helper_lines, traces  the copy helpers' stop lines, the NCCL_SYMMEM_TRACE_US
 #                       lines of all ranks on one clock;
 #   finish              pack the logs, print PASS or FAIL, exit.
@@ -96,21 +96,40 @@ expect_fail() {
 	fi
 }
 
-# bench_old NAME [nccl_bench args...]: the same through the plugin of
-# OLD_TREE (an older checkout, built once into OLD_TREE/build-gpu), for
-# an A/B in one call; nothing without OLD_TREE.
-old_built=
-bench_old() {
-	[ -n "${OLD_TREE:-}" ] && [ "$old_built" != failed ] || return 0
-	if [ -z "$old_built" ]; then
-		note "building $OLD_TREE"
-		if ! (cd "$OLD_TREE" && meson setup build-gpu -Dtests=disabled --buildtype=release \
-			-Dwerror=false && ninja -C build-gpu) >"$OUT/logs/old-build.log" 2>&1; then
-			tail -20 "$OUT/logs/old-build.log"; fail=1; old_built=failed; return 0
+# bench_tree DIR NAME [nccl_bench args...]: the same through the plugin of
+# an older checkout DIR (built once into DIR/build-gpu), for an A/B or a
+# bisection in one call.  A tree that does not build fails the run and is
+# not tried again.
+bench_tree() {
+	local tree=$1
+	shift
+	[ -e "$tree/build-gpu.failed" ] && return 0
+	if [ ! -e "$tree/build-gpu/.built" ]; then
+		note "building $tree"
+		if ! (cd "$tree" && meson setup build-gpu -Dtests=disabled --buildtype=release \
+			-Dwerror=false && ninja -C build-gpu) >"$OUT/logs/build-${tree##*/}.log" 2>&1; then
+			tail -20 "$OUT/logs/build-${tree##*/}.log"; fail=1; touch "$tree/build-gpu.failed"
+			return 0
 		fi
-		old_built=1
+		touch "$tree/build-gpu/.built"
 	fi
-	LD_LIBRARY_PATH="$PWD/$OLD_TREE/build-gpu:$LD_LIBRARY_PATH" bench "$@"
+	LD_LIBRARY_PATH="$PWD/$tree/build-gpu:$LD_LIBRARY_PATH" bench "$@"
+}
+
+# bench_old NAME [nccl_bench args...]: bench_tree with OLD_TREE; nothing
+# without it.
+bench_old() {
+	[ -n "${OLD_TREE:-}" ] || return 0
+	bench_tree "$OLD_TREE" "$@"
+}
+
+# variant_args VARIANT: E=(-E setting ...) for nccl_bench.  Settings part
+# at ",NCCL_", so a value may hold commas (NCCL_PROTO=LL128,Simple); a '+'
+# in a value stands for a space (NCCL_THREAD_THRESHOLDS).
+variant_args() {
+	local kv
+	E=()
+	for kv in ${1//,NCCL_/ NCCL_}; do E+=(-E "${kv//+/ }"); done
 }
 
 # helper_lines PREFIX N: the copy helpers' stop lines (copies, copy-engine
