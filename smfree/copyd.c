@@ -73,7 +73,8 @@ struct copyd {
 	int gpu, ngpus;			/* this GPU's place in the host's bus order, of how many */
 	int place[MAX_GPUS];		/* a device ordinal's place in that order */
 	uint64_t phase_ns;		/* how long one distance goes first, 0 = never */
-	uint64_t key_seen_ns[MAX_GPUS];	/* a request to this distance last taken at */
+	uint64_t taken;			/* requests taken from the ring so far */
+	uint64_t key_seen[MAX_GPUS];	/* the number of the last one to this distance */
 	struct range *ranges;
 	unsigned nranges, cap;
 	uint32_t next_id;
@@ -188,17 +189,15 @@ static uint32_t phase_at(const struct copyd *d, uint64_t t)
 	return 1 + (uint32_t)(t / d->phase_ns % (uint64_t)(d->ngpus - 1));
 }
 
-/* Whether this helper wrote to at most one other GPU over the last two
- * rounds of phases.  Then there is nothing to order (a ring collective:
- * every GPU writes to the next one only), and cutting its copies at phase
- * ends only costs calls: 4-GPU broadcast went 0.91-0.92 -> 0.96 of native
- * at 1 GiB, send/recv 0.83-0.85 -> 0.93 (bench/results/batch.md). */
-static int one_destination(const struct copyd *d, uint64_t now)
+/* Whether this helper's last CD_DEST_WINDOW requests went to at most one
+ * other GPU.  Then there is nothing to order (a ring collective: every GPU
+ * writes to the next one only), and cutting its copies at phase ends only
+ * costs calls: 4-GPU broadcast went 0.91-0.92 -> 0.96 of native at 1 GiB,
+ * send/recv 0.83-0.85 -> 0.93 (bench/results/batch.md). */
+static int one_destination(const struct copyd *d)
 {
-	uint64_t window = 2 * (uint64_t)(d->ngpus - 1) * d->phase_ns;
-
-	/* order_gpus() keeps ngpus within key_seen_ns. */
-	return cd_one_destination(d->key_seen_ns, d->ngpus, now, window);
+	/* order_gpus() keeps ngpus within key_seen. */
+	return cd_one_destination(d->key_seen, d->ngpus, d->taken, CD_DEST_WINDOW);
 }
 
 /* Bytes per ns the engine moves while it has work, as measured so far;
@@ -418,8 +417,8 @@ static int locate(struct copyd *d, uint32_t id, uint64_t off, uint64_t len, CUde
 }
 
 /* Takes every newly posted request, in order, into the waiting copies;
- * returns how many.  `now`: this turn's clock, for the statistics and the
- * destinations seen (the loop takes microseconds). */
+ * returns how many.  `now`: this turn's clock, for the statistics (the
+ * loop takes microseconds). */
 static int take(struct copyd *d, uint64_t now)
 {
 	int n = 0;
@@ -449,7 +448,7 @@ static int take(struct copyd *d, uint64_t now)
 		w.dst_off = s->dst_off;
 		w.len = s->len;
 		w.dst_key = distance(d, dst);	/* < ngpus <= MAX_GPUS */
-		d->key_seen_ns[w.dst_key] = now;
+		d->key_seen[w.dst_key] = ++d->taken;
 		cd_queue_add(&d->queue, &w);
 		d->held[i] = 1;
 		if (d->queue.n > d->ring->stats.waiting_max)
@@ -550,7 +549,7 @@ static uint32_t plan(const struct copyd *d, uint64_t *max_len)
 	double rate = engine_rate(d);
 	uint64_t now = sm_now_ns();
 	uint64_t start = now + (uint64_t)((double)d->inflight_bytes / rate);
-	uint32_t key = one_destination(d, now) ? 0 : phase_at(d, start);
+	uint32_t key = one_destination(d) ? 0 : phase_at(d, start);
 	uint64_t room = UINT64_MAX;
 
 	if (key)

@@ -243,11 +243,11 @@ uint64_t cd_call_limit(uint32_t key, uint64_t phase_room, uint64_t merge_max)
 	return max;
 }
 
-int cd_one_destination(const uint64_t *seen_ns, int ngpus, uint64_t now, uint64_t window)
+int cd_one_destination(const uint64_t *seen_seq, int ngpus, uint64_t seq, uint64_t window)
 {
 	int seen = 0;
 
 	for (int k = 1; k < ngpus; k++)
-		seen += seen_ns[k] && seen_ns[k] <= now && now - seen_ns[k] < window;
+		seen += seen_seq[k] && seen_seq[k] <= seq && seq - seen_seq[k] < window;
 	return seen <= 1;
 }

@@ -467,22 +467,29 @@ static void test_batch_counts_rows(void **state)
 /* A ring (every request to the next GPU) has one destination; a second
  * destination counts while its last request is inside the window; none at
  * all is one too (nothing to order). */
+/* Counted in requests: a run of requests to one peer, however long it
+ * takes, leaves an earlier one to another peer in the window. */
 static void test_one_destination(void **state)
 {
 	uint64_t seen[4] = { 0 };
 
 	(void)state;
-	assert_true(cd_one_destination(seen, 4, 1000000, 1200));
-	seen[1] = 999500;				/* the next GPU, just now */
-	assert_true(cd_one_destination(seen, 4, 1000000, 1200));
-	seen[0] = 999900;				/* this GPU itself: not a peer */
-	assert_true(cd_one_destination(seen, 4, 1000000, 1200));
-	seen[3] = 998000;				/* another, but long ago */
-	assert_true(cd_one_destination(seen, 4, 1000000, 1200));
-	seen[3] = 999000;				/* another, inside the window */
-	assert_false(cd_one_destination(seen, 4, 1000000, 1200));
-	assert_true(cd_one_destination(seen, 4, 1000600, 1200));	/* distance 3 aged out, 1 not */
-	assert_true(cd_one_destination(seen, 2, 1000000, 1200));	/* 2 GPUs: only distance 1 */
+	assert_true(cd_one_destination(seen, 4, 0, 64));	/* nothing taken yet */
+	seen[1] = 100;					/* the next GPU, just now */
+	assert_true(cd_one_destination(seen, 4, 100, 64));
+	seen[0] = 99;					/* this GPU itself: not a peer */
+	assert_true(cd_one_destination(seen, 4, 100, 64));
+	seen[3] = 36;					/* another, 64 requests ago */
+	assert_true(cd_one_destination(seen, 4, 100, 64));
+	seen[3] = 37;					/* another, 63 requests ago */
+	assert_false(cd_one_destination(seen, 4, 100, 64));
+	assert_true(cd_one_destination(seen, 4, 101, 64));	/* distance 3 aged out, 1 not */
+	seen[2] = 101;
+	assert_false(cd_one_destination(seen, 4, 101, 64));	/* 1 and 2 */
+	seen[2] = 0;
+	seen[3] = 500;					/* past the newest: not counted */
+	assert_true(cd_one_destination(seen, 4, 101, 64));
+	assert_true(cd_one_destination(seen, 2, 101, 64));	/* 2 GPUs: only distance 1 */
 }
 
 int main(void)
