@@ -52,6 +52,7 @@ struct bench_opts {
 	int cycles;			/* -L: communicator create/destroy cycles instead of the matrix */
 	int registered;			/* ncclCommRegister the buffers */
 	int cumem_bufs;			/* -A: buffers from ncclMemAlloc (cuMem) instead of cudaMalloc */
+	int own_gpu_only;		/* -V: each rank's process sees its own GPU only */
 	int phases[PHASE_COUNT];
 	struct bench_case cases[MAX_CASES];
 	int ncases;

@@ -285,7 +285,8 @@ int bench_rank_main(const struct bench_opts *o, int phase, int rank, ncclUniqueI
 	c.host = malloc(c.cap);
 	if (!c.host)
 		return 2;
-	CUDA_OK(cudaSetDevice(rank));
+	/* -V: the only GPU this process sees is its own. */
+	CUDA_OK(cudaSetDevice(o->own_gpu_only ? 0 : rank));
 	NCCL_OK(ncclCommInitRank(&c.comm, o->nranks, id, rank));
 	CUDA_OK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
 	if (o->cumem_bufs) {
