@@ -18,6 +18,7 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -173,6 +174,13 @@ static const struct var vars[] = {
 	{ .name = "NCCL_SYMMEM_COPY_HELPER_PATH", .kind = VAR_PATH,
 	  .off = offsetof(struct config, copy_helper_path),
 	  .len = sizeof(((struct config *)0)->copy_helper_path) },
+	/* A process that sees one GPU only (CUDA_VISIBLE_DEVICES per rank)
+	 * still maps its peers' memory, but the driver then copies into it at
+	 * 25-28 GB/s instead of about 300 (4 x H200, session 13,
+	 * bench/results/visibility.md).  The helper opens its GPU by bus id,
+	 * so it can run with every GPU visible. */
+	{ .name = "NCCL_SYMMEM_HELPER_ALL_GPUS", .kind = VAR_BOOL,
+	  .off = offsetof(struct config, helper_all_gpus), .idef = 1 },
 };
 
 #define NVARS (sizeof(vars) / sizeof(vars[0]))
@@ -788,6 +796,33 @@ static int check_size_order(const struct config *cfg, config_getenv_fn get, void
 	return 0;
 }
 
+/* CUDA's variable, read here because this is where variables are read;
+ * the plugin only looks at it, never sets it. */
+#define CUDA_VISIBLE "CUDA_VISIBLE_DEVICES"
+
+int config_one_gpu_visible(const char *cvd)
+{
+	size_t len;
+
+	if (!cvd)
+		return 0;
+	while (isspace((unsigned char)*cvd))
+		cvd++;
+	len = strlen(cvd);
+	while (len && isspace((unsigned char)cvd[len - 1]))
+		len--;
+	if (!len || cvd[0] == '-' || memchr(cvd, ',', len))
+		return 0;
+	return strncmp(cvd, "MIG-", 4) != 0;
+}
+
+static void note_one_gpu_visible(struct config *cfg, const char *cvd)
+{
+	cfg->one_gpu_visible[0] = '\0';
+	if (config_one_gpu_visible(cvd))
+		snprintf(cfg->one_gpu_visible, sizeof(cfg->one_gpu_visible), "%s", cvd);
+}
+
 int config_parse(struct config *cfg, config_getenv_fn get, void *arg, char *err, size_t errlen)
 {
 	char problem[96];
@@ -809,6 +844,7 @@ int config_parse(struct config *cfg, config_getenv_fn get, void *arg, char *err,
 		set_error(err, errlen, v, val, problem);
 		return -1;
 	}
+	note_one_gpu_visible(cfg, get(CUDA_VISIBLE, arg));
 	return check_size_order(cfg, get, arg, err, errlen);
 }
 

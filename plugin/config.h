@@ -58,6 +58,9 @@ struct config {
 	int nccl_defaults;		/* NCCL_SYMMEM_NCCL_DEFAULTS */
 	int copy_helper;		/* NCCL_SYMMEM_COPY_HELPER */
 	char copy_helper_path[256];	/* NCCL_SYMMEM_COPY_HELPER_PATH, "" = next to the library */
+	int helper_all_gpus;		/* NCCL_SYMMEM_HELPER_ALL_GPUS */
+	char one_gpu_visible[64];	/* CUDA_VISIBLE_DEVICES when it names one GPU (not a MIG
+					 * instance), else "": the helper runs without it */
 };
 
 /* Looks a name up; getenv in production, a table in tests. */
@@ -97,6 +100,11 @@ int config_apply_nccl_defaults(const struct config *cfg,
 int config_nccl_advice(const struct config *cfg,
 		       void (*emit)(const char *name, const char *value, const char *why, void *arg),
 		       void *arg);
+
+/* Whether CUDA_VISIBLE_DEVICES (NULL: unset) shows a process one whole
+ * GPU only, as a scheduler's per-task binding does: one entry, not a MIG
+ * instance, not negative.  Every peer GPU is then hidden from it. */
+int config_one_gpu_visible(const char *cuda_visible_devices);
 
 /* Parsers, exposed for the unit tests. Each returns 0 or -1. */
 int config_parse_size(const char *s, uint64_t *out);

@@ -91,7 +91,7 @@ static void helper_start(struct smf_engine *e, const struct smf_engine_options *
 	} else {
 		struct smf_helper_params p = {
 			.nstreams = o->nstreams, .depth = o->copy_depth, .merge_max = o->merge_max,
-			.batch = o->batch, .phase_ns = o->phase_ns,
+			.batch = o->batch, .phase_ns = o->phase_ns, .all_gpus = o->all_gpus,
 		};
 
 		rc = smf_helper_start(o->helper, pci, &p, &e->helper);

@@ -104,15 +104,39 @@ out:
 	return rc;
 }
 
+char **smf_helper_env(char **env, int all_gpus)
+{
+	static const char drop[] = "CUDA_VISIBLE_DEVICES=";
+	size_t n = 0, k = 0;
+	char **out;
+
+	if (!all_gpus)
+		return env;
+	while (env[n])
+		n++;
+	out = malloc((n + 1) * sizeof(*out));
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(env[i], drop, sizeof(drop) - 1) != 0)
+			out[k++] = env[i];
+	out[k] = NULL;
+	return out;
+}
+
 /* The helper's end of the socket must be fd 3 in the child and the only
  * descriptor it inherits besides stdio (it closes the rest itself). */
-static int spawn(const char *path, int child_end, pid_t *pid)
+static int spawn(const char *path, int child_end, int all_gpus, pid_t *pid)
 {
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
-	char client[24], *argv[3];
+	char client[24], *argv[3], **env;
 	sigset_t none, all;
 	int rc;
+
+	env = smf_helper_env(environ, all_gpus);
+	if (!env)
+		return sm_fail(SM_ERR_SYSTEM, "out of memory starting the copy helper");
 
 	snprintf(client, sizeof(client), "%d", (int)getpid());
 	argv[0] = (char *)path;
@@ -129,9 +153,11 @@ static int spawn(const char *path, int child_end, pid_t *pid)
 	posix_spawnattr_setsigmask(&attr, &none);
 	posix_spawnattr_setsigdefault(&attr, &all);
 	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-	rc = posix_spawn(pid, path, &fa, &attr, argv, environ);
+	rc = posix_spawn(pid, path, &fa, &attr, argv, env);
 	posix_spawnattr_destroy(&attr);
 	posix_spawn_file_actions_destroy(&fa);
+	if (env != environ)
+		free(env);
 	if (rc)
 		return sm_fail(SM_ERR_SYSTEM, "cannot start the copy helper %s: %s", path,
 			       strerror(rc));
@@ -192,7 +218,7 @@ int smf_helper_start(const char *path, const char *pci_bus_id,
 			goto fail;
 		}
 	}
-	rc = spawn(path, child_end, &h->pid);
+	rc = spawn(path, child_end, p->all_gpus, &h->pid);
 	close(child_end);
 	if (rc)
 		goto fail;

@@ -16,7 +16,14 @@ struct smf_helper_params {
 	uint64_t merge_max;	/* largest copy merged from consecutive requests, 0 = none */
 	int batch;		/* copies per copy-engine call at most (batch calls) */
 	uint64_t phase_ns;	/* time per destination distance, 0 = in posting order */
+	int all_gpus;		/* start it without CUDA_VISIBLE_DEVICES: it opens its GPU
+				 * by bus id and must see the peers it copies into */
 };
+
+/* The environment the helper starts with: `env` itself, or with
+ * `all_gpus` a copy without CUDA_VISIBLE_DEVICES (the array is malloc'd,
+ * the strings are env's).  NULL when out of memory. */
+char **smf_helper_env(char **env, int all_gpus);
 
 /* Starts `path` for the GPU with this PCI bus id and waits (bounded) until
  * it has a context, its streams and the request ring. */

@@ -63,6 +63,7 @@ struct smf_engine_options {
 	uint64_t merge_max;	/* helper: largest copy merged from consecutive requests */
 	int batch;		/* helper: copies per copy-engine call at most */
 	uint64_t phase_ns;	/* helper: time per destination distance, 0 = NCCL's order */
+	int all_gpus;		/* helper: started without CUDA_VISIBLE_DEVICES */
 };
 
 struct smf_copy {

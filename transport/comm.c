@@ -139,6 +139,7 @@ int comm_setup(struct tp_comm *c, const struct tp_options *opt)
 	eo.merge_max = opt->merge_max;
 	eo.batch = opt->batch > 0 ? opt->batch : 1;
 	eo.phase_ns = opt->phase_ns;
+	eo.all_gpus = opt->helper_all_gpus;
 	rc = smf_engine_get(&eo, &c->ce);
 	if (rc)
 		return sm_fail(rc, "opening the copy engine: %s", sm_last_error());

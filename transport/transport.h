@@ -48,6 +48,7 @@ struct tp_options {
 	int no_direct;			/* never export GPU registrations to the peer:
 					 * GPU data bounces through the host ring */
 	const char *copy_helper;	/* symmem-copyd to run copies in, or NULL */
+	int helper_all_gpus;		/* start it without CUDA_VISIBLE_DEVICES */
 	int verbose;			/* log each data path a connection takes, once */
 	int zero_copy;			/* 0: GPU receives always land in the staging pool */
 	int fault_tolerance;		/* retry unreachable listeners until the deadline */

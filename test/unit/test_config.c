@@ -76,6 +76,7 @@ static const char *const all_names[] = {
 	"NCCL_SYMMEM_NCCL_DEFAULTS",
 	"NCCL_SYMMEM_COPY_HELPER",
 	"NCCL_SYMMEM_COPY_HELPER_PATH",
+	"NCCL_SYMMEM_HELPER_ALL_GPUS",
 };
 
 #define NNAMES (sizeof(all_names) / sizeof(all_names[0]))
@@ -93,6 +94,7 @@ static const struct {
 	{ "NCCL_DMA_ENABLE", offsetof(struct config, dma_enable), 1 },
 	{ "NCCL_DIRECT_PATH", offsetof(struct config, direct_path), 1 },
 	{ "NCCL_ENABLE_FAULT_TOLERANCE", offsetof(struct config, fault_tolerance), 0 },
+	{ "NCCL_SYMMEM_HELPER_ALL_GPUS", offsetof(struct config, helper_all_gpus), 1 },
 };
 
 #define NBOOLS (sizeof(bool_vars) / sizeof(bool_vars[0]))
@@ -424,6 +426,42 @@ static void test_bool_vars_reject(void **state)
 			reject_why(bool_vars[b].name, bad[i], BOOL_FORM, "is not a boolean");
 		reject_why(bool_vars[b].name, "", BOOL_FORM, "is empty");
 	}
+}
+
+/* ---- CUDA_VISIBLE_DEVICES ----------------------------------------------- */
+
+/* One whole GPU shown: a scheduler's per-task binding, the case in which
+ * the copy helper drops the variable.  Lists, MIG instances (the helper
+ * would open the whole GPU instead), "hide all" and blanks keep it. */
+static void test_one_gpu_visible(void **state)
+{
+	static const char *const one[] = { "0", "3", " 2 ", "GPU-7834e710-eedb-2b83-68a2-4d08a8f6c4d4" };
+	static const char *const other[] = {
+		"", "  ", "0,1", "2, 3", "-1", "-1,0",
+		"MIG-GPU-7834e710-eedb-2b83-68a2-4d08a8f6c4d4/1/0",
+		"MIG-c6d6e6f2-1c5b-5c53-9a4b-6f8d3f7c0a11",
+	};
+	struct kv env[] = { { "CUDA_VISIBLE_DEVICES", "5" }, { NULL, NULL } };
+	struct config cfg;
+	char err[ERRLEN];
+
+	(void)state;
+	assert_false(config_one_gpu_visible(NULL));
+	for (size_t i = 0; i < sizeof(one) / sizeof(one[0]); i++)
+		assert_true(config_one_gpu_visible(one[i]));
+	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++)
+		assert_false(config_one_gpu_visible(other[i]));
+
+	/* config_parse keeps the value for the log line, "" otherwise. */
+	assert_int_equal(config_parse(&cfg, table_get, env, err, sizeof(err)), 0);
+	assert_string_equal(cfg.one_gpu_visible, "5");
+	env[0].value = "0,1,2,3";
+	assert_int_equal(config_parse(&cfg, table_get, env, err, sizeof(err)), 0);
+	assert_string_equal(cfg.one_gpu_visible, "");
+	env[0].name = NULL;
+	assert_int_equal(config_parse(&cfg, table_get, env, err, sizeof(err)), 0);
+	assert_string_equal(cfg.one_gpu_visible, "");
+	assert_int_equal(cfg.helper_all_gpus, 1);
 }
 
 /* ---- tristates --------------------------------------------------------- */
@@ -1099,6 +1137,7 @@ static void test_describe_all(void **state)
 		"NCCL_SYMMEM_NCCL_DEFAULTS=1 (default)",
 		"NCCL_SYMMEM_COPY_HELPER=1 (default)",
 		"NCCL_SYMMEM_COPY_HELPER_PATH= (default)",
+		"NCCL_SYMMEM_HELPER_ALL_GPUS=1 (default)",
 	};
 	struct kv none[] = { { NULL, NULL } };
 	struct kv one[] = { { "NCCL_SYMMEM_STREAMS", "4" }, { NULL, NULL } };
@@ -1195,6 +1234,7 @@ static void test_describe_roundtrip(void **state)
 		{ "NCCL_SYMMEM_NCCL_DEFAULTS", "0" },
 		{ "NCCL_SYMMEM_COPY_HELPER", "off" },
 		{ "NCCL_SYMMEM_COPY_HELPER_PATH", "/opt/symmem/libexec/symmem-copyd" },
+		{ "NCCL_SYMMEM_HELPER_ALL_GPUS", "0" },
 		{ NULL, NULL },
 	};
 	struct kv back[NNAMES + 1];
@@ -1694,6 +1734,7 @@ int main(void)
 		cmocka_unit_test(test_int_vars),
 		cmocka_unit_test(test_backend),
 		cmocka_unit_test(test_copy_helper_path),
+		cmocka_unit_test(test_one_gpu_visible),
 		cmocka_unit_test(test_cross_check_pool),
 		cmocka_unit_test(test_cross_check_ring),
 		cmocka_unit_test(test_empty_values),

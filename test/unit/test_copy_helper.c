@@ -110,39 +110,58 @@ static void test_helper_exits_at_start(void **state)
 	assert_no_children();
 }
 
+/* Starts a stand-in program as the helper: a shell script that writes
+ * what `cmd` prints to a file and exits, so the start fails as it must
+ * without the real helper.  `out` gets what it printed. */
+static void stand_in(const char *cmd, const struct smf_helper_params *p, char *out, size_t len)
+{
+	char dir[] = "/tmp/copyd-standin-XXXXXX", script[64], file[64];
+	struct smf_helper *h = NULL;
+	size_t n;
+	FILE *f;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(script, sizeof(script), "%s/helper.sh", dir);
+	snprintf(file, sizeof(file), "%s/out", dir);
+	f = fopen(script, "w");
+	assert_non_null(f);
+	fprintf(f, "#!/bin/sh\n%s > %s\n", cmd, file);
+	fclose(f);
+	assert_int_equal(chmod(script, 0700), 0);
+	assert_int_not_equal(smf_helper_start(script, "0000:00:06.0", p, &h), SM_OK);
+	assert_null(h);
+	f = fopen(file, "r");
+	assert_non_null(f);
+	n = fread(out, 1, len - 1, f);
+	out[n] = '\0';
+	fclose(f);
+	unlink(file);
+	unlink(script);
+	rmdir(dir);
+	assert_no_children();
+}
+
 /* NCCL's threads may block or ignore signals; the helper must not inherit
  * that, or a job's SIGTERM would leave it behind.  A stand-in program
  * records the signal state it starts with. */
 static void test_helper_signals_reset(void **state)
 {
-	char dir[] = "/tmp/copyd-sig-XXXXXX", script[64], out[64], line[128];
-	struct smf_helper *h = NULL;
+	char status[512], *line, *save = NULL;
 	sigset_t block, old;
 	int blk_ok = 0, ign_ok = 0;
-	FILE *f;
 
 	(void)state;
-	assert_non_null(mkdtemp(dir));
-	snprintf(script, sizeof(script), "%s/helper.sh", dir);
-	snprintf(out, sizeof(out), "%s/status", dir);
-	f = fopen(script, "w");
-	assert_non_null(f);
-	fprintf(f, "#!/bin/sh\ngrep -E '^Sig(Blk|Ign)' /proc/self/status > %s\n", out);
-	fclose(f);
-	assert_int_equal(chmod(script, 0700), 0);
 	sigemptyset(&block);
 	sigaddset(&block, SIGTERM);
 	sigaddset(&block, SIGINT);
 	assert_int_equal(pthread_sigmask(SIG_BLOCK, &block, &old), 0);
 	signal(SIGHUP, SIG_IGN);
-	assert_int_not_equal(smf_helper_start(script, "0000:00:06.0", &params, &h), SM_OK);
+	stand_in("grep -E '^Sig(Blk|Ign)' /proc/self/status", &params, status, sizeof(status));
 	signal(SIGHUP, SIG_DFL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	f = fopen(out, "r");
-	assert_non_null(f);
 	/* Masks are hex, bit n-1 for signal n; glibc's own real-time
 	 * signals (32, 33) may show as ignored and are not ours to judge. */
-	while (fgets(line, sizeof(line), f)) {
+	for (line = strtok_r(status, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		unsigned long long mask;
 		unsigned long long ours = (1ull << (SIGHUP - 1)) | (1ull << (SIGINT - 1)) |
 					  (1ull << (SIGTERM - 1));
@@ -152,13 +171,48 @@ static void test_helper_signals_reset(void **state)
 		if (sscanf(line, "SigIgn: %llx", &mask) == 1)
 			ign_ok = (mask & ours) == 0;
 	}
-	fclose(f);
-	unlink(out);
-	unlink(script);
-	rmdir(dir);
 	assert_true(blk_ok);
 	assert_true(ign_ok);
-	assert_no_children();
+}
+
+/* A rank that sees one GPU only starts its helper without
+ * CUDA_VISIBLE_DEVICES (all_gpus), so the helper sees the peers it copies
+ * into; otherwise the helper inherits the environment as it is. */
+static void test_helper_env_all_gpus(void **state)
+{
+	char *env[] = { (char *)"A=1", (char *)"CUDA_VISIBLE_DEVICES=2",
+			(char *)"CUDA_VISIBLE_DEVICES_X=3", (char *)"B=2", NULL };
+	const char *show = "echo \"[${CUDA_VISIBLE_DEVICES-unset}]\"";
+	struct smf_helper_params all = params;
+	const char *before = getenv("CUDA_VISIBLE_DEVICES");
+	char *saved = before ? strdup(before) : NULL;
+	char seen[64];
+	char **out;
+
+	(void)state;
+	out = smf_helper_env(env, 1);
+	assert_non_null(out);
+	assert_ptr_not_equal(out, env);
+	assert_string_equal(out[0], "A=1");
+	assert_string_equal(out[1], "CUDA_VISIBLE_DEVICES_X=3");
+	assert_string_equal(out[2], "B=2");
+	assert_null(out[3]);
+	free(out);
+	assert_ptr_equal(smf_helper_env(env, 0), env);
+	assert_string_equal(env[1], "CUDA_VISIBLE_DEVICES=2");
+
+	/* What the started program really sees. */
+	all.all_gpus = 1;
+	assert_int_equal(setenv("CUDA_VISIBLE_DEVICES", "2", 1), 0);
+	stand_in(show, &all, seen, sizeof(seen));
+	assert_string_equal(seen, "[unset]\n");
+	stand_in(show, &params, seen, sizeof(seen));
+	assert_string_equal(seen, "[2]\n");
+	if (saved)
+		setenv("CUDA_VISIBLE_DEVICES", saved, 1);
+	else
+		unsetenv("CUDA_VISIBLE_DEVICES");
+	free(saved);
 }
 
 /* Starts the helper by hand with a raw socket, as the plugin would; no
@@ -343,6 +397,7 @@ int main(void)
 		cmocka_unit_test(test_no_gpu_refusal),
 		cmocka_unit_test(test_helper_exits_at_start),
 		cmocka_unit_test(test_helper_signals_reset),
+		cmocka_unit_test(test_helper_env_all_gpus),
 		cmocka_unit_test(test_refusals_then_hangup),
 		cmocka_unit_test(test_garbage_ends_helper),
 		cmocka_unit_test(test_wrong_parent),
