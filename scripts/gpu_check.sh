@@ -7,7 +7,8 @@
 #
 # Usage: scripts/gpu_check.sh [full|quick|debug|paths|pool|leak|helper|probe|perf|table|floor]
 #        full: every op to 1 GiB, the three protocols, CUDA graphs, registered
-#        buffers (with graphs), TCP, NCCL_CUMEM_ENABLE=0, PyTorch; quick: the
+#        buffers (with graphs), TCP, NCCL_CUMEM_ENABLE=0, ranks that see one
+#        GPU each (nccl_bench -V), PyTorch; quick: the
 #        same to 256 MiB (the protocols to 64 MiB);
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        paths: five ops on each data path (DMA_ENABLE=0, DIRECT_PATH=0,
@@ -182,6 +183,10 @@ grep -h -m1 "RDMA devices" "$OUT"/logs/tcp/nccl.*.log | sed 's/.*NCCL INFO //' |
 # NCCL's buffers from cudaMalloc: exported as legacy CUDA IPC handles.
 bench cumem0 -E NCCL_CUMEM_ENABLE=0 -o all_reduce,all_gather,reduce_scatter,alltoall,sendrecv \
 	-b 8 -e $((MAX / 4)) -c none -i 5
+# Each rank sees its own GPU only (a scheduler's per-task binding): the
+# copy helper must still see the GPUs it copies into (bench/results/visibility.md).
+bench visible -V -o all_reduce,all_gather,alltoall,sendrecv -b 8 -e $MAX -f 16 -i 5
+bench visible-reg -V -R -A -o alltoall,sendrecv -b 1048576 -e $MAX -f 16 -c none -i 5
 
 note "pytorch all_reduce through the plugin"
 PY=$(command -v python3)
