@@ -91,7 +91,6 @@ static void announce_rdma(const struct config *cfg)
 		 n ? ": " : "", selected);
 }
 
-/* Once per process, after NCCL gave us its logger. */
 /* One GPU visible per process (a scheduler's per-task binding): copies
  * into GPUs the copying process cannot see ran at 25-28 GB/s against about
  * 300 on 4 x H200, so the copy helper runs with every GPU visible. */
@@ -110,6 +109,7 @@ static void announce_hidden_peers(const struct config *cfg)
 			 cfg->one_gpu_visible);
 }
 
+/* Once per process, after NCCL gave us its logger. */
 static void announce(const struct config *cfg)
 {
 	const struct sm_cuda_info *cuda;

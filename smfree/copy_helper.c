@@ -137,7 +137,6 @@ static int spawn(const char *path, int child_end, int all_gpus, pid_t *pid)
 	env = smf_helper_env(environ, all_gpus);
 	if (!env)
 		return sm_fail(SM_ERR_SYSTEM, "out of memory starting the copy helper");
-
 	snprintf(client, sizeof(client), "%d", (int)getpid());
 	argv[0] = (char *)path;
 	argv[1] = client;
