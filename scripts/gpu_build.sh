@@ -11,11 +11,17 @@ gpu_nccl_paths() {
 	GPU_LD="$NCCL_SO -L/usr/local/cuda/lib64 -Wl,-rpath,$(dirname "$NCCL_SO"):/usr/local/cuda/lib64"
 }
 
+# gpu_build_plugin DIR LOG: the plugin and its helper of the tree in DIR
+# into DIR/build-gpu (no unit tests: the GPU hosts lack cmocka).
+gpu_build_plugin() {
+	(cd "$1" && meson setup build-gpu -Dtests=disabled --buildtype=release -Dwerror=false &&
+		ninja -C build-gpu) >"$2" 2>&1 || { tail -30 "$2"; return 1; }
+}
+
 # The plugin and nccl_bench.
 gpu_build() {
 	local log=$1
-	meson setup build-gpu -Dtests=disabled --buildtype=release -Dwerror=false >"$log" 2>&1 &&
-		ninja -C build-gpu >>"$log" 2>&1 || { tail -30 "$log"; return 1; }
+	gpu_build_plugin . "$log" || return 1
 	gpu_nccl_paths
 	echo "== nccl.h: $NCCL_H  libnccl: $NCCL_SO"
 	$GPU_CC test/nccl/bench_*.c $GPU_LD -lcudart -lm -o build-gpu/nccl_bench >>"$log" 2>&1 ||

@@ -106,9 +106,8 @@ bench_tree() {
 	[ -e "$tree/build-gpu.failed" ] && return 0
 	if [ ! -e "$tree/build-gpu/.built" ]; then
 		note "building $tree"
-		if ! (cd "$tree" && meson setup build-gpu -Dtests=disabled --buildtype=release \
-			-Dwerror=false && ninja -C build-gpu) >"$OUT/logs/build-${tree##*/}.log" 2>&1; then
-			tail -20 "$OUT/logs/build-${tree##*/}.log"; fail=1; touch "$tree/build-gpu.failed"
+		if ! gpu_build_plugin "$tree" "$OUT/logs/build-${tree##*/}.log"; then
+			fail=1; touch "$tree/build-gpu.failed"
 			return 0
 		fi
 		touch "$tree/build-gpu/.built"

@@ -475,16 +475,25 @@ static void finish(struct copyd *d, unsigned lead, CUresult crc, uint64_t now)
 	}
 }
 
+/* A copy's first source and destination bytes in this process.  take()
+ * checked every member, so the whole copy lies inside both mappings. */
+static void locate_group(struct copyd *d, const struct cd_group *g, CUdeviceptr *src,
+			 CUdeviceptr *dst)
+{
+	*src = 0;
+	*dst = 0;
+	locate(d, g->src_id, g->src_off, cd_group_src_span(g), src);
+	locate(d, g->dst_id, g->dst_off, cd_group_dst_span(g), dst);
+}
+
 /* Queues one copy: a plain one for back-to-back members, a 2D one for
  * evenly spaced rows. */
 static CUresult queue_copy(struct copyd *d, const struct cd_group *g, CUstream st)
 {
-	CUdeviceptr src = 0, dst = 0;
+	CUdeviceptr src, dst;
 	CUDA_MEMCPY2D c;
 
-	/* take() checked every member, so the whole copy lies inside both. */
-	locate(d, g->src_id, g->src_off, cd_group_src_span(g), &src);
-	locate(d, g->dst_id, g->dst_off, cd_group_dst_span(g), &dst);
+	locate_group(d, g, &src, &dst);
 	if (!g->width || g->members == 1)
 		return d->cu->memcpy_async(dst, src, g->len, st);
 	memset(&c, 0, sizeof(c));
@@ -518,11 +527,10 @@ static CUresult queue_batch(struct copyd *d, const struct cd_group *g, int n, CU
 		return CUDA_ERROR_INVALID_VALUE;	/* cd_queue_take_batch keeps to it */
 	count = 0;
 	for (int i = 0; i < n; i++) {
-		CUdeviceptr s = 0, t = 0;
+		CUdeviceptr s, t;
 		unsigned rows = cd_group_copies(&g[i]);
 
-		locate(d, g[i].src_id, g[i].src_off, cd_group_src_span(&g[i]), &s);
-		locate(d, g[i].dst_id, g[i].dst_off, cd_group_dst_span(&g[i]), &t);
+		locate_group(d, &g[i], &s, &t);
 		for (unsigned r = 0; r < rows; r++) {
 			src[count] = s + r * g[i].spitch;
 			dst[count] = t + r * g[i].dpitch;
