@@ -138,7 +138,7 @@ static const struct var vars[] = {
 	  .off = offsetof(struct config, batch),
 	  .idef = 16, .imin = 1, .imax = 64 },
 	/* With three or more GPUs the helpers of a host take copies in phase,
-	 * this long per distance (smfree/copyd.c phase(),
+	 * this long per destination (smfree/copyd.c phase_at(),
 	 * bench/results/alltoall-4gpu.md); 0 = in NCCL's order. */
 	{ .name = "NCCL_SYMMEM_PHASE_US", .kind = VAR_INT,
 	  .off = offsetof(struct config, phase_us),

@@ -26,15 +26,17 @@
 #        torch-p2p: PyTorch send/recv and all_to_all with its allocator's
 #        registration, natively and through the plugin (issue 4);
 #        trees: ARGS through older checkouts (TREES) and VARIANTS, a bisection;
+#        part-host: alltoall on 3 of the host's GPUs, ranks that see one GPU
+#        each (-V) against ranks that see the 3, OLD_TREE=dir beside it;
 #        sweep: any VARIANTS of settings against the defaults (variants apart
 #        by spaces, settings by commas before NCCL_, '+' for a space inside a
 #        value).
 #        NRANKS, PHASE_TIMEOUT, SKIP_BUILD: as in scripts/gpu_lib.sh.
 MODE=${1:-}
-case " trees torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
+case " trees part-host torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
 *" $MODE "*) ;;
 *)
-	echo "usage: $0 MODE (one of: trees torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan)" >&2
+	echo "usage: $0 MODE (one of: trees part-host torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan)" >&2
 	exit 2
 	;;
 esac
@@ -251,6 +253,27 @@ if [ "$MODE" = trees ]; then
 	bench trees-head-again -m plugin $S
 	helper_lines trees- 4
 	python3 scripts/sweep_ratios.py "$OUT/tables.txt" | tee "$OUT/ratios.txt"
+	finish
+fi
+
+# A job on part of a host whose ranks each see one GPU (-V): the copy
+# helpers see the whole host (bench/results/visibility.md), and their phases
+# must count only the GPUs the job writes to, as they do when the ranks
+# see the job's GPUs only.  3 of 4 GPUs, alltoall, this tree against
+# OLD_TREE (phases over every GPU the helper sees), then 4 GPUs to show
+# that a job on the whole host is unchanged.
+if [ "$MODE" = part-host ]; then
+	S="-o alltoall -b 268435456 -e 1073741824 -f 4 -c none -i 10 -E NCCL_NCHANNELS_PER_NET_PEER=16"
+	for reg in "" "-R -A"; do
+		tag=${reg:+-reg}
+		NRANKS=3 bench "part3-seen$tag" $S $reg
+		NRANKS=3 bench "part3-visible$tag" -V $S $reg
+		NRANKS=3 bench_old "part3-visible-old$tag" -V $S $reg
+		NRANKS=4 bench "whole4$tag" $S $reg
+		NRANKS=4 bench_old "whole4-old$tag" $S $reg
+	done
+	helper_lines part3 3
+	helper_lines whole4 4
 	finish
 fi
 

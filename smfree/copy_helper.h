@@ -15,7 +15,7 @@ struct smf_helper_params {
 	int depth;		/* copies queued per stream at most (the rest may merge) */
 	uint64_t merge_max;	/* largest copy merged from consecutive requests, 0 = none */
 	int batch;		/* copies per copy-engine call at most (batch calls) */
-	uint64_t phase_ns;	/* time per destination distance, 0 = in posting order */
+	uint64_t phase_ns;	/* time per destination GPU, 0 = in posting order */
 	int all_gpus;		/* start it without CUDA_VISIBLE_DEVICES: it opens its GPU
 				 * by bus id and must see the peers it copies into */
 };

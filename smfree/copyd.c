@@ -72,9 +72,10 @@ struct copyd {
 	uint64_t oldest;		/* oldest message possibly still held */
 	int gpu, ngpus;			/* this GPU's place in the host's bus order, of how many */
 	int place[MAX_GPUS];		/* a device ordinal's place in that order */
-	uint64_t phase_ns;		/* how long one distance goes first, 0 = never */
+	uint64_t used;			/* places of this GPU and those written to: the phases' */
+	uint64_t phase_ns;		/* how long one destination goes first, 0 = never */
 	uint64_t taken;			/* requests taken from the ring so far */
-	uint64_t key_seen[MAX_GPUS];	/* the number of the last one to this distance */
+	uint64_t key_seen[MAX_GPUS + 1];	/* by dst_key: the number of the last one to it */
 	struct range *ranges;
 	unsigned nranges, cap;
 	uint32_t next_id;
@@ -145,6 +146,8 @@ static void order_gpus(struct copyd *d, CUdevice own)
 			d->gpu = d->place[i];
 	}
 	d->ngpus = n;
+	if (d->gpu >= 0)
+		d->used = 1ull << d->gpu;
 }
 
 /* The GPU a mapping lives on, as a bus place; -1 for host memory, when
@@ -161,32 +164,40 @@ static int range_gpu(struct copyd *d, const struct range *r)
 	return d->place[ordinal];
 }
 
-/* How far the destination GPU is from this one in bus order (1..n-1), the
- * key copies are scheduled by; 0 for this GPU, host memory or unknown. */
-static uint32_t distance(const struct copyd *d, const struct range *r)
+/* The key copies are scheduled by: the destination GPU's bus place + 1;
+ * 0 for this GPU, host memory or unknown. */
+static uint32_t dest_key(const struct copyd *d, const struct range *r)
 {
-	if (d->gpu < 0 || r->gpu < 0)
+	if (d->gpu < 0 || r->gpu < 0 || r->gpu == d->gpu)
 		return 0;
-	return (uint32_t)((r->gpu - d->gpu + d->ngpus) % d->ngpus);
+	return (uint32_t)r->gpu + 1;
 }
 
-/* Which distance goes first at time t.  With four GPUs, engines that each
- * take their copies in the order NCCL posted them write into one GPU at
- * the same time while another gets nothing, and every writer slows to a
+/* Which destination goes first at time t.  With four GPUs, engines that
+ * each take their copies in the order NCCL posted them write into one GPU
+ * at the same time while another gets nothing, and every writer slows to a
  * share of that GPU's links: a probe with each GPU in its own order moved
  * 230 GB/s per GPU, the same copies in step (all to the next GPU, then all
  * to the one after) 360 (bench/results/alltoall-4gpu.md).  The helpers of
- * a host share CLOCK_MONOTONIC, so each takes distance
- * 1 + (t / phase_ns) mod (n - 1) first: every GPU writes to a different
- * one.  When no copy of that distance waits, the oldest goes (no engine
- * idles for the schedule).  Helpers that see different sets of GPUs
- * (CUDA_VISIBLE_DEVICES per rank) disagree on distances; the schedule then
- * only reorders, it never holds a copy back. */
+ * a host share CLOCK_MONOTONIC, so each takes first the GPU
+ * cd_phase_target() names for phase t / phase_ns: every GPU writes to a
+ * different one.  When no copy to it waits, the oldest goes (no engine
+ * idles for the schedule).
+ *
+ * The phases count this GPU and the GPUs it has written to, not every GPU
+ * the helper sees: a helper started without CUDA_VISIBLE_DEVICES sees the
+ * whole host, and a job on part of it would otherwise get phases for GPUs
+ * nobody writes to.  The helpers of an alltoall write to the same set, so
+ * they agree; while they learn it they disagree for a moment, and the
+ * schedule then only reorders, it never holds a copy back. */
 static uint32_t phase_at(const struct copyd *d, uint64_t t)
 {
-	if (d->gpu < 0 || d->ngpus < 3 || !d->phase_ns)
+	int target;
+
+	if (d->gpu < 0 || !d->phase_ns)
 		return 0;
-	return 1 + (uint32_t)(t / d->phase_ns % (uint64_t)(d->ngpus - 1));
+	target = cd_phase_target(d->used, d->gpu, t / d->phase_ns);
+	return target < 0 ? 0 : (uint32_t)target + 1;
 }
 
 /* Whether this helper's last CD_DEST_WINDOW requests went to at most one
@@ -196,8 +207,8 @@ static uint32_t phase_at(const struct copyd *d, uint64_t t)
  * send/recv 0.83-0.85 -> 0.93 (bench/results/batch.md). */
 static int one_destination(const struct copyd *d)
 {
-	/* order_gpus() keeps ngpus within key_seen. */
-	return cd_one_destination(d->key_seen, d->ngpus, d->taken, CD_DEST_WINDOW);
+	/* order_gpus() keeps ngpus within MAX_GPUS: keys 1..ngpus. */
+	return cd_one_destination(d->key_seen, d->ngpus + 1, d->taken, CD_DEST_WINDOW);
 }
 
 /* Bytes per ns the engine moves while it has work, as measured so far;
@@ -447,8 +458,10 @@ static int take(struct copyd *d, uint64_t now)
 		w.src_off = s->src_off;
 		w.dst_off = s->dst_off;
 		w.len = s->len;
-		w.dst_key = distance(d, dst);	/* < ngpus <= MAX_GPUS */
+		w.dst_key = dest_key(d, dst);	/* <= ngpus <= MAX_GPUS */
 		d->key_seen[w.dst_key] = ++d->taken;
+		if (w.dst_key)
+			d->used |= 1ull << dst->gpu;
 		cd_queue_add(&d->queue, &w);
 		d->held[i] = 1;
 		if (d->queue.n > d->ring->stats.waiting_max)
@@ -545,7 +558,7 @@ static CUresult queue_batch(struct copyd *d, const struct cd_group *g, int n, CU
 	return d->cu->memcpy_batch_async(dst, src, len, count, &attr, &first, 1, st);
 }
 
-/* When the copy queued now will start, and which distance goes first
+/* When the copy queued now will start, and which destination goes first
  * then.  The streams hold up to depth copies each (tens of MiB), so a copy
  * chosen by the phase of the moment it is queued would run in a later
  * phase, and helpers with more queued would run out of step with the
@@ -567,7 +580,7 @@ static uint32_t plan(const struct copyd *d, uint64_t *max_len)
 }
 
 /* Queues waiting copies on streams with room: per call the oldest to the
- * distance of the phase it will run in (else the oldest), with more
+ * destination of the phase it will run in (else the oldest), with more
  * copies in the same batch call while they fit the call's limits.  Only
  * `depth` calls wait on a stream, so while the engine is busy the rest
  * wait here, where later requests can still join them.  Returns how many

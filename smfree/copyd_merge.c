@@ -243,11 +243,26 @@ uint64_t cd_call_limit(uint32_t key, uint64_t phase_room, uint64_t merge_max)
 	return max;
 }
 
-int cd_one_destination(const uint64_t *seen_seq, int ngpus, uint64_t seq, uint64_t window)
+int cd_one_destination(const uint64_t *seen_seq, int nkeys, uint64_t seq, uint64_t window)
 {
 	int seen = 0;
 
-	for (int k = 1; k < ngpus; k++)
+	for (int k = 1; k < nkeys; k++)
 		seen += seen_seq[k] && seen_seq[k] <= seq && seq - seen_seq[k] < window;
 	return seen <= 1;
+}
+
+int cd_phase_target(uint64_t used, int own, uint64_t turn)
+{
+	int n = __builtin_popcountll(used), p = own;
+	uint64_t steps;
+
+	if (own < 0 || own > 63 || !(used >> own & 1) || n < 3)
+		return -1;
+	steps = 1 + turn % (uint64_t)(n - 1);
+	while (steps) {
+		p = (p + 1) % 64;
+		steps -= used >> p & 1;
+	}
+	return p;
 }

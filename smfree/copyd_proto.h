@@ -41,7 +41,7 @@ struct cd_msg {
 	uint64_t merge_max;		/* CD_HELLO: largest merged copy (0 = no merging) */
 	uint32_t batch;			/* CD_HELLO: copies per copy-engine call at most */
 	uint32_t pad;
-	uint64_t phase_ns;		/* CD_HELLO: time per destination distance (0 = off) */
+	uint64_t phase_ns;		/* CD_HELLO: time per destination GPU (0 = off) */
 	char pci_bus_id[32];		/* CD_HELLO: the client's GPU */
 	struct sm_share_info info;	/* CD_ADD */
 };
@@ -97,7 +97,7 @@ struct cd_stats {
 					 * (a driver call that blocked, or the helper not
 					 * scheduled) */
 	uint64_t phased_bytes;		/* queued while phases were on ... */
-	uint64_t in_phase_bytes;	/* ... of them, to the distance of the phase they ran in */
+	uint64_t in_phase_bytes;	/* ... of them, to the GPU of the phase they ran in */
 	uint64_t waiting_max;		/* most copies ever waiting for a stream */
 	uint64_t strided;		/* copies queued as 2D copies (strided members) */
 	uint64_t batches;		/* copy-engine calls that were batch calls ... */
@@ -119,7 +119,8 @@ struct cd_pending {
 	uint32_t slot;
 	uint32_t src_id;
 	uint32_t dst_id;
-	uint32_t dst_key;		/* the destination GPU's distance from this one (0: none) */
+	uint32_t dst_key;		/* the destination GPU's bus place + 1 (0: this GPU, host
+					 * memory or unknown) */
 	uint64_t src_off;
 	uint64_t dst_off;
 	uint64_t len;
@@ -211,11 +212,19 @@ int cd_queue_take_batch(struct cd_queue *q, uint32_t key, uint64_t max_len, unsi
  * more than one iteration of it (48 requests) and more than the copies
  * that wait at once (46). */
 #define CD_DEST_WINDOW 64
-/* Whether at most one destination distance (1..ngpus-1) had a request
- * among the last `window` taken; seen_seq[k] is the number of the last
- * request taken to distance k (requests count from 1; 0: never), seq that
- * of the newest.  The phases have nothing to order then. */
-int cd_one_destination(const uint64_t *seen_seq, int ngpus, uint64_t seq, uint64_t window);
+/* Whether at most one destination key (1..nkeys-1) had a request among
+ * the last `window` taken; seen_seq[k] is the number of the last request
+ * taken to key k (requests count from 1; 0: never), seq that of the
+ * newest.  The phases have nothing to order then. */
+int cd_one_destination(const uint64_t *seen_seq, int nkeys, uint64_t seq, uint64_t window);
+/* The GPU a helper writes to first in phase number `turn`.  `used` holds
+ * the bus places (bit p: place p) of the GPUs the phases count, `own`
+ * among them; with n of them, the answer is the GPU 1 + turn % (n - 1)
+ * places after own, counting around the set in bus order.  For any one
+ * turn every GPU of the set gets a different answer, so if each helper
+ * writes to its answer, no GPU is written by two.  Returns that place, or
+ * -1 with fewer than 3 GPUs (nothing to order) or own outside the set. */
+int cd_phase_target(uint64_t used, int own, uint64_t turn);
 /* The most bytes one copy-engine call of a phase carries.  With several
  * destinations in turn, shorter calls follow the phases more closely: a
  * 4-GPU 256 MiB alltoall took 6-7 % less time than with 64 MiB calls

@@ -62,7 +62,7 @@ struct smf_engine_options {
 	int copy_depth;		/* helper: copies queued per stream at most */
 	uint64_t merge_max;	/* helper: largest copy merged from consecutive requests */
 	int batch;		/* helper: copies per copy-engine call at most */
-	uint64_t phase_ns;	/* helper: time per destination distance, 0 = NCCL's order */
+	uint64_t phase_ns;	/* helper: time per destination GPU, 0 = NCCL's order */
 	int all_gpus;		/* helper: started without CUDA_VISIBLE_DEVICES */
 };
 

@@ -483,13 +483,75 @@ static void test_one_destination(void **state)
 	assert_true(cd_one_destination(seen, 4, 100, 64));
 	seen[3] = 37;					/* another, 63 requests ago */
 	assert_false(cd_one_destination(seen, 4, 100, 64));
-	assert_true(cd_one_destination(seen, 4, 101, 64));	/* distance 3 aged out, 1 not */
+	assert_true(cd_one_destination(seen, 4, 101, 64));	/* key 3 aged out, 1 not */
 	seen[2] = 101;
 	assert_false(cd_one_destination(seen, 4, 101, 64));	/* 1 and 2 */
 	seen[2] = 0;
 	seen[3] = 500;					/* past the newest: not counted */
 	assert_true(cd_one_destination(seen, 4, 101, 64));
-	assert_true(cd_one_destination(seen, 2, 101, 64));	/* 2 GPUs: only distance 1 */
+	assert_true(cd_one_destination(seen, 2, 101, 64));	/* only key 1 counts */
+}
+
+/* In every phase each GPU of the set writes to a different one, never to
+ * itself, and over n - 1 phases to every other GPU once. */
+static void check_permutations(uint64_t used)
+{
+	int n = __builtin_popcountll(used);
+
+	for (uint64_t turn = 0; turn < (uint64_t)(n - 1); turn++) {
+		uint64_t targets = 0;
+
+		for (int own = 0; own < 64; own++) {
+			int t;
+
+			if (!(used >> own & 1))
+				continue;
+			t = cd_phase_target(used, own, turn);
+			assert_in_range(t, 0, 63);
+			assert_true(used >> t & 1);
+			assert_int_not_equal(t, own);
+			assert_false(targets >> t & 1);
+			targets |= 1ull << t;
+		}
+		assert_true(targets == used);
+	}
+	for (int own = 0; own < 64; own++) {
+		uint64_t seen = 0;
+
+		if (!(used >> own & 1))
+			continue;
+		for (uint64_t turn = 0; turn < (uint64_t)(n - 1); turn++)
+			seen |= 1ull << cd_phase_target(used, own, turn);
+		assert_true(seen == (used & ~(1ull << own)));
+	}
+}
+
+/* The phases count the GPUs a helper writes to: four of a host's eight,
+ * a gap in bus order, the top place, three, all 64. */
+static void test_phase_target(void **state)
+{
+	(void)state;
+	assert_int_equal(cd_phase_target(0xf, 1, 0), 2);	/* 1 place on */
+	assert_int_equal(cd_phase_target(0xf, 1, 1), 3);
+	assert_int_equal(cd_phase_target(0xf, 1, 2), 0);	/* around the set */
+	assert_int_equal(cd_phase_target(0xf, 1, 3), 2);	/* phase n - 1 is phase 0 */
+	/* GPUs 0, 2 and 5 of a host: 5 goes to 0, then 2; the GPUs between
+	 * are skipped, not counted. */
+	assert_int_equal(cd_phase_target(0x25, 5, 0), 0);
+	assert_int_equal(cd_phase_target(0x25, 5, 1), 2);
+	assert_int_equal(cd_phase_target(0x25, 0, 0), 2);
+	check_permutations(0xf);
+	check_permutations(0xf0);
+	check_permutations(0x25);
+	check_permutations(0x8000000000000003ull);
+	check_permutations(0xa5);
+	check_permutations(~0ull);
+	/* Nothing to order: fewer than three GPUs, or this GPU outside. */
+	assert_int_equal(cd_phase_target(0x3, 0, 0), -1);
+	assert_int_equal(cd_phase_target(0x1, 0, 5), -1);
+	assert_int_equal(cd_phase_target(0xe, 0, 0), -1);
+	assert_int_equal(cd_phase_target(0xf, -1, 0), -1);
+	assert_int_equal(cd_phase_target(0xf, 64, 0), -1);
 }
 
 int main(void)
@@ -513,6 +575,7 @@ int main(void)
 		cmocka_unit_test(test_batch_key_order),
 		cmocka_unit_test(test_batch_counts_rows),
 		cmocka_unit_test(test_one_destination),
+		cmocka_unit_test(test_phase_target),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
