@@ -263,12 +263,14 @@ fi
 # OLD_TREE (phases over every GPU the helper sees), then 4 GPUs to show
 # that a job on the whole host is unchanged.
 if [ "$MODE" = part-host ]; then
+	# alltoall sizes a multiple of 3 ranks: 192 and 768 MiB.
+	S3="-o alltoall -b 201326592 -e 805306368 -f 4 -c none -i 10 -E NCCL_NCHANNELS_PER_NET_PEER=16"
 	S="-o alltoall -b 268435456 -e 1073741824 -f 4 -c none -i 10 -E NCCL_NCHANNELS_PER_NET_PEER=16"
 	for reg in "" "-R -A"; do
 		tag=${reg:+-reg}
-		NRANKS=3 bench "part3-seen$tag" $S $reg
-		NRANKS=3 bench "part3-visible$tag" -V $S $reg
-		NRANKS=3 bench_old "part3-visible-old$tag" -V $S $reg
+		NRANKS=3 bench "part3-seen$tag" $S3 $reg
+		NRANKS=3 bench "part3-visible$tag" -V $S3 $reg
+		NRANKS=3 bench_old "part3-visible-old$tag" -V $S3 $reg
 		NRANKS=4 bench "whole4$tag" $S $reg
 		NRANKS=4 bench_old "whole4-old$tag" $S $reg
 	done

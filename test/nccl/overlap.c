@@ -55,6 +55,7 @@ struct ovl_opts {
 	int dim;
 	int registered;		/* ncclCommRegister the collective buffers */
 	int cumem_bufs;		/* -A: collective buffers from ncclMemAlloc (cuMem) */
+	int comm_priority;	/* -P: the collective's stream at the GPU's highest priority */
 	int configs[CFG_COUNT];
 	double timeout;
 	char *extra_env[16];	/* NAME=VALUE for the plugin configurations */
@@ -258,7 +259,19 @@ static int rank_main(const struct ovl_opts *o, int config, int rank, ncclUniqueI
 	die_cuda(cudaSetDevice(rank), "cudaSetDevice");
 	open_comm(&x, id, sbytes, rbytes, win);
 	die_cuda(cudaStreamCreateWithFlags(&x.compute, cudaStreamNonBlocking), "stream");
-	die_cuda(cudaStreamCreateWithFlags(&x.comm_stream, cudaStreamNonBlocking), "stream");
+	/* -P: training frameworks often give communication a high-priority
+	 * stream (PyTorch's TORCH_NCCL_HIGH_PRIORITY=1), so that NCCL's CTAs
+	 * take the next SM the GEMM frees instead of queueing behind its
+	 * waiting blocks.  The same for every configuration. */
+	if (o->comm_priority) {
+		int least, greatest;
+
+		die_cuda(cudaDeviceGetStreamPriorityRange(&least, &greatest), "priority range");
+		die_cuda(cudaStreamCreateWithPriority(&x.comm_stream, cudaStreamNonBlocking, greatest),
+			 "stream");
+	} else {
+		die_cuda(cudaStreamCreateWithFlags(&x.comm_stream, cudaStreamNonBlocking), "stream");
+	}
 	die_cublas(cublasCreate(&x.blas), "cublasCreate");
 	die_cublas(cublasSetStream(x.blas, x.compute), "cublasSetStream");
 	die_cuda(cudaMalloc(&x.a, mbytes), "cudaMalloc A");
@@ -413,7 +426,8 @@ static void config_ctas(const struct ovl_opts *o, int config, char *out, size_t 
 static void usage(const char *argv0)
 {
 	fprintf(stderr, "usage: %s [-n ranks] [-o op] [-b bytes] [-g gemms] [-c collectives] "
-		"[-d dim] [-R] [-A] [-C native,native-ce,plugin,passsm] [-E NAME=VALUE] [-t seconds]\n",
+		"[-d dim] [-R] [-A] [-P] [-C native,native-ce,plugin,passsm] [-E NAME=VALUE] "
+		"[-t seconds]\n",
 		argv0);
 	exit(2);
 }
@@ -454,7 +468,7 @@ int main(int argc, char **argv)
 	double native_makespan = 0;
 
 	memset(all, 0, sizeof(all));
-	while ((opt = getopt(argc, argv, "n:o:b:g:c:d:RAC:E:t:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:o:b:g:c:d:RAPC:E:t:")) != -1) {
 		switch (opt) {
 		case 'n': o.nranks = atoi(optarg); break;
 		case 'o':
@@ -471,6 +485,7 @@ int main(int argc, char **argv)
 		case 'd': o.dim = atoi(optarg); break;
 		case 'R': o.registered = 1; break;
 		case 'A': o.cumem_bufs = 1; break;
+		case 'P': o.comm_priority = 1; break;
 		case 'C': if (parse_configs(optarg, o.configs)) usage(argv[0]); break;
 		case 'E':
 			if (o.nextra == 16 || !strchr(optarg, '='))
@@ -507,10 +522,11 @@ int main(int argc, char **argv)
 			all[rec.config][rec.rank] = rec;
 
 	printf("# overlap: %s of %zu B%s, %d ranks, %d GEMMs of %d^3 bf16 and %d collectives "
-	       "started together\n", bench_op_name(o.op), o.bytes,
+	       "started together%s\n", bench_op_name(o.op), o.bytes,
 	       o.registered ? (o.cumem_bufs ? " (registered ncclMemAlloc buffers)" :
 			       " (registered buffers)") : (o.cumem_bufs ? " (ncclMemAlloc buffers)" : ""),
-	       o.nranks, o.ngemm, o.dim, o.ncoll);
+	       o.nranks, o.ngemm, o.dim, o.ncoll,
+	       o.comm_priority ? ", collectives on a high-priority stream" : "");
 	printf("# %-15s %9s %9s %8s %10s %10s %6s %11s %9s %6s %8s\n", "config", "gemm_TF",
 	       "gemm_TF", "gemm", "busbw", "busbw", "busbw", "makespan", "makespan", "errors",
 	       "CTAs");
