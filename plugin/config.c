@@ -174,8 +174,8 @@ static const struct var vars[] = {
 	{ .name = "NCCL_SYMMEM_COPY_HELPER_PATH", .kind = VAR_PATH,
 	  .off = offsetof(struct config, copy_helper_path),
 	  .len = sizeof(((struct config *)0)->copy_helper_path) },
-	/* A process that sees one GPU only (CUDA_VISIBLE_DEVICES per rank)
-	 * still maps its peers' memory, but the driver then copies into it at
+	/* A process that cannot see a peer GPU (CUDA_VISIBLE_DEVICES per
+	 * rank) still maps its memory, but the driver then copies into it at
 	 * 25-28 GB/s instead of about 300 (4 x H200, session 13,
 	 * bench/results/visibility.md).  The helper opens its GPU by bus id,
 	 * so it can run with every GPU visible. */
@@ -800,27 +800,45 @@ static int check_size_order(const struct config *cfg, config_getenv_fn get, void
  * the plugin only looks at it, never sets it. */
 #define CUDA_VISIBLE "CUDA_VISIBLE_DEVICES"
 
-int config_one_gpu_visible(const char *cvd)
+/* One entry of the list, spaces around it ignored: a whole GPU. */
+static int whole_gpu(const char *entry, size_t len)
 {
-	size_t len;
+	while (len && isspace((unsigned char)*entry)) {
+		entry++;
+		len--;
+	}
+	while (len && isspace((unsigned char)entry[len - 1]))
+		len--;
+	if (!len || entry[0] == '-')
+		return 0;
+	return len < 4 || strncmp(entry, "MIG-", 4) != 0;
+}
+
+int config_visible_gpus(const char *cvd)
+{
+	int n = 0;
 
 	if (!cvd)
 		return 0;
-	while (isspace((unsigned char)*cvd))
-		cvd++;
-	len = strlen(cvd);
-	while (len && isspace((unsigned char)cvd[len - 1]))
-		len--;
-	if (!len || cvd[0] == '-' || memchr(cvd, ',', len))
-		return 0;
-	return strncmp(cvd, "MIG-", 4) != 0;
+	for (;;) {
+		const char *comma = strchr(cvd, ',');
+		size_t len = comma ? (size_t)(comma - cvd) : strlen(cvd);
+
+		if (!whole_gpu(cvd, len))
+			return 0;
+		n++;
+		if (!comma)
+			return n;
+		cvd = comma + 1;
+	}
 }
 
-static void note_one_gpu_visible(struct config *cfg, const char *cvd)
+static void note_visible_gpus(struct config *cfg, const char *cvd)
 {
-	cfg->one_gpu_visible[0] = '\0';
-	if (config_one_gpu_visible(cvd))
-		snprintf(cfg->one_gpu_visible, sizeof(cfg->one_gpu_visible), "%s", cvd);
+	cfg->gpus_visible[0] = '\0';
+	cfg->ngpus_visible = config_visible_gpus(cvd);
+	if (cfg->ngpus_visible)
+		snprintf(cfg->gpus_visible, sizeof(cfg->gpus_visible), "%s", cvd);
 }
 
 int config_parse(struct config *cfg, config_getenv_fn get, void *arg, char *err, size_t errlen)
@@ -844,7 +862,7 @@ int config_parse(struct config *cfg, config_getenv_fn get, void *arg, char *err,
 		set_error(err, errlen, v, val, problem);
 		return -1;
 	}
-	note_one_gpu_visible(cfg, get(CUDA_VISIBLE, arg));
+	note_visible_gpus(cfg, get(CUDA_VISIBLE, arg));
 	return check_size_order(cfg, get, arg, err, errlen);
 }
 

@@ -59,8 +59,9 @@ struct config {
 	int copy_helper;		/* NCCL_SYMMEM_COPY_HELPER */
 	char copy_helper_path[256];	/* NCCL_SYMMEM_COPY_HELPER_PATH, "" = next to the library */
 	int helper_all_gpus;		/* NCCL_SYMMEM_HELPER_ALL_GPUS */
-	char one_gpu_visible[64];	/* CUDA_VISIBLE_DEVICES when it names one GPU (not a MIG
-					 * instance), else "": the helper runs without it */
+	char gpus_visible[512];		/* CUDA_VISIBLE_DEVICES when it names whole GPUs only
+					 * (no MIG instance), else "": the helper runs without it */
+	int ngpus_visible;		/* how many it names (0 with "") */
 };
 
 /* Looks a name up; getenv in production, a table in tests. */
@@ -101,10 +102,13 @@ int config_nccl_advice(const struct config *cfg,
 		       void (*emit)(const char *name, const char *value, const char *why, void *arg),
 		       void *arg);
 
-/* Whether CUDA_VISIBLE_DEVICES (NULL: unset) shows a process one whole
- * GPU only, as a scheduler's per-task binding does: one entry, not a MIG
- * instance, not negative.  Every peer GPU is then hidden from it. */
-int config_one_gpu_visible(const char *cuda_visible_devices);
+/* How many whole GPUs CUDA_VISIBLE_DEVICES (NULL: unset) shows a process
+ * when it lists whole GPUs only, as a scheduler's per-task binding does
+ * (indices or GPU- UUIDs); 0 when it is unset or empty, names a MIG
+ * instance, or holds an entry CUDA would stop at (negative or empty).
+ * With one, every peer GPU is hidden from the process; with more, some
+ * may be. */
+int config_visible_gpus(const char *cuda_visible_devices);
 
 /* Parsers, exposed for the unit tests. Each returns 0 or -1. */
 int config_parse_size(const char *s, uint64_t *out);

@@ -91,22 +91,29 @@ static void announce_rdma(const struct config *cfg)
 		 n ? ": " : "", selected);
 }
 
-/* One GPU visible per process (a scheduler's per-task binding): copies
- * into GPUs the copying process cannot see ran at 25-28 GB/s against about
- * 300 on 4 x H200, so the copy helper runs with every GPU visible. */
+/* GPUs hidden per process (a scheduler's per-task binding): copies into
+ * GPUs the copying process cannot see ran at 25-28 GB/s against about 300
+ * on 4 x H200, so the copy helper runs with every GPU visible.  One GPU
+ * visible hides every peer for certain, and then a helper that keeps the
+ * variable is worth a WARN; a list may hide none. */
 static void announce_hidden_peers(const struct config *cfg)
 {
+	const char *what = cfg->ngpus_visible == 1 ? "hides the peer GPUs from this process" :
+						     "may hide peer GPUs from this process";
+
 	if (cfg->copy_helper && cfg->helper_all_gpus)
-		LOG_INFO("NET/symmem CUDA_VISIBLE_DEVICES=%s hides the peer GPUs from this "
-			 "process; the copy helper runs without it, so that it sees the GPUs it "
-			 "copies into (NCCL_SYMMEM_HELPER_ALL_GPUS=0 keeps it)",
-			 cfg->one_gpu_visible);
-	else
+		LOG_INFO("NET/symmem CUDA_VISIBLE_DEVICES=%s %s; the copy helper runs without "
+			 "it, so that it sees the GPUs it copies into "
+			 "(NCCL_SYMMEM_HELPER_ALL_GPUS=0 keeps it)", cfg->gpus_visible, what);
+	else if (cfg->ngpus_visible == 1)
 		LOG_WARN("NET/symmem: CUDA_VISIBLE_DEVICES=%s hides the peer GPUs from the "
 			 "process that copies into them: copies run at about a tenth of the "
 			 "copy engines' speed; leave NCCL_SYMMEM_COPY_HELPER and "
 			 "NCCL_SYMMEM_HELPER_ALL_GPUS at 1, or show every GPU to every rank",
-			 cfg->one_gpu_visible);
+			 cfg->gpus_visible);
+	else
+		LOG_INFO("NET/symmem CUDA_VISIBLE_DEVICES=%s %s; copies into a GPU it hides "
+			 "run at about a tenth of the copy engines' speed", cfg->gpus_visible, what);
 }
 
 /* Once per process, after NCCL gave us its logger. */
@@ -132,7 +139,7 @@ static void announce(const struct config *cfg)
 			 "peer-mapped GPU buffers on one host, TCP (host memory) between hosts",
 			 cuda->driver_version / 1000, cuda->driver_version % 1000 / 10,
 			 cuda->device_count);
-	if (cuda->loaded && cfg->dma_enable && cfg->one_gpu_visible[0])
+	if (cuda->loaded && cfg->dma_enable && cfg->ngpus_visible)
 		announce_hidden_peers(cfg);
 	announce_rdma(cfg);
 }
@@ -208,7 +215,7 @@ static void transport_options(const struct config *cfg, struct tp_options *opt)
 	opt->gpu = gpu_path;
 	opt->no_direct = !cfg->direct_path;
 	opt->copy_helper = gpu_path ? helper_path_find(cfg) : NULL;
-	opt->helper_all_gpus = cfg->helper_all_gpus && cfg->one_gpu_visible[0];
+	opt->helper_all_gpus = cfg->helper_all_gpus && cfg->ngpus_visible;
 	opt->verbose = cfg->verbose;
 	opt->zero_copy = cfg->zero_copy;
 	opt->fault_tolerance = cfg->fault_tolerance;

@@ -187,6 +187,8 @@ bench cumem0 -E NCCL_CUMEM_ENABLE=0 -o all_reduce,all_gather,reduce_scatter,allt
 # copy helper must still see the GPUs it copies into (bench/results/visibility.md).
 bench visible -V -o all_reduce,all_gather,alltoall,sendrecv -b 8 -e $MAX -f 16 -i 5
 bench visible-reg -V -R -A -o alltoall,sendrecv -b 1048576 -e $MAX -f 16 -c none -i 5
+# Two GPUs per rank, its own and the next (-W): the others are hidden.
+bench visible-list -W -o all_reduce,alltoall,sendrecv -b 8 -e $MAX -f 64 -c none -i 5
 
 note "pytorch all_reduce through the plugin"
 PY=$(command -v python3)

@@ -28,15 +28,16 @@
 #        trees: ARGS through older checkouts (TREES) and VARIANTS, a bisection;
 #        part-host: alltoall on 3 of the host's GPUs, ranks that see one GPU
 #        each (-V) against ranks that see the 3, OLD_TREE=dir beside it;
+#        lists: ranks that see their own GPU and the next (-W), OLD_TREE beside;
 #        sweep: any VARIANTS of settings against the defaults (variants apart
 #        by spaces, settings by commas before NCCL_, '+' for a space inside a
 #        value).
 #        NRANKS, PHASE_TIMEOUT, SKIP_BUILD: as in scripts/gpu_lib.sh.
 MODE=${1:-}
-case " trees part-host torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
+case " trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
 *" $MODE "*) ;;
 *)
-	echo "usage: $0 MODE (one of: trees part-host torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan)" >&2
+	echo "usage: $0 MODE (one of: trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan)" >&2
 	exit 2
 	;;
 esac
@@ -276,6 +277,20 @@ if [ "$MODE" = part-host ]; then
 	done
 	helper_lines part3 3
 	helper_lines whole4 4
+	finish
+fi
+
+# Ranks that see a list of two GPUs, their own and the next rank's (-W, as
+# with two GPUs per task): the other peers are hidden from them.  This
+# tree's helpers run without the list; OLD_TREE's kept it.
+if [ "$MODE" = lists ]; then
+	S="-W -o all_reduce,all_gather,alltoall,sendrecv -b 268435456 -e 1073741824 -f 4 -c none -i 10 -E NCCL_NCHANNELS_PER_NET_PEER=16"
+	R="-W -R -A -o alltoall,sendrecv -b 268435456 -e 1073741824 -f 4 -c none -i 10 -E NCCL_NCHANNELS_PER_NET_PEER=16"
+	bench lists $S
+	bench_old lists-old $S
+	bench lists-reg $R
+	bench_old lists-old-reg $R
+	helper_lines lists 4
 	finish
 fi
 

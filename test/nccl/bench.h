@@ -52,7 +52,8 @@ struct bench_opts {
 	int cycles;			/* -L: communicator create/destroy cycles instead of the matrix */
 	int registered;			/* ncclCommRegister the buffers */
 	int cumem_bufs;			/* -A: buffers from ncclMemAlloc (cuMem) instead of cudaMalloc */
-	int own_gpu_only;		/* -V: each rank's process sees its own GPU only */
+	int own_gpu_only;		/* -V: each rank's process sees its own GPU only, -W: its own
+					 * and the next rank's (2: a list that hides the others) */
 	int phases[PHASE_COUNT];
 	struct bench_case cases[MAX_CASES];
 	int ncases;

@@ -43,7 +43,7 @@ static const char *default_cases =
 static void usage(const char *argv0)
 {
 	fprintf(stderr, "usage: %s [-n ranks] [-b min] [-e max] [-f factor] [-o ops] [-i iters] "
-		"[-w warmup] [-G [-Y]] [-T] [-R] [-A] [-V] [-m both|native|plugin] [-c dtype:redop,...] [-P plugin] "
+		"[-w warmup] [-G [-Y]] [-T] [-R] [-A] [-V|-W] [-m both|native|plugin] [-c dtype:redop,...] [-P plugin] "
 		"[-E NAME=VALUE] [-t seconds] [-S stack-dir] [-L cycles]\n", argv0);
 	exit(2);
 }
@@ -132,28 +132,43 @@ struct phase_run {
 	int phase, out_fd;
 };
 
-/* -V: the rank's process sees its own GPU only, as under a scheduler's
- * per-task GPU binding (Slurm --gpus-per-task=1): the rank-th entry of
- * CUDA_VISIBLE_DEVICES, or GPU `rank` when it is unset.  Runs in the
- * forked rank before it touches CUDA. */
-static void see_own_gpu_only(int rank)
+/* GPU `rank` of the job: the rank-th entry of CUDA_VISIBLE_DEVICES, or
+ * GPU `rank` when it is unset. */
+static void job_gpu(int rank, char *id, size_t len)
 {
 	const char *all = getenv("CUDA_VISIBLE_DEVICES");
-	char buf[256], id[64];
+	char buf[256];
 	char *save = NULL;
 	int i = 0;
 
-	snprintf(id, sizeof(id), "%d", rank);
-	if (all) {
-		snprintf(buf, sizeof(buf), "%s", all);
-		for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save), i++) {
-			if (i == rank) {
-				snprintf(id, sizeof(id), "%s", t);
-				break;
-			}
+	snprintf(id, len, "%d", rank);
+	if (!all)
+		return;
+	snprintf(buf, sizeof(buf), "%s", all);
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save), i++) {
+		if (i == rank) {
+			snprintf(id, len, "%s", t);
+			return;
 		}
 	}
-	setenv("CUDA_VISIBLE_DEVICES", id, 1);
+}
+
+/* -V: the rank's process sees its own GPU only, as under a scheduler's
+ * per-task GPU binding (Slurm --gpus-per-task=1).  -W: its own first (the
+ * rank's device 0) and the next rank's, a list of two that hides the
+ * other peers, as with two GPUs per task.  Runs in the forked rank before
+ * it touches CUDA. */
+static void see_own_gpu_only(int rank, int nranks, int count)
+{
+	char own[64], next[64], list[160];
+
+	job_gpu(rank, own, sizeof(own));
+	job_gpu((rank + 1) % nranks, next, sizeof(next));
+	if (count == 2 && nranks > 1)
+		snprintf(list, sizeof(list), "%s,%s", own, next);
+	else
+		snprintf(list, sizeof(list), "%s", own);
+	setenv("CUDA_VISIBLE_DEVICES", list, 1);
 }
 
 static void phase_prepare(void *arg, int rank)
@@ -161,7 +176,7 @@ static void phase_prepare(void *arg, int rank)
 	const struct phase_run *p = arg;
 
 	if (p->o->own_gpu_only)
-		see_own_gpu_only(rank);
+		see_own_gpu_only(rank, p->o->nranks, p->o->own_gpu_only);
 	bench_route_env(p->phase == PHASE_PLUGIN, p->o->plugin, p->o->plugin_env,
 			p->o->nplugin_env);
 }
@@ -259,7 +274,8 @@ static int print_rows(const struct bench_opts *o, struct row *rows, int nrows)
 			       o->graph ? (o->graph_sync ? ", CUDA graph (sync per replay)" : ", CUDA graph") : "",
 			       o->registered ? ", registered buffers" : "",
 			       o->cumem_bufs ? ", ncclMemAlloc buffers" : "",
-			       o->own_gpu_only ? ", each rank sees its own GPU only" : "");
+			       o->own_gpu_only == 1 ? ", each rank sees its own GPU only" :
+			       o->own_gpu_only == 2 ? ", each rank sees its own GPU and the next" : "");
 			printf("# %12s %12s %12s %12s %12s %7s %7s\n", "size(B)", "native_us",
 			       "native_GB/s", "plugin_us", "plugin_GB/s", "ratio", "errors");
 			last_op = w->op;
@@ -320,7 +336,7 @@ int main(int argc, char **argv)
 
 	parse_ops("all", o.ops);
 	parse_cases(default_cases, &o);
-	while ((opt = getopt(argc, argv, "n:b:e:f:o:i:w:GYTRAVm:c:P:E:t:S:L:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:b:e:f:o:i:w:GYTRAVWm:c:P:E:t:S:L:")) != -1) {
 		switch (opt) {
 		case 'n': o.nranks = atoi(optarg); break;
 		case 'b': min = strtoull(optarg, NULL, 0); break;
@@ -335,6 +351,7 @@ int main(int argc, char **argv)
 		case 'R': o.registered = 1; break;
 		case 'A': o.cumem_bufs = 1; break;
 		case 'V': o.own_gpu_only = 1; break;
+		case 'W': o.own_gpu_only = 2; break;
 		case 'm':
 			o.phases[PHASE_NATIVE] = strcmp(optarg, "plugin") != 0;
 			o.phases[PHASE_PLUGIN] = strcmp(optarg, "native") != 0;

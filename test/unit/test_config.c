@@ -433,34 +433,52 @@ static void test_bool_vars_reject(void **state)
 /* One whole GPU shown: a scheduler's per-task binding, the case in which
  * the copy helper drops the variable.  Lists, MIG instances (the helper
  * would open the whole GPU instead), "hide all" and blanks keep it. */
-static void test_one_gpu_visible(void **state)
+/* Whole GPUs listed, one or more: the helper may drop the variable.  A MIG
+ * instance, or an entry CUDA stops at (negative, empty), keeps it. */
+static void test_visible_gpus(void **state)
 {
-	static const char *const one[] = { "0", "3", " 2 ", "GPU-7834e710-eedb-2b83-68a2-4d08a8f6c4d4" };
-	static const char *const other[] = {
-		"", "  ", "0,1", "2, 3", "-1", "-1,0",
-		"MIG-GPU-7834e710-eedb-2b83-68a2-4d08a8f6c4d4/1/0",
-		"MIG-c6d6e6f2-1c5b-5c53-9a4b-6f8d3f7c0a11",
+	static const struct {
+		const char *cvd;
+		int n;
+	} cases[] = {
+		{ "0", 1 }, { "3", 1 }, { " 2 ", 1 },
+		{ "GPU-7834e710-eedb-2b83-68a2-4d08a8f6c4d4", 1 },
+		{ "0,1", 2 }, { "2, 3", 2 }, { "0,1,2,3,4,5,6,7", 8 },
+		{ "GPU-7834e710-eedb-2b83-68a2-4d08a8f6c4d4,GPU-c6d6e6f2-1c5b-5c53-9a4b-6f8d3f7c0a11", 2 },
+		{ "", 0 }, { "  ", 0 }, { "-1", 0 }, { "-1,0", 0 }, { "0,-1", 0 },
+		{ "0,,1", 0 }, { "0,", 0 }, { ",0", 0 },
+		{ "MIG-GPU-7834e710-eedb-2b83-68a2-4d08a8f6c4d4/1/0", 0 },
+		{ "MIG-c6d6e6f2-1c5b-5c53-9a4b-6f8d3f7c0a11", 0 },
+		{ "0, MIG-c6d6e6f2-1c5b-5c53-9a4b-6f8d3f7c0a11", 0 },
 	};
 	struct kv env[] = { { "CUDA_VISIBLE_DEVICES", "5" }, { NULL, NULL } };
 	struct config cfg;
 	char err[ERRLEN];
 
 	(void)state;
-	assert_false(config_one_gpu_visible(NULL));
-	for (size_t i = 0; i < sizeof(one) / sizeof(one[0]); i++)
-		assert_true(config_one_gpu_visible(one[i]));
-	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++)
-		assert_false(config_one_gpu_visible(other[i]));
+	assert_int_equal(config_visible_gpus(NULL), 0);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		if (config_visible_gpus(cases[i].cvd) != cases[i].n)
+			fail_msg("CUDA_VISIBLE_DEVICES=\"%s\": %d GPUs, expected %d", cases[i].cvd,
+				 config_visible_gpus(cases[i].cvd), cases[i].n);
+	}
 
 	/* config_parse keeps the value for the log line, "" otherwise. */
 	assert_int_equal(config_parse(&cfg, table_get, env, err, sizeof(err)), 0);
-	assert_string_equal(cfg.one_gpu_visible, "5");
+	assert_string_equal(cfg.gpus_visible, "5");
+	assert_int_equal(cfg.ngpus_visible, 1);
 	env[0].value = "0,1,2,3";
 	assert_int_equal(config_parse(&cfg, table_get, env, err, sizeof(err)), 0);
-	assert_string_equal(cfg.one_gpu_visible, "");
+	assert_string_equal(cfg.gpus_visible, "0,1,2,3");
+	assert_int_equal(cfg.ngpus_visible, 4);
+	env[0].value = "MIG-c6d6e6f2-1c5b-5c53-9a4b-6f8d3f7c0a11";
+	assert_int_equal(config_parse(&cfg, table_get, env, err, sizeof(err)), 0);
+	assert_string_equal(cfg.gpus_visible, "");
+	assert_int_equal(cfg.ngpus_visible, 0);
 	env[0].name = NULL;
 	assert_int_equal(config_parse(&cfg, table_get, env, err, sizeof(err)), 0);
-	assert_string_equal(cfg.one_gpu_visible, "");
+	assert_string_equal(cfg.gpus_visible, "");
+	assert_int_equal(cfg.ngpus_visible, 0);
 	assert_int_equal(cfg.helper_all_gpus, 1);
 }
 
@@ -1734,7 +1752,7 @@ int main(void)
 		cmocka_unit_test(test_int_vars),
 		cmocka_unit_test(test_backend),
 		cmocka_unit_test(test_copy_helper_path),
-		cmocka_unit_test(test_one_gpu_visible),
+		cmocka_unit_test(test_visible_gpus),
 		cmocka_unit_test(test_cross_check_pool),
 		cmocka_unit_test(test_cross_check_ring),
 		cmocka_unit_test(test_empty_values),
