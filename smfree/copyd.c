@@ -72,7 +72,7 @@ struct copyd {
 	uint64_t oldest;		/* oldest message possibly still held */
 	int gpu, ngpus;			/* this GPU's place in the host's bus order, of how many */
 	int place[MAX_GPUS];		/* a device ordinal's place in that order */
-	uint64_t used;			/* places of this GPU and those written to: the phases' */
+	uint64_t used;			/* bit per place: this GPU, those written to (the phases) */
 	uint64_t phase_ns;		/* how long one destination goes first, 0 = never */
 	uint64_t taken;			/* requests taken from the ring so far */
 	uint64_t key_seen[MAX_GPUS + 1];	/* by dst_key: the number of the last one to it */
