@@ -1071,6 +1071,16 @@ static const struct {
 	  "channel when each GPU is its own node (4 x H200, 1 GiB: broadcast 0.13 -> 0.79, "
 	  "all_gather 0.41 -> 0.87, all_reduce 0.65 -> 0.92 of native); graph-captured send/recv "
 	  "then go through NCCL's buffers (set NCCL_NCHANNELS_PER_NET_PEER=16)" },
+	/* Every GPU its own node also makes NCCL pick PAT (its algorithm for
+	 * one GPU per host) for all_gather and reduce_scatter of up to 128 KiB
+	 * per rank.  Through the copy engines its many small steps took 3-8 x
+	 * as long as Ring: on 4 x H200 a 512 KiB all_gather 491 us against
+	 * 63 us with PAT excluded, 256 KiB 151 against 50 (session 14,
+	 * bench/results/small-channels.md).  Ring and Tree stay NCCL's choice. */
+	{ "NCCL_ALGO", "^PAT", INTRA_HOST,
+	  "with each GPU its own node NCCL runs all_gather and reduce_scatter of up to 128 KiB "
+	  "per rank with PAT, whose small steps through the copy engines took 3-8 x as long as "
+	  "Ring (4 x H200: 512 KiB all_gather 491 -> 63 us)" },
 	/* NCCL_NET_SHARED_BUFFERS=0 is not here either.  With shared buffers
 	 * NCCL gives the peers of one channel alternate slots of a common
 	 * pool (net.cc: slot * nsubs + sub), so the steps of a connection are

@@ -1513,6 +1513,7 @@ static void unset_channel_defaults(void)
 	unsetenv("NCCL_P2P_NET_CHUNKSIZE");
 	unsetenv("NCCL_THREAD_THRESHOLDS");
 	unsetenv("NCCL_GRAPH_REGISTER");
+	unsetenv("NCCL_ALGO");
 }
 
 /* A default configuration and none of the variables the plugin may set
@@ -1562,7 +1563,7 @@ static void test_nccl_defaults(void **state)
 	assert_null(getenv("NCCL_NET_GDR_LEVEL"));
 	assert_null(getenv("NCCL_PROTO"));
 	assert_int_equal(a.set, 0);
-	assert_int_equal(a.calls, 7);
+	assert_int_equal(a.calls, 8);
 	assert_string_equal(a.last, "(unset)");
 
 	memset(&a, 0, sizeof(a));
@@ -1605,7 +1606,7 @@ static void test_thread_thresholds(void **state)
 	(void)state;
 	defaults_start(&cfg);
 	setenv("NCCL_P2P_DISABLE", "1", 1);
-	assert_int_equal(config_apply_nccl_defaults(&cfg, NULL, NULL), 7);
+	assert_int_equal(config_apply_nccl_defaults(&cfg, NULL, NULL), 8);
 	v = getenv("NCCL_THREAD_THRESHOLDS");
 	assert_non_null(v);
 	assert_int_equal(sscanf(v, "%ld %ld %ld %ld %ld %ld", &t[0], &t[1], &t[2], &t[3], &t[4],
@@ -1678,7 +1679,7 @@ static void test_nccl_channel_defaults(void **state)
 	setenv("NCCL_P2P_DISABLE", "1", 1);
 	setenv("NCCL_BUFFSIZE", "4194304", 1);
 	memset(&a, 0, sizeof(a));
-	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 6);
+	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 7);
 	assert_string_equal(getenv("NCCL_MIN_NCHANNELS"), "32");
 	assert_null(getenv("NCCL_NCHANNELS_PER_NET_PEER"));
 	assert_string_equal(getenv("NCCL_P2P_NET_CHUNKSIZE"), "2097152");
@@ -1727,6 +1728,34 @@ static void test_graph_register_default(void **state)
 	unsetenv("NCCL_P2P_DISABLE");
 }
 
+/* NCCL_ALGO=^PAT only for GPU traffic of one host through the plugin,
+ * with or without NCCL_PASS_SM (PAT is slow on this path either way); the
+ * user's choice of algorithms wins. */
+static void test_algo_default(void **state)
+{
+	struct config cfg;
+
+	(void)state;
+	defaults_start(&cfg);
+	config_apply_nccl_defaults(&cfg, NULL, NULL);
+	assert_null(getenv("NCCL_ALGO"));		/* P2P on */
+
+	setenv("NCCL_P2P_DISABLE", "1", 1);
+	cfg.pass_sm = 1;
+	config_apply_nccl_defaults(&cfg, NULL, NULL);
+	assert_string_equal(getenv("NCCL_ALGO"), "^PAT");
+
+	unsetenv("NCCL_ALGO");
+	setenv("NCCL_ALGO", "Ring", 1);
+	config_apply_nccl_defaults(&cfg, NULL, NULL);
+	assert_string_equal(getenv("NCCL_ALGO"), "Ring");
+
+	unset_channel_defaults();
+	unsetenv("NCCL_NET_GDR_LEVEL");
+	unsetenv("NCCL_PROTO");
+	unsetenv("NCCL_P2P_DISABLE");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1753,6 +1782,7 @@ int main(void)
 		cmocka_unit_test(test_backend),
 		cmocka_unit_test(test_copy_helper_path),
 		cmocka_unit_test(test_visible_gpus),
+		cmocka_unit_test(test_algo_default),
 		cmocka_unit_test(test_cross_check_pool),
 		cmocka_unit_test(test_cross_check_ring),
 		cmocka_unit_test(test_empty_values),
