@@ -1530,6 +1530,15 @@ static void defaults_start(struct config *cfg)
 	unset_channel_defaults();
 }
 
+/* Leaves none of them set for the next test. */
+static void defaults_end(void)
+{
+	unset_channel_defaults();
+	unsetenv("NCCL_NET_GDR_LEVEL");
+	unsetenv("NCCL_PROTO");
+	unsetenv("NCCL_P2P_DISABLE");
+}
+
 struct applied {
 	int calls, set;
 	char last[64];
@@ -1621,10 +1630,7 @@ static void test_thread_thresholds(void **state)
 		assert_true(t[i] * threads[p] <= SMFREE_CHANNEL_BYTES);
 		assert_true((t[i] + 1) * threads[p] > SMFREE_CHANNEL_BYTES);
 	}
-	unset_channel_defaults();
-	unsetenv("NCCL_NET_GDR_LEVEL");
-	unsetenv("NCCL_PROTO");
-	unsetenv("NCCL_P2P_DISABLE");
+	defaults_end();
 }
 
 static void note_advice(const char *name, const char *value, const char *why, void *arg)
@@ -1696,10 +1702,12 @@ static void test_nccl_channel_defaults(void **state)
 	unsetenv("NCCL_P2P_DISABLE");
 }
 
-/* NCCL_GRAPH_REGISTER=0 only for GPU traffic of one host through the
- * plugin and only without NCCL_PASS_SM, whose send/recv need NCCL's
- * registration of graph-captured buffers; the user's value wins. */
-static void test_graph_register_default(void **state)
+/* NCCL_GRAPH_REGISTER=0 and NCCL_ALGO=^PAT only for GPU traffic of one
+ * host through the plugin; NCCL_GRAPH_REGISTER only without NCCL_PASS_SM,
+ * whose send/recv need NCCL's registration of graph-captured buffers,
+ * NCCL_ALGO with it too (PAT is slow on this path either way).  The
+ * user's values win. */
+static void test_graph_register_and_algo_defaults(void **state)
 {
 	struct config cfg;
 
@@ -1707,11 +1715,13 @@ static void test_graph_register_default(void **state)
 	defaults_start(&cfg);
 	config_apply_nccl_defaults(&cfg, NULL, NULL);
 	assert_null(getenv("NCCL_GRAPH_REGISTER"));	/* P2P on */
+	assert_null(getenv("NCCL_ALGO"));
 
 	setenv("NCCL_P2P_DISABLE", "1", 1);
 	cfg.pass_sm = 1;
 	config_apply_nccl_defaults(&cfg, NULL, NULL);
 	assert_null(getenv("NCCL_GRAPH_REGISTER"));
+	assert_string_equal(getenv("NCCL_ALGO"), "^PAT");
 	assert_non_null(getenv("NCCL_THREAD_THRESHOLDS"));
 
 	cfg.pass_sm = 0;
@@ -1719,41 +1729,12 @@ static void test_graph_register_default(void **state)
 	assert_string_equal(getenv("NCCL_GRAPH_REGISTER"), "0");
 
 	setenv("NCCL_GRAPH_REGISTER", "1", 1);
-	config_apply_nccl_defaults(&cfg, NULL, NULL);
-	assert_string_equal(getenv("NCCL_GRAPH_REGISTER"), "1");
-
-	unset_channel_defaults();
-	unsetenv("NCCL_NET_GDR_LEVEL");
-	unsetenv("NCCL_PROTO");
-	unsetenv("NCCL_P2P_DISABLE");
-}
-
-/* NCCL_ALGO=^PAT only for GPU traffic of one host through the plugin,
- * with or without NCCL_PASS_SM (PAT is slow on this path either way); the
- * user's choice of algorithms wins. */
-static void test_algo_default(void **state)
-{
-	struct config cfg;
-
-	(void)state;
-	defaults_start(&cfg);
-	config_apply_nccl_defaults(&cfg, NULL, NULL);
-	assert_null(getenv("NCCL_ALGO"));		/* P2P on */
-
-	setenv("NCCL_P2P_DISABLE", "1", 1);
-	cfg.pass_sm = 1;
-	config_apply_nccl_defaults(&cfg, NULL, NULL);
-	assert_string_equal(getenv("NCCL_ALGO"), "^PAT");
-
-	unsetenv("NCCL_ALGO");
 	setenv("NCCL_ALGO", "Ring", 1);
 	config_apply_nccl_defaults(&cfg, NULL, NULL);
+	assert_string_equal(getenv("NCCL_GRAPH_REGISTER"), "1");
 	assert_string_equal(getenv("NCCL_ALGO"), "Ring");
 
-	unset_channel_defaults();
-	unsetenv("NCCL_NET_GDR_LEVEL");
-	unsetenv("NCCL_PROTO");
-	unsetenv("NCCL_P2P_DISABLE");
+	defaults_end();
 }
 
 int main(void)
@@ -1763,7 +1744,7 @@ int main(void)
 		cmocka_unit_test(test_parse_bool_words),
 		cmocka_unit_test(test_thread_thresholds),
 		cmocka_unit_test(test_nccl_advice),
-		cmocka_unit_test(test_graph_register_default),
+		cmocka_unit_test(test_graph_register_and_algo_defaults),
 		cmocka_unit_test(test_parse_bool_rejects),
 		cmocka_unit_test(test_bool_vars_accept),
 		cmocka_unit_test(test_bool_vars_reject),
@@ -1782,7 +1763,6 @@ int main(void)
 		cmocka_unit_test(test_backend),
 		cmocka_unit_test(test_copy_helper_path),
 		cmocka_unit_test(test_visible_gpus),
-		cmocka_unit_test(test_algo_default),
 		cmocka_unit_test(test_cross_check_pool),
 		cmocka_unit_test(test_cross_check_ring),
 		cmocka_unit_test(test_empty_values),
