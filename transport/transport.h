@@ -41,7 +41,7 @@ struct tp_options {
 	int batch;			/* copy helper: copies per copy-engine call at most */
 	uint64_t merge_max;		/* copy helper: largest copy merged from consecutive
 					 * requests (0 = no merging) */
-	uint64_t phase_ns;		/* copy helper: time per destination distance (0 = off) */
+	uint64_t phase_ns;		/* copy helper: time per destination GPU (0 = off) */
 	double stall_report;		/* seconds without progress before a WARN (0 = never) */
 	uint64_t trace_ns;		/* log slower messages and longer test pauses (0 = off) */
 	int gpu;			/* GPU buffers may come: take the copy engine at setup */

@@ -87,7 +87,8 @@ static void report(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop, siz
 		exit(4);
 }
 
-/* Mean us of `iters` runs queued back to back. */
+/* Every rank here before any goes on; a rank that never comes ends this
+ * one (bounded by the run's timeout). */
 static void barrier(struct rank_ctx *c)
 {
 	if (bench_barrier_wait(c->o->barrier, c->o->timeout) == 0)
@@ -96,6 +97,7 @@ static void barrier(struct rank_ctx *c)
 	exit(1);
 }
 
+/* Mean us of `iters` runs queued back to back. */
 static double timed_together(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop,
 			     const struct bench_shape *s, cudaGraphExec_t *exec)
 {
