@@ -167,6 +167,15 @@ static const struct var vars[] = {
 	{ .name = "NCCL_SYMMEM_PASS_SM_CHANNELS", .kind = VAR_INT,
 	  .off = offsetof(struct config, pass_sm_channels),
 	  .idef = 8, .imin = 1, .imax = 64 },
+	/* Ring collectives ran up to 2 x faster with LL128 than with the
+	 * Simple NCCL's model picks while each rank's share per channel was at
+	 * most 512 KiB (4 x H200: 32 MiB all_reduce 0.22 -> 0.40 of native,
+	 * 64 MiB 0.41 -> 0.64; 2 x H200 up to 32 MiB), and slower past it
+	 * (session 15, bench/results/mid-size.md).  The tuner applies it on
+	 * the intra-host path only (config_ll128_chunk()). */
+	{ .name = "NCCL_SYMMEM_LL128_CHUNK", .kind = VAR_SIZE,
+	  .off = offsetof(struct config, ll128_chunk),
+	  .udef = 512 * SZ_KIB, .umin = 0, .umax = SZ_GIB },
 	{ .name = "NCCL_SYMMEM_NCCL_DEFAULTS", .kind = VAR_BOOL,
 	  .off = offsetof(struct config, nccl_defaults), .idef = 1 },
 	{ .name = "NCCL_SYMMEM_COPY_HELPER", .kind = VAR_BOOL,
@@ -863,6 +872,8 @@ int config_parse(struct config *cfg, config_getenv_fn get, void *arg, char *err,
 		return -1;
 	}
 	note_visible_gpus(cfg, get(CUDA_VISIBLE, arg));
+	/* Read before the plugin sets its own NCCL_PROTO default. */
+	cfg->user_proto = get("NCCL_PROTO", arg) != NULL;
 	return check_size_order(cfg, get, arg, err, errlen);
 }
 
@@ -1136,6 +1147,13 @@ int config_apply_nccl_defaults(const struct config *cfg,
 			     nccl_defaults[i].why, arg);
 	}
 	return applied;
+}
+
+uint64_t config_ll128_chunk(const struct config *cfg)
+{
+	if (!cfg->nccl_defaults || cfg->user_proto || !intra_host_via_net())
+		return 0;
+	return cfg->ll128_chunk;
 }
 
 int config_nccl_advice(const struct config *cfg,

@@ -55,6 +55,7 @@ struct config {
 	int trace_us;			/* NCCL_SYMMEM_TRACE_US: log waits longer, 0 = off */
 	int backend;			/* NCCL_SYMMEM_BACKEND, enum config_backend */
 	int pass_sm_channels;		/* NCCL_SYMMEM_PASS_SM_CHANNELS, 1..64 */
+	uint64_t ll128_chunk;		/* NCCL_SYMMEM_LL128_CHUNK: see config_ll128_chunk() */
 	int nccl_defaults;		/* NCCL_SYMMEM_NCCL_DEFAULTS */
 	int copy_helper;		/* NCCL_SYMMEM_COPY_HELPER */
 	char copy_helper_path[256];	/* NCCL_SYMMEM_COPY_HELPER_PATH, "" = next to the library */
@@ -62,6 +63,7 @@ struct config {
 	char gpus_visible[512];		/* CUDA_VISIBLE_DEVICES when it names whole GPUs only
 					 * (no MIG instance), else "": the helper runs without it */
 	int ngpus_visible;		/* how many it names (0 with "") */
+	int user_proto;			/* NCCL_PROTO was set before the plugin's defaults */
 };
 
 /* Looks a name up; getenv in production, a table in tests. */
@@ -101,6 +103,13 @@ int config_apply_nccl_defaults(const struct config *cfg,
 int config_nccl_advice(const struct config *cfg,
 		       void (*emit)(const char *name, const char *value, const char *why, void *arg),
 		       void *arg);
+
+/* The largest share of a collective per rank and channel the tuner runs
+ * as Ring LL128 where NCCL's model picked Ring Simple:
+ * NCCL_SYMMEM_LL128_CHUNK when GPU traffic of one host goes through the
+ * plugin, the NCCL defaults are on and the user left NCCL_PROTO to NCCL;
+ * else 0 (NCCL's choice). */
+uint64_t config_ll128_chunk(const struct config *cfg);
 
 /* How many whole GPUs CUDA_VISIBLE_DEVICES (NULL: unset) shows a process
  * when it lists whole GPUs only, as a scheduler's per-task binding does

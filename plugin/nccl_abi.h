@@ -274,6 +274,12 @@ typedef enum {
 #define NCCL_NUM_ALGORITHMS 7
 #define NCCL_NUM_PROTOCOLS 3
 #define NCCL_ALGO_PROTO_IGNORE (-1.0f)
+/* Rows and columns of the cost table (the same in NCCL 2.27-2.30). */
+#define NCCL_ALGO_TREE 0
+#define NCCL_ALGO_RING 1
+#define NCCL_PROTO_LL 0
+#define NCCL_PROTO_LL128 1
+#define NCCL_PROTO_SIMPLE 2
 
 typedef struct {
 	int nNvlDomains;

@@ -1,8 +1,12 @@
 /* The tuner that ships in the same library (NCCL finds it there when
- * NCCL_TUNER_PLUGIN is unset).  It never edits the cost table, so it
- * cannot revive a combination NCCL ruled out (a -1 cell, or one excluded by
- * NCCL_ALGO / NCCL_PROTO); its only lever is the channel count, and only
- * under NCCL_PASS_SM=1. */
+ * NCCL_TUNER_PLUGIN is unset).  Two levers, both from smfree/policy.c:
+ * - the channel count, only under NCCL_PASS_SM=1;
+ * - on the intra-host copy-engine path (config_ll128_chunk()), Ring LL128 in
+ *   place of the Ring Simple NCCL's model picked for a mid-size all_gather,
+ *   reduce_scatter or all_reduce.
+ * It never writes a cell NCCL ruled out (-1: impossible, or excluded by
+ * NCCL_ALGO / NCCL_PROTO), never changes the algorithm, and a NCCL_PROTO
+ * the user set leaves every protocol choice to NCCL. */
 #include <stdlib.h>
 
 #include "config.h"
@@ -40,12 +44,19 @@ static ncclResult_t tuner_start(size_t nRanks, size_t nNodes, ncclDebugLogger_t 
 	}
 	t->policy.pass_sm = cfg->pass_sm;
 	t->policy.channels = cfg->pass_sm_channels;
+	t->policy.ll128_chunk = config_ll128_chunk(cfg);
 	t->nranks = nRanks;
 	t->nnodes = nNodes;
 	if (cfg->pass_sm)
 		log_msg(NCCL_LOG_INFO, NCCL_INIT | NCCL_TUNING, __FILE__, __LINE__,
 			"TUNER/symmem NCCL_PASS_SM=1: collectives capped at %d channel(s) "
 			"(%zu ranks, %zu nodes)", t->policy.channels, nRanks, nNodes);
+	if (t->policy.ll128_chunk && nRanks > 1)
+		log_msg(NCCL_LOG_INFO, NCCL_INIT | NCCL_TUNING, __FILE__, __LINE__,
+			"TUNER/symmem: ring all_gather, reduce_scatter and all_reduce with at most "
+			"%llu bytes per rank and channel run LL128 where NCCL's model picks Simple "
+			"(NCCL_SYMMEM_LL128_CHUNK, copy-engine path)",
+			(unsigned long long)t->policy.ll128_chunk);
 	*ctx = t;
 	return ncclSuccess;
 }
@@ -66,6 +77,34 @@ static ncclResult_t tuner_v4_init(size_t nRanks, size_t nNodes, ncclDebugLogger_
 	return tuner_start(nRanks, nNodes, logFunction, ctx);
 }
 
+/* Makes NCCL take Ring LL128 when it would take Ring Simple and LL128 is
+ * open to it; any other choice stays.  The table is NCCL's row-major
+ * float[algorithm][protocol] cast to float **; NCCL takes its smallest
+ * cell that is not negative. */
+static void prefer_ring_ll128(float **cost_table, int nalgo, int nproto)
+{
+	float (*cost)[NCCL_NUM_PROTOCOLS] = (float (*)[NCCL_NUM_PROTOCOLS])(void *)cost_table;
+	int best_a = -1, best_p = -1;
+
+	if (!cost_table || nalgo != NCCL_NUM_ALGORITHMS || nproto != NCCL_NUM_PROTOCOLS)
+		return;		/* a layout this code was not written for */
+	for (int a = 0; a < nalgo; a++) {
+		for (int p = 0; p < nproto; p++) {
+			if (cost[a][p] < 0.0f)
+				continue;
+			if (best_a < 0 || cost[a][p] < cost[best_a][best_p]) {
+				best_a = a;
+				best_p = p;
+			}
+		}
+	}
+	if (best_a != NCCL_ALGO_RING || best_p != NCCL_PROTO_SIMPLE)
+		return;
+	if (cost[NCCL_ALGO_RING][NCCL_PROTO_LL128] < 0.0f)
+		return;
+	cost[NCCL_ALGO_RING][NCCL_PROTO_LL128] = 0.0f;
+}
+
 static ncclResult_t tuner_get_coll_info(void *ctx, ncclFunc_t collType, size_t nBytes,
 					int numPipeOps, float **collCostTable, int numAlgo,
 					int numProto, int regBuff, int *nChannels)
@@ -74,12 +113,10 @@ static ncclResult_t tuner_get_coll_info(void *ctx, ncclFunc_t collType, size_t n
 	int n;
 
 	(void)numPipeOps;
-	(void)collCostTable;
-	(void)numAlgo;
-	(void)numProto;
-	(void)regBuff;
 	if (!t || !nChannels)
 		return ncclSuccess;	/* an error here would fail the collective */
+	if (smfree_ring_ll128(&t->policy, (int)collType, nBytes, t->nranks, regBuff))
+		prefer_ring_ll128(collCostTable, numAlgo, numProto);
 	n = smfree_channels(&t->policy, (int)collType, nBytes, t->nranks, t->nnodes);
 	if (n > 0)
 		*nChannels = n;

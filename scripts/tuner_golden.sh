@@ -6,11 +6,18 @@ set -e
 cd "$(dirname "$0")/.."
 lib=$PWD/build-test/libnccl-net-symmem.so
 bin=build-test/test/mp/test_tuner
-mkdir -p test/mp/golden
-env -u NCCL_PASS_SM -u NCCL_SYMMEM_PASS_SM_CHANNELS SYMMEM_PLUGIN=$lib $bin --print \
-	>test/mp/golden/tuner-default.txt
-env -u NCCL_SYMMEM_PASS_SM_CHANNELS SYMMEM_PLUGIN=$lib NCCL_PASS_SM=1 $bin --print \
-	>test/mp/golden/tuner-pass-sm.txt
-SYMMEM_PLUGIN=$lib NCCL_PASS_SM=1 NCCL_SYMMEM_PASS_SM_CHANNELS=5 $bin --print \
-	>test/mp/golden/tuner-pass-sm-5.txt
-git diff --stat -- test/mp/golden
+g=test/mp/golden
+mkdir -p $g
+# Only the variables each file is about; the caller's own are dropped.
+run() {
+	env -u NCCL_PASS_SM -u NCCL_SYMMEM_PASS_SM_CHANNELS -u NCCL_P2P_DISABLE -u NCCL_PROTO \
+		-u NCCL_SYMMEM_LL128_CHUNK -u NCCL_SYMMEM_NCCL_DEFAULTS SYMMEM_PLUGIN=$lib "$@" \
+		$bin --print
+}
+run >$g/tuner-default.txt
+run NCCL_PASS_SM=1 >$g/tuner-pass-sm.txt
+run NCCL_PASS_SM=1 NCCL_SYMMEM_PASS_SM_CHANNELS=5 >$g/tuner-pass-sm-5.txt
+run NCCL_P2P_DISABLE=1 >$g/tuner-intra-host.txt
+run NCCL_P2P_DISABLE=1 NCCL_PASS_SM=1 >$g/tuner-intra-host-pass-sm.txt
+run NCCL_P2P_DISABLE=1 NCCL_SYMMEM_LL128_CHUNK=1MiB >$g/tuner-intra-host-1m.txt
+git diff --stat -- $g

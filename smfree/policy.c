@@ -1,13 +1,22 @@
-/* Tuner policy: how many CTAs NCCL may use for a collective.
+/* Tuner policy: how many CTAs NCCL may use for a collective, and which
+ * ring protocol suits the copy engines.
  *
- * Without NCCL_PASS_SM the answer is always 0 (NCCL decides).  With it,
- * the cap is the configured channel count, by default the one with the best
- * measured makespan beside a GEMM (8 of 2/4/8/16 on 2 x H200, 128 MiB
- * all_gather and all_reduce; bench/results/overlap.md).  Below
- * cap x SMFREE_CHANNEL_BYTES it is one channel per SMFREE_CHANNEL_BYTES, as
- * NCCL itself would choose under the plugin's NCCL_THREAD_THRESHOLDS: the
- * tuner's count replaces NCCL's, so a flat cap would give a 4 KiB
- * collective 8 channels where NCCL opens 1. */
+ * Channels: without NCCL_PASS_SM the answer is always 0 (NCCL decides).
+ * With it, the cap is the configured channel count, by default the one
+ * with the best measured makespan beside a GEMM (8 of 2/4/8/16 on
+ * 2 x H200, 128 MiB all_gather and all_reduce; bench/results/overlap.md).
+ * Below cap x SMFREE_CHANNEL_BYTES it is one channel per
+ * SMFREE_CHANNEL_BYTES, as NCCL itself would choose under the plugin's
+ * NCCL_THREAD_THRESHOLDS: the tuner's count replaces NCCL's, so a flat cap
+ * would give a 4 KiB collective 8 channels where NCCL opens 1.
+ *
+ * Protocol: every Simple step is a copy the receiving proxy must see land
+ * and pass on to its GPU before the next hop starts; LL128 lines carry
+ * their own flags, so the receiving kernel reads them as they land.  On
+ * the copy engines that made ring collectives up to 2 x faster while each
+ * rank's share per channel stayed within 512 KiB, and slower past it, on
+ * 2 and 4 GPUs and with 8 or 32 channels (bench/results/mid-size.md).
+ * NCCL's model, made for NICs, moves to Simple at 2-16 MiB. */
 #include "smfree.h"
 
 int smfree_channels(const struct smfree_policy *p, int coll, size_t bytes, size_t nranks,
@@ -25,4 +34,21 @@ int smfree_channels(const struct smfree_policy *p, int coll, size_t bytes, size_
 	if (by_size < (size_t)p->channels)
 		return (int)by_size;
 	return p->channels;
+}
+
+int smfree_ring_ll128(const struct smfree_policy *p, int coll, size_t bytes, size_t nranks,
+		      int regbuf)
+{
+	uint64_t channels = p->pass_sm ? (uint64_t)p->channels : SMFREE_RING_CHANNELS;
+
+	if (!p->ll128_chunk || nranks < 2 || regbuf)
+		return 0;
+	/* Broadcast and reduce were faster with Simple at almost every size
+	 * (session 11, bench/results/small-channels.md). */
+	if (coll != SMFREE_ALLGATHER && coll != SMFREE_REDUCESCATTER && coll != SMFREE_ALLREDUCE)
+		return 0;
+	/* Below channels x SMFREE_CHANNEL_BYTES NCCL opens fewer channels,
+	 * but the share per channel is then SMFREE_CHANNEL_BYTES / nranks,
+	 * below any chunk worth setting. */
+	return (uint64_t)bytes / nranks / channels <= p->ll128_chunk;
 }

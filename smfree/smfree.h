@@ -12,6 +12,7 @@
 struct smfree_policy {
 	int pass_sm;		/* NCCL_PASS_SM */
 	int channels;		/* NCCL_SYMMEM_PASS_SM_CHANNELS */
+	uint64_t ll128_chunk;	/* LL128 while a rank's share per channel is this or less, 0 = never */
 };
 
 /* Collective kinds as the tuner sees them (same numbering as ncclFunc_t). */
@@ -33,10 +34,23 @@ enum smfree_coll {
  * cap below both follow it. */
 #define SMFREE_CHANNEL_BYTES (1u << 20)
 
-/* Channel count the tuner should ask NCCL for, or 0 to keep NCCL's own.
- * The policy never changes algorithm or protocol choices. */
+/* The channels NCCL runs large collectives on through the plugin: its
+ * NCCL_MIN_NCHANNELS default (plugin/config.c; test_config checks that
+ * they agree). */
+#define SMFREE_RING_CHANNELS 32
+
+/* Channel count the tuner should ask NCCL for, or 0 to keep NCCL's own. */
 int smfree_channels(const struct smfree_policy *p, int coll, size_t bytes, size_t nranks,
 		    size_t nnodes);
+
+/* Whether a collective whose ring NCCL would run with Simple should run
+ * with LL128 instead (1) or keep NCCL's choice (0): all_gather,
+ * reduce_scatter and all_reduce whose share per rank and channel is at
+ * most p->ll128_chunk.  `bytes` is the whole buffer, `regbuf` whether NCCL
+ * can send from the user's registered buffers (then Simple goes zero-copy
+ * and stays).  The algorithm is never changed. */
+int smfree_ring_ll128(const struct smfree_policy *p, int coll, size_t bytes, size_t nranks,
+		      int regbuf);
 
 /* The copy engine of one GPU context, shared by every connection of this
  * process on that GPU, made in smf_engine_get() (call it where NCCL sets

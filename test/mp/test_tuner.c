@@ -1,9 +1,12 @@
-/* The tuner tables exported by the built library: they must keep every
- * cost-table cell as NCCL filled it (never revive a -1 cell, never pick an
- * algorithm or protocol) and touch only the channel count, and only when
- * NCCL_PASS_SM=1.  Run three times by meson: with the default environment
- * (EXPECT_CHANNELS=0) and with NCCL_PASS_SM=1 (EXPECT_CHANNELS: the cap,
- * 8 by default or NCCL_SYMMEM_PASS_SM_CHANNELS=5). */
+/* The tuner tables exported by the built library.  They must never revive
+ * a -1 cell or change the algorithm.  The channel count changes only with
+ * NCCL_PASS_SM=1 (EXPECT_CHANNELS: the cap, 8 by default or
+ * NCCL_SYMMEM_PASS_SM_CHANNELS=5; 0 without it).  The protocol changes only
+ * on the intra-host path (NCCL_P2P_DISABLE=1) with NCCL_PROTO left to
+ * NCCL: Ring Simple becomes Ring LL128 for all_gather, reduce_scatter and
+ * all_reduce with at most EXPECT_LL128 bytes per rank and channel (0: the
+ * table stays as NCCL filled it).  Meson runs it in each of these
+ * environments. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -18,6 +21,7 @@
 
 static void *lib;
 static int expect_channels;
+static size_t expect_ll128;
 
 /* What the tuner must answer for a collective of this size: nothing
  * without NCCL_PASS_SM, else one channel per MiB up to the cap, as NCCL
@@ -33,6 +37,20 @@ static int expected(size_t bytes)
 	return mib < (size_t)expect_channels ? (int)mib : expect_channels;
 }
 
+/* Whether the tuner must turn Ring Simple into Ring LL128: the rule of
+ * smfree_ring_ll128(), over the channels NCCL runs on (32, or the
+ * NCCL_PASS_SM cap). */
+static int expected_ll128(int coll, size_t bytes, size_t nranks, int regbuf)
+{
+	size_t channels = expect_channels ? (size_t)expect_channels : 32;
+
+	if (!expect_ll128 || nranks < 2 || regbuf)
+		return 0;
+	if (coll != ncclFuncAllGather && coll != ncclFuncReduceScatter && coll != ncclFuncAllReduce)
+		return 0;
+	return bytes / nranks / channels <= expect_ll128;
+}
+
 static void fill_table(float t[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS])
 {
 	for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++)
@@ -40,12 +58,44 @@ static void fill_table(float t[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS])
 			t[a][p] = (a + p) % 3 == 0 ? NCCL_ALGO_PROTO_IGNORE : 10.0f * (float)(a + 1) + (float)p;
 }
 
+/* A table as NCCL fills it on the plugin's path for a mid-size
+ * collective: LL off (the plugin's NCCL_PROTO=^LL), PAT off, Ring Simple
+ * the cheapest, Ring LL128 open.  `ll128` < 0 closes Ring LL128 as well;
+ * `tree_first` makes Tree Simple the cheapest instead. */
+static void fill_ring_table(float t[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS], float ll128,
+			    int tree_first)
+{
+	for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++)
+		for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++)
+			t[a][p] = NCCL_ALGO_PROTO_IGNORE;
+	t[NCCL_ALGO_TREE][NCCL_PROTO_LL128] = 260.0f;
+	t[NCCL_ALGO_TREE][NCCL_PROTO_SIMPLE] = tree_first ? 150.0f : 240.0f;
+	t[NCCL_ALGO_RING][NCCL_PROTO_LL128] = ll128;
+	t[NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] = 180.0f;
+}
+
+/* The cell NCCL takes: the smallest that is not negative. */
+static void pick(float t[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS], int *algo, int *proto)
+{
+	*algo = -1;
+	*proto = -1;
+	for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++) {
+		for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
+			if (t[a][p] < 0.0f)
+				continue;
+			if (*algo < 0 || t[a][p] < t[*algo][*proto]) {
+				*algo = a;
+				*proto = p;
+			}
+		}
+	}
+}
+
 static void check_v5(void **state)
 {
 	ncclTuner_v5_t *t = dlsym(lib, "ncclTunerPlugin_v5");
 	ncclTunerConstants_v5_t consts, before;
 	float table[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS], orig[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
-	float *rows = &table[0][0];
 	void *ctx = NULL;
 
 	(void)state;
@@ -62,7 +112,7 @@ static void check_v5(void **state)
 
 			fill_table(table);
 			memcpy(orig, table, sizeof(table));
-			assert_int_equal(t->getCollInfo(ctx, (ncclFunc_t)coll, bytes, 1, (float **)(void *)&rows,
+			assert_int_equal(t->getCollInfo(ctx, (ncclFunc_t)coll, bytes, 1, (float **)(void *)table,
 							 NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, 0, &nch),
 					 ncclSuccess);
 			assert_memory_equal(table, orig, sizeof(table));
@@ -78,7 +128,6 @@ static void check_v4_v3(void **state)
 	ncclTuner_v4_t *t4 = dlsym(lib, "ncclTunerPlugin_v4");
 	ncclTuner_v3_t *t3 = dlsym(lib, "ncclTunerPlugin_v3");
 	float table[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS], orig[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
-	float *rows = &table[0][0];
 	void *ctx = NULL;
 	int nch = 0;
 
@@ -88,7 +137,7 @@ static void check_v4_v3(void **state)
 	fill_table(table);
 	memcpy(orig, table, sizeof(table));
 	assert_int_equal(t4->init(4, 1, harness_logger, &ctx), ncclSuccess);	/* ctx last in v4 */
-	assert_int_equal(t4->getCollInfo(ctx, ncclFuncAllGather, 64 << 20, 1, (float **)(void *)&rows,
+	assert_int_equal(t4->getCollInfo(ctx, ncclFuncAllGather, 64 << 20, 1, (float **)(void *)table,
 					 NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, 1, &nch), ncclSuccess);
 	assert_memory_equal(table, orig, sizeof(table));
 	assert_int_equal(nch, expected(64 << 20));
@@ -96,11 +145,91 @@ static void check_v4_v3(void **state)
 
 	nch = 0;
 	assert_int_equal(t3->init(4, 1, harness_logger, &ctx), ncclSuccess);
-	assert_int_equal(t3->getCollInfo(ctx, ncclFuncReduceScatter, 3 << 20, 1, (float **)(void *)&rows,
+	assert_int_equal(t3->getCollInfo(ctx, ncclFuncReduceScatter, 3 << 20, 1, (float **)(void *)table,
 					 NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, &nch), ncclSuccess);
 	assert_memory_equal(table, orig, sizeof(table));
 	assert_int_equal(nch, expected(3 << 20));
 	assert_int_equal(t3->destroy(ctx), ncclSuccess);
+}
+
+/* Asserts that `t` is `orig` except Ring LL128, which is `ll128`. */
+static void assert_table_but_ring_ll128(float t[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS],
+					float orig[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS],
+					float ll128)
+{
+	for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++) {
+		for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
+			if (a == NCCL_ALGO_RING && p == NCCL_PROTO_LL128)
+				assert_true(t[a][p] == ll128);
+			else
+				assert_true(t[a][p] == orig[a][p]);
+		}
+	}
+}
+
+/* Ring Simple becomes Ring LL128 exactly where the rule says, by a 0 in
+ * that cell alone; a closed LL128 cell stays closed, and a Tree choice
+ * stays Tree. */
+static void ring_protocol(void **state)
+{
+	static const size_t ranks[] = { 2, 3, 4, 8 };
+	ncclTuner_v5_t *t = dlsym(lib, "ncclTunerPlugin_v5");
+	int changed = 0;
+
+	(void)state;
+	for (size_t r = 0; r < sizeof(ranks) / sizeof(ranks[0]); r++) {
+		void *ctx = NULL;
+
+		assert_int_equal(t->init(&ctx, 3, ranks[r], ranks[r], harness_logger, NULL, NULL),
+				 ncclSuccess);
+		for (int coll = ncclFuncBroadcast; coll <= ncclFuncAllReduce; coll++) {
+			for (size_t bytes = 1024; bytes <= (1ull << 30); bytes <<= 1) {
+				for (int regbuf = 0; regbuf < 2; regbuf++) {
+					float table[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
+					float orig[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
+					int want = expected_ll128(coll, bytes, ranks[r], regbuf);
+					int nch = 0, algo, proto;
+
+					fill_ring_table(table, 300.0f, 0);
+					memcpy(orig, table, sizeof(table));
+					assert_int_equal(t->getCollInfo(ctx, (ncclFunc_t)coll, bytes, 1,
+									 (float **)(void *)table,
+									 NCCL_NUM_ALGORITHMS,
+									 NCCL_NUM_PROTOCOLS, regbuf, &nch),
+							 ncclSuccess);
+					pick(table, &algo, &proto);
+					assert_int_equal(algo, NCCL_ALGO_RING);
+					assert_int_equal(proto, want ? NCCL_PROTO_LL128 : NCCL_PROTO_SIMPLE);
+					assert_table_but_ring_ll128(table, orig, want ? 0.0f : 300.0f);
+					changed += want;
+
+					fill_ring_table(table, NCCL_ALGO_PROTO_IGNORE, 0);
+					memcpy(orig, table, sizeof(table));
+					assert_int_equal(t->getCollInfo(ctx, (ncclFunc_t)coll, bytes, 1,
+									 (float **)(void *)table,
+									 NCCL_NUM_ALGORITHMS,
+									 NCCL_NUM_PROTOCOLS, regbuf, &nch),
+							 ncclSuccess);
+					assert_memory_equal(table, orig, sizeof(table));
+
+					fill_ring_table(table, 300.0f, 1);
+					memcpy(orig, table, sizeof(table));
+					assert_int_equal(t->getCollInfo(ctx, (ncclFunc_t)coll, bytes, 1,
+									 (float **)(void *)table,
+									 NCCL_NUM_ALGORITHMS,
+									 NCCL_NUM_PROTOCOLS, regbuf, &nch),
+							 ncclSuccess);
+					assert_memory_equal(table, orig, sizeof(table));
+				}
+			}
+		}
+		assert_int_equal(t->finalize(ctx), ncclSuccess);
+	}
+	/* The environments that expect the rule must see it act. */
+	if (expect_ll128)
+		assert_true(changed > 0);
+	else
+		assert_int_equal(changed, 0);
 }
 
 /* A single rank has nobody to talk to: nothing to cap. */
@@ -108,14 +237,13 @@ static void single_rank_untouched(void **state)
 {
 	ncclTuner_v4_t *t4 = dlsym(lib, "ncclTunerPlugin_v4");
 	float table[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
-	float *rows = &table[0][0];
 	void *ctx = NULL;
 	int nch = 0;
 
 	(void)state;
 	fill_table(table);
 	assert_int_equal(t4->init(1, 1, harness_logger, &ctx), ncclSuccess);
-	assert_int_equal(t4->getCollInfo(ctx, ncclFuncAllReduce, 1 << 20, 1, (float **)(void *)&rows,
+	assert_int_equal(t4->getCollInfo(ctx, ncclFuncAllReduce, 1 << 20, 1, (float **)(void *)table,
 					 NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, 0, &nch), ncclSuccess);
 	assert_int_equal(nch, 0);
 	assert_int_equal(t4->destroy(ctx), ncclSuccess);
@@ -127,7 +255,8 @@ static void decisions(FILE *out)
 {
 	static const size_t ranks[] = { 1, 2, 3, 4, 8, 16, 32, 64 };
 	static const size_t nodes[] = { 1, 2, 4, 8 };
-	static const size_t sizes[] = { 0, 8, 65536, 1048576, 4194304, 67108864, 1073741824 };
+	static const size_t sizes[] = { 0, 8, 65536, 1048576, 4194304, 33554432, 67108864,
+					134217728, 1073741824 };
 	static const char *const colls[] = { "broadcast", "reduce", "all_gather", "reduce_scatter",
 					     "all_reduce" };
 	ncclTuner_v5_t *t = dlsym(lib, "ncclTunerPlugin_v5");
@@ -146,19 +275,29 @@ static void decisions(FILE *out)
 				for (size_t b = 0; b < sizeof(sizes) / sizeof(sizes[0]); b++) {
 					float table[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
 					float orig[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
-					float *rows = &table[0][0];
-					int nch = 0;
+					int nch = 0, algo, proto;
 					ncclResult_t rc;
+					const char *kept;
 
 					fill_table(table);
 					memcpy(orig, table, sizeof(table));
 					rc = t->getCollInfo(ctx, (ncclFunc_t)coll, sizes[b], 1,
-							    (float **)(void *)&rows, NCCL_NUM_ALGORITHMS,
+							    (float **)(void *)table, NCCL_NUM_ALGORITHMS,
 							    NCCL_NUM_PROTOCOLS, 0, &nch);
+					kept = memcmp(table, orig, sizeof(table)) ? "CHANGED" : "kept";
+					/* The same question where NCCL's model picked Ring Simple. */
+					fill_ring_table(table, 300.0f, 0);
+					nch = 0;
+					t->getCollInfo(ctx, (ncclFunc_t)coll, sizes[b], 1,
+						       (float **)(void *)table, NCCL_NUM_ALGORITHMS,
+						       NCCL_NUM_PROTOCOLS, 0, &nch);
+					pick(table, &algo, &proto);
 					fprintf(out, "%zu ranks %zu nodes %s %zu B: rc %d channels %d, cost "
-						"table %s\n", ranks[r], nodes[n], colls[coll], sizes[b],
-						(int)rc, nch,
-						memcmp(table, orig, sizeof(table)) ? "CHANGED" : "kept");
+						"table %s, ring simple -> %s %s\n", ranks[r], nodes[n],
+						colls[coll], sizes[b], (int)rc, nch, kept,
+						algo == NCCL_ALGO_RING ? "ring" : "other",
+						proto == NCCL_PROTO_LL128 ? "LL128" :
+						proto == NCCL_PROTO_SIMPLE ? "simple" : "other");
 				}
 			}
 			t->finalize(ctx);
@@ -206,10 +345,12 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(check_v5),
 		cmocka_unit_test(check_v4_v3),
+		cmocka_unit_test(ring_protocol),
 		cmocka_unit_test(single_rank_untouched),
 		cmocka_unit_test(golden),
 	};
 	const char *e = getenv("EXPECT_CHANNELS");
+	const char *l = getenv("EXPECT_LL128");
 
 	lib = harness_open();
 	if (!lib)
@@ -221,5 +362,6 @@ int main(int argc, char **argv)
 	if (!e)
 		return 1;
 	expect_channels = atoi(e);
+	expect_ll128 = l ? strtoull(l, NULL, 10) : 0;
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -73,6 +73,7 @@ static const char *const all_names[] = {
 	"NCCL_SYMMEM_TRACE_US",
 	"NCCL_SYMMEM_BACKEND",
 	"NCCL_SYMMEM_PASS_SM_CHANNELS",
+	"NCCL_SYMMEM_LL128_CHUNK",
 	"NCCL_SYMMEM_NCCL_DEFAULTS",
 	"NCCL_SYMMEM_COPY_HELPER",
 	"NCCL_SYMMEM_COPY_HELPER_PATH",
@@ -610,6 +611,12 @@ static void test_size_vars(void **state)
 	accept_one("NCCL_SYMMEM_MERGE_SIZE", "64MiB", &cfg);
 	assert_true(cfg.merge_max == 64ULL << 20);
 	reject_why("NCCL_SYMMEM_MERGE_SIZE", "2GiB", "within 0..1GiB", "is out of range");
+	accept_one("NCCL_SYMMEM_LL128_CHUNK", "0", &cfg);	/* NCCL's protocols */
+	assert_true(cfg.ll128_chunk == 0);
+	accept_one("NCCL_SYMMEM_LL128_CHUNK", "1MiB", &cfg);
+	assert_true(cfg.ll128_chunk == 1ULL << 20);
+	reject_why("NCCL_SYMMEM_LL128_CHUNK", "2GiB", "within 0..1GiB", "is out of range");
+	reject_why("NCCL_SYMMEM_LL128_CHUNK", "half", SIZE_FORM, "is not a size");
 
 	/* The message the brief quotes, word for word. */
 	assert_int_equal(parse_one("NCCL_CUMEM_POOL_SIZE", "banana", &cfg, err), -1);
@@ -1152,6 +1159,7 @@ static void test_describe_all(void **state)
 		"NCCL_SYMMEM_TRACE_US=0 (default)",
 		"NCCL_SYMMEM_BACKEND=auto (default)",
 		"NCCL_SYMMEM_PASS_SM_CHANNELS=8 (default)",
+		"NCCL_SYMMEM_LL128_CHUNK=512KiB (default)",
 		"NCCL_SYMMEM_NCCL_DEFAULTS=1 (default)",
 		"NCCL_SYMMEM_COPY_HELPER=1 (default)",
 		"NCCL_SYMMEM_COPY_HELPER_PATH= (default)",
@@ -1249,6 +1257,7 @@ static void test_describe_roundtrip(void **state)
 		{ "NCCL_SYMMEM_TRACE_US", "2000" },
 		{ "NCCL_SYMMEM_BACKEND", "SHM" },
 		{ "NCCL_SYMMEM_PASS_SM_CHANNELS", "64" },
+		{ "NCCL_SYMMEM_LL128_CHUNK", "96K" },
 		{ "NCCL_SYMMEM_NCCL_DEFAULTS", "0" },
 		{ "NCCL_SYMMEM_COPY_HELPER", "off" },
 		{ "NCCL_SYMMEM_COPY_HELPER_PATH", "/opt/symmem/libexec/symmem-copyd" },
@@ -1737,6 +1746,39 @@ static void test_graph_register_and_algo_defaults(void **state)
 	defaults_end();
 }
 
+/* The tuner's LL128 rule is one of the intra-host defaults: on only with
+ * NCCL_P2P_DISABLE=1 and the defaults on, and off when the user set
+ * NCCL_PROTO, but not when the plugin set it; the channel count it assumes
+ * is the plugin's NCCL_MIN_NCHANNELS. */
+static void test_ll128_chunk(void **state)
+{
+	struct kv user_proto[] = { { "NCCL_PROTO", "LL128,Simple" }, { NULL, NULL } };
+	struct kv chunk[] = { { "NCCL_SYMMEM_LL128_CHUNK", "96K" }, { NULL, NULL } };
+	struct config cfg;
+	char err[ERRLEN];
+
+	(void)state;
+	defaults_start(&cfg);
+	assert_true(config_ll128_chunk(&cfg) == 0);	/* P2P on: NCCL's own path */
+	setenv("NCCL_P2P_DISABLE", "1", 1);
+	assert_true(config_ll128_chunk(&cfg) == 512 * 1024);
+	config_apply_nccl_defaults(&cfg, NULL, NULL);
+	assert_string_equal(getenv("NCCL_PROTO"), "^LL");	/* the plugin's, not the user's */
+	assert_true(config_ll128_chunk(&cfg) == 512 * 1024);
+	assert_int_equal(atoi(getenv("NCCL_MIN_NCHANNELS")), SMFREE_RING_CHANNELS);
+
+	cfg.nccl_defaults = 0;
+	assert_true(config_ll128_chunk(&cfg) == 0);
+
+	assert_int_equal(config_parse(&cfg, table_get, user_proto, err, sizeof(err)), 0);
+	assert_true(config_ll128_chunk(&cfg) == 0);
+	assert_int_equal(config_parse(&cfg, table_get, chunk, err, sizeof(err)), 0);
+	assert_true(config_ll128_chunk(&cfg) == 96 * 1024);
+	setenv("NCCL_P2P_DISABLE", "0", 1);
+	assert_true(config_ll128_chunk(&cfg) == 0);
+	defaults_end();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1745,6 +1787,7 @@ int main(void)
 		cmocka_unit_test(test_thread_thresholds),
 		cmocka_unit_test(test_nccl_advice),
 		cmocka_unit_test(test_graph_register_and_algo_defaults),
+		cmocka_unit_test(test_ll128_chunk),
 		cmocka_unit_test(test_parse_bool_rejects),
 		cmocka_unit_test(test_bool_vars_accept),
 		cmocka_unit_test(test_bool_vars_reject),
