@@ -169,8 +169,8 @@ static const struct var vars[] = {
 	  .idef = 8, .imin = 1, .imax = 64 },
 	/* Ring collectives ran up to 2 x faster with LL128 than with the
 	 * Simple NCCL's model picks while each rank's share per channel was at
-	 * most 512 KiB (4 x H200: 32 MiB all_reduce 0.22 -> 0.40 of native,
-	 * 64 MiB 0.41 -> 0.64; 2 x H200 up to 32 MiB), and slower past it
+	 * most 512 KiB (4 x H200: 32 MiB all_reduce 0.19 -> 0.39 of native,
+	 * 64 MiB 0.35 -> 0.65; 2 and 3 GPUs alike), and slower past it
 	 * (session 15, bench/results/mid-size.md).  The tuner applies it on
 	 * the intra-host path only (config_ll128_chunk()). */
 	{ .name = "NCCL_SYMMEM_LL128_CHUNK", .kind = VAR_SIZE,

@@ -15,7 +15,7 @@
  * their own flags, so the receiving kernel reads them as they land.  On
  * the copy engines that made ring collectives up to 2 x faster while each
  * rank's share per channel stayed within 512 KiB, and slower past it, on
- * 2 and 4 GPUs and with 8 or 32 channels (bench/results/mid-size.md).
+ * 2, 3 and 4 GPUs and with 8 or 32 channels (bench/results/mid-size.md).
  * NCCL's model, made for NICs, moves to Simple at 2-16 MiB. */
 #include "smfree.h"
 
