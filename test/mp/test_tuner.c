@@ -167,6 +167,17 @@ static void assert_table_but_ring_ll128(float t[NCCL_NUM_ALGORITHMS][NCCL_NUM_PR
 	}
 }
 
+/* One getCollInfo through the v5 table, as NCCL 2.28 calls it. */
+static void ask_v5(ncclTuner_v5_t *t, void *ctx, int coll, size_t bytes, int regbuf,
+		   float table[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS])
+{
+	int nch = 0;
+
+	assert_int_equal(t->getCollInfo(ctx, (ncclFunc_t)coll, bytes, 1, (float **)(void *)table,
+					NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, regbuf, &nch),
+			 ncclSuccess);
+}
+
 /* Ring Simple becomes Ring LL128 exactly where the rule says, by a 0 in
  * that cell alone; a closed LL128 cell stays closed, and a Tree choice
  * stays Tree. */
@@ -188,15 +199,11 @@ static void ring_protocol(void **state)
 					float table[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
 					float orig[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
 					int want = expected_ll128(coll, bytes, ranks[r], regbuf);
-					int nch = 0, algo, proto;
+					int algo, proto;
 
 					fill_ring_table(table, 300.0f, 0);
 					memcpy(orig, table, sizeof(table));
-					assert_int_equal(t->getCollInfo(ctx, (ncclFunc_t)coll, bytes, 1,
-									 (float **)(void *)table,
-									 NCCL_NUM_ALGORITHMS,
-									 NCCL_NUM_PROTOCOLS, regbuf, &nch),
-							 ncclSuccess);
+					ask_v5(t, ctx, coll, bytes, regbuf, table);
 					pick(table, &algo, &proto);
 					assert_int_equal(algo, NCCL_ALGO_RING);
 					assert_int_equal(proto, want ? NCCL_PROTO_LL128 : NCCL_PROTO_SIMPLE);
@@ -205,20 +212,12 @@ static void ring_protocol(void **state)
 
 					fill_ring_table(table, NCCL_ALGO_PROTO_IGNORE, 0);
 					memcpy(orig, table, sizeof(table));
-					assert_int_equal(t->getCollInfo(ctx, (ncclFunc_t)coll, bytes, 1,
-									 (float **)(void *)table,
-									 NCCL_NUM_ALGORITHMS,
-									 NCCL_NUM_PROTOCOLS, regbuf, &nch),
-							 ncclSuccess);
+					ask_v5(t, ctx, coll, bytes, regbuf, table);
 					assert_memory_equal(table, orig, sizeof(table));
 
 					fill_ring_table(table, 300.0f, 1);
 					memcpy(orig, table, sizeof(table));
-					assert_int_equal(t->getCollInfo(ctx, (ncclFunc_t)coll, bytes, 1,
-									 (float **)(void *)table,
-									 NCCL_NUM_ALGORITHMS,
-									 NCCL_NUM_PROTOCOLS, regbuf, &nch),
-							 ncclSuccess);
+					ask_v5(t, ctx, coll, bytes, regbuf, table);
 					assert_memory_equal(table, orig, sizeof(table));
 				}
 			}
