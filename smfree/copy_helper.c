@@ -255,8 +255,9 @@ static void report_stats(const struct smf_helper *h)
 
 	if (!s->copies)
 		return;
-	sm_info("copy helper (pid %d): %llu copies as %llu copy-engine calls, %.1f MiB in %.2f s; "
-		"copies in flight %.1f %% of that time, %.1f GB/s while in flight; %.1f us mean "
+	sm_info("copy helper (pid %d): %llu copies as %llu copy-engine calls, %.1f MiB over its "
+		"%.2f s life; copies in flight %.1f %% of it (idle time included), %.1f GB/s while "
+		"in flight; %.1f us mean "
 		"from posted to queued (of it per copy-engine call %.1f us in the copy call, %.1f us "
 		"in cuEventRecord), %.1f us from queued to seen landed; medians: posted to taken "
 		"%.1f, to queued %.1f, queued to landed %.1f us (%d = over %d us); at most %llu "
