@@ -18,7 +18,6 @@
  */
 #include "config.h"
 
-#include <ctype.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -812,12 +811,7 @@ static int check_size_order(const struct config *cfg, config_getenv_fn get, void
 /* One entry of the list, spaces around it ignored: a whole GPU. */
 static int whole_gpu(const char *entry, size_t len)
 {
-	while (len && isspace((unsigned char)*entry)) {
-		entry++;
-		len--;
-	}
-	while (len && isspace((unsigned char)entry[len - 1]))
-		len--;
+	trim(&entry, &len);
 	if (!len || entry[0] == '-')
 		return 0;
 	return len < 4 || strncmp(entry, "MIG-", 4) != 0;
