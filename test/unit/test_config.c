@@ -431,9 +431,6 @@ static void test_bool_vars_reject(void **state)
 
 /* ---- CUDA_VISIBLE_DEVICES ----------------------------------------------- */
 
-/* One whole GPU shown: a scheduler's per-task binding, the case in which
- * the copy helper drops the variable.  Lists, MIG instances (the helper
- * would open the whole GPU instead), "hide all" and blanks keep it. */
 /* Whole GPUs listed, one or more: the helper may drop the variable.  A MIG
  * instance, or an entry CUDA stops at (negative, empty), keeps it. */
 static void test_visible_gpus(void **state)

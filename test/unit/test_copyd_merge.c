@@ -466,9 +466,9 @@ static void test_batch_counts_rows(void **state)
 
 /* A ring (every request to the next GPU) has one destination; a second
  * destination counts while its last request is inside the window; none at
- * all is one too (nothing to order). */
-/* Counted in requests: a run of requests to one peer, however long it
- * takes, leaves an earlier one to another peer in the window. */
+ * all is one too (nothing to order).  Counted in requests: a run of
+ * requests to one peer, however long it takes, leaves an earlier one to
+ * another peer in the window. */
 static void test_one_destination(void **state)
 {
 	uint64_t seen[4] = { 0 };

@@ -705,7 +705,6 @@ static void test_unannounced_region_waits(void **state)
 	tp_close(r);
 }
 
-/* The stall report: warnings the transport sends through the log sink. */
 /* NCCL_SYMMEM_TRACE_US: a receive NCCL stops testing for longer than the
  * limit, then completes late, gives one pause line and one slow-message
  * line; the prompt send gives none; a send that waited that long for its
@@ -782,6 +781,7 @@ static void test_trace_lines(void **state)
 	assert_int_equal(traced_gap(0, 0), 0);
 }
 
+/* The stall report: warnings the transport sends through the log sink. */
 static char stall_line[512];
 static int stall_warns;
 
