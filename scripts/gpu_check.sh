@@ -191,8 +191,6 @@ bench visible-reg -V -R -A -o alltoall,sendrecv -b 1048576 -e $MAX -f 16 -c none
 bench visible-list -W -o all_reduce,alltoall,sendrecv -b 8 -e $MAX -f 64 -c none -i 5
 
 note "pytorch all_reduce through the plugin"
-PY=$(command -v python3)
-[ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
 mkdir -p "$OUT/logs/torch"
 if ! env NCCL_NET_PLUGIN=symmem NCCL_NET=symmem NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \
 	NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV,NET NCCL_DEBUG_FILE="$OUT/logs/torch/nccl.%p.log" \

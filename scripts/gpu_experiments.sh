@@ -306,8 +306,6 @@ fi
 # buffers.  RUNS picks runs of that list, EXTRA adds settings to the plugin
 # runs.
 if [ "$MODE" = torch-p2p ]; then
-	PY=$(command -v python3)
-	[ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
 	PLUGIN="NCCL_NET_PLUGIN=symmem NCCL_NET=symmem NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1
 		NCCL_SM_FREE_VERBOSE=1"
 	for run in ${RUNS:-native native-pool plugin plugin-hook plugin-pool plugin-pool-passsm}; do

@@ -16,6 +16,9 @@ mkdir -p "$OUT/logs"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 fail=0
 note() { echo "== $*"; }
+# PyTorch's Python: the GPU hosts keep it in /opt/torch/.venv.
+PY=$(command -v python3)
+[ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
 
 nvidia-smi -L | tee "$OUT/logs/gpus.txt"
 nvidia-smi topo -m >"$OUT/logs/topo.txt" 2>&1

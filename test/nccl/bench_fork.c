@@ -140,7 +140,6 @@ int bench_fork_ranks(const struct bench_fork *f)
 {
 	pid_t pids[64];
 	int ids[2], failed = 0, left = f->nranks;
-	struct timespec ts;
 	double deadline;
 
 	if (f->nranks < 1 || f->nranks > 64 || pipe(ids) != 0)
@@ -157,8 +156,7 @@ int bench_fork_ranks(const struct bench_fork *f)
 	}
 	close(ids[0]);
 	close(ids[1]);
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	deadline = (double)ts.tv_sec + f->timeout;
+	deadline = bench_now() + f->timeout;
 	while (left > 0) {
 		int status;
 		pid_t p = waitpid(-1, &status, WNOHANG);
@@ -172,8 +170,7 @@ int bench_fork_ranks(const struct bench_fork *f)
 			}
 			continue;
 		}
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		if ((double)ts.tv_sec > deadline) {
+		if (bench_now() > deadline) {
 			fprintf(stderr, "%s: no result after %.0f s, killing the ranks\n", f->label,
 				f->timeout);
 			if (f->hung)
