@@ -18,6 +18,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -759,6 +760,7 @@ static void set_defaults(struct config *cfg)
 			break;
 		}
 	}
+	cfg->user_min_channels = -1;	/* 0 is a minimum a user can set */
 }
 
 static void set_error(char *err, size_t errlen, const struct var *v, const char *val,
@@ -844,6 +846,63 @@ static void note_visible_gpus(struct config *cfg, const char *cvd)
 		snprintf(cfg->gpus_visible, sizeof(cfg->gpus_visible), "%s", cvd);
 }
 
+/* NCCL's channel bounds are NCCL's variables: the plugin only reads them,
+ * the way NCCL's own loader does (strtoll in base 0, text after the number
+ * ignored, no number at all meaning unset; NCCL warns about those itself),
+ * and clamps them as NCCL does to 0..64 (minimum) and 1..64 (maximum). */
+#define NCCL_MAX_CHANNELS 64
+
+static int nccl_int_var(config_getenv_fn get, void *arg, const char *name, long long *out)
+{
+	const char *s = get(name, arg);
+	char *end;
+	long long v;
+
+	if (!s)
+		return 0;
+	errno = 0;
+	v = strtoll(s, &end, 0);
+	if (errno || end == s)
+		return 0;
+	*out = v;
+	return 1;
+}
+
+static int clamp_channels(long long v, int lo)
+{
+	if (v < lo)
+		return lo;
+	if (v > NCCL_MAX_CHANNELS)
+		return NCCL_MAX_CHANNELS;
+	return (int)v;
+}
+
+static void note_channel_bounds(struct config *cfg, config_getenv_fn get, void *arg)
+{
+	long long v;
+	int max = 0, max_ctas = 0;
+
+	/* NCCL_MIN_NCHANNELS wins over the older NCCL_MIN_NRINGS, as in NCCL. */
+	if (nccl_int_var(get, arg, "NCCL_MIN_NCHANNELS", &v) ||
+	    nccl_int_var(get, arg, "NCCL_MIN_NRINGS", &v))
+		cfg->user_min_channels = clamp_channels(v, 0);
+	if (nccl_int_var(get, arg, "NCCL_MAX_NCHANNELS", &v) ||
+	    nccl_int_var(get, arg, "NCCL_MAX_NRINGS", &v))
+		max = clamp_channels(v, 1);
+	if (nccl_int_var(get, arg, "NCCL_MAX_CTAS", &v)) {
+		max_ctas = clamp_channels(v, 1);
+		if (!max || max_ctas < max)
+			max = max_ctas;
+	}
+	/* NCCL lowers a minCTAs above maxCTAs to maxCTAs. */
+	if (nccl_int_var(get, arg, "NCCL_MIN_CTAS", &v)) {
+		cfg->user_min_ctas = clamp_channels(v, 1);
+		if (max_ctas && cfg->user_min_ctas > max_ctas)
+			cfg->user_min_ctas = max_ctas;
+	}
+	cfg->user_max_channels = max;
+}
+
 int config_parse(struct config *cfg, config_getenv_fn get, void *arg, char *err, size_t errlen)
 {
 	char problem[96];
@@ -866,8 +925,10 @@ int config_parse(struct config *cfg, config_getenv_fn get, void *arg, char *err,
 		return -1;
 	}
 	note_visible_gpus(cfg, get(CUDA_VISIBLE, arg));
-	/* Read before the plugin sets its own NCCL_PROTO default. */
+	/* Read before the plugin sets its own NCCL_PROTO and
+	 * NCCL_MIN_NCHANNELS defaults. */
 	cfg->user_proto = get("NCCL_PROTO", arg) != NULL;
+	note_channel_bounds(cfg, get, arg);
 	return check_size_order(cfg, get, arg, err, errlen);
 }
 
@@ -1017,20 +1078,63 @@ enum default_when {
  * when the user routes that traffic through the plugin (NCCL_P2P_DISABLE=1,
  * the documented way), so jobs that use the plugin between hosts only keep
  * NCCL's own sizing. */
+/* The plugin's NCCL_MIN_NCHANNELS: 32, or the user's cap where that is
+ * lower.  NCCL applies its maximum (NCCL_MAX_NCHANNELS, NCCL_MAX_CTAS)
+ * first and then copies channels up to the minimum (ncclTopoPostset in
+ * its graph/connect.cc), so a minimum above the user's cap would
+ * silently override it and launch 32 CTAs where the user allowed, say, 8. */
+#define PLUGIN_MIN_CHANNELS 32
+
+static int plugin_min_channels(const struct config *cfg)
+{
+	if (cfg->user_max_channels && cfg->user_max_channels < PLUGIN_MIN_CHANNELS)
+		return cfg->user_max_channels;
+	return PLUGIN_MIN_CHANNELS;
+}
+
+/* NULL where the user set a minimum of their own (NCCL_MIN_NRINGS, which
+ * a NCCL_MIN_NCHANNELS of the plugin's would override). */
+static const char *min_channels_value(const struct config *cfg, char *buf, size_t len)
+{
+	if (cfg->user_min_channels >= 0)
+		return NULL;
+	snprintf(buf, len, "%d", plugin_min_channels(cfg));
+	return buf;
+}
+
+/* The channels NCCL sizes its rings to on this path before any minimum:
+ * 4 (2 x H200, bench/results/channels.md). */
+#define NCCL_OWN_RING_CHANNELS 4
+
+int config_ring_channels(const struct config *cfg)
+{
+	int lo, hi, n;
+
+	lo = cfg->user_min_channels >= 0 ? cfg->user_min_channels : plugin_min_channels(cfg);
+	if (cfg->user_min_ctas > lo)
+		lo = cfg->user_min_ctas;
+	hi = cfg->user_max_channels ? cfg->user_max_channels : NCCL_MAX_CHANNELS;
+	n = NCCL_OWN_RING_CHANNELS < hi ? NCCL_OWN_RING_CHANNELS : hi;
+	return n > lo ? n : lo;
+}
+
 static const struct {
 	const char *name;
 	const char *value;
 	enum default_when when;
 	const char *why;
+	/* A value that depends on the user's settings, NULL to leave the
+	 * variable alone; NULL here means `value` as it stands. */
+	const char *(*value_for)(const struct config *cfg, char *buf, size_t len);
 } nccl_defaults[] = {
 	{ "NCCL_NET_GDR_LEVEL", "SYS", ANY_JOB,
 	  "the plugin's devices are GPUs' copy engines, not PCI NICs; NCCL places them at the "
-	  "CPU and would otherwise stage GPU buffers in host memory" },
+	  "CPU and would otherwise stage GPU buffers in host memory", NULL },
 	{ "NCCL_PROTO", "^LL", ANY_JOB,
 	  "LL keeps its send buffers in host memory, so every LL step would be a host-to-GPU "
 	  "copy, which the copy helper runs in 2.4-4.8 ms while NCCL's kernel holds the GPU; "
 	  "LL128 and Simple use GPU buffers (2 x H200: 8-byte all_reduce 27 us instead of "
-	  "3.7 ms)" },
+	  "3.7 ms)", NULL },
 	/* Measured on 2 x H200 (bench/results/channels.md): NCCL sizes its
 	 * rings from the GPU-CPU-GPU path when P2P is off and opens 4
 	 * channels, 2 per peer for send/recv, each a chain of copies with
@@ -1039,7 +1143,10 @@ static const struct {
 	 * at 1 GiB. */
 	{ "NCCL_MIN_NCHANNELS", "32", INTRA_HOST,
 	  "with P2P off NCCL opens 4 channels for the plugin; 32 keep enough copies in flight "
-	  "(2 x H200, 1 GiB all_reduce 81 -> 277 GB/s with the two below)" },
+	  "(2 x H200, 1 GiB all_reduce 81 -> 277 GB/s with the two below); lowered to "
+	  "NCCL_MAX_CTAS or NCCL_MAX_NCHANNELS where those are lower, since NCCL's minimum "
+	  "overrides its maximum",
+	  min_channels_value },
 	/* NCCL_NCHANNELS_PER_NET_PEER=16 (sendrecv 47 -> 235 GB/s) is not
 	 * here: NCCL reads it before it loads the plugin, so setting it here
 	 * changed nothing (measured: still "2 p2p channels per peer").  The
@@ -1047,9 +1154,9 @@ static const struct {
 	 * log when it is unset. */
 	{ "NCCL_BUFFSIZE", "16777216", INTRA_HOST,
 	  "16 MiB per channel and connection: fewer, larger copies (about 1 GiB of GPU memory "
-	  "per GPU for 32 ring channels)" },
+	  "per GPU for 32 ring channels)", NULL },
 	{ "NCCL_P2P_NET_CHUNKSIZE", "2097152", INTRA_HOST,
-	  "2 MiB send/recv steps instead of 128 KiB" },
+	  "2 MiB send/recv steps instead of 128 KiB", NULL },
 	/* NCCL spreads a collective over every channel from a few KiB up
 	 * (ring or tree, threads x threshold bytes per channel: 512 x 64 for
 	 * Simple, 640 x 8 for LL128).  Each channel's steps are copies of
@@ -1060,7 +1167,7 @@ static const struct {
 	{ "NCCL_THREAD_THRESHOLDS", "-1 1638 2048 -1 1638 2048", INTRA_HOST,
 	  "one channel per MiB of a collective instead of all 32 from 32 KiB: each channel's "
 	  "steps are separate copy-engine copies (4 x H200: 1 MiB all_reduce 0.045 -> 0.127 of "
-	  "native, 4 MiB 0.10 -> 0.23; 256 MiB and up unchanged)" },
+	  "native, 4 MiB 0.10 -> 0.23; 256 MiB and up unchanged)", NULL },
 	/* With P2P off NCCL counts every GPU as a node of its own (its log:
 	 * "nNodes 4 localRanks 1"), and for such one-rank-per-node
 	 * communicators its coll_reg.cc runs a ring all_gather or broadcast
@@ -1075,7 +1182,7 @@ static const struct {
 	  "NCCL runs a graph-captured all_gather or broadcast whose buffers it registered on one "
 	  "channel when each GPU is its own node (4 x H200, 1 GiB: broadcast 0.13 -> 0.79, "
 	  "all_gather 0.41 -> 0.87, all_reduce 0.65 -> 0.92 of native); graph-captured send/recv "
-	  "then go through NCCL's buffers (set NCCL_NCHANNELS_PER_NET_PEER=16)" },
+	  "then go through NCCL's buffers (set NCCL_NCHANNELS_PER_NET_PEER=16)", NULL },
 	/* Every GPU its own node also makes NCCL pick PAT (its algorithm for
 	 * one GPU per host) for all_gather and reduce_scatter of up to 128 KiB
 	 * per rank.  Through the copy engines its many small steps took 3-8 x
@@ -1085,7 +1192,7 @@ static const struct {
 	{ "NCCL_ALGO", "^PAT", INTRA_HOST,
 	  "with each GPU its own node NCCL runs all_gather and reduce_scatter of up to 128 KiB "
 	  "per rank with PAT, whose small steps through the copy engines took 3-8 x as long as "
-	  "Ring (4 x H200: 512 KiB all_gather 491 -> 63 us)" },
+	  "Ring (4 x H200: 512 KiB all_gather 491 -> 63 us)", NULL },
 	/* NCCL_NET_SHARED_BUFFERS=0 is not here either.  With shared buffers
 	 * NCCL gives the peers of one channel alternate slots of a common
 	 * pool (net.cc: slot * nsubs + sub), so the steps of a connection are
@@ -1128,17 +1235,22 @@ int config_apply_nccl_defaults(const struct config *cfg,
 	for (size_t i = 0; i < sizeof(nccl_defaults) / sizeof(nccl_defaults[0]); i++) {
 		const char *name = nccl_defaults[i].name;
 		const char *cur = getenv(name);
+		const char *value = nccl_defaults[i].value;
 		enum default_when when = nccl_defaults[i].when;
 		int fits = when == ANY_JOB || (intra && (when == INTRA_HOST || !cfg->pass_sm));
-		int apply = cfg->nccl_defaults && !cur && fits;
+		char buf[32];
+		int apply;
 
-		if (apply && setenv(name, nccl_defaults[i].value, 0) == 0)
+		if (nccl_defaults[i].value_for)
+			value = nccl_defaults[i].value_for(cfg, buf, sizeof(buf));
+		apply = cfg->nccl_defaults && !cur && fits && value;
+		if (apply && setenv(name, value, 0) == 0)
 			applied++;
 		else
 			apply = 0;
 		if (emit)
-			emit(name, apply ? nccl_defaults[i].value : cur ? cur : "(unset)", apply,
-			     nccl_defaults[i].why, arg);
+			emit(name, apply ? value : cur ? cur : "(unset)", apply, nccl_defaults[i].why,
+			     arg);
 	}
 	return applied;
 }

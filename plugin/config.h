@@ -64,6 +64,12 @@ struct config {
 					 * (no MIG instance), else "": the helper runs without it */
 	int ngpus_visible;		/* how many it names (0 with "") */
 	int user_proto;			/* NCCL_PROTO was set before the plugin's defaults */
+	/* NCCL's channel bounds as the user set them, read as NCCL reads
+	 * them, before the plugin's defaults: */
+	int user_min_channels;		/* NCCL_MIN_NCHANNELS (or _NRINGS), 0..64; -1 unset */
+	int user_min_ctas;		/* NCCL_MIN_CTAS, 1..64; 0 unset */
+	int user_max_channels;		/* the lowest of NCCL_MAX_NCHANNELS (or _NRINGS) and
+					 * NCCL_MAX_CTAS, 1..64; 0 unset */
 };
 
 /* Looks a name up; getenv in production, a table in tests. */
@@ -110,6 +116,12 @@ int config_nccl_advice(const struct config *cfg,
  * plugin, the NCCL defaults are on and the user left NCCL_PROTO to NCCL;
  * else 0 (NCCL's choice). */
 uint64_t config_ll128_chunk(const struct config *cfg);
+
+/* How many channels NCCL opens for a ring on the intra-host path: the
+ * plugin's NCCL_MIN_NCHANNELS default (32, lowered to the user's
+ * NCCL_MAX_CTAS or NCCL_MAX_NCHANNELS where those are lower), or the
+ * user's own bounds, combined as NCCL combines them. */
+int config_ring_channels(const struct config *cfg);
 
 /* How many whole GPUs CUDA_VISIBLE_DEVICES (NULL: unset) shows a process
  * when it lists whole GPUs only, as a scheduler's per-task binding does

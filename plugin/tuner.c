@@ -45,6 +45,7 @@ static ncclResult_t tuner_start(size_t nRanks, size_t nNodes, ncclDebugLogger_t 
 	t->policy.pass_sm = cfg->pass_sm;
 	t->policy.channels = cfg->pass_sm_channels;
 	t->policy.ll128_chunk = config_ll128_chunk(cfg);
+	t->policy.ring_channels = config_ring_channels(cfg);
 	t->nranks = nRanks;
 	t->nnodes = nNodes;
 	if (cfg->pass_sm)
@@ -54,9 +55,9 @@ static ncclResult_t tuner_start(size_t nRanks, size_t nNodes, ncclDebugLogger_t 
 	if (t->policy.ll128_chunk && nRanks > 1)
 		log_msg(NCCL_LOG_INFO, NCCL_INIT | NCCL_TUNING, __FILE__, __LINE__,
 			"TUNER/symmem: ring all_gather, reduce_scatter and all_reduce with at most "
-			"%llu bytes per rank and channel run LL128 where NCCL's model picks Simple "
-			"(NCCL_SYMMEM_LL128_CHUNK, copy-engine path)",
-			(unsigned long long)t->policy.ll128_chunk);
+			"%llu bytes per rank and channel (%d channels) run LL128 where NCCL's model "
+			"picks Simple (NCCL_SYMMEM_LL128_CHUNK, copy-engine path)",
+			(unsigned long long)t->policy.ll128_chunk, t->policy.ring_channels);
 	*ctx = t;
 	return ncclSuccess;
 }

@@ -29,15 +29,17 @@
 #        part-host: alltoall on 3 of the host's GPUs, ranks that see one GPU
 #        each (-V) against ranks that see the 3, OLD_TREE=dir beside it;
 #        lists: ranks that see their own GPU and the next (-W), OLD_TREE beside;
+#        ctas: a user's NCCL_MAX_CTAS / NCCL_MAX_NCHANNELS against the
+#        plugin's NCCL_MIN_NCHANNELS (session 16);
 #        sweep: any VARIANTS of settings against the defaults (variants apart
 #        by spaces, settings by commas before NCCL_, '+' for a space inside a
 #        value).
 #        NRANKS, PHASE_TIMEOUT, SKIP_BUILD: as in scripts/gpu_lib.sh.
 MODE=${1:-}
-case " trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
+case " ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
 *" $MODE "*) ;;
 *)
-	echo "usage: $0 MODE (one of: trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan)" >&2
+	echo "usage: $0 MODE (one of: ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan)" >&2
 	exit 2
 	;;
 esac
@@ -230,6 +232,33 @@ if [ "$MODE" = sweep ]; then
 	done
 	helper_lines sweep- 4
 	# Every run against sweep-def's native times, one column each.
+	python3 scripts/sweep_ratios.py "$OUT/tables.txt" | tee "$OUT/ratios.txt"
+	finish
+fi
+
+# A user's cap on NCCL's CTAs (NCCL_MAX_CTAS, NCCL_MAX_NCHANNELS) against
+# the plugin's NCCL_MIN_NCHANNELS default: NCCL copies channels up to its
+# minimum after applying the maximum, so a minimum of 32 would override a
+# cap of 8.  Each run prints, for native and plugin processes apart, the
+# channel counts NCCL built ("Channel 00/N") and the most channels any
+# all_reduce ran on (TUNING).  'old' sets the old minimum of 32 by hand.
+if [ "$MODE" = ctas ]; then
+	S="-o all_reduce,all_gather,reduce_scatter ${SIZES:--b 1048576 -e 268435456 -f 4} -c none -i ${ITERS:-10}"
+	export SUBSYS=INIT,ENV,NET,TUNING
+	bench ctas-default $S
+	bench ctas-max-ctas8 $S -E NCCL_MAX_CTAS=8
+	bench ctas-max-nch8 -m plugin $S -E NCCL_MAX_NCHANNELS=8
+	bench ctas-old $S -m plugin -E NCCL_MAX_CTAS=8 -E NCCL_MIN_NCHANNELS=32
+	for d in "$OUT"/logs/ctas-*; do
+		for kind in native plugin; do
+			logs=$(grep -L 'Using network symmem' "$d"/nccl.*.log 2>/dev/null)
+			[ $kind = plugin ] && logs=$(grep -l 'Using network symmem' "$d"/nccl.*.log 2>/dev/null)
+			[ -n "$logs" ] || continue
+			echo "${d##*/} $kind: built channels $(cat $logs | grep -o 'Channel 00/[0-9]*' | sed 's|.*/||' | sort -u | tr '\n' ' ')" \
+				"most all_reduce channels $(cat $logs | grep 'AllReduce: .* Bytes -> Algo' | grep -o 'channel{Lo..Hi}={[0-9]*..[0-9]*}' | sed 's/.*={\([0-9]*\)..\([0-9]*\)}/\1 \2/' | awk '{n=$2-$1+1; if (n>m) m=n} END {print m+0}')" \
+				"$(cat $logs | grep -o 'NCCL_MIN_NCHANNELS[^,]*' | sort -u | head -2 | tr '\n' ' ')"
+		done
+	done | tee "$OUT/ctas.txt"
 	python3 scripts/sweep_ratios.py "$OUT/tables.txt" | tee "$OUT/ratios.txt"
 	finish
 fi

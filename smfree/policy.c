@@ -19,6 +19,15 @@
  * NCCL's model, made for NICs, moves to Simple at 2-16 MiB. */
 #include "smfree.h"
 
+/* The NCCL_PASS_SM cap, never above the channels NCCL has (a user's
+ * NCCL_MAX_CTAS of 4 stays 4). */
+static int cap(const struct smfree_policy *p)
+{
+	if (p->ring_channels > 0 && p->ring_channels < p->channels)
+		return p->ring_channels;
+	return p->channels;
+}
+
 int smfree_channels(const struct smfree_policy *p, int coll, size_t bytes, size_t nranks,
 		    size_t nnodes)
 {
@@ -31,16 +40,18 @@ int smfree_channels(const struct smfree_policy *p, int coll, size_t bytes, size_
 	by_size = bytes / SMFREE_CHANNEL_BYTES;
 	if (by_size < 1)
 		return 1;
-	if (by_size < (size_t)p->channels)
+	if (by_size < (size_t)cap(p))
 		return (int)by_size;
-	return p->channels;
+	return cap(p);
 }
 
 int smfree_ring_ll128(const struct smfree_policy *p, int coll, size_t bytes, size_t nranks,
 		      int regbuf)
 {
-	uint64_t channels = p->pass_sm ? (uint64_t)p->channels : SMFREE_RING_CHANNELS;
+	uint64_t channels = p->pass_sm ? (uint64_t)cap(p) : (uint64_t)p->ring_channels;
 
+	if (channels < 1)
+		channels = SMFREE_RING_CHANNELS;	/* a policy without a ring count */
 	if (!p->ll128_chunk || nranks < 2 || regbuf)
 		return 0;
 	/* Broadcast and reduce were faster with Simple at almost every size

@@ -13,6 +13,7 @@ struct smfree_policy {
 	int pass_sm;		/* NCCL_PASS_SM */
 	int channels;		/* NCCL_SYMMEM_PASS_SM_CHANNELS */
 	uint64_t ll128_chunk;	/* LL128 while a rank's share per channel is this or less, 0 = never */
+	int ring_channels;	/* channels NCCL opens for a ring (config_ring_channels()) */
 };
 
 /* Collective kinds as the tuner sees them (same numbering as ncclFunc_t). */
@@ -34,9 +35,9 @@ enum smfree_coll {
  * cap below both follow it. */
 #define SMFREE_CHANNEL_BYTES (1u << 20)
 
-/* The channels NCCL runs large collectives on through the plugin: its
- * NCCL_MIN_NCHANNELS default (plugin/config.c; test_config checks that
- * they agree). */
+/* The channels NCCL runs large collectives on through the plugin unless
+ * the user bounds them: its NCCL_MIN_NCHANNELS default (plugin/config.c;
+ * test_config checks that they agree). */
 #define SMFREE_RING_CHANNELS 32
 
 /* Channel count the tuner should ask NCCL for, or 0 to keep NCCL's own. */

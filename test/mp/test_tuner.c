@@ -5,8 +5,10 @@
  * on the intra-host path (NCCL_P2P_DISABLE=1) with NCCL_PROTO left to
  * NCCL: Ring Simple becomes Ring LL128 for all_gather, reduce_scatter and
  * all_reduce with at most EXPECT_LL128 bytes per rank and channel (0: the
- * table stays as NCCL filled it).  Meson runs it in each of these
- * environments. */
+ * table stays as NCCL filled it).  Both count NCCL's ring channels as
+ * EXPECT_RING_CHANNELS (32 unless a user's NCCL_MAX_CTAS or the like
+ * lowers them), and the cap never exceeds them.  Meson runs it in each of
+ * these environments. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,6 +24,13 @@
 static void *lib;
 static int expect_channels;
 static size_t expect_ll128;
+static int expect_ring = 32;
+
+/* The NCCL_PASS_SM cap as the tuner applies it. */
+static int expect_cap(void)
+{
+	return expect_channels < expect_ring ? expect_channels : expect_ring;
+}
 
 /* What the tuner must answer for a collective of this size: nothing
  * without NCCL_PASS_SM, else one channel per MiB up to the cap, as NCCL
@@ -34,15 +43,15 @@ static int expected(size_t bytes)
 		return 0;
 	if (mib < 1)
 		return 1;
-	return mib < (size_t)expect_channels ? (int)mib : expect_channels;
+	return mib < (size_t)expect_cap() ? (int)mib : expect_cap();
 }
 
 /* Whether the tuner must turn Ring Simple into Ring LL128: the rule of
- * smfree_ring_ll128(), over the channels NCCL runs on (32, or the
- * NCCL_PASS_SM cap). */
+ * smfree_ring_ll128(), over the channels NCCL runs on (its ring channels,
+ * or the NCCL_PASS_SM cap). */
 static int expected_ll128(int coll, size_t bytes, size_t nranks, int regbuf)
 {
-	size_t channels = expect_channels ? (size_t)expect_channels : 32;
+	size_t channels = expect_channels ? (size_t)expect_cap() : (size_t)expect_ring;
 
 	if (!expect_ll128 || nranks < 2 || regbuf)
 		return 0;
@@ -350,6 +359,7 @@ int main(int argc, char **argv)
 	};
 	const char *e = getenv("EXPECT_CHANNELS");
 	const char *l = getenv("EXPECT_LL128");
+	const char *ring = getenv("EXPECT_RING_CHANNELS");
 
 	lib = harness_open();
 	if (!lib)
@@ -362,5 +372,7 @@ int main(int argc, char **argv)
 		return 1;
 	expect_channels = atoi(e);
 	expect_ll128 = l ? strtoull(l, NULL, 10) : 0;
+	if (ring)
+		expect_ring = atoi(ring);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

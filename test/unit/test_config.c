@@ -1776,6 +1776,83 @@ static void test_ll128_chunk(void **state)
 	defaults_end();
 }
 
+/* A user's bound on NCCL's channels, and the minimum the plugin sets:
+ * NCCL applies its maximum first and then copies channels up to the
+ * minimum, so the plugin's 32 must follow a lower cap of the user's.
+ * Each row: the user's variables, the NCCL_MIN_NCHANNELS the plugin then
+ * sets (NULL: leaves it alone) and the ring channels the tuner counts. */
+static void test_channel_bounds(void **state)
+{
+	static const struct {
+		const char *name[2], *value[2];
+		const char *min_set;
+		int ring;
+	} rows[] = {
+		{ { NULL, NULL }, { NULL, NULL }, "32", 32 },
+		{ { "NCCL_MAX_CTAS", NULL }, { "8", NULL }, "8", 8 },
+		{ { "NCCL_MAX_NCHANNELS", NULL }, { "16", NULL }, "16", 16 },
+		{ { "NCCL_MAX_NRINGS", NULL }, { "12", NULL }, "12", 12 },
+		/* The lower of the two caps; NCCL_MAX_NCHANNELS over _NRINGS. */
+		{ { "NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS" }, { "16", "12" }, "12", 12 },
+		{ { "NCCL_MAX_NCHANNELS", "NCCL_MAX_NRINGS" }, { "24", "2" }, "24", 24 },
+		/* NCCL's own reading: base 0, trailing text ignored. */
+		{ { "NCCL_MAX_CTAS", NULL }, { "0x8", NULL }, "8", 8 },
+		{ { "NCCL_MAX_CTAS", NULL }, { "6 ctas", NULL }, "6", 6 },
+		/* Not a number: NCCL keeps its default, so does the plugin. */
+		{ { "NCCL_MAX_CTAS", NULL }, { "eight", NULL }, "32", 32 },
+		{ { "NCCL_MAX_CTAS", NULL }, { "", NULL }, "32", 32 },
+		/* Clamped as NCCL clamps: at most 64, at least 1. */
+		{ { "NCCL_MAX_CTAS", NULL }, { "1000", NULL }, "32", 32 },
+		{ { "NCCL_MAX_CTAS", NULL }, { "-3", NULL }, "1", 1 },
+		{ { "NCCL_MAX_CTAS", NULL }, { "2", NULL }, "2", 2 },
+		/* A cap above 32 leaves the plugin's minimum as it is. */
+		{ { "NCCL_MAX_CTAS", NULL }, { "48", NULL }, "32", 32 },
+		/* A minimum of the user's: the plugin sets none. */
+		{ { "NCCL_MIN_NCHANNELS", NULL }, { "16", NULL }, "16", 16 },
+		{ { "NCCL_MIN_NRINGS", NULL }, { "8", NULL }, NULL, 8 },
+		/* Below NCCL's own 4 the ring keeps NCCL's 4, unless capped. */
+		{ { "NCCL_MIN_NCHANNELS", NULL }, { "1", NULL }, "1", 4 },
+		{ { "NCCL_MIN_NCHANNELS", "NCCL_MAX_CTAS" }, { "1", "3" }, "1", 3 },
+		/* NCCL_MIN_CTAS raises the minimum.  NCCL lowers a minCTAs
+		 * above maxCTAs to it, but a NCCL_MIN_NCHANNELS above the cap
+		 * wins. */
+		{ { "NCCL_MIN_CTAS", NULL }, { "48", NULL }, "32", 48 },
+		{ { "NCCL_MIN_CTAS", "NCCL_MAX_CTAS" }, { "16", "8" }, "8", 8 },
+		{ { "NCCL_MIN_CTAS", "NCCL_MAX_NCHANNELS" }, { "16", "8" }, "8", 16 },
+		{ { "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS" }, { "24", "8" }, "24", 24 },
+	};
+	char err[ERRLEN];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct kv env[3] = { { NULL, NULL }, { NULL, NULL }, { NULL, NULL } };
+		struct config cfg;
+		const char *min;
+
+		defaults_start(&cfg);
+		setenv("NCCL_P2P_DISABLE", "1", 1);
+		for (int k = 0; k < 2 && rows[i].name[k]; k++) {
+			env[k].name = rows[i].name[k];
+			env[k].value = rows[i].value[k];
+			setenv(rows[i].name[k], rows[i].value[k], 1);
+		}
+		assert_int_equal(config_parse(&cfg, table_get, env, err, sizeof(err)), 0);
+		config_apply_nccl_defaults(&cfg, NULL, NULL);
+		min = getenv("NCCL_MIN_NCHANNELS");
+		if (!rows[i].min_set)
+			assert_null(min);
+		else if (!min || strcmp(min, rows[i].min_set))
+			fail_msg("row %zu: NCCL_MIN_NCHANNELS %s, want %s", i, min ? min : "unset",
+				 rows[i].min_set);
+		if (config_ring_channels(&cfg) != rows[i].ring)
+			fail_msg("row %zu: %d ring channels, want %d", i, config_ring_channels(&cfg),
+				 rows[i].ring);
+		for (int k = 0; k < 2 && rows[i].name[k]; k++)
+			unsetenv(rows[i].name[k]);
+		defaults_end();
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1785,6 +1862,7 @@ int main(void)
 		cmocka_unit_test(test_nccl_advice),
 		cmocka_unit_test(test_graph_register_and_algo_defaults),
 		cmocka_unit_test(test_ll128_chunk),
+		cmocka_unit_test(test_channel_bounds),
 		cmocka_unit_test(test_parse_bool_rejects),
 		cmocka_unit_test(test_bool_vars_accept),
 		cmocka_unit_test(test_bool_vars_reject),
