@@ -388,7 +388,6 @@ ncclResult_t net_connect(void *ctx, int dev, void *handle, void **sendComm,
 	struct tp_comm *tp;
 	int rc;
 
-	(void)ctx;
 	(void)sendDevComm;	/* HOST plugin: NCCL's device handle stays untouched */
 	if (!sendComm || !handle) {
 		LOG_WARN("NET/symmem: connect called with a NULL handle or comm slot");
@@ -400,6 +399,7 @@ ncclResult_t net_connect(void *ctx, int dev, void *handle, void **sendComm,
 	if (check_dev(dev, "connect"))
 		return ncclInvalidArgument;
 	transport_options(cfg, &opt);
+	opt.owner = ctx;	/* NULL through the v9/v10 tables, which have no finalize */
 	rc = tp_connect(&opt, handle, &tp);
 	if (rc)
 		return log_fail(rc, "connect");
@@ -623,11 +623,16 @@ ncclResult_t net_close_listen(void *listenComm)
 
 ncclResult_t net_finalize(void *ctx)
 {
+	int abandoned;
+
 	/* 2.28.9 also calls this after a failed init, with a NULL context. */
 	if (!ctx)
 		return ncclSuccess;
 	if (registry_take(ctx, OBJ_CTX, "finalize"))
 		return ncclInternalError;
+	abandoned = tp_connect_abandon(ctx);
+	if (abandoned)
+		LOG_INFO("NET/symmem: finalize freed %d connect(s) NCCL left unfinished", abandoned);
 	free(ctx);
 	monitor_finalize();
 	return ncclSuccess;

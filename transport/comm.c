@@ -24,6 +24,7 @@ struct tp_comm *comm_new(int is_send, const struct tp_ops *ops, int fd)
 	c->ops = ops;
 	c->fd = fd;
 	c->rin_fd = -1;
+	atomic_flag_clear(&c->fail_claimed);
 	for (int i = 0; i < TP_MAX_REQUESTS; i++)
 		c->reqs[i].comm = c;
 	return c;
@@ -196,15 +197,22 @@ static void comm_progressed(struct tp_comm *c)
 	c->stall_reported = 0;
 }
 
+/* Fails the connection for good.  The first failure is the one it keeps
+ * (a later one is usually a consequence); every caller still gets its
+ * own message back. */
 int comm_fail(struct tp_comm *c, int status, const char *fmt, ...)
 {
+	char msg[sizeof(c->failmsg)];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(c->failmsg, sizeof(c->failmsg), fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	c->failed = status;
-	return sm_fail(status, "%s", c->failmsg);
+	if (!atomic_flag_test_and_set(&c->fail_claimed)) {
+		memcpy(c->failmsg, msg, sizeof(msg));
+		atomic_store(&c->failed, status);
+	}
+	return sm_fail(status, "%s", msg);
 }
 
 int comm_broken(const struct tp_comm *c)

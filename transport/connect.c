@@ -43,6 +43,7 @@ struct pending {
 	uint64_t retry_at_ns;
 	uint64_t backoff_ns;
 	char last_error[160];
+	const void *owner;	/* tp_options.owner */
 };
 
 #define RETRY_FIRST_NS (10ull * 1000 * 1000)	/* 10 ms, doubling ... */
@@ -109,6 +110,7 @@ static int pending_start(const struct tp_options *opt, const struct tp_handle_in
 	p->backend = choose_backend(opt, info);
 	p->deadline_ns = sm_now_ns() + (uint64_t)(opt->connect_timeout * 1e9);
 	p->fault_tolerance = opt->fault_tolerance;
+	p->owner = opt->owner;
 	p->backoff_ns = RETRY_FIRST_NS;
 	p->hello.magic = WIRE_MAGIC;
 	p->hello.version = WIRE_VERSION;
@@ -224,8 +226,9 @@ static int pending_step(struct pending *p, int *done)
 
 /* NCCL may give up on a connect (an abort, another rank's failure) and
  * never call again with that handle: entries past their deadline are
- * freed by the next connect of any handle, so an abandoned one holds its
- * socket, ring and comm at most until then. */
+ * freed by the next connect of any handle, and every entry of a context
+ * when NCCL finalizes it (tp_connect_abandon), so an abandoned one holds
+ * its socket, ring and comm at most until then. */
 static void pending_sweep(const uint8_t *keep)
 {
 	uint64_t now = sm_now_ns();
@@ -236,6 +239,25 @@ static void pending_sweep(const uint8_t *keep)
 		if (now > p->deadline_ns && memcmp(p->token, keep, 16))
 			pending_free(p);
 	}
+}
+
+int tp_connect_abandon(const void *owner)
+{
+	struct pending *p, *next;
+	int n = 0;
+
+	if (!owner)
+		return 0;
+	pthread_mutex_lock(&pending_lock);
+	for (p = pending_list; p; p = next) {
+		next = p->next;
+		if (p->owner != owner)
+			continue;
+		pending_free(p);
+		n++;
+	}
+	pthread_mutex_unlock(&pending_lock);
+	return n;
 }
 
 int tp_pending_connects(void)

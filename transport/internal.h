@@ -161,7 +161,13 @@ struct tp_comm {
 	int is_send;
 	const struct tp_ops *ops;
 	int fd;			/* SHM: the Unix control socket; TCP: the data socket */
-	int failed;		/* sticky sm_status once the connection broke */
+	/* Sticky sm_status once the connection broke.  Registration runs on
+	 * NCCL's service thread while the progress thread moves data, and
+	 * either may fail the connection: the first failure claims
+	 * `fail_claimed`, writes `failmsg`, then publishes `failed`, so a
+	 * reader that sees `failed` sees its whole message. */
+	_Atomic int failed;
+	atomic_flag fail_claimed;
 	char failmsg[256];
 	uint64_t posted;	/* messages posted locally */
 	uint64_t try_ns;	/* sender: first isend try of the next message, or 0 */

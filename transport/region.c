@@ -249,18 +249,26 @@ static void remote_drop(struct tp_comm *c, struct remote_region *rr)
 	*rr = c->remote[--c->nremote];
 }
 
+/* Takes `fd` (the peer's export, or -1): kept with the registration, or
+ * closed when the announcement is refused, since an export fd left open
+ * would pin the peer's GPU memory until this process exits. */
 static int remote_add(struct tp_comm *c, const struct wire_region *msg, int fd)
 {
 	struct remote_region *rr;
+	int rc;
 
-	if (remote_find(c, msg->id))
-		return comm_fail(c, SM_ERR_REMOTE, "peer announced registration %u twice", msg->id);
+	if (remote_find(c, msg->id)) {
+		rc = comm_fail(c, SM_ERR_REMOTE, "peer announced registration %u twice", msg->id);
+		goto refuse;
+	}
 	if (c->nremote == c->remote_cap) {
 		unsigned cap = c->remote_cap ? 2 * c->remote_cap : 8;
 		struct remote_region *n = realloc(c->remote, cap * sizeof(*n));
 
-		if (!n)
-			return comm_fail(c, SM_ERR_SYSTEM, "out of memory for peer registrations");
+		if (!n) {
+			rc = comm_fail(c, SM_ERR_SYSTEM, "out of memory for peer registrations");
+			goto refuse;
+		}
 		c->remote = n;
 		c->remote_cap = cap;
 	}
@@ -270,6 +278,10 @@ static int remote_add(struct tp_comm *c, const struct wire_region *msg, int fd)
 	rr->fd = fd;
 	rr->info = msg->info;
 	return SM_OK;
+refuse:
+	if (fd >= 0)
+		close(fd);
+	return rc;
 }
 
 static int handle_message(struct tp_comm *c, const struct wire_region *msg, int fd)

@@ -108,9 +108,14 @@ static int staged_copy(struct tp_comm *c, struct remote_region *rr, uint64_t off
 /* Starts the copy of a message into the receiver's exported GPU buffer:
  * through the copy helper when it knows both buffers (or the source is
  * host memory it can read from staging), else in this process (the peer's
- * buffer mapped here on first use).  *started = 0 when the peer's
- * announcement has not arrived yet or no copy slot or staging is free:
- * NCCL retries the send. */
+ * buffer mapped here on first use).  *started = 0 when no copy slot or
+ * staging is free: NCCL retries the send.
+ *
+ * A receive that names a registration still unknown once the socket is
+ * drained can never resolve: the receiver writes the announcement whole
+ * (send_bounded) before tp_register returns, so before any receive can
+ * name it, and an AF_UNIX send is in the reader's queue when it returns.
+ * Waiting would hang NCCL; the connection fails instead. */
 static int direct_copy(struct tp_comm *c, unsigned slot, const void *data, size_t size,
 		       const struct tp_region *reg, struct smf_copy *copy, int *started,
 		       uint64_t *stage_end)
@@ -122,8 +127,11 @@ static int direct_copy(struct tp_comm *c, unsigned slot, const void *data, size_
 
 	*started = 0;
 	rc = region_lookup(c, ctrl->recv_region[slot], &rr);
-	if (rc || !rr)
+	if (rc)
 		return rc;
+	if (!rr)
+		return comm_fail(c, SM_ERR_REMOTE, "the peer's receive names its registration %u, "
+				 "which it never announced", ctrl->recv_region[slot]);
 	if (offset > rr->info.alloc_size || size > rr->info.alloc_size - offset)
 		return comm_fail(c, SM_ERR_REMOTE, "receive at offset %llu of a %llu-byte peer "
 				 "allocation cannot hold %zu bytes", (unsigned long long)offset,

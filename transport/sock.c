@@ -71,26 +71,34 @@ int sock_uds_listen(char name[32], int *fd)
 	return SM_OK;
 }
 
-/* Picks the address other hosts can reach: the first interface that is up,
- * not loopback and allowed by ifname (IPv4 preferred), else loopback. */
-static void pick_address(const char *ifname, struct sockaddr_storage *ss)
+/* Picks the address other hosts can reach: the first interface that is up
+ * and allowed by ifname (IPv4 preferred), loopback only when ifname names
+ * it.  Without ifname, loopback is the fallback (a host with no other
+ * interface); with one that selects nothing it is an error, not a silent
+ * 127.0.0.1 that peers on other hosts would take for their own. */
+static int pick_address(const char *ifname, struct sockaddr_storage *ss)
 {
 	struct ifaddrs *ifs = NULL, *i;
 	struct sockaddr_in *lo = (struct sockaddr_in *)ss;
-	int found = 0;
+	int named = ifname && *ifname, found = 0;
 
 	memset(ss, 0, sizeof(*ss));
 	lo->sin_family = AF_INET;
 	lo->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (getifaddrs(&ifs) != 0)
-		return;
+	if (getifaddrs(&ifs) != 0) {
+		if (!named)
+			return SM_OK;
+		return sm_fail(SM_ERR_SYSTEM, "cannot list network interfaces for "
+			       "NCCL_SOCKET_IFNAME=%s: %s", ifname, strerror(errno));
+	}
 	for (int want = AF_INET; want && !found; want = want == AF_INET ? AF_INET6 : 0) {
 		for (i = ifs; i && !found; i = i->ifa_next) {
 			if (!i->ifa_addr || i->ifa_addr->sa_family != want)
 				continue;
-			if (!(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK))
+			if (!(i->ifa_flags & IFF_UP))
 				continue;
-			if (ifname && *ifname && !tp_namelist_selects(ifname, i->ifa_name, 0))
+			if (named ? !tp_namelist_selects(ifname, i->ifa_name, 0) :
+				    (i->ifa_flags & IFF_LOOPBACK) != 0)
 				continue;
 			if (want == AF_INET6 &&
 			    IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr))
@@ -101,6 +109,10 @@ static void pick_address(const char *ifname, struct sockaddr_storage *ss)
 		}
 	}
 	freeifaddrs(ifs);
+	if (named && !found)
+		return sm_fail(SM_ERR_USAGE, "NCCL_SOCKET_IFNAME=%s selects no network interface "
+			       "that is up and has an address", ifname);
+	return SM_OK;
 }
 
 int sock_tcp_listen(const char *ifname, struct tp_handle_info *info, int *fd)
@@ -109,7 +121,9 @@ int sock_tcp_listen(const char *ifname, struct tp_handle_info *info, int *fd)
 	socklen_t len;
 	int s, rc, one = 1;
 
-	pick_address(ifname, &ss);
+	rc = pick_address(ifname, &ss);
+	if (rc)
+		return rc;
 	len = ss.ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
 	s = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (s < 0)

@@ -54,6 +54,8 @@ struct tp_options {
 	int fault_tolerance;		/* retry unreachable listeners until the deadline */
 	int cumem_host;			/* host staging in cuMem host memory, not a memfd */
 	struct sm_pool_config pool;	/* that pool's sizes (NCCL_CUMEM_*) */
+	const void *owner;		/* who connects (NCCL's context), or NULL: see
+					 * tp_connect_abandon() */
 };
 
 struct tp_listener;
@@ -93,6 +95,10 @@ void tp_close_listener(struct tp_listener *l);
 int tp_connect(const struct tp_options *opt, const void *handle, struct tp_comm **out);
 /* Connects in progress in this process (leak checks). */
 int tp_pending_connects(void);
+/* Frees the connects in progress that `owner` (tp_options.owner, not
+ * NULL) started and never finished: NCCL gives up on a connect after an
+ * abort and never calls again with its handle.  Returns how many. */
+int tp_connect_abandon(const void *owner);
 
 /* Frees the comm and every request still in flight. */
 void tp_close(struct tp_comm *c);

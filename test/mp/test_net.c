@@ -685,6 +685,55 @@ static int run_child(const char *mode, const char *const *env)
 	return WEXITSTATUS(status);
 }
 
+static int open_fds(void)
+{
+	char path[64];
+	int n = 0;
+
+	for (int fd = 0; fd < 1024; fd++) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		n += access(path, F_OK) == 0;
+	}
+	return n;
+}
+
+/* A connect NCCL gives up on (an abort during setup) and never calls
+ * again: finalize of its context frees it, with its socket and shared
+ * ring, even though the listener never accepted. */
+static int child_abandoned_connect(void)
+{
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+	void *c, *lc, *send = NULL;
+	int before;
+
+	if (!harness_open() || !(c = harness_init()))
+		return 10;
+	before = open_fds();
+	if (net->listen(c, 0, handle, &lc) != ncclSuccess)
+		return 11;
+	if (net->connect(c, 0, handle, &send, NULL) != ncclSuccess || send)
+		return 12;	/* in progress: the listener has not accepted */
+	if (net->closeListen(lc) != ncclSuccess)
+		return 13;
+	if (open_fds() <= before)
+		return 14;	/* the attempt holds its socket and ring */
+	if (net->finalize(c) != ncclSuccess)
+		return 15;
+	if (open_fds() != before)
+		return 16;
+	if (harness_info_count("finalize freed 1 connect(s) NCCL left unfinished") != 1)
+		return 17;
+	return 0;
+}
+
+static void test_finalize_frees_abandoned_connect(void **state)
+{
+	const char *env[] = { NULL };
+
+	(void)state;
+	assert_int_equal(run_child("--child-abandoned-connect", env), 0);
+}
+
 static void test_bad_env_fails_init(void **state)
 {
 	static const char *const cases[][2] = {
@@ -933,6 +982,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_dead_sender),
 		cmocka_unit_test(test_dead_receiver),
 		cmocka_unit_test(test_bad_env_fails_init),
+		cmocka_unit_test(test_finalize_frees_abandoned_connect),
 		cmocka_unit_test(test_accept_timeout),
 		cmocka_unit_test(test_ib_hca_reported),
 		cmocka_unit_test(test_monitor_lines),
@@ -945,6 +995,8 @@ int main(int argc, char **argv)
 		return child_accept_timeout();
 	if (argc > 1 && !strcmp(argv[1], "--child-monitor"))
 		return child_monitor();
+	if (argc > 1 && !strcmp(argv[1], "--child-abandoned-connect"))
+		return child_abandoned_connect();
 	if (argc > 1 && !strcmp(argv[1], "--child-paths"))
 		return child_paths();
 	if (argc > 1 && !strcmp(argv[1], "--child-ib-hca"))

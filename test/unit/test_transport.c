@@ -1,6 +1,7 @@
 /* transport/ on its own: the handle codec, and connection setup and data
  * movement through real sockets and shared memory in one process. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -397,6 +398,60 @@ static int open_fds(void)
 	return n;
 }
 
+/* tp_connect_abandon frees exactly its owner's unfinished connects
+ * (NCCL's finalize of that context), with their sockets and rings. */
+static void test_connect_abandon_by_owner(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	uint8_t h[TP_HANDLE_SIZE];
+	struct tp_listener *l;
+	struct tp_comm *s = NULL;
+	int mine, other, fds;
+
+	(void)state;
+	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
+	fds = open_fds();
+	o.owner = &mine;
+	assert_int_equal(tp_connect(&o, h, &s), SM_OK);	/* nobody accepts: pending */
+	assert_null(s);
+	assert_int_equal(tp_pending_connects(), 1);
+	assert_true(open_fds() > fds);
+	assert_int_equal(tp_connect_abandon(NULL), 0);
+	assert_int_equal(tp_connect_abandon(&other), 0);
+	assert_int_equal(tp_pending_connects(), 1);
+	assert_int_equal(tp_connect_abandon(&mine), 1);
+	assert_int_equal(tp_pending_connects(), 0);
+	assert_int_equal(open_fds(), fds);
+	tp_close_listener(l);
+}
+
+/* NCCL_SOCKET_IFNAME that selects no interface: listen fails naming the
+ * variable (peers on other hosts would otherwise be told 127.0.0.1) and
+ * leaves nothing open; one that names loopback gets loopback. */
+static void test_ifname_selects_nothing(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_TCP, 1 << 20, 65536);
+	struct tp_handle_info info;
+	uint8_t h[TP_HANDLE_SIZE], lo[4] = { 127, 0, 0, 1 };
+	struct tp_listener *l = NULL;
+	int fds = open_fds();
+
+	(void)state;
+	o.ifname = "nonexistent9";
+	assert_int_equal(tp_listen(&o, 0, h, &l), SM_ERR_USAGE);
+	assert_null(l);
+	assert_non_null(strstr(sm_last_error(), "NCCL_SOCKET_IFNAME=nonexistent9 selects no"));
+	assert_int_equal(open_fds(), fds);
+
+	o.ifname = "=lo";
+	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
+	assert_int_equal(tp_handle_decode(h, &info), SM_OK);
+	assert_int_equal(info.family, AF_INET);
+	assert_memory_equal(info.addr, lo, 4);
+	tp_close_listener(l);
+	assert_int_equal(open_fds(), fds);
+}
+
 /* Connects to a handle whose listener is gone, calling tp_connect until
  * it fails; returns the seconds it took, how many calls said "not yet" and
  * the error.  Nothing may be left open or pending afterwards. */
@@ -679,9 +734,11 @@ static void test_buffer_outside_region(void **state)
 	tp_close(r);
 }
 
-/* A receive names a registration whose announcement has not arrived: the
- * sender answers "not yet" (NULL request), as often as asked. */
-static void test_unannounced_region_waits(void **state)
+/* A receive names a registration the peer never announced (the
+ * announcement is on the socket before any receive can name it): the
+ * sender fails the connection with a remote error instead of waiting
+ * forever, and keeps saying so. */
+static void test_unannounced_region_fails(void **state)
 {
 	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
 	struct tp_region fake = { 0 };
@@ -697,9 +754,10 @@ static void test_unannounced_region_waits(void **state)
 	fake.mem = TP_MEM_HOST;
 	fake.id = 9;
 	assert_int_equal(tp_irecv(r, buf, sizeof(buf), &fake, &rr), SM_OK);
-	for (int i = 0; i < 100; i++) {
-		assert_int_equal(tp_isend(s, buf, 8, NULL, &sr), SM_OK);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(tp_isend(s, buf, 8, NULL, &sr), SM_ERR_REMOTE);
 		assert_null(sr);
+		assert_non_null(strstr(sm_last_error(), "registration 9, which it never announced"));
 	}
 	tp_close(s);
 	tp_close(r);
@@ -881,6 +939,45 @@ static void test_malformed_announcement(void **state)
 	tp_close(r);
 }
 
+/* A registration announced twice: the connection fails with a remote
+ * error, and the export fd that came with the second announcement is
+ * closed, not kept: an open export pins the peer's memory. */
+static void test_duplicate_announcement(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	struct wire_region msg;
+	struct tp_region fake = { 0 };
+	char buf[64] = "x";
+	struct tp_comm *s, *r;
+	struct tp_req *sr, *rr;
+	int fds = open_fds();
+
+	(void)state;
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	memset(&msg, 0, sizeof(msg));
+	msg.magic = REGION_MAGIC;
+	msg.op = REGION_ADD;
+	msg.id = 7;
+	for (int i = 0; i < 2; i++) {
+		int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+		assert_true(fd >= 0);
+		assert_int_equal(sm_send_some(r->fd, &msg, sizeof(msg), fd), (ssize_t)sizeof(msg));
+		close(fd);
+	}
+	fake.comm = r;
+	fake.base = (uintptr_t)buf;
+	fake.size = sizeof(buf);
+	fake.id = 3;
+	assert_int_equal(tp_irecv(r, buf, sizeof(buf), &fake, &rr), SM_OK);
+	assert_int_equal(tp_isend(s, buf, 8, NULL, &sr), SM_ERR_REMOTE);
+	assert_null(sr);
+	assert_non_null(strstr(sm_last_error(), "announced registration 7 twice"));
+	tp_close(s);
+	tp_close(r);
+	assert_int_equal(open_fds(), fds);
+}
+
 /* Without a usable driver the copy engine does not open, and says why. */
 static void test_copy_engine_needs_driver(void **state)
 {
@@ -964,7 +1061,10 @@ int main(void)
 		cmocka_unit_test(test_register_zero_copy_off),
 		cmocka_unit_test(test_register_no_direct_path),
 		cmocka_unit_test(test_buffer_outside_region),
-		cmocka_unit_test(test_unannounced_region_waits),
+		cmocka_unit_test(test_unannounced_region_fails),
+		cmocka_unit_test(test_duplicate_announcement),
+		cmocka_unit_test(test_connect_abandon_by_owner),
+		cmocka_unit_test(test_ifname_selects_nothing),
 		cmocka_unit_test(test_malformed_announcement),
 		cmocka_unit_test(test_stall_reported_once),
 		cmocka_unit_test(test_trace_lines),
