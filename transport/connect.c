@@ -87,7 +87,8 @@ static int choose_backend(const struct tp_options *opt, const struct tp_handle_i
 	if (opt->backend == TP_BACKEND_TCP)
 		return TP_BACKEND_TCP;
 	if (!same_host && opt->backend == TP_BACKEND_SHM) {
-		sm_fail(SM_ERR_USAGE, "NCCL_SYMMEM_BACKEND=shm, but the peer runs on another host");
+		sm_fail(SM_ERR_USAGE, "NCCL_SYMMEM_BACKEND=shm, but the peer runs on another host "
+			"(or in another network or PID namespace)");
 		return -1;
 	}
 	return same_host ? TP_BACKEND_SHM : TP_BACKEND_TCP;

@@ -1,5 +1,10 @@
-/* Which host are we on?  Two processes share memory and Unix sockets only
- * when they run under the same kernel, so the boot id is the identity. */
+/* Which host are we on, as far as the shared-memory path is concerned?
+ * Two processes can use it when they run under the same kernel (the boot
+ * id), in the same network namespace (the listener's abstract Unix socket
+ * lives there) and in the same PID namespace (mappings are cached by the
+ * owner's pid, and a pid means another process in another namespace: two
+ * ranks of per-GPU containers can both be pid 1).  Processes that differ in
+ * any of these talk over TCP, as if on two hosts. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
@@ -22,28 +27,49 @@ static uint64_t fnv1a(const char *s, size_t n)
 	return h;
 }
 
-static void host_read(void)
+/* Appends the namespace `link` names ("net:[4026531840]") to buf; nothing
+ * where the kernel does not show it (then only the boot id counts). */
+static size_t add_namespace(char *buf, size_t n, size_t cap, const char *link)
 {
-	char buf[128];
+	ssize_t m;
+
+	if (n + 2 >= cap)
+		return n;
+	buf[n++] = '/';
+	m = readlink(link, buf + n, cap - n);
+	return m > 0 && (size_t)m < cap - n ? n + (size_t)m : n - 1;
+}
+
+uint64_t tp_host_id_read(void)
+{
+	char buf[256];
 	ssize_t n = -1;
+	size_t len;
+	uint64_t id;
 	int fd;
 
 	fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
-		n = read(fd, buf, sizeof(buf));
+		n = read(fd, buf, 128);
 		close(fd);
 	}
 	if (n <= 0) {
 		/* No procfs: fall back to the host name, which is weaker but
 		 * still separates real hosts. */
-		if (gethostname(buf, sizeof(buf) - 1) != 0)
+		if (gethostname(buf, 127) != 0)
 			strcpy(buf, "unknown-host");
-		buf[sizeof(buf) - 1] = '\0';
+		buf[127] = '\0';
 		n = (ssize_t)strlen(buf);
 	}
-	host_id = fnv1a(buf, (size_t)n);
-	if (host_id == 0)
-		host_id = 1;
+	len = add_namespace(buf, (size_t)n, sizeof(buf), "/proc/self/ns/net");
+	len = add_namespace(buf, len, sizeof(buf), "/proc/self/ns/pid");
+	id = fnv1a(buf, len);
+	return id ? id : 1;
+}
+
+static void host_read(void)
+{
+	host_id = tp_host_id_read();
 }
 
 uint64_t tp_host_id(void)

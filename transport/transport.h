@@ -84,8 +84,11 @@ void tp_handle_encode(const struct tp_handle_info *info, void *handle);
 /* Checks magic, version, checksum and every field; never trusts the bytes. */
 int tp_handle_decode(const void *handle, struct tp_handle_info *info);
 
-/* This host's identity: a hash of the kernel boot id. */
+/* This host's identity for the shared-memory path: a hash of the kernel
+ * boot id and this process's network and PID namespaces (hostid.c says
+ * why); computed once.  tp_host_id_read() computes it afresh (tests). */
 uint64_t tp_host_id(void);
+uint64_t tp_host_id_read(void);
 
 int tp_listen(const struct tp_options *opt, int dev, void *handle, struct tp_listener **out);
 int tp_accept(struct tp_listener *l, struct tp_comm **out);

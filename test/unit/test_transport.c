@@ -1,6 +1,7 @@
 /* transport/ on its own: the handle codec, and connection setup and data
  * movement through real sockets and shared memory in one process. */
 #include <dirent.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -978,6 +980,65 @@ static void test_duplicate_announcement(void **state)
 	assert_int_equal(open_fds(), fds);
 }
 
+/* The host identity a process in namespace `flag` (CLONE_NEWNET, or
+ * CLONE_NEWPID for its child) computes, or 0 when this machine does not
+ * let the test make the namespace (no privilege, or a seccomp filter). */
+static uint64_t host_id_in_new_namespace(int flag)
+{
+	uint64_t id = 0;
+	int p[2], status;
+	pid_t pid;
+
+	assert_int_equal(pipe(p), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		pid_t inner;
+
+		close(p[0]);
+		if (unshare(flag) != 0)
+			_exit(0);
+		/* A new PID namespace holds the children made after it. */
+		inner = flag == CLONE_NEWPID ? fork() : 0;
+		if (inner == 0) {
+			id = tp_host_id_read();
+			if (write(p[1], &id, sizeof(id)) != (ssize_t)sizeof(id))
+				_exit(1);
+			_exit(0);
+		}
+		_exit(inner > 0 && waitpid(inner, &status, 0) == inner && WIFEXITED(status) ?
+		      WEXITSTATUS(status) : 1);
+	}
+	close(p[1]);
+	if (read(p[0], &id, sizeof(id)) != (ssize_t)sizeof(id))
+		id = 0;
+	close(p[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	return id;
+}
+
+/* Processes in another network namespace (the listener's abstract socket
+ * is not there) or PID namespace (pids name other processes) are not on
+ * "this host" for the shared-memory path; the identity is stable and the
+ * same for a plain child. */
+static void test_host_id_namespaces(void **state)
+{
+	uint64_t here = tp_host_id(), net, pidns;
+
+	(void)state;
+	assert_true(here != 0);
+	assert_true(tp_host_id_read() == here);
+	net = host_id_in_new_namespace(CLONE_NEWNET);
+	pidns = host_id_in_new_namespace(CLONE_NEWPID);
+	if (!net && !pidns)
+		skip();		/* namespaces cannot be made here */
+	if (net)
+		assert_true(net != here);
+	if (pidns)
+		assert_true(pidns != here);
+}
+
 /* Without a usable driver the copy engine does not open, and says why. */
 static void test_copy_engine_needs_driver(void **state)
 {
@@ -1065,6 +1126,7 @@ int main(void)
 		cmocka_unit_test(test_duplicate_announcement),
 		cmocka_unit_test(test_connect_abandon_by_owner),
 		cmocka_unit_test(test_ifname_selects_nothing),
+		cmocka_unit_test(test_host_id_namespaces),
 		cmocka_unit_test(test_malformed_announcement),
 		cmocka_unit_test(test_stall_reported_once),
 		cmocka_unit_test(test_trace_lines),
