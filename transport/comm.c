@@ -14,12 +14,15 @@
  * it on every test() call would cost a system call per spin. */
 #define LIVENESS_INTERVAL_NS (50ull * 1000 * 1000)
 
+static _Atomic uint64_t serials;	/* tp_comm.serial */
+
 struct tp_comm *comm_new(int is_send, const struct tp_ops *ops, int fd)
 {
 	struct tp_comm *c = calloc(1, sizeof(*c));
 
 	if (!c)
 		return NULL;
+	c->serial = atomic_fetch_add(&serials, 1) + 1;
 	c->is_send = is_send;
 	c->ops = ops;
 	c->fd = fd;
@@ -250,7 +253,7 @@ static int check_region(const struct tp_comm *c, const struct tp_region *reg, co
 {
 	if (!reg)
 		return SM_OK;
-	if (reg->comm != c)
+	if (reg->comm != c || reg->comm_serial != c->serial)
 		return sm_fail(SM_ERR_INTERNAL, "buffer registered on another connection");
 	if (size && !tp_region_covers(reg, data, size))
 		return sm_fail(SM_ERR_INTERNAL, "%zu bytes at %p lie outside their registration "

@@ -82,6 +82,7 @@ struct wire_region {
 /* A registration as its owner sees it. */
 struct tp_region {
 	struct tp_comm *comm;
+	uint64_t comm_serial;		/* comm->serial when registered */
 	uintptr_t base;
 	size_t size;
 	int mem;			/* enum tp_mem */
@@ -158,6 +159,8 @@ struct tp_ops {
 };
 
 struct tp_comm {
+	uint64_t serial;	/* unique in the process: a freed comm's address may
+				 * come back for a new one, its serial never does */
 	int is_send;
 	const struct tp_ops *ops;
 	int fd;			/* SHM: the Unix control socket; TCP: the data socket */

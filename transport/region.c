@@ -180,6 +180,7 @@ int tp_register(struct tp_comm *c, void *data, size_t size, int mem, struct tp_r
 	if (!r)
 		return sm_fail(SM_ERR_SYSTEM, "out of memory registering %zu bytes", size);
 	r->comm = c;
+	r->comm_serial = c->serial;
 	r->base = (uintptr_t)data;
 	r->size = size;
 	r->mem = mem;
@@ -212,7 +213,12 @@ void tp_deregister(struct tp_comm *c, struct tp_region *r)
 		return;
 	/* An announced registration (id != 0) is forgotten by the peer too;
 	 * best effort: after a failure, or once the connection is closed
-	 * (c == NULL), the sender unmaps at its own close. */
+	 * (c == NULL), the sender unmaps at its own close.  Only through the
+	 * comm it was announced on: after an abort NCCL may deregister once
+	 * that comm is closed and another sits at its address, whose peer
+	 * would drop a live registration of the same id. */
+	if (c && c->serial != r->comm_serial)
+		c = NULL;
 	if (r->id && r->exp && c && !c->failed) {
 		memset(&msg, 0, sizeof(msg));
 		msg.magic = REGION_MAGIC;

@@ -751,6 +751,7 @@ static void test_unannounced_region_fails(void **state)
 	(void)state;
 	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
 	fake.comm = r;
+	fake.comm_serial = r->serial;
 	fake.base = (uintptr_t)buf;
 	fake.size = sizeof(buf);
 	fake.mem = TP_MEM_HOST;
@@ -928,6 +929,7 @@ static void test_malformed_announcement(void **state)
 	memset(junk, 0x5a, sizeof(junk));
 	assert_int_equal(write(r->fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
 	fake.comm = r;
+	fake.comm_serial = r->serial;
 	fake.base = (uintptr_t)buf;
 	fake.size = sizeof(buf);
 	fake.id = 3;
@@ -968,6 +970,7 @@ static void test_duplicate_announcement(void **state)
 		close(fd);
 	}
 	fake.comm = r;
+	fake.comm_serial = r->serial;
 	fake.base = (uintptr_t)buf;
 	fake.size = sizeof(buf);
 	fake.id = 3;
@@ -1037,6 +1040,36 @@ static void test_host_id_namespaces(void **state)
 		assert_true(net != here);
 	if (pidns)
 		assert_true(pidns != here);
+}
+
+/* A registration outlives its comm (NCCL may deregister after closing,
+ * after an abort), and a new comm may sit at the closed one's address.
+ * Simulated exactly: the registration's comm pointer is made to name the
+ * new comm.  It is still refused there, deregistering it through the new
+ * comm leaves that connection alone, and the connection keeps working. */
+static void test_region_of_closed_comm(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	char buf[64] = "stale", dst[64] = { 0 };
+	struct tp_comm *s, *r, *s2, *r2;
+	struct tp_region *reg;
+	struct tp_req *req;
+
+	(void)state;
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	assert_int_equal(tp_register(s, buf, sizeof(buf), TP_MEM_HOST, &reg), SM_OK);
+	tp_close(s);
+	tp_close(r);
+	assert_int_equal(make_pair(&o, &s2, &r2), SM_OK);
+	reg->comm = s2;		/* as if s2 had been allocated where s was */
+	assert_int_equal(tp_isend(s2, buf, 8, reg, &req), SM_ERR_INTERNAL);
+	assert_null(req);
+	assert_non_null(strstr(sm_last_error(), "registered on another connection"));
+	tp_deregister(s2, reg);
+	assert_int_equal(s2->failed, 0);
+	send_payload(s2, r2, dst, sizeof(dst));
+	tp_close(s2);
+	tp_close(r2);
 }
 
 /* Without a usable driver the copy engine does not open, and says why. */
@@ -1127,6 +1160,7 @@ int main(void)
 		cmocka_unit_test(test_connect_abandon_by_owner),
 		cmocka_unit_test(test_ifname_selects_nothing),
 		cmocka_unit_test(test_host_id_namespaces),
+		cmocka_unit_test(test_region_of_closed_comm),
 		cmocka_unit_test(test_malformed_announcement),
 		cmocka_unit_test(test_stall_reported_once),
 		cmocka_unit_test(test_trace_lines),
