@@ -125,6 +125,9 @@ void smf_copy_describe(const struct smf_engine *e, const struct smf_copy *op, ch
  * when the driver reports the copy failed, its events go back to the pool
  * and an error is returned. */
 int smf_copy_wait(struct smf_engine *e, struct smf_copy *op);
+/* The same with the caller's deadline (sm_now_ns() clock), so that one
+ * bound covers several copies. */
+int smf_copy_wait_until(struct smf_engine *e, struct smf_copy *op, uint64_t limit_ns);
 /* A copy that has fully landed when it returns (bounded: 60 s), between any
  * two addresses the driver knows (one side may be a plain host buffer).  It
  * runs on the engine's non-blocking streams: cuMemcpy would use the legacy

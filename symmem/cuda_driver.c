@@ -89,6 +89,7 @@ static const struct api_entry api_entries[] = {
 	API(stream_create, "cuStreamCreate"),
 	API(stream_destroy, "cuStreamDestroy"),
 	API(stream_synchronize, "cuStreamSynchronize"),
+	API(stream_query, "cuStreamQuery"),
 	API(event_create, "cuEventCreate"),
 	API(event_record, "cuEventRecord"),
 	API(event_query, "cuEventQuery"),

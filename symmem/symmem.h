@@ -107,6 +107,7 @@ struct sm_cuda_api {
 	CUresult (*stream_create)(CUstream *, unsigned int);
 	CUresult (*stream_destroy)(CUstream);
 	CUresult (*stream_synchronize)(CUstream);
+	CUresult (*stream_query)(CUstream);
 	CUresult (*event_create)(CUevent *, unsigned int);
 	CUresult (*event_record)(CUevent, CUstream);
 	CUresult (*event_query)(CUevent);

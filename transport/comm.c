@@ -386,17 +386,35 @@ int tp_test(struct tp_req *r, int *done, size_t *size)
 	return SM_OK;
 }
 
+/* How long a close waits for the copies still queued, all of them. */
+#define CLOSE_COPY_LIMIT_NS (60ull * 1000 * 1000 * 1000)
+
 void tp_close(struct tp_comm *c)
 {
+	uint64_t limit;
+	unsigned stuck = 0;
+
 	if (!c)
 		return;
 	/* Copies still queued must land before their targets are unmapped,
-	 * and their events go back to the engine other connections share. */
+	 * and their events go back to the engine other connections share.
+	 * One deadline for all of them: a copy that has not landed by then
+	 * is given up (the engine is stuck), and the peer's buffers stay
+	 * mapped, since a copy given up may still run and must not write
+	 * into memory that is no longer there. */
+	limit = sm_now_ns() + CLOSE_COPY_LIMIT_NS;
 	for (unsigned i = 0; i < c->q_count; i++) {
 		struct tp_req *r = c->queue[(c->q_head + i) % TP_MAX_REQUESTS];
 
-		if (r->direct && (r->copy.nev || r->copy.helper))
-			smf_copy_wait(c->ce, &r->copy);
+		if (r->direct && (r->copy.nev || r->copy.helper) &&
+		    smf_copy_wait_until(c->ce, &r->copy, limit))
+			stuck++;
+	}
+	if (stuck) {
+		c->keep_mappings = 1;
+		sm_warn("closing a %s connection: %u queued copy(ies) did not land in %.0f s; "
+			"the peer's buffers stay mapped in this process", c->is_send ? "sending" :
+			"receiving", stuck, CLOSE_COPY_LIMIT_NS / 1e9);
 	}
 	c->ops->close(c);	/* forgets the peer's mappings, in the helper too */
 	sm_pool_gpu_put(c->pool);

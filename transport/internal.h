@@ -170,6 +170,7 @@ struct tp_comm {
 	 * `fail_claimed`, writes `failmsg`, then publishes `failed`, so a
 	 * reader that sees `failed` sees its whole message. */
 	_Atomic int failed;
+	int keep_mappings;	/* a close gave up copies: never unmap their targets */
 	atomic_flag fail_claimed;
 	char failmsg[256];
 	uint64_t posted;	/* messages posted locally */

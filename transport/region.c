@@ -247,11 +247,14 @@ static struct remote_region *remote_find(struct tp_comm *c, uint32_t id)
 
 static void remote_drop(struct tp_comm *c, struct remote_region *rr)
 {
-	if (rr->hid)
+	/* Leaked on purpose after copies into them were given up
+	 * (tp_close): a late copy must find its target still mapped. */
+	if (rr->hid && !c->keep_mappings)
 		smf_range_del(c->ce, rr->hid);
 	if (rr->fd >= 0)
 		close(rr->fd);
-	sm_import_put(rr->map);
+	if (!c->keep_mappings)
+		sm_import_put(rr->map);
 	*rr = c->remote[--c->nremote];
 }
 
