@@ -736,6 +736,33 @@ static void test_buffer_outside_region(void **state)
 	tp_close(r);
 }
 
+/* Posts a receive on `r` that names registration `id` (a stand-in the
+ * test never registered) and checks that the sender then fails with a
+ * remote error whose message holds `why`, and again on the next call
+ * (sticky); closes both ends. */
+static void expect_named_receive_fails(struct tp_comm *s, struct tp_comm *r, uint32_t id,
+				       const char *why)
+{
+	struct tp_region fake = { 0 };
+	char buf[64] = "x";
+	struct tp_req *sr, *rr;
+
+	fake.comm = r;
+	fake.comm_serial = r->serial;
+	fake.base = (uintptr_t)buf;
+	fake.size = sizeof(buf);
+	fake.mem = TP_MEM_HOST;
+	fake.id = id;
+	assert_int_equal(tp_irecv(r, buf, sizeof(buf), &fake, &rr), SM_OK);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(tp_isend(s, buf, 8, NULL, &sr), SM_ERR_REMOTE);
+		assert_null(sr);
+		assert_non_null(strstr(sm_last_error(), why));
+	}
+	tp_close(s);
+	tp_close(r);
+}
+
 /* A receive names a registration the peer never announced (the
  * announcement is on the socket before any receive can name it): the
  * sender fails the connection with a remote error instead of waiting
@@ -743,27 +770,11 @@ static void test_buffer_outside_region(void **state)
 static void test_unannounced_region_fails(void **state)
 {
 	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
-	struct tp_region fake = { 0 };
-	char buf[64] = "x";
 	struct tp_comm *s, *r;
-	struct tp_req *sr, *rr;
 
 	(void)state;
 	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
-	fake.comm = r;
-	fake.comm_serial = r->serial;
-	fake.base = (uintptr_t)buf;
-	fake.size = sizeof(buf);
-	fake.mem = TP_MEM_HOST;
-	fake.id = 9;
-	assert_int_equal(tp_irecv(r, buf, sizeof(buf), &fake, &rr), SM_OK);
-	for (int i = 0; i < 2; i++) {
-		assert_int_equal(tp_isend(s, buf, 8, NULL, &sr), SM_ERR_REMOTE);
-		assert_null(sr);
-		assert_non_null(strstr(sm_last_error(), "registration 9, which it never announced"));
-	}
-	tp_close(s);
-	tp_close(r);
+	expect_named_receive_fails(s, r, 9, "registration 9, which it never announced");
 }
 
 /* NCCL_SYMMEM_TRACE_US: a receive NCCL stops testing for longer than the
@@ -918,29 +929,14 @@ static void test_stall_reported_once(void **state)
 static void test_malformed_announcement(void **state)
 {
 	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
-	struct tp_region fake = { 0 };
 	uint8_t junk[sizeof(struct wire_region)];
-	char buf[64] = "x";
 	struct tp_comm *s, *r;
-	struct tp_req *sr, *rr;
 
 	(void)state;
 	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
 	memset(junk, 0x5a, sizeof(junk));
 	assert_int_equal(write(r->fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
-	fake.comm = r;
-	fake.comm_serial = r->serial;
-	fake.base = (uintptr_t)buf;
-	fake.size = sizeof(buf);
-	fake.id = 3;
-	assert_int_equal(tp_irecv(r, buf, sizeof(buf), &fake, &rr), SM_OK);
-	assert_int_equal(tp_isend(s, buf, 8, NULL, &sr), SM_ERR_REMOTE);
-	assert_null(sr);
-	assert_non_null(strstr(sm_last_error(), "malformed registration"));
-	/* Sticky: the next call says the same. */
-	assert_int_equal(tp_isend(s, buf, 8, NULL, &sr), SM_ERR_REMOTE);
-	tp_close(s);
-	tp_close(r);
+	expect_named_receive_fails(s, r, 3, "malformed registration");
 }
 
 /* A registration announced twice: the connection fails with a remote
@@ -950,10 +946,7 @@ static void test_duplicate_announcement(void **state)
 {
 	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
 	struct wire_region msg;
-	struct tp_region fake = { 0 };
-	char buf[64] = "x";
 	struct tp_comm *s, *r;
-	struct tp_req *sr, *rr;
 	int fds = open_fds();
 
 	(void)state;
@@ -969,17 +962,7 @@ static void test_duplicate_announcement(void **state)
 		assert_int_equal(sm_send_some(r->fd, &msg, sizeof(msg), fd), (ssize_t)sizeof(msg));
 		close(fd);
 	}
-	fake.comm = r;
-	fake.comm_serial = r->serial;
-	fake.base = (uintptr_t)buf;
-	fake.size = sizeof(buf);
-	fake.id = 3;
-	assert_int_equal(tp_irecv(r, buf, sizeof(buf), &fake, &rr), SM_OK);
-	assert_int_equal(tp_isend(s, buf, 8, NULL, &sr), SM_ERR_REMOTE);
-	assert_null(sr);
-	assert_non_null(strstr(sm_last_error(), "announced registration 7 twice"));
-	tp_close(s);
-	tp_close(r);
+	expect_named_receive_fails(s, r, 3, "announced registration 7 twice");
 	assert_int_equal(open_fds(), fds);
 }
 
