@@ -30,9 +30,17 @@ extern char **environ;
 /* How often a waiting test looks whether the helper still lives. */
 #define ALIVE_CHECK_NS (100ull * 1000 * 1000)
 
+/* struct smf_helper's dead. */
+enum {
+	HELPER_ALIVE = 0,
+	HELPER_EXITED,		/* its end of the socket is gone */
+	HELPER_GIVEN_UP,	/* it did not answer in time: we no longer talk to it */
+};
+
 struct smf_helper {
 	pid_t pid;
 	int ctrl;
+	int request_timeout_ms;
 	struct cd_ring *ring;
 	pthread_mutex_t ctrl_lock;	/* one request and its reply at a time */
 	pthread_mutex_t ring_lock;	/* posting order = message order */
@@ -50,21 +58,43 @@ static int helper_gone(struct smf_helper *h)
 	if (atomic_load(&h->dead))
 		return 1;
 	if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)))
-		atomic_store(&h->dead, 1);
-	return atomic_load(&h->dead);
+		atomic_store(&h->dead, HELPER_EXITED);
+	return atomic_load(&h->dead) != HELPER_ALIVE;
 }
 
 static int dead_error(struct smf_helper *h)
 {
+	if (atomic_load(&h->dead) == HELPER_GIVEN_UP)
+		return sm_fail(SM_ERR_SYSTEM, "the copy helper (symmem-copyd, pid %d) stopped "
+			       "answering; no further requests go to it", (int)h->pid);
 	return sm_fail(SM_ERR_SYSTEM, "the copy helper (symmem-copyd, pid %d) has exited",
 		       (int)h->pid);
+}
+
+/* poll() on one descriptor, resumed after a signal: an interrupted wait
+ * must not read as a timeout, which costs the helper.  Returns poll()'s
+ * answer: > 0 ready, 0 timed out, -1 failed. */
+static int wait_for(int fd, short events, int timeout_ms)
+{
+	uint64_t end = sm_now_ns() + (uint64_t)timeout_ms * 1000000ull, now;
+	struct pollfd p = { .fd = fd, .events = events };
+	int n;
+
+	for (;;) {
+		n = poll(&p, 1, timeout_ms);
+		if (n >= 0 || errno != EINTR)
+			return n;
+		now = sm_now_ns();
+		if (now >= end)
+			return 0;
+		timeout_ms = (int)((end - now + 999999) / 1000000);
+	}
 }
 
 /* Sends `m` (with `fd` if >= 0) and, unless no_reply, waits for the answer. */
 static int request(struct smf_helper *h, const struct cd_msg *m, int fd, int timeout_ms,
 		   struct cd_reply *r)
 {
-	struct pollfd p = { .fd = h->ctrl };
 	int rc = SM_OK, got = -1;
 	ssize_t n;
 
@@ -73,9 +103,8 @@ static int request(struct smf_helper *h, const struct cd_msg *m, int fd, int tim
 		rc = dead_error(h);
 		goto out;
 	}
-	p.events = POLLOUT;
-	if (poll(&p, 1, timeout_ms) <= 0 || sm_send_some(h->ctrl, m, sizeof(*m), fd) !=
-	    (ssize_t)sizeof(*m)) {
+	if (wait_for(h->ctrl, POLLOUT, timeout_ms) <= 0 ||
+	    sm_send_some(h->ctrl, m, sizeof(*m), fd) != (ssize_t)sizeof(*m)) {
 		rc = helper_gone(h) ? dead_error(h) :
 		     sm_fail(SM_ERR_SYSTEM, "the copy helper (pid %d) does not take requests",
 			     (int)h->pid);
@@ -83,17 +112,21 @@ static int request(struct smf_helper *h, const struct cd_msg *m, int fd, int tim
 	}
 	if (!r)
 		goto out;
-	p.events = POLLIN;
-	if (poll(&p, 1, timeout_ms) <= 0) {
-		rc = sm_fail(SM_ERR_SYSTEM, "the copy helper (pid %d) did not answer in %d s",
-			     (int)h->pid, timeout_ms / 1000);
+	if (wait_for(h->ctrl, POLLIN, timeout_ms) <= 0) {
+		/* Its answer may still come.  Replies carry no request number,
+		 * so the next request would take it for its own (a mapping
+		 * would get the previous one's id, and copies would go to the
+		 * wrong buffer): this helper gets no more requests. */
+		atomic_store(&h->dead, HELPER_GIVEN_UP);
+		rc = sm_fail(SM_ERR_SYSTEM, "the copy helper (pid %d) did not answer in %.1f s; "
+			     "no further requests go to it", (int)h->pid, timeout_ms / 1000.0);
 		goto out;
 	}
 	n = sm_recv_some(h->ctrl, r, sizeof(*r), &got);
 	if (got >= 0)
 		close(got);
 	if (n != (ssize_t)sizeof(*r) || r->magic != CD_MAGIC) {
-		atomic_store(&h->dead, 1);
+		atomic_store(&h->dead, HELPER_EXITED);
 		rc = dead_error(h);
 		goto out;
 	}
@@ -199,6 +232,8 @@ int smf_helper_start(const char *path, const char *pci_bus_id,
 		return sm_fail(SM_ERR_SYSTEM, "out of memory starting the copy helper");
 	h->ctrl = -1;
 	h->pid = -1;
+	h->request_timeout_ms = p->request_timeout_ms > 0 ? p->request_timeout_ms :
+				REQUEST_TIMEOUT_MS;
 	h->started_ns = sm_now_ns();
 	pthread_mutex_init(&h->ctrl_lock, NULL);
 	pthread_mutex_init(&h->ring_lock, NULL);
@@ -331,7 +366,9 @@ int smf_helper_add(struct smf_helper *h, int owner_pid, const struct sm_share_in
 	m.op = CD_ADD;
 	m.owner_pid = owner_pid;
 	m.info = *info;
-	rc = request(h, &m, info->kind == SM_SHARE_LEGACY_IPC ? -1 : fd, REQUEST_TIMEOUT_MS, &r);
+	if (info->kind == SM_SHARE_LEGACY_IPC)
+		fd = -1;
+	rc = request(h, &m, fd, h->request_timeout_ms, &r);
 	if (rc)
 		return rc;
 	if (r.id == 0)
@@ -350,7 +387,8 @@ void smf_helper_del(struct smf_helper *h, uint32_t id)
 	m.magic = CD_MAGIC;
 	m.op = CD_DEL;
 	m.id = id;
-	request(h, &m, -1, REQUEST_TIMEOUT_MS, NULL);	/* a dead helper has nothing mapped */
+	/* No answer to wait for; a dead helper has nothing mapped. */
+	request(h, &m, -1, h->request_timeout_ms, NULL);
 }
 
 int smf_helper_post(struct smf_helper *h, uint32_t dst_id, uint64_t dst_off, uint32_t src_id,

@@ -18,6 +18,8 @@ struct smf_helper_params {
 	uint64_t phase_ns;	/* time per destination GPU, 0 = in posting order */
 	int all_gpus;		/* start it without CUDA_VISIBLE_DEVICES: it opens its GPU
 				 * by bus id and must see the peers it copies into */
+	int request_timeout_ms;	/* how long a mapping request waits for its answer before
+				 * the helper is given up; 0 = 30 s (tests shorten it) */
 };
 
 /* The environment the helper starts with: `env` itself, or with
@@ -35,7 +37,8 @@ void smf_helper_stop(struct smf_helper *h);
 pid_t smf_helper_pid(const struct smf_helper *h);
 
 /* Has the helper map an export of `owner_pid` (fd borrowed; -1 for IPC
- * handles); *id names it in copies. */
+ * handles); *id names it in copies.  A helper that does not answer in
+ * time is given up: this and every later request fails. */
 int smf_helper_add(struct smf_helper *h, int owner_pid, const struct sm_share_info *info, int fd,
 		   uint32_t *id);
 void smf_helper_del(struct smf_helper *h, uint32_t id);

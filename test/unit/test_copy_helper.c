@@ -215,6 +215,61 @@ static void test_helper_env_all_gpus(void **state)
 	free(saved);
 }
 
+/* Starts copyd_standin.c as the helper, in `mode` (its comment lists
+ * them); the hello succeeds. */
+static struct smf_helper *start_standin(const char *mode, const char *delay_ms,
+					const struct smf_helper_params *p)
+{
+	const char *path = getenv("SYMMEM_COPYD_STANDIN");
+	struct smf_helper *h = NULL;
+	int rc;
+
+	assert_non_null(path);	/* set by meson */
+	assert_int_equal(setenv("SYMMEM_STANDIN_MODE", mode, 1), 0);
+	if (delay_ms)
+		assert_int_equal(setenv("SYMMEM_STANDIN_DELAY_MS", delay_ms, 1), 0);
+	rc = smf_helper_start(path, "0000:00:06.0", p, &h);
+	unsetenv("SYMMEM_STANDIN_MODE");
+	unsetenv("SYMMEM_STANDIN_DELAY_MS");
+	assert_int_equal(rc, SM_OK);
+	assert_non_null(h);
+	return h;
+}
+
+/* Replies carry no request number.  An answer that comes after its
+ * request timed out would be read as the answer to the next request, and
+ * a mapping would get another mapping's id; so a helper that did not
+ * answer in time gets no more requests.  The stand-in answers the first
+ * mapping with id 1 after 500 ms (the client waits 200 ms), later ones
+ * with 2, 3, ... at once. */
+static void test_late_answer_not_taken(void **state)
+{
+	struct smf_helper_params quick = params;
+	struct sm_share_info info;
+	struct smf_helper *h;
+	uint32_t id = 77;
+	int rc;
+
+	(void)state;
+	quick.request_timeout_ms = 200;
+	h = start_standin("slow-first-add", "500", &quick);
+	memset(&info, 0, sizeof(info));
+	info.kind = SM_SHARE_LEGACY_IPC;
+	assert_int_equal(smf_helper_add(h, (int)getpid(), &info, -1, &id), SM_ERR_SYSTEM);
+	assert_int_equal(id, 0);
+	assert_non_null(strstr(sm_last_error(), "did not answer in 0.2 s; no further requests go "
+				"to it"));
+	/* The late answer (id 1) is on the socket by now. */
+	usleep(600 * 1000);
+	id = 77;
+	rc = smf_helper_add(h, (int)getpid(), &info, -1, &id);
+	assert_int_equal(id, 0);	/* not 1, the first mapping's */
+	assert_int_equal(rc, SM_ERR_SYSTEM);
+	assert_non_null(strstr(sm_last_error(), "no further requests go to it"));
+	smf_helper_stop(h);
+	assert_no_children();
+}
+
 /* Starts the helper by hand with a raw socket, as the plugin would; no
  * cmocka asserts, so a forked child may call it.  -1 on failure. */
 static pid_t spawn_helper(const char *path, int *sock)
@@ -398,6 +453,7 @@ int main(void)
 		cmocka_unit_test(test_helper_exits_at_start),
 		cmocka_unit_test(test_helper_signals_reset),
 		cmocka_unit_test(test_helper_env_all_gpus),
+		cmocka_unit_test(test_late_answer_not_taken),
 		cmocka_unit_test(test_refusals_then_hangup),
 		cmocka_unit_test(test_garbage_ends_helper),
 		cmocka_unit_test(test_wrong_parent),
