@@ -30,6 +30,13 @@ extern char **environ;
 /* How often a waiting test looks whether the helper still lives. */
 #define ALIVE_CHECK_NS (100ull * 1000 * 1000)
 
+/* struct smf_helper's reaped: whether its exit status was collected. */
+enum {
+	REAP_NOT_YET = 0,
+	REAP_BUSY,		/* a thread is in waitpid() for it */
+	REAP_DONE,		/* collected: its pid is no longer ours to wait on or kill */
+};
+
 /* struct smf_helper's dead. */
 enum {
 	HELPER_ALIVE = 0,
@@ -49,17 +56,43 @@ struct smf_helper {
 	uint8_t orphan[CD_SLOTS];	/* given up while queued: free it once it ends */
 	_Atomic uint64_t next_check_ns;
 	_Atomic int dead;
+	_Atomic int reaped;
 };
+
+/* Collects a helper that has exited as soon as it is seen gone, not at
+ * smf_helper_stop(), which may be hours later: a zombie until then.  Any
+ * thread may get here; one at a time calls waitpid(), and once the pid is
+ * collected nobody waits on it or kills it again, since it may by then
+ * name another process (a later helper of ours, even). */
+static void reap(struct smf_helper *h)
+{
+	int expect = REAP_NOT_YET, status;
+	pid_t r;
+
+	if (h->pid <= 0 || !atomic_compare_exchange_strong(&h->reaped, &expect, REAP_BUSY))
+		return;
+	r = waitpid(h->pid, &status, WNOHANG);
+	/* ECHILD: collected by someone else (SIGCHLD ignored, the
+	 * application's waitpid(-1)); the pid is not ours either way.  0: the
+	 * socket closes a moment before the exit completes, or a helper
+	 * given up still runs; a later call tries again. */
+	if (r == h->pid || (r < 0 && errno == ECHILD))
+		atomic_store(&h->reaped, REAP_DONE);
+	else
+		atomic_store(&h->reaped, REAP_NOT_YET);
+}
 
 static int helper_gone(struct smf_helper *h)
 {
 	struct pollfd p = { .fd = h->ctrl, .events = POLLRDHUP };
 
-	if (atomic_load(&h->dead))
-		return 1;
-	if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)))
+	if (!atomic_load(&h->dead) && poll(&p, 1, 0) > 0 &&
+	    (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)))
 		atomic_store(&h->dead, HELPER_EXITED);
-	return atomic_load(&h->dead) != HELPER_ALIVE;
+	if (atomic_load(&h->dead) == HELPER_ALIVE)
+		return 0;
+	reap(h);
+	return 1;
 }
 
 static int dead_error(struct smf_helper *h)
@@ -324,17 +357,20 @@ void smf_helper_stop(struct smf_helper *h)
 {
 	uint64_t limit = sm_now_ns() + STOP_TIMEOUT_MS * 1000000ull;
 	int status;
+	pid_t pid;
 
 	if (!h)
 		return;
 	if (h->ctrl >= 0)
 		close(h->ctrl);	/* the helper's cue: finish queued copies, unmap, exit */
-	while (h->pid > 0 && waitpid(h->pid, &status, WNOHANG) == 0) {
+	/* Collected already (reap()): the number may be another's now. */
+	pid = atomic_load(&h->reaped) == REAP_DONE ? -1 : h->pid;
+	while (pid > 0 && waitpid(pid, &status, WNOHANG) == 0) {
 		if (sm_now_ns() > limit) {
-			sm_warn("copy helper (pid %d) did not exit in %d s; killed", (int)h->pid,
+			sm_warn("copy helper (pid %d) did not exit in %d s; killed", (int)pid,
 				STOP_TIMEOUT_MS / 1000);
-			kill(h->pid, SIGKILL);
-			waitpid(h->pid, &status, 0);
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
 			break;
 		}
 		usleep(1000);
@@ -398,8 +434,10 @@ int smf_helper_post(struct smf_helper *h, uint32_t dst_id, uint64_t dst_off, uin
 	uint32_t st;
 
 	*started = 0;
-	if (atomic_load(&h->dead))
+	if (atomic_load(&h->dead)) {
+		reap(h);
 		return dead_error(h);
+	}
 	pthread_mutex_lock(&h->ring_lock);
 	s = &h->ring->slot[h->next_seq % CD_SLOTS];
 	st = atomic_load_explicit(&s->state, memory_order_acquire);

@@ -270,6 +270,52 @@ static void test_late_answer_not_taken(void **state)
 	assert_no_children();
 }
 
+static int warnings;
+
+static void count_warnings(int warn, const char *msg)
+{
+	(void)msg;
+	warnings += warn;
+}
+
+/* A helper that exits is collected when the client sees it gone, not
+ * only at smf_helper_stop() (a zombie for the rest of the job); stop then
+ * leaves that pid alone. */
+static void test_exited_helper_reaped(void **state)
+{
+	struct smf_helper *h;
+	uint64_t seq = 0, t0;
+	int started = 0, done = 1;
+	siginfo_t si;
+	pid_t pid;
+
+	(void)state;
+	h = start_standin("exit-after-hello", NULL, &params);
+	pid = smf_helper_pid(h);
+	/* Until it has exited, without collecting it: that is the client's. */
+	memset(&si, 0, sizeof(si));
+	assert_int_equal(waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT), 0);
+	assert_int_equal(si.si_pid, pid);
+	/* Posting looks at no socket; the test of the copy notices. */
+	assert_int_equal(smf_helper_post(h, 1, 0, 2, 0, 4096, &seq, &started), SM_OK);
+	assert_int_equal(started, 1);
+	assert_int_equal(smf_helper_test(h, seq, &done), SM_ERR_SYSTEM);
+	assert_int_equal(done, 0);
+	assert_non_null(strstr(sm_last_error(), "has exited"));
+	assert_no_children();
+	/* Later calls still fail, and nothing is collected twice. */
+	assert_int_equal(smf_helper_post(h, 1, 0, 2, 0, 4096, &seq, &started), SM_ERR_SYSTEM);
+	assert_non_null(strstr(sm_last_error(), "has exited"));
+	warnings = 0;
+	sm_set_log_sink(count_warnings);
+	t0 = sm_now_ns();
+	smf_helper_stop(h);
+	sm_set_log_sink(NULL);
+	assert_true(sm_now_ns() - t0 < 1000ull * 1000 * 1000);
+	assert_int_equal(warnings, 0);
+	assert_no_children();
+}
+
 /* Starts the helper by hand with a raw socket, as the plugin would; no
  * cmocka asserts, so a forked child may call it.  -1 on failure. */
 static pid_t spawn_helper(const char *path, int *sock)
@@ -454,6 +500,7 @@ int main(void)
 		cmocka_unit_test(test_helper_signals_reset),
 		cmocka_unit_test(test_helper_env_all_gpus),
 		cmocka_unit_test(test_late_answer_not_taken),
+		cmocka_unit_test(test_exited_helper_reaped),
 		cmocka_unit_test(test_refusals_then_hangup),
 		cmocka_unit_test(test_garbage_ends_helper),
 		cmocka_unit_test(test_wrong_parent),
