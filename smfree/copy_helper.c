@@ -27,6 +27,9 @@ extern char **environ;
 #define HELLO_TIMEOUT_MS 60000
 #define REQUEST_TIMEOUT_MS 30000
 #define STOP_TIMEOUT_MS 5000
+/* After SIGKILL: a helper stuck inside the driver (uninterruptible sleep)
+ * dies only when the driver lets go, which may be never. */
+#define KILL_TIMEOUT_MS 3000
 /* How often a waiting test looks whether the helper still lives. */
 #define ALIVE_CHECK_NS (100ull * 1000 * 1000)
 
@@ -353,10 +356,23 @@ static void report_stats(const struct smf_helper *h)
 			(double)s->phased_bytes / (1 << 20));
 }
 
+/* Waits up to timeout_ms for `pid` to exit and collects it; 0 when it
+ * did (or is not our child any more), -1 when it is still there. */
+static int wait_exit(pid_t pid, int timeout_ms)
+{
+	uint64_t limit = sm_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	int status;
+
+	while (waitpid(pid, &status, WNOHANG) == 0) {
+		if (sm_now_ns() > limit)
+			return -1;
+		usleep(1000);
+	}
+	return 0;
+}
+
 void smf_helper_stop(struct smf_helper *h)
 {
-	uint64_t limit = sm_now_ns() + STOP_TIMEOUT_MS * 1000000ull;
-	int status;
 	pid_t pid;
 
 	if (!h)
@@ -365,15 +381,15 @@ void smf_helper_stop(struct smf_helper *h)
 		close(h->ctrl);	/* the helper's cue: finish queued copies, unmap, exit */
 	/* Collected already (reap()): the number may be another's now. */
 	pid = atomic_load(&h->reaped) == REAP_DONE ? -1 : h->pid;
-	while (pid > 0 && waitpid(pid, &status, WNOHANG) == 0) {
-		if (sm_now_ns() > limit) {
-			sm_warn("copy helper (pid %d) did not exit in %d s; killed", (int)pid,
-				STOP_TIMEOUT_MS / 1000);
-			kill(pid, SIGKILL);
-			waitpid(pid, &status, 0);
-			break;
-		}
-		usleep(1000);
+	if (pid > 0 && wait_exit(pid, STOP_TIMEOUT_MS) != 0) {
+		sm_warn("copy helper (pid %d) did not exit in %d s; killed", (int)pid,
+			STOP_TIMEOUT_MS / 1000);
+		kill(pid, SIGKILL);
+		/* Better a zombie than a close that never returns. */
+		if (wait_exit(pid, KILL_TIMEOUT_MS) != 0)
+			sm_warn("copy helper (pid %d) still there %d s after SIGKILL (stuck in "
+				"the driver?); left behind without being reaped", (int)pid,
+				KILL_TIMEOUT_MS / 1000);
 	}
 	if (h->ring) {
 		report_stats(h);

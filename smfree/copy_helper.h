@@ -32,7 +32,8 @@ char **smf_helper_env(char **env, int all_gpus);
 int smf_helper_start(const char *path, const char *pci_bus_id,
 		     const struct smf_helper_params *p, struct smf_helper **out);
 /* Hangs up; the helper finishes queued copies, unmaps and exits (killed
- * after 5 s).  NULL is fine. */
+ * after 5 s, and left unreaped if even that has not ended it 3 s later).
+ * NULL is fine. */
 void smf_helper_stop(struct smf_helper *h);
 pid_t smf_helper_pid(const struct smf_helper *h);
 
