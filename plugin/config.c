@@ -1071,13 +1071,6 @@ enum default_when {
 	INTRA_HOST_SM_PATH,	/* that, and NCCL_PASS_SM is off */
 };
 
-/* NCCL settings the copy-engine path needs.  NCCL reads each of these when
- * it first needs it, after the plugin's init, so a value set here still
- * counts; a value the user set always wins.  INTRA_HOST ones size NCCL's
- * channels and steps for traffic between GPUs of one host and are set only
- * when the user routes that traffic through the plugin (NCCL_P2P_DISABLE=1,
- * the documented way), so jobs that use the plugin between hosts only keep
- * NCCL's own sizing. */
 /* The plugin's NCCL_MIN_NCHANNELS: 32, or the user's cap where that is
  * lower.  NCCL applies its maximum (NCCL_MAX_NCHANNELS, NCCL_MAX_CTAS)
  * first and then copies channels up to the minimum (ncclTopoPostset in
@@ -1118,13 +1111,20 @@ int config_ring_channels(const struct config *cfg)
 	return n > lo ? n : lo;
 }
 
+/* NCCL settings the copy-engine path needs.  NCCL reads each of these when
+ * it first needs it, after the plugin's init, so a value set here still
+ * counts; a value the user set always wins.  INTRA_HOST ones size NCCL's
+ * channels and steps for traffic between GPUs of one host and are set only
+ * when the user routes that traffic through the plugin (NCCL_P2P_DISABLE=1,
+ * the documented way), so jobs that use the plugin between hosts only keep
+ * NCCL's own sizing. */
 static const struct {
 	const char *name;
 	const char *value;
 	enum default_when when;
 	const char *why;
-	/* A value that depends on the user's settings, NULL to leave the
-	 * variable alone; NULL here means `value` as it stands. */
+	/* For a value that depends on the user's settings (`value` NULL):
+	 * writes it into buf, or returns NULL to leave the variable alone. */
 	const char *(*value_for)(const struct config *cfg, char *buf, size_t len);
 } nccl_defaults[] = {
 	{ "NCCL_NET_GDR_LEVEL", "SYS", ANY_JOB,
@@ -1141,7 +1141,7 @@ static const struct {
 	 * ~14 us between them; more channels and larger steps keep more
 	 * copies in flight.  all_reduce 81 -> 277, all_gather 60 -> 256 GB/s
 	 * at 1 GiB. */
-	{ "NCCL_MIN_NCHANNELS", "32", INTRA_HOST,
+	{ "NCCL_MIN_NCHANNELS", NULL, INTRA_HOST,
 	  "with P2P off NCCL opens 4 channels for the plugin; 32 keep enough copies in flight "
 	  "(2 x H200, 1 GiB all_reduce 81 -> 277 GB/s with the two below); lowered to "
 	  "NCCL_MAX_CTAS or NCCL_MAX_NCHANNELS where those are lower, since NCCL's minimum "

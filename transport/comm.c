@@ -253,7 +253,8 @@ static int check_region(const struct tp_comm *c, const struct tp_region *reg, co
 {
 	if (!reg)
 		return SM_OK;
-	if (reg->comm != c || reg->comm_serial != c->serial)
+	/* By serial, not address: a closed comm's address may come back. */
+	if (reg->comm_serial != c->serial)
 		return sm_fail(SM_ERR_INTERNAL, "buffer registered on another connection");
 	if (size && !tp_region_covers(reg, data, size))
 		return sm_fail(SM_ERR_INTERNAL, "%zu bytes at %p lie outside their registration "
@@ -412,9 +413,9 @@ void tp_close(struct tp_comm *c)
 	}
 	if (stuck) {
 		c->keep_mappings = 1;
-		sm_warn("closing a %s connection: %u queued copy(ies) did not land in %.0f s; "
-			"the peer's buffers stay mapped in this process", c->is_send ? "sending" :
-			"receiving", stuck, CLOSE_COPY_LIMIT_NS / 1e9);
+		sm_warn("closing a %s connection: %u queued copy(ies) failed or did not land "
+			"within %.0f s; the peer's buffers stay mapped in this process",
+			c->is_send ? "sending" : "receiving", stuck, CLOSE_COPY_LIMIT_NS / 1e9);
 	}
 	c->ops->close(c);	/* forgets the peer's mappings, in the helper too */
 	sm_pool_gpu_put(c->pool);

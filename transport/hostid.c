@@ -40,9 +40,12 @@ static size_t add_namespace(char *buf, size_t n, size_t cap, const char *link)
 	return m > 0 && (size_t)m < cap - n ? n + (size_t)m : n - 1;
 }
 
+/* Room for the boot id (or host name); the namespaces follow it. */
+#define HOST_PART 128
+
 uint64_t tp_host_id_read(void)
 {
-	char buf[256];
+	char buf[2 * HOST_PART];
 	ssize_t n = -1;
 	size_t len;
 	uint64_t id;
@@ -50,15 +53,15 @@ uint64_t tp_host_id_read(void)
 
 	fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
-		n = read(fd, buf, 128);
+		n = read(fd, buf, HOST_PART);
 		close(fd);
 	}
 	if (n <= 0) {
 		/* No procfs: fall back to the host name, which is weaker but
 		 * still separates real hosts. */
-		if (gethostname(buf, 127) != 0)
+		if (gethostname(buf, HOST_PART - 1) != 0)
 			strcpy(buf, "unknown-host");
-		buf[127] = '\0';
+		buf[HOST_PART - 1] = '\0';
 		n = (ssize_t)strlen(buf);
 	}
 	len = add_namespace(buf, (size_t)n, sizeof(buf), "/proc/self/ns/net");
