@@ -123,7 +123,11 @@ int stage_span(uint64_t head, uint64_t tail, uint64_t size, uint64_t n, uint64_t
 		return 0;
 	if (pos + need > size)
 		pad = size - pos;	/* a span never wraps: skip to the start */
-	if (head + pad + need - tail > size)
+	/* With nothing in flight the skipped bytes hold nothing either, so any
+	 * span up to the area's size fits; counting them as used would refuse
+	 * a span larger than the free part for ever, since no landing can
+	 * move the tail. */
+	if (head != tail && head + pad + need - tail > size)
 		return 0;		/* full until earlier sends land */
 	*off = (pos + pad) % size;
 	*end = head + pad + need;
@@ -157,7 +161,9 @@ void stage_done(struct tp_comm *c, uint64_t end)
 
 void stage_close(struct tp_comm *c)
 {
-	if (!c->hs_buf)
+	/* A copy the close gave up on may still read the area: like the
+	 * targets of such copies (tp_close), it stays. */
+	if (!c->hs_buf || c->keep_mappings)
 		return;
 	smf_range_del(c->ce, c->hs_id);
 	free_area(c, c->hs_buf);

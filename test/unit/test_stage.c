@@ -71,6 +71,26 @@ static void test_full_until_released(void **state)
 	assert_int_equal(off, 0);
 }
 
+/* An empty area takes any span up to its size, wherever the last one
+ * ended: nothing in flight means no landing will ever free more (a 3 KiB
+ * send after 2 KiB had landed used to be refused for ever). */
+static void test_empty_area_takes_any_span(void **state)
+{
+	uint64_t off, end;
+
+	(void)state;
+	for (uint64_t pos = 0; pos < 3 * AREA; pos += 64) {
+		for (uint64_t n = 0; n <= AREA; n += 64) {
+			assert_true(stage_span(pos, pos, AREA, n, &off, &end));
+			assert_true(end > pos);
+			assert_true(off + n <= AREA);
+		}
+	}
+	assert_true(stage_span(2048, 2048, AREA, 3072, &off, &end));
+	assert_int_equal(off, 0);
+	assert_int_equal(end, AREA + 3072);
+}
+
 static void test_larger_than_area(void **state)
 {
 	uint64_t off, end;
@@ -87,6 +107,7 @@ int main(void)
 		cmocka_unit_test(test_spans_are_aligned_and_consecutive),
 		cmocka_unit_test(test_no_span_wraps),
 		cmocka_unit_test(test_full_until_released),
+		cmocka_unit_test(test_empty_area_takes_any_span),
 		cmocka_unit_test(test_larger_than_area),
 	};
 
