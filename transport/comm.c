@@ -33,18 +33,20 @@ struct tp_comm *comm_new(int is_send, const struct tp_ops *ops, int fd)
 	return c;
 }
 
+/* A request stays taken from its post until NCCL's test() saw it done,
+ * so a free one is the test: the queue only holds those still moving. */
+static struct tp_req *free_req(struct tp_comm *c)
+{
+	for (int i = 0; i < TP_MAX_REQUESTS; i++)
+		if (c->reqs[i].kind == REQ_FREE)
+			return &c->reqs[i];
+	return NULL;
+}
+
 struct tp_req *comm_req_alloc(struct tp_comm *c, int kind)
 {
-	struct tp_req *r = NULL;
+	struct tp_req *r = free_req(c);
 
-	if (c->q_count == TP_MAX_REQUESTS)
-		return NULL;
-	for (int i = 0; i < TP_MAX_REQUESTS; i++) {
-		if (c->reqs[i].kind == REQ_FREE) {
-			r = &c->reqs[i];
-			break;
-		}
-	}
 	if (!r)
 		return NULL;
 	memset(r, 0, sizeof(*r));
@@ -274,9 +276,9 @@ int tp_isend(struct tp_comm *c, const void *data, size_t size, const struct tp_r
 		return sm_fail(SM_ERR_INTERNAL, "isend on a receiving connection");
 	if (size && !data)
 		return sm_fail(SM_ERR_INTERNAL, "isend of %zu bytes from a NULL buffer", size);
-	if (c->q_count == TP_MAX_REQUESTS)
-		return sm_fail(SM_ERR_INTERNAL, "more than %d sends in flight on one connection",
-			       TP_MAX_REQUESTS);
+	if (!free_req(c))
+		return sm_fail(SM_ERR_INTERNAL, "more than %d sends outstanding on one connection "
+			       "(in flight, or done but not yet tested)", TP_MAX_REQUESTS);
 	rc = check_region(c, reg, data, size);
 	if (rc)
 		return rc;
@@ -320,8 +322,8 @@ int tp_irecv(struct tp_comm *c, void *data, size_t size, const struct tp_region 
 	trace_call(c);
 	r = comm_req_alloc(c, REQ_RECV);
 	if (!r)
-		return sm_fail(SM_ERR_INTERNAL, "more than %d receives in flight on one connection",
-			       TP_MAX_REQUESTS);
+		return sm_fail(SM_ERR_INTERNAL, "more than %d receives outstanding on one "
+			       "connection (in flight, or done but not yet tested)", TP_MAX_REQUESTS);
 	r->buf = data;
 	r->size = size;
 	r->dst_dev = reg && reg->mem == TP_MEM_CUDA;

@@ -245,6 +245,57 @@ static void test_32_in_flight(void **state)
 	assert_int_equal(net->closeRecv(recv), ncclSuccess);
 }
 
+/* A request holds its slot until test() reports it done: 32 sends that
+ * landed but were never tested leave no room for a 33rd, which must be
+ * refused with a WARN (it used to crash), and the connection goes on. */
+static void test_untested_requests_hold_their_slots(void **state)
+{
+	enum { N = NCCL_NET_MAX_REQUESTS };
+	static uint8_t src[N + 1][64], dst[N + 1][64];
+	void *send, *recv, *sreq[N + 1], *rreq[N + 1], *extra = (void *)0x99, *d;
+	size_t cap = 64;
+	int got;
+
+	(void)state;
+	assert_int_equal(harness_pair(ctx, &send, &recv), ncclSuccess);
+	for (int i = 0; i < N; i++) {
+		d = dst[i];
+		assert_int_equal(net->irecv(recv, 1, &d, &cap, (int[]){ 0 }, NULL, NULL, &rreq[i]),
+				 ncclSuccess);
+	}
+	for (int i = 0; i < N; i++) {
+		pattern_fill(src[i], 64, (uint64_t)i);
+		assert_int_equal(post_send(send, src[i], 64, &sreq[i], 5), ncclSuccess);
+	}
+	/* One receive tested frees one receive slot, so the receiver can post
+	 * a 33rd; every send slot is still held. */
+	assert_int_equal(harness_wait(rreq[0], &got, 5), ncclSuccess);
+	d = dst[N];
+	assert_int_equal(net->irecv(recv, 1, &d, &cap, (int[]){ 0 }, NULL, NULL, &rreq[N]),
+			 ncclSuccess);
+	pattern_fill(src[N], 64, N);
+	harness_reset_warn();
+	assert_int_equal(net->isend(send, src[N], 64, 0, NULL, NULL, &extra), ncclInternalError);
+	assert_null(extra);
+	assert_int_equal(harness_warn_count(), 1);
+	assert_non_null(strstr(harness_last_warn(), "not yet tested"));
+	/* Nothing was lost: every message lands, and the 33rd goes once the
+	 * sends are tested. */
+	for (int i = 0; i < N; i++) {
+		if (i)
+			assert_int_equal(harness_wait(rreq[i], &got, 5), ncclSuccess);
+		assert_int_equal(pattern_check(dst[i], 64, (uint64_t)i), 64);
+		assert_int_equal(harness_wait(sreq[i], NULL, 5), ncclSuccess);
+	}
+	assert_int_equal(post_send(send, src[N], 64, &sreq[N], 5), ncclSuccess);
+	assert_int_equal(harness_wait(rreq[N], &got, 5), ncclSuccess);
+	assert_int_equal(got, 64);
+	assert_int_equal(pattern_check(dst[N], 64, N), 64);
+	assert_int_equal(harness_wait(sreq[N], NULL, 5), ncclSuccess);
+	assert_int_equal(net->closeSend(send), ncclSuccess);
+	assert_int_equal(net->closeRecv(recv), ncclSuccess);
+}
+
 static void test_close_with_requests_in_flight(void **state)
 {
 	/* Larger than the ring and than loopback TCP buffers. */
@@ -972,6 +1023,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_send_waits_for_receive),
 		cmocka_unit_test(test_oversized_send),
 		cmocka_unit_test(test_32_in_flight),
+		cmocka_unit_test(test_untested_requests_hold_their_slots),
 		cmocka_unit_test(test_close_with_requests_in_flight),
 		cmocka_unit_test(test_double_close_and_bad_objects),
 		cmocka_unit_test(test_registration),
