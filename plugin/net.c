@@ -498,7 +498,7 @@ ncclResult_t net_dereg_mr(void *comm, void *mhandle)
 	/* After an abort NCCL may close the comm before deregistering. */
 	tp_deregister(registry_has(c, OBJ_SEND) || registry_has(c, OBJ_RECV) ? c->tp : NULL,
 		      mr->region);
-	free(mr);
+	registry_retire(mr);
 	return ncclSuccess;
 }
 
@@ -594,7 +594,7 @@ static ncclResult_t close_comm(void *comm, int kind, const char *what)
 		return ncclInternalError;
 	monitor_close(&c->mon, c->tp, c, kind == OBJ_SEND, c->dev);
 	tp_close(c->tp);
-	free(c);
+	registry_retire(c);
 	return ncclSuccess;
 }
 
@@ -617,7 +617,7 @@ ncclResult_t net_close_listen(void *listenComm)
 	if (registry_take(l, OBJ_LISTEN, "closeListen"))
 		return ncclInternalError;
 	tp_close_listener(l->tp);
-	free(l);
+	registry_retire(l);
 	return ncclSuccess;
 }
 
@@ -633,7 +633,7 @@ ncclResult_t net_finalize(void *ctx)
 	abandoned = tp_connect_abandon(ctx);
 	if (abandoned)
 		LOG_INFO("NET/symmem: finalize freed %d connect(s) NCCL left unfinished", abandoned);
-	free(ctx);
+	registry_retire(ctx);
 	monitor_finalize();
 	return ncclSuccess;
 }

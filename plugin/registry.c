@@ -11,9 +11,17 @@ struct entry {
 	int kind;
 };
 
+/* Objects taken back are freed only after RETIRED_MAX later ones: glibc
+ * hands a freed block straight to the next allocation of its size, so a
+ * stale pointer NCCL closes twice would otherwise name the next comm or
+ * memory handle and tear down a live object without a word. */
+#define RETIRED_MAX 1024
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct entry *entries;
 static int used, cap;
+static void *retired[RETIRED_MAX];
+static unsigned retired_next, retired_n;
 
 static int find(void *p, int kind)
 {
@@ -93,6 +101,31 @@ int registry_take(void *p, int kind, const char *what)
 	LOG_WARN("NET/symmem: %s of %p, which is not a live %s (closed or freed twice?)", what, p,
 		 registry_kind_name(kind));
 	return -1;
+}
+
+/* Frees every retired object; the caller holds the lock. */
+static void retired_flush(void)
+{
+	for (unsigned i = 0; i < retired_n; i++)
+		free(retired[i]);
+	retired_n = 0;
+	retired_next = 0;
+}
+
+void registry_retire(void *p)
+{
+	pthread_mutex_lock(&lock);
+	if (retired_n == RETIRED_MAX)
+		free(retired[retired_next]);	/* the oldest */
+	else
+		retired_n++;
+	retired[retired_next] = p;
+	retired_next = (retired_next + 1) % RETIRED_MAX;
+	/* With nothing live left (the job closed everything), no pointer
+	 * NCCL holds can name a new object yet: the memory goes back. */
+	if (used == 0)
+		retired_flush();
+	pthread_mutex_unlock(&lock);
 }
 
 int registry_has(void *p, int kind)

@@ -19,5 +19,9 @@ int registry_remove(void *p, int kind);		/* 0, or -1 when p is not live as kind 
  * WARNs that p is not a live object of that kind (a double close). */
 int registry_take(void *p, int kind, const char *what);
 int registry_has(void *p, int kind);		/* 1 if p is live as kind */
+/* free() for an object taken back: the memory is kept until 1024 later
+ * objects were retired (or none is live), so that its address is not
+ * reused at once and a second close of it still fails. */
+void registry_retire(void *p);
 
 #endif

@@ -138,7 +138,7 @@ static ncclResult_t tuner_finish(void *ctx)
 		return ncclSuccess;
 	if (registry_take(ctx, OBJ_TUNER, "tuner finalize"))
 		return ncclInternalError;
-	free(ctx);
+	registry_retire(ctx);
 	return ncclSuccess;
 }
 

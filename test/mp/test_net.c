@@ -352,6 +352,49 @@ static void test_double_close_and_bad_objects(void **state)
 	assert_int_equal(net->finalize(NULL), ncclSuccess);
 }
 
+/* A second close of a comm, or a second deregMr of a handle, after a new
+ * one was made: the new object must not sit at the old address (glibc
+ * would hand it the same block), so the stale call fails with a WARN and
+ * the new object keeps working. */
+static void test_stale_pointer_after_reuse(void **state)
+{
+	uint8_t src[64], dst[64];
+	void *send, *recv, *old_send, *old_recv, *old_mh, *mh, *sreq, *rreq, *d = dst;
+	size_t cap = sizeof(dst);
+	int got;
+
+	(void)state;
+	assert_int_equal(harness_pair(ctx, &send, &recv), ncclSuccess);
+	assert_int_equal(net->regMr(send, src, sizeof(src), NCCL_PTR_HOST, &old_mh), ncclSuccess);
+	assert_int_equal(net->deregMr(send, old_mh), ncclSuccess);
+	assert_int_equal(net->closeSend(send), ncclSuccess);
+	assert_int_equal(net->closeRecv(recv), ncclSuccess);
+	old_send = send;
+	old_recv = recv;
+	assert_int_equal(harness_pair(ctx, &send, &recv), ncclSuccess);
+	assert_int_equal(net->regMr(send, src, sizeof(src), NCCL_PTR_HOST, &mh), ncclSuccess);
+	assert_true(send != old_send && send != old_recv);
+	assert_true(recv != old_send && recv != old_recv);
+	assert_true(mh != old_mh);
+	harness_reset_warn();
+	assert_int_equal(net->closeSend(old_send), ncclInternalError);
+	assert_int_equal(net->closeRecv(old_recv), ncclInternalError);
+	assert_int_equal(net->deregMr(send, old_mh), ncclInternalError);
+	assert_int_equal(harness_warn_count(), 3);
+	/* The live ones lost nothing. */
+	pattern_fill(src, sizeof(src), 7);
+	assert_int_equal(net->irecv(recv, 1, &d, &cap, (int[]){ 0 }, NULL, NULL, &rreq),
+			 ncclSuccess);
+	assert_int_equal(post_send(send, src, sizeof(src), &sreq, 5), ncclSuccess);
+	assert_int_equal(harness_wait(rreq, &got, 5), ncclSuccess);
+	assert_int_equal(got, (int)sizeof(src));
+	assert_int_equal(pattern_check(dst, sizeof(dst), 7), sizeof(dst));
+	assert_int_equal(harness_wait(sreq, NULL, 5), ncclSuccess);
+	assert_int_equal(net->deregMr(send, mh), ncclSuccess);
+	assert_int_equal(net->closeSend(send), ncclSuccess);
+	assert_int_equal(net->closeRecv(recv), ncclSuccess);
+}
+
 static void test_registration(void **state)
 {
 	uint8_t buf[4096], out[4096];
@@ -1026,6 +1069,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_untested_requests_hold_their_slots),
 		cmocka_unit_test(test_close_with_requests_in_flight),
 		cmocka_unit_test(test_double_close_and_bad_objects),
+		cmocka_unit_test(test_stale_pointer_after_reuse),
 		cmocka_unit_test(test_registration),
 		cmocka_unit_test(test_corrupt_handles),
 		cmocka_unit_test(test_listener_gone),
