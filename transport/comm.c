@@ -27,6 +27,7 @@ struct tp_comm *comm_new(int is_send, const struct tp_ops *ops, int fd)
 	c->ops = ops;
 	c->fd = fd;
 	c->rin_fd = -1;
+	pthread_mutex_init(&c->ann_lock, NULL);
 	atomic_flag_clear(&c->fail_claimed);
 	for (int i = 0; i < TP_MAX_REQUESTS; i++)
 		c->reqs[i].comm = c;
@@ -425,6 +426,7 @@ void tp_close(struct tp_comm *c)
 	c->ce = NULL;
 	if (c->fd >= 0)
 		close(c->fd);
+	pthread_mutex_destroy(&c->ann_lock);
 	free(c);
 }
 

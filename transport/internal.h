@@ -4,6 +4,7 @@
 #define SYMMEM_TRANSPORT_INTERNAL_H
 
 #include <stdatomic.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "smfree.h"
@@ -11,7 +12,7 @@
 #include "transport.h"
 
 #define SHM_MAGIC 0x4d485353u		/* "SSHM" */
-#define SHM_VERSION 3
+#define SHM_VERSION 4
 #define WIRE_MAGIC 0x45524957u		/* "WIRE" */
 #define WIRE_VERSION 2
 #define REGION_MAGIC 0x4e474552u	/* "REGN" */
@@ -41,6 +42,9 @@ struct shm_ctrl {
 	/* Sender: when it saw message i's copy land (CLOCK_MONOTONIC ns, one
 	 * clock for every process of the host), for the receiver's statistics. */
 	uint64_t land_ns[TP_MAX_REQUESTS];
+	/* Receiver: registration messages wholly written to the Unix socket,
+	 * so the sender reads the socket only when one waits there. */
+	_Alignas(64) _Atomic uint64_t announced;
 };
 
 #define SHM_RING_OFFSET 4096
@@ -207,6 +211,17 @@ struct tp_comm {
 	uint8_t rin[sizeof(struct wire_region)];	/* sender: partial message */
 	size_t rin_len;
 	int rin_fd;
+	uint64_t ann_read;	/* sender: registration messages read (ctrl->announced) */
+	/* Receiver: registration messages for the socket.  Withdrawals wait
+	 * here while the socket is full (the sender reads it only when it
+	 * moves data), so deregMr never blocks on an idle sender; NCCL's
+	 * service thread writes them, its progress thread pushes them on. */
+	pthread_mutex_t ann_lock;
+	uint8_t *aout;
+	size_t aout_len, aout_cap;
+	_Atomic int aout_waiting;	/* aout_len != 0, read without the lock */
+	uint64_t ann_bytes;	/* bytes of messages written to the socket */
+	int aout_dropped;	/* withdrawals dropped at the backlog's cap */
 	struct smf_engine *ce;	/* this GPU's shared copy engine, or NULL */
 	uint8_t *hs_buf;	/* sender: host staging the copy helper maps (stage.c) */
 	uint32_t hs_id;		/* its name in the helper */
@@ -274,6 +289,14 @@ int region_map(struct tp_comm *c, struct remote_region *rr);
  * rr->hid stays 0 when it cannot be (the copy then runs in this process). */
 void region_to_helper(struct tp_comm *c, struct remote_region *rr);
 int region_drain(struct tp_comm *c);
+/* Sender: reads the peer's registration messages when ctrl->announced
+ * says some wait (a load, no system call, when none does). */
+int region_poll(struct tp_comm *c);
+/* Receiver: pushes withdrawals waiting for room on to the socket, without
+ * waiting; a no-op (one atomic load) when none waits. */
+void region_push_backlog(struct tp_comm *c);
+/* Receiver: tells the sender registration `id` is gone (never waits). */
+int region_withdraw(struct tp_comm *c, uint32_t id);
 void region_close_all(struct tp_comm *c);
 
 /* region.c: exports [ptr, ptr + size) to this process's copy helper;

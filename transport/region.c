@@ -3,9 +3,11 @@
  * When the receiving end of a shared-memory connection registers GPU
  * memory, the allocation is exported and announced on the connection's
  * Unix socket (cuMem memory: the fd rides along with SCM_RIGHTS).  The
- * announcement always precedes the first receive that names it, so the
- * sender reads announcements only when a receive names a region it does
- * not know yet, and maps each region on its first use. */
+ * announcement always precedes the first receive that names it.  The
+ * receiver counts the messages it wrote in the shared header, and the
+ * sender reads them whenever it moves data and the count moved, so a
+ * withdrawn registration is unmapped promptly and the socket never fills;
+ * a region is mapped on its first use. */
 #include <errno.h>
 #include <poll.h>
 #include <stdatomic.h>
@@ -17,28 +19,143 @@
 #include "internal.h"
 #include "sock.h"
 
-/* The socket is non-blocking; an announcement is small and the sender
- * reads them, so waiting for room is short unless the peer is stuck. */
+/* The socket is non-blocking; the sender reads it whenever it moves data
+ * and ctrl->announced says a message waits, so waiting for room is short
+ * unless the sender is stuck or idle for this long. */
 #define ANNOUNCE_TIMEOUT_MS 10000
+/* Withdrawals kept while the socket is full: past this many bytes (about
+ * 37000 messages) further ones are dropped, and the sender unmaps those
+ * registrations only when the connection closes. */
+#define BACKLOG_MAX (4u << 20)
 
-static int send_bounded(struct tp_comm *c, const void *buf, size_t len, int pass_fd)
+/* Counts bytes of messages that reached the socket, and publishes how
+ * many messages are whole there (every message has the same size). */
+static void note_written(struct tp_comm *c, size_t n)
 {
-	const uint8_t *p = buf;
-	size_t done = 0;
+	c->ann_bytes += n;
+	atomic_store_explicit(&c->ctrl->announced, c->ann_bytes / sizeof(struct wire_region),
+			      memory_order_release);
+}
 
-	while (done < len) {
-		struct pollfd pfd = { .fd = c->fd, .events = POLLOUT };
-		ssize_t n = sm_send_some(c->fd, p + done, len - done, done ? -1 : pass_fd);
+/* Waits until the socket takes bytes again or `deadline` (sm_now_ns()
+ * clock) passes: 1 when writable.  A signal does not end the wait. */
+static int wait_writable(int fd, uint64_t deadline)
+{
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+		uint64_t now = sm_now_ns();
+		int rc;
+
+		if (now >= deadline)
+			return 0;
+		rc = poll(&pfd, 1, (int)((deadline - now) / 1000000) + 1);
+		if (rc > 0)
+			return 1;
+		if (rc < 0 && errno != EINTR)
+			return 0;
+	}
+}
+
+/* Writes what the socket takes of the backlog now; the caller holds
+ * ann_lock. */
+static int backlog_push(struct tp_comm *c)
+{
+	while (c->aout_len) {
+		ssize_t n = sm_send_some(c->fd, c->aout, c->aout_len, -1);
 
 		if (n < 0)
 			return comm_fail(c, SM_ERR_REMOTE, "announcing a registration: %s",
 					 sm_last_error());
-		done += (size_t)n;
-		if (done < len && poll(&pfd, 1, ANNOUNCE_TIMEOUT_MS) <= 0)
-			return comm_fail(c, SM_ERR_REMOTE, "sender did not read a registration "
-					 "announcement within %d s", ANNOUNCE_TIMEOUT_MS / 1000);
+		if (n == 0)
+			break;
+		memmove(c->aout, c->aout + n, c->aout_len - (size_t)n);
+		c->aout_len -= (size_t)n;
+		note_written(c, (size_t)n);
 	}
+	atomic_store_explicit(&c->aout_waiting, c->aout_len != 0, memory_order_relaxed);
 	return SM_OK;
+}
+
+/* An announcement with its export fd: it must be on the socket before
+ * tp_register returns (a receive may name it next), behind the
+ * withdrawals already waiting, within ANNOUNCE_TIMEOUT_MS in all. */
+static int send_bounded(struct tp_comm *c, const void *buf, size_t len, int pass_fd)
+{
+	uint64_t deadline = sm_now_ns() + ANNOUNCE_TIMEOUT_MS * 1000000ull;
+	const uint8_t *p = buf;
+	size_t done = 0;
+	int rc = SM_OK;
+
+	pthread_mutex_lock(&c->ann_lock);
+	for (;;) {
+		rc = backlog_push(c);
+		if (rc || !c->aout_len)
+			break;
+		if (!wait_writable(c->fd, deadline))
+			goto timeout;
+	}
+	while (!rc && done < len) {
+		ssize_t n = sm_send_some(c->fd, p + done, len - done, done ? -1 : pass_fd);
+
+		if (n < 0) {
+			rc = comm_fail(c, SM_ERR_REMOTE, "announcing a registration: %s",
+				       sm_last_error());
+			break;
+		}
+		done += (size_t)n;
+		note_written(c, (size_t)n);
+		if (done < len && !wait_writable(c->fd, deadline))
+			goto timeout;
+	}
+	pthread_mutex_unlock(&c->ann_lock);
+	return rc;
+timeout:
+	pthread_mutex_unlock(&c->ann_lock);
+	return comm_fail(c, SM_ERR_REMOTE, "sender did not read a registration announcement "
+			 "within %d s", ANNOUNCE_TIMEOUT_MS / 1000);
+}
+
+int region_withdraw(struct tp_comm *c, uint32_t id)
+{
+	struct wire_region msg;
+	int rc = SM_OK;
+
+	memset(&msg, 0, sizeof(msg));
+	msg.magic = REGION_MAGIC;
+	msg.op = REGION_DEL;
+	msg.id = id;
+	pthread_mutex_lock(&c->ann_lock);
+	if (c->aout_len + sizeof(msg) > c->aout_cap && c->aout_len + sizeof(msg) <= BACKLOG_MAX) {
+		size_t cap = c->aout_cap ? 2 * c->aout_cap : 64 * sizeof(msg);
+		uint8_t *n = realloc(c->aout, cap);
+
+		if (n) {
+			c->aout = n;
+			c->aout_cap = cap;
+		}
+	}
+	if (c->aout_len + sizeof(msg) <= c->aout_cap) {
+		memcpy(c->aout + c->aout_len, &msg, sizeof(msg));
+		c->aout_len += sizeof(msg);
+		rc = backlog_push(c);
+	} else if (!c->aout_dropped++) {
+		sm_info("the sender has not read %zu bytes of registration messages; further "
+			"deregistrations reach it when the connection closes", c->aout_len);
+	}
+	pthread_mutex_unlock(&c->ann_lock);
+	return rc;
+}
+
+void region_push_backlog(struct tp_comm *c)
+{
+	if (!atomic_load_explicit(&c->aout_waiting, memory_order_relaxed))
+		return;
+	/* NCCL's service thread may be writing an announcement: it pushes
+	 * the backlog itself, so this data-path call never waits for it. */
+	if (pthread_mutex_trylock(&c->ann_lock) != 0)
+		return;
+	backlog_push(c);
+	pthread_mutex_unlock(&c->ann_lock);
 }
 
 /* Exports the allocation holding [ptr, ptr + r->size) (NCCL's buffer, or
@@ -207,8 +324,6 @@ int tp_register(struct tp_comm *c, void *data, size_t size, int mem, struct tp_r
 
 void tp_deregister(struct tp_comm *c, struct tp_region *r)
 {
-	struct wire_region msg;
-
 	if (!r)
 		return;
 	/* An announced registration (id != 0) is forgotten by the peer too;
@@ -219,13 +334,8 @@ void tp_deregister(struct tp_comm *c, struct tp_region *r)
 	 * would drop a live registration of the same id. */
 	if (c && c->serial != r->comm_serial)
 		c = NULL;
-	if (r->id && r->exp && c && !c->failed) {
-		memset(&msg, 0, sizeof(msg));
-		msg.magic = REGION_MAGIC;
-		msg.op = REGION_DEL;
-		msg.id = r->id;
-		send_bounded(c, &msg, sizeof(msg), -1);
-	}
+	if (r->id && r->exp && c && !c->failed)
+		region_withdraw(c, r->id);
 	region_release(r);
 	free(r);
 }
@@ -336,9 +446,17 @@ int region_drain(struct tp_comm *c)
 		rc = handle_message(c, (const struct wire_region *)c->rin, c->rin_fd);
 		c->rin_len = 0;
 		c->rin_fd = -1;
+		c->ann_read++;
 		if (rc)
 			return rc;
 	}
+}
+
+int region_poll(struct tp_comm *c)
+{
+	if (atomic_load_explicit(&c->ctrl->announced, memory_order_acquire) == c->ann_read)
+		return SM_OK;
+	return region_drain(c);
 }
 
 int region_lookup(struct tp_comm *c, uint32_t id, struct remote_region **out)
@@ -394,6 +512,9 @@ void region_close_all(struct tp_comm *c)
 	if (c->rin_fd >= 0)
 		close(c->rin_fd);
 	c->rin_fd = -1;
+	free(c->aout);
+	c->aout = NULL;
+	c->aout_len = c->aout_cap = 0;
 }
 
 int tp_remote_region_count(const struct tp_comm *c)

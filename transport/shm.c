@@ -173,6 +173,9 @@ static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, s
 	struct tp_req *r;
 	int rc;
 
+	rc = region_poll(c);
+	if (rc)
+		return rc;
 	if (atomic_load_explicit(&ctrl->recv_posted, memory_order_acquire) <= c->posted)
 		return SM_OK;		/* no receive posted yet: NCCL retries */
 	capacity = ctrl->recv_size[slot];
@@ -303,10 +306,13 @@ static int shm_progress_send(struct tp_comm *c, int *progressed)
 	struct shm_ctrl *ctrl = c->ctrl;
 	uint64_t budget = c->ring_size;
 	struct tp_req *r;
+	int rc = region_poll(c);
 
+	if (rc)
+		return rc;
 	while ((r = comm_head(c)) != NULL) {
 		uint64_t used, n;
-		int rc, landed;
+		int landed;
 
 		if (r->direct) {
 			rc = smf_copy_test(c->ce, &r->copy, &landed);
@@ -364,6 +370,7 @@ static int shm_progress_recv(struct tp_comm *c, int *progressed)
 	uint64_t budget = c->ring_size;
 	struct tp_req *r;
 
+	region_push_backlog(c);
 	while ((r = comm_head(c)) != NULL) {
 		uint64_t avail, n;
 		int rc;

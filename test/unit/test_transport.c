@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -966,6 +967,61 @@ static void test_duplicate_announcement(void **state)
 	assert_int_equal(open_fds(), fds);
 }
 
+/* Bytes waiting to be read on a socket. */
+static int unread(int fd)
+{
+	int n = -1;
+
+	assert_int_equal(ioctl(fd, FIONREAD, &n), 0);
+	return n;
+}
+
+/* Withdrawn registrations reach a sender that only moves data: thousands
+ * of deregistrations while it is idle (more than the Unix socket holds)
+ * neither block the receiver nor fail the connection, and once data moves
+ * the sender reads them all, dropping the peer's mapping and its fd,
+ * without a receive naming a new registration. */
+static void test_withdrawals_reach_the_sender(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	struct wire_region msg;
+	struct tp_comm *s, *r;
+	char dst[64];
+	double start, end;
+	int fds, fd;
+
+	(void)state;
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	fds = open_fds();
+	memset(&msg, 0, sizeof(msg));
+	msg.magic = REGION_MAGIC;
+	msg.op = REGION_ADD;
+	msg.id = 7;
+	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(sm_send_some(r->fd, &msg, sizeof(msg), fd), (ssize_t)sizeof(msg));
+	close(fd);
+	send_payload(s, r, dst, sizeof(dst));
+	start = now();
+	assert_int_equal(region_withdraw(r, 7), SM_OK);
+	for (uint32_t id = 1000; id < 3000; id++)
+		assert_int_equal(region_withdraw(r, id), SM_OK);
+	assert_true(now() - start < 1);
+	assert_int_equal(r->failed, 0);
+	assert_true(r->aout_len > 0);		/* more than the socket holds */
+	end = now() + 10;
+	while ((unread(s->fd) > 0 || r->aout_len > 0) && now() < end)
+		send_payload(s, r, dst, sizeof(dst));
+	assert_int_equal(unread(s->fd), 0);
+	assert_int_equal(r->aout_len, 0);
+	assert_int_equal(tp_remote_region_count(s), 0);
+	assert_int_equal(open_fds(), fds);	/* the export fd went with it */
+	assert_int_equal(s->failed, 0);
+	assert_int_equal(r->failed, 0);
+	tp_close(s);
+	tp_close(r);
+}
+
 /* The host identity a process in namespace `flag` (CLONE_NEWNET, or
  * CLONE_NEWPID for its child) computes, or 0 when this machine does not
  * let the test make the namespace (no privilege, or a seccomp filter). */
@@ -1140,6 +1196,7 @@ int main(void)
 		cmocka_unit_test(test_buffer_outside_region),
 		cmocka_unit_test(test_unannounced_region_fails),
 		cmocka_unit_test(test_duplicate_announcement),
+		cmocka_unit_test(test_withdrawals_reach_the_sender),
 		cmocka_unit_test(test_connect_abandon_by_owner),
 		cmocka_unit_test(test_ifname_selects_nothing),
 		cmocka_unit_test(test_host_id_namespaces),
