@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "internal.h"
 #include "sock.h"
@@ -139,19 +140,22 @@ static int tcp_isend(struct tp_comm *c, struct tp_req **out, const void *data, s
 	if (c->peer_posted <= c->posted)
 		return SM_OK;
 	capacity = c->peer_size[c->posted % TP_MAX_REQUESTS];
+	if (size > capacity) {
+		/* The receiver must fail too.  Between messages the header
+		 * alone tells it why; in the middle of one it would be read as
+		 * payload, so there the end of the stream tells it instead. */
+		if (!comm_head(c))
+			sm_send_some(c->fd, &sz, 8, -1);
+		shutdown(c->fd, SHUT_WR);
+		return comm_fail(c, SM_ERR_USAGE,
+				 "send of %zu bytes into a posted receive of %llu bytes (message %llu)",
+				 size, (unsigned long long)capacity, (unsigned long long)c->posted);
+	}
 	r = comm_req_alloc(c, REQ_SEND);
 	r->buf = (uint8_t *)data;
 	r->size = size;
 	memcpy(r->hdr, &sz, 8);
 	c->posted++;
-	if (size > capacity) {
-		/* Send the header alone so the receiver fails too. */
-		sm_send_some(c->fd, r->hdr, 8, -1);
-		r->kind = REQ_FREE;
-		return comm_fail(c, SM_ERR_USAGE,
-				 "send of %zu bytes into a posted receive of %llu bytes (message %llu)",
-				 size, (unsigned long long)capacity, (unsigned long long)r->seq);
-	}
 	*out = r;
 	return SM_OK;
 }

@@ -296,6 +296,49 @@ static void test_recv_wait_tcp(void **state)
 	recv_wait(TP_BACKEND_TCP);
 }
 
+/* TCP: a send larger than its receive, posted while the previous message
+ * is part-way out, fails both ends.  Its header must not land inside the
+ * previous message's payload (the receiver would take it for data and
+ * wait for the rest for ever): the receiver fails within seconds. */
+static void test_tcp_oversized_send_mid_message(void **state)
+{
+	enum { BIG = 64 << 20 };
+	struct tp_options o = options(TP_BACKEND_TCP, 1 << 20, 65536);
+	uint8_t *big = malloc(BIG), *out = malloc(BIG), small[128] = { 1 }, tiny[16];
+	struct tp_comm *s, *r;
+	struct tp_req *s0, *s1 = NULL, *r0, *r1;
+	int done = 0, rc = SM_OK;
+	double end;
+
+	(void)state;
+	assert_non_null(big);
+	assert_non_null(out);
+	memset(big, 0x5a, BIG);
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	assert_int_equal(tp_irecv(r, out, BIG, NULL, &r0), SM_OK);
+	assert_int_equal(tp_irecv(r, tiny, sizeof(tiny), NULL, &r1), SM_OK);
+	s0 = isend_when_posted(s, big, BIG, now() + 5);
+	/* The socket fills, the receiver reads a little, the sender goes on:
+	 * message 0 is part-way out. */
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(tp_test(s0, &done, NULL), SM_OK);
+		assert_int_equal(tp_test(r0, &done, NULL), SM_OK);
+	}
+	assert_int_equal(tp_test(s0, &done, NULL), SM_OK);
+	assert_int_equal(done, 0);
+	assert_int_equal(tp_isend(s, small, sizeof(small), NULL, &s1), SM_ERR_USAGE);
+	assert_null(s1);
+	end = now() + 5;
+	while (rc == SM_OK && !done && now() < end)
+		rc = tp_test(r0, &done, NULL);
+	assert_int_equal(done, 0);
+	assert_int_equal(rc, SM_ERR_REMOTE);
+	tp_close(s);
+	tp_close(r);
+	free(big);
+	free(out);
+}
+
 /* NCCL_IB_HCA as NCCL reads it: prefixes by default, '=' for exact names,
  * '^' to exclude, ':port' ignored for the choice of device; and the same
  * list syntax for NCCL_SOCKET_IFNAME. */
@@ -1182,6 +1225,7 @@ int main(void)
 		cmocka_unit_test(test_rdma_devices_listed),
 		cmocka_unit_test(test_recv_wait_shm),
 		cmocka_unit_test(test_recv_wait_tcp),
+		cmocka_unit_test(test_tcp_oversized_send_mid_message),
 		cmocka_unit_test(test_stranger_refused),
 		cmocka_unit_test(test_unreachable_fails_at_once),
 		cmocka_unit_test(test_unreachable_retried_until_deadline),
