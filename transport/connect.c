@@ -163,6 +163,24 @@ fail:
 	return rc;
 }
 
+/* The ring's fd goes only to the rank that made the handle: an abstract
+ * socket name has no permissions, and once that rank's listener is gone
+ * (a restart NCCL_ENABLE_FAULT_TOLERANCE retries through) anyone on the
+ * host could bind the name and read every byte sent through the ring. */
+static int check_listener(const struct pending *p)
+{
+	int pid, uid;
+
+	if (sock_peer_cred(p->fd, &pid, &uid))
+		return sm_fail(SM_ERR_SYSTEM, "SO_PEERCRED of the listener's socket: %s",
+			       strerror(errno));
+	if (pid != p->info.pid || uid != (int)getuid())
+		return sm_fail(SM_ERR_REMOTE, "the listener's socket is held by pid %d (uid %d), "
+			       "not by pid %d that made the handle: not connecting", pid, uid,
+			       p->info.pid);
+	return SM_OK;
+}
+
 /* Advances one step at a time; *done = 1 once the listener said yes. */
 static int pending_step(struct pending *p, int *done)
 {
@@ -177,6 +195,9 @@ static int pending_step(struct pending *p, int *done)
 				return rc;
 			if (p->fd < 0)
 				return SM_OK;	/* listener backlog full: later */
+			rc = check_listener(p);
+			if (rc)
+				return rc;
 		} else if (p->fd < 0) {
 			int inprogress = 0;
 

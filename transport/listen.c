@@ -138,7 +138,7 @@ static int take_connection(struct tp_listener *l)
 static int check_hello(struct tp_listener *l)
 {
 	const struct wire_hello *h = &l->hello;
-	int rc;
+	int rc, pid, uid;
 
 	if (h->magic != WIRE_MAGIC || h->version != WIRE_VERSION) {
 		refuse(l, SM_ERR_INVALID, "not a symmem connector (bad magic or version)");
@@ -148,7 +148,7 @@ static int check_hello(struct tp_listener *l)
 		refuse(l, SM_ERR_INVALID, "wrong connection token");
 		return SM_OK;
 	}
-	if (l->cand_uds && sock_peer_uid(l->cand_fd) != (int)getuid()) {
+	if (l->cand_uds && (sock_peer_cred(l->cand_fd, &pid, &uid) || uid != (int)getuid())) {
 		refuse(l, SM_ERR_INVALID, "connector runs as another user");
 		return SM_OK;
 	}

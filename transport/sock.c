@@ -242,14 +242,17 @@ int sock_peer_gone(int fd)
 	return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
-int sock_peer_uid(int fd)
+int sock_peer_cred(int fd, int *pid, int *uid)
 {
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 
+	*pid = *uid = -1;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
 		return -1;
-	return (int)cred.uid;
+	*pid = (int)cred.pid;
+	*uid = (int)cred.uid;
+	return 0;
 }
 
 void sock_enable_nodelay(int fd)

@@ -26,8 +26,9 @@ int sock_connect_done(int fd);
  * Never consumes data. */
 int sock_peer_gone(int fd);
 
-/* uid of the process at the other end of a Unix socket, or -1. */
-int sock_peer_uid(int fd);
+/* pid and uid of the process at the other end of a Unix socket (for a
+ * listening socket: the one that made it); -1 and both -1 when unknown. */
+int sock_peer_cred(int fd, int *pid, int *uid);
 
 void sock_enable_nodelay(int fd);
 

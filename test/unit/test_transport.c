@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <sched.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -627,6 +628,73 @@ static void test_stranger_refused(void **state)
 	tp_close(r);
 }
 
+/* Another process that binds the name of a listener that is gone (here a
+ * forked child, so a different pid) gets no connection ring: the connect
+ * fails naming the pid that holds the socket, and no fd ever reaches the
+ * impostor. */
+static void test_impostor_listener_gets_no_ring(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	struct tp_handle_info info;
+	uint8_t h[TP_HANDLE_SIZE];
+	struct tp_listener *l;
+	struct tp_comm *s = NULL;
+	int ready[2], result[2], status, got = -1, rc = SM_OK;
+	char go;
+	double end;
+	pid_t pid;
+
+	(void)state;
+	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
+	assert_int_equal(tp_handle_decode(h, &info), SM_OK);
+	tp_close_listener(l);
+	assert_int_equal(pipe(ready), 0);
+	assert_int_equal(pipe(result), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct sockaddr_un sa;
+		int fd = socket(AF_UNIX, SOCK_STREAM, 0), c, fds = 0;
+		char cbuf[CMSG_SPACE(sizeof(int))], data[256];
+		struct iovec iov = { .iov_base = data, .iov_len = sizeof(data) };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+				     .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
+		struct pollfd pfd;
+
+		memset(&sa, 0, sizeof(sa));
+		sa.sun_family = AF_UNIX;
+		memcpy(sa.sun_path + 1, info.uds_name, strlen(info.uds_name));
+		if (bind(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un,
+			 sun_path) + 1 + strlen(info.uds_name))) != 0 || listen(fd, 4) != 0)
+			_exit(2);
+		if (write(ready[1], "r", 1) != 1)
+			_exit(2);
+		pfd = (struct pollfd){ .fd = fd, .events = POLLIN };
+		if (poll(&pfd, 1, 5000) == 1 && (c = accept(fd, NULL, NULL)) >= 0) {
+			pfd = (struct pollfd){ .fd = c, .events = POLLIN };
+			if (poll(&pfd, 1, 2000) == 1 && recvmsg(c, &mh, 0) > 0 &&
+			    CMSG_FIRSTHDR(&mh))
+				fds = 1;
+		}
+		_exit(write(result[1], &fds, sizeof(fds)) == sizeof(fds) ? 0 : 2);
+	}
+	assert_int_equal(read(ready[0], &go, 1), 1);
+	end = now() + 5;
+	while (!s && rc == SM_OK && now() < end)
+		rc = tp_connect(&o, h, &s);
+	assert_null(s);
+	assert_int_equal(rc, SM_ERR_REMOTE);
+	assert_non_null(strstr(sm_last_error(), "held by pid"));
+	assert_int_equal(read(result[0], &got, sizeof(got)), sizeof(got));
+	assert_int_equal(got, 0);		/* no fd reached it */
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(ready[0]);
+	close(ready[1]);
+	close(result[0]);
+	close(result[1]);
+}
+
 static void test_shm_backend_refuses_other_host(void **state)
 {
 	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
@@ -1227,6 +1295,7 @@ int main(void)
 		cmocka_unit_test(test_recv_wait_tcp),
 		cmocka_unit_test(test_tcp_oversized_send_mid_message),
 		cmocka_unit_test(test_stranger_refused),
+		cmocka_unit_test(test_impostor_listener_gets_no_ring),
 		cmocka_unit_test(test_unreachable_fails_at_once),
 		cmocka_unit_test(test_unreachable_retried_until_deadline),
 		cmocka_unit_test(test_fault_tolerance_normal_connect),
