@@ -48,6 +48,8 @@ struct range {
 	struct sm_mapping *map;		/* GPU memory (or cuMem host memory) */
 	uint8_t *host;			/* SM_SHARE_HOST_FD: mapped and host-registered here */
 	CUdeviceptr host_dev;		/* ... and its address for the copy engine */
+	unsigned busy;			/* requests taken that name it, not yet ended */
+	int dying;			/* the client dropped it: unmapped once not busy */
 };
 
 struct copyd {
@@ -64,6 +66,7 @@ struct copyd {
 	uint8_t held[CD_SLOTS];		/* taken from the ring, not yet ended */
 	uint64_t queued_at[CD_SLOTS];	/* a lead's copy queued at (ns) */
 	uint64_t copy_len[CD_SLOTS];	/* a queued lead's copy's bytes */
+	uint32_t slot_src[CD_SLOTS], slot_dst[CD_SLOTS];	/* a held request's mappings */
 	uint64_t inflight_bytes;	/* queued on streams, not yet seen landed */
 	struct cd_queue queue;		/* taken, not yet queued: as copies */
 	unsigned fifo[16][CD_SLOTS];	/* per stream: leads of queued copies */
@@ -347,12 +350,8 @@ static int range_add(struct copyd *d, const struct cd_msg *m, int fd, uint32_t *
 	return SM_OK;
 }
 
-static void range_del(struct copyd *d, uint32_t id)
+static void range_free(struct copyd *d, struct range *r)
 {
-	struct range *r = range_find(d, id);
-
-	if (!r)
-		return;
 	if (r->host) {
 		d->cu->mem_host_unregister(r->host);
 		munmap(r->host, r->size);
@@ -360,6 +359,32 @@ static void range_del(struct copyd *d, uint32_t id)
 		sm_import_put(r->map);
 	}
 	*r = d->ranges[--d->nranges];
+}
+
+/* The client may drop a mapping while copies that name it still wait here
+ * or run (NCCL deregisters before closing after an abort): unmapping it
+ * then would let a queued copy resolve to nothing and a running one fault,
+ * which poisons this context for every later copy.  So it goes when its
+ * last request ends; new requests naming it fail at once. */
+static void range_del(struct copyd *d, uint32_t id)
+{
+	struct range *r = range_find(d, id);
+
+	if (!r || r->dying)
+		return;
+	if (r->busy) {
+		r->dying = 1;
+		return;
+	}
+	range_free(d, r);
+}
+
+static void range_unhold(struct copyd *d, uint32_t id)
+{
+	struct range *r = range_find(d, id);
+
+	if (r && r->busy && --r->busy == 0 && r->dying)
+		range_free(d, r);
 }
 
 /* One control message; returns -1 when the client is gone. */
@@ -438,7 +463,7 @@ static int take(struct copyd *d, uint64_t now)
 		unsigned i = d->tail % CD_SLOTS;
 		struct cd_slot *s = &d->ring->slot[i];
 		struct cd_pending w;
-		struct range *dst;
+		struct range *dst, *src;
 
 		if (atomic_load_explicit(&s->state, memory_order_acquire) != CD_POSTED ||
 		    s->seq != d->tail)
@@ -448,10 +473,15 @@ static int take(struct copyd *d, uint64_t now)
 		if (s->post_ns)
 			sm_hist_add(&d->ring->stats.take_hist, now > s->post_ns ? now - s->post_ns : 0);
 		dst = covering(d, s->dst_id, s->dst_off, s->len);
-		if (!dst || !covering(d, s->src_id, s->src_off, s->len)) {
+		src = covering(d, s->src_id, s->src_off, s->len);
+		if (!dst || !src || dst->dying || src->dying) {
 			slot_fail(s, "copy names an unknown mapping or runs past one");
 			continue;
 		}
+		src->busy++;
+		dst->busy++;
+		d->slot_src[i] = src->id;
+		d->slot_dst[i] = dst->id;
 		w.slot = i;
 		w.src_id = s->src_id;
 		w.dst_id = s->dst_id;
@@ -481,6 +511,8 @@ static void finish(struct copyd *d, unsigned lead, CUresult crc, uint64_t now)
 		if (now - d->queued_at[lead] > d->ring->stats.landed_max_ns)
 			d->ring->stats.landed_max_ns = now - d->queued_at[lead];
 		sm_hist_add(&d->ring->stats.landed_hist, now - d->queued_at[lead]);
+		range_unhold(d, d->slot_src[m]);
+		range_unhold(d, d->slot_dst[m]);
 		if (crc != CUDA_SUCCESS)
 			slot_fail(s, sm_last_error());
 		else
