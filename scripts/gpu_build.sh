@@ -26,6 +26,9 @@ gpu_build() {
 	echo "== nccl.h: $NCCL_H  libnccl: $NCCL_SO"
 	$GPU_CC test/nccl/bench_*.c $GPU_LD -lcudart -lm -o build-gpu/nccl_bench >>"$log" 2>&1 ||
 		{ tail -30 "$log"; return 1; }
+	# The plugin through its exported table, no NCCL (plugin/nccl_abi.h).
+	$GPU_CC -Iplugin test/nccl/dereg_inflight.c test/mp/harness.c $GPU_LD -lcudart -ldl \
+		-o build-gpu/dereg_inflight >>"$log" 2>&1 || { tail -30 "$log"; return 1; }
 	export LD_LIBRARY_PATH="$PWD/build-gpu:${LD_LIBRARY_PATH:-}"
 }
 

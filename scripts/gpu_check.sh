@@ -190,6 +190,15 @@ bench visible-reg -V -R -A -o alltoall,sendrecv -b 1048576 -e $MAX -f 16 -c none
 # Two GPUs per rank, its own and the next (-W): the others are hidden.
 bench visible-list -W -o all_reduce,alltoall,sendrecv -b 8 -e $MAX -f 64 -c none -i 5
 
+# A send buffer deregistered while the copy helper holds its copy (NCCL
+# after an abort): clean failure or landed, and the helper still copies.
+note "deregMr with a copy in flight (dereg_inflight)"
+if ! SYMMEM_PLUGIN=build-gpu/libnccl-net-symmem.so timeout 120 build-gpu/dereg_inflight \
+	>"$OUT/logs/dereg_inflight.txt" 2>&1; then
+	echo "FAILED: dereg_inflight"; fail=1
+fi
+cat "$OUT/logs/dereg_inflight.txt"
+
 note "pytorch all_reduce through the plugin"
 mkdir -p "$OUT/logs/torch"
 if ! env NCCL_NET_PLUGIN=symmem NCCL_NET=symmem NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \

@@ -374,6 +374,7 @@ static void range_del(struct copyd *d, uint32_t id)
 		return;
 	if (r->busy) {
 		r->dying = 1;
+		d->ring->stats.dropped_busy++;
 		return;
 	}
 	range_free(d, r);

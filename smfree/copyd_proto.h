@@ -102,6 +102,7 @@ struct cd_stats {
 	uint64_t strided;		/* copies queued as 2D copies (strided members) */
 	uint64_t batches;		/* copy-engine calls that were batch calls ... */
 	uint64_t batched;		/* ... and the copies they carried */
+	uint64_t dropped_busy;		/* mappings dropped while requests named them */
 	struct sm_hist take_hist;	/* per request: posted -> taken from the ring */
 	struct sm_hist queue_hist;	/* per request: posted -> queued */
 	struct sm_hist landed_hist;	/* per request: queued -> seen landed */
