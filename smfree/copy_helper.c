@@ -107,26 +107,6 @@ static int dead_error(struct smf_helper *h)
 		       (int)h->pid);
 }
 
-/* poll() on one descriptor, resumed after a signal: an interrupted wait
- * must not read as a timeout, which costs the helper.  Returns poll()'s
- * answer: > 0 ready, 0 timed out, -1 failed. */
-static int wait_for(int fd, short events, int timeout_ms)
-{
-	uint64_t end = sm_now_ns() + (uint64_t)timeout_ms * 1000000ull, now;
-	struct pollfd p = { .fd = fd, .events = events };
-	int n;
-
-	for (;;) {
-		n = poll(&p, 1, timeout_ms);
-		if (n >= 0 || errno != EINTR)
-			return n;
-		now = sm_now_ns();
-		if (now >= end)
-			return 0;
-		timeout_ms = (int)((end - now + 999999) / 1000000);
-	}
-}
-
 /* Sends `m` (with `fd` if >= 0) and, unless no_reply, waits for the answer. */
 static int request(struct smf_helper *h, const struct cd_msg *m, int fd, int timeout_ms,
 		   struct cd_reply *r)
@@ -139,7 +119,7 @@ static int request(struct smf_helper *h, const struct cd_msg *m, int fd, int tim
 		rc = dead_error(h);
 		goto out;
 	}
-	if (wait_for(h->ctrl, POLLOUT, timeout_ms) <= 0 ||
+	if (sm_wait_fd(h->ctrl, POLLOUT, timeout_ms) <= 0 ||
 	    sm_send_some(h->ctrl, m, sizeof(*m), fd) != (ssize_t)sizeof(*m)) {
 		rc = helper_gone(h) ? dead_error(h) :
 		     sm_fail(SM_ERR_SYSTEM, "the copy helper (pid %d) does not take requests",
@@ -148,7 +128,7 @@ static int request(struct smf_helper *h, const struct cd_msg *m, int fd, int tim
 	}
 	if (!r)
 		goto out;
-	if (wait_for(h->ctrl, POLLIN, timeout_ms) <= 0) {
+	if (sm_wait_fd(h->ctrl, POLLIN, timeout_ms) <= 0) {
 		/* Its answer may still come.  Replies carry no request number,
 		 * so the next request would take it for its own (a mapping
 		 * would get the previous one's id, and copies would go to the

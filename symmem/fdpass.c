@@ -2,6 +2,7 @@
  * the shared-memory connections and the copy helper both pass cuMem fds
  * with SCM_RIGHTS. */
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -78,4 +79,21 @@ ssize_t sm_recv_some(int fd, void *buf, size_t len, int *got_fd)
 		}
 	}
 	return n;
+}
+
+int sm_wait_fd(int fd, short events, int timeout_ms)
+{
+	uint64_t end = sm_now_ns() + (uint64_t)timeout_ms * 1000000ull, now;
+	struct pollfd p = { .fd = fd, .events = events };
+	int n;
+
+	for (;;) {
+		n = poll(&p, 1, timeout_ms);
+		if (n >= 0 || errno != EINTR)
+			return n;
+		now = sm_now_ns();
+		if (now >= end)
+			return 0;
+		timeout_ms = (int)((end - now + 999999) / 1000000);
+	}
 }

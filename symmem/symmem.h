@@ -53,6 +53,10 @@ void sm_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * receives one if it arrives (close-on-exec). */
 ssize_t sm_send_some(int fd, const void *buf, size_t len, int pass_fd);
 ssize_t sm_recv_some(int fd, void *buf, size_t len, int *got_fd);
+/* poll() on one descriptor for `events`, resumed after a signal (an
+ * interrupted wait must not read as a timeout): > 0 ready, 0 timed out,
+ * -1 failed. */
+int sm_wait_fd(int fd, short events, int timeout_ms);
 
 /* CUDA driver, resolved with dlopen("libcuda.so.1") + cuGetProcAddress. */
 struct sm_cuda_info {

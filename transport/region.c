@@ -8,7 +8,6 @@
  * sender reads them whenever it moves data and the count moved, so a
  * withdrawn registration is unmapped promptly and the socket never fills;
  * a region is mapped on its first use. */
-#include <errno.h>
 #include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -38,22 +37,13 @@ static void note_written(struct tp_comm *c, size_t n)
 }
 
 /* Waits until the socket takes bytes again or `deadline` (sm_now_ns()
- * clock) passes: 1 when writable.  A signal does not end the wait. */
+ * clock) passes: 1 when writable. */
 static int wait_writable(int fd, uint64_t deadline)
 {
-	for (;;) {
-		struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-		uint64_t now = sm_now_ns();
-		int rc;
+	uint64_t now = sm_now_ns();
 
-		if (now >= deadline)
-			return 0;
-		rc = poll(&pfd, 1, (int)((deadline - now) / 1000000) + 1);
-		if (rc > 0)
-			return 1;
-		if (rc < 0 && errno != EINTR)
-			return 0;
-	}
+	return now < deadline &&
+	       sm_wait_fd(fd, POLLOUT, (int)((deadline - now + 999999) / 1000000)) > 0;
 }
 
 /* Writes what the socket takes of the backlog now; the caller holds
