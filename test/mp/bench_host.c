@@ -27,10 +27,8 @@ static int pump(void *comm, int sending, size_t size, int count, uint8_t **bufs)
 		if (m >= count)
 			continue;
 		if (sending) {
-			reqs[slot] = NULL;
-			while (!reqs[slot])
-				if (net->isend(comm, bufs[slot], size, 0, NULL, NULL, &reqs[slot]))
-					return -1;
+			if (harness_isend(comm, bufs[slot], size, NULL, &reqs[slot], 30))
+				return -1;
 		} else {
 			void *d = bufs[slot];
 			size_t cap = size;

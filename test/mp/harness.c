@@ -193,6 +193,20 @@ double harness_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+int harness_isend(void *comm, void *buf, size_t size, void *mhandle, void **req, double seconds)
+{
+	double end = harness_now() + seconds;
+	int rc;
+
+	do {
+		rc = net->isend(comm, buf, size, 0, mhandle, NULL, req);
+		if (rc || *req)
+			return rc;
+	} while (harness_now() < end);
+	fprintf(stderr, "isend of %zu bytes not taken after %.1f s\n", size, seconds);
+	return ncclInternalError;
+}
+
 int harness_wait(void *req, int *size, double seconds)
 {
 	double end = harness_now() + seconds;

@@ -38,6 +38,10 @@ size_t pattern_check(const uint8_t *buf, size_t len, uint64_t msg);	/* index of 
 /* Polls test() until done, or fails after `seconds`. Returns the ncclResult_t
  * (ncclInternalError + message on timeout). */
 int harness_wait(void *req, int *size, double seconds);
+/* Calls isend until it returns a request (the receiver posted), as NCCL's
+ * proxy does; ncclInternalError + message past `seconds`. */
+int harness_isend(void *comm, void *buf, size_t size, void *mhandle, void **req,
+		  double seconds);
 double harness_now(void);
 
 #endif

@@ -50,19 +50,6 @@ static size_t message_size(uint64_t *s)
 	}
 }
 
-static int post_send(void *send, void *buf, size_t size, void **req, double seconds)
-{
-	double end = harness_now() + seconds;
-	int rc;
-
-	do {
-		rc = net->isend(send, buf, size, 0, NULL, NULL, req);
-		if (rc || *req)
-			return rc;
-	} while (harness_now() < end);
-	return ncclInternalError;
-}
-
 /* ---- the exported surface ---------------------------------------------- */
 
 static void test_exported_versions(void **state)
@@ -142,7 +129,7 @@ static void test_one_thread_fifo(void **state)
 		assert_non_null(rreq[i]);
 	}
 	for (int i = 0; i < 3; i++)
-		assert_int_equal(post_send(send, src[i], sizes[i], &sreq[i], 5), ncclSuccess);
+		assert_int_equal(harness_isend(send, src[i], sizes[i], NULL, &sreq[i], 5), ncclSuccess);
 	/* Test in reverse: completion order must not depend on test order. */
 	for (int i = 2; i >= 0; i--) {
 		assert_int_equal(harness_wait(sreq[i], NULL, 10), ncclSuccess);
@@ -173,7 +160,7 @@ static void test_send_waits_for_receive(void **state)
 	rreq = (void *)0x1;
 	assert_int_equal(net->irecv(recv, 1, &d, &cap, (int[]){ 0 }, NULL, NULL, &rreq), ncclSuccess);
 	assert_true(rreq != NULL && rreq != (void *)0x1);
-	assert_int_equal(post_send(send, buf, sizeof(buf), &sreq, 5), ncclSuccess);
+	assert_int_equal(harness_isend(send, buf, sizeof(buf), NULL, &sreq, 5), ncclSuccess);
 	assert_int_equal(harness_wait(rreq, NULL, 5), ncclSuccess);
 	assert_int_equal(harness_wait(sreq, NULL, 5), ncclSuccess);
 	assert_memory_equal(buf, out, sizeof(buf));
@@ -233,7 +220,7 @@ static void test_32_in_flight(void **state)
 	}
 	for (int i = 0; i < N; i++) {
 		pattern_fill(src[i], (size_t)i * 8, (uint64_t)i);
-		assert_int_equal(post_send(send, src[i], (size_t)i * 8, &sreq[i], 5), ncclSuccess);
+		assert_int_equal(harness_isend(send, src[i], (size_t)i * 8, NULL, &sreq[i], 5), ncclSuccess);
 	}
 	for (int i = 0; i < N; i++) {
 		assert_int_equal(harness_wait(rreq[i], &got, 5), ncclSuccess);
@@ -265,7 +252,7 @@ static void test_untested_requests_hold_their_slots(void **state)
 	}
 	for (int i = 0; i < N; i++) {
 		pattern_fill(src[i], 64, (uint64_t)i);
-		assert_int_equal(post_send(send, src[i], 64, &sreq[i], 5), ncclSuccess);
+		assert_int_equal(harness_isend(send, src[i], 64, NULL, &sreq[i], 5), ncclSuccess);
 	}
 	/* One receive tested frees one receive slot, so the receiver can post
 	 * a 33rd; every send slot is still held. */
@@ -287,7 +274,7 @@ static void test_untested_requests_hold_their_slots(void **state)
 		assert_int_equal(pattern_check(dst[i], 64, (uint64_t)i), 64);
 		assert_int_equal(harness_wait(sreq[i], NULL, 5), ncclSuccess);
 	}
-	assert_int_equal(post_send(send, src[N], 64, &sreq[N], 5), ncclSuccess);
+	assert_int_equal(harness_isend(send, src[N], 64, NULL, &sreq[N], 5), ncclSuccess);
 	assert_int_equal(harness_wait(rreq[N], &got, 5), ncclSuccess);
 	assert_int_equal(got, 64);
 	assert_int_equal(pattern_check(dst[N], 64, N), 64);
@@ -311,7 +298,7 @@ static void test_close_with_requests_in_flight(void **state)
 		assert_int_equal(net->irecv(recv, 1, &d, &cap, (int[]){ 0 }, NULL, NULL, &rreq[i]),
 				 ncclSuccess);
 	/* A send larger than the ring is half done when both ends close. */
-	assert_int_equal(post_send(send, big, 64 * MIB, &sreq, 5), ncclSuccess);
+	assert_int_equal(harness_isend(send, big, 64 * MIB, NULL, &sreq, 5), ncclSuccess);
 	assert_int_equal(net->test(sreq, &done, NULL), ncclSuccess);
 	assert_int_equal(done, 0);
 	assert_int_equal(net->test(rreq[0], &done, (int[64]){ 0 }), ncclSuccess);
@@ -385,7 +372,7 @@ static void test_stale_pointer_after_reuse(void **state)
 	pattern_fill(src, sizeof(src), 7);
 	assert_int_equal(net->irecv(recv, 1, &d, &cap, (int[]){ 0 }, NULL, NULL, &rreq),
 			 ncclSuccess);
-	assert_int_equal(post_send(send, src, sizeof(src), &sreq, 5), ncclSuccess);
+	assert_int_equal(harness_isend(send, src, sizeof(src), NULL, &sreq, 5), ncclSuccess);
 	assert_int_equal(harness_wait(rreq, &got, 5), ncclSuccess);
 	assert_int_equal(got, (int)sizeof(src));
 	assert_int_equal(pattern_check(dst, sizeof(dst), 7), sizeof(dst));
@@ -501,7 +488,7 @@ static void *thread_main(void *p)
 		pattern_fill(src, size, m + (uint64_t)a->id * 1000);
 		memset(dst, 0, cap);
 		if (net->irecv(recv, 1, &d, &cap, (int[]){ 0 }, NULL, NULL, &rreq) ||
-		    post_send(send, src, size, &sreq, 5) || harness_wait(sreq, NULL, 10) ||
+		    harness_isend(send, src, size, NULL, &sreq, 5) || harness_wait(sreq, NULL, 10) ||
 		    harness_wait(rreq, &got, 10) || got != (int)size ||
 		    pattern_check(dst, size, m + (uint64_t)a->id * 1000) != size) {
 			a->failures++;
@@ -567,7 +554,7 @@ static int stream_sender(int sock, int die_after)
 		if ((int)m == die_after)
 			raise(SIGKILL);
 		pattern_fill(bufs[slot], size, m);
-		if (post_send(send, bufs[slot], size, &reqs[slot], 20))
+		if (harness_isend(send, bufs[slot], size, NULL, &reqs[slot], 20))
 			return 14;
 	}
 	for (int i = 0; i < STREAM_WINDOW; i++)
@@ -743,7 +730,7 @@ static void test_dead_receiver(void **state)
 	harness_reset_warn();
 	start = harness_now();
 	/* The death shows in isend (which starts copying at once) or in test. */
-	rc = post_send(send, big, 64 * MIB, &req, 20);
+	rc = harness_isend(send, big, 64 * MIB, NULL, &req, 20);
 	while (rc == ncclSuccess && !done && harness_now() - start < 10)
 		rc = net->test(req, &done, NULL);
 	assert_int_equal(rc, ncclRemoteError);
@@ -944,10 +931,8 @@ static int child_monitor(void)
 		if (net->irecv(recv, 1, (void **)&dst, &(size_t){ 1 << 20 }, &(int){ 0 }, NULL, NULL,
 			       &rreq))
 			return 12;
-		sreq = NULL;
-		while (!sreq)
-			if (net->isend(send, src, 1 << 20, 0, NULL, NULL, &sreq))
-				return 13;
+		if (harness_isend(send, src, 1 << 20, NULL, &sreq, 10))
+			return 13;
 		if (harness_wait(sreq, &size, 10) || harness_wait(rreq, &size, 10))
 			return 14;
 		if (pattern_check(dst, 1 << 20, m) != 1 << 20)
@@ -1009,10 +994,8 @@ static int child_paths(void)
 		if (net->irecv(recv, 1, (void **)&dst, &(size_t){ 4096 }, &(int){ 0 }, NULL, NULL,
 			       &rreq))
 			return 12;
-		sreq = NULL;
-		while (!sreq)
-			if (net->isend(send, src, 4096, 0, NULL, NULL, &sreq))
-				return 13;
+		if (harness_isend(send, src, 4096, NULL, &sreq, 10))
+			return 13;
 		if (harness_wait(sreq, &size, 10) || harness_wait(rreq, &size, 10))
 			return 14;
 		if (pattern_check(dst, 4096, m) != 4096)

@@ -45,17 +45,6 @@ static int gpu_check(void *p, uint64_t msg)
 	return pattern_check(host, SIZE, msg) == SIZE ? 0 : -1;
 }
 
-static void *start_send(void *comm, void *buf, void *mh)
-{
-	double end = harness_now() + 10;
-	void *req = NULL;
-
-	while (!req && harness_now() < end)
-		if (net->isend(comm, buf, SIZE, 0, mh, NULL, &req))
-			return NULL;
-	return req;
-}
-
 static int sender(int sock)
 {
 	char handle[2][NCCL_NET_HANDLE_MAXSIZE];
@@ -74,8 +63,7 @@ static int sender(int sock)
 		    net->regMr(comm[i], buf[i], SIZE, NCCL_PTR_CUDA, &mh[i]))
 			return 4;
 	/* Connection 0: deregistered while the helper holds the copy. */
-	req = start_send(comm[0], buf[0], mh[0]);
-	if (!req)
+	if (harness_isend(comm[0], buf[0], SIZE, mh[0], &req, 10))
 		return 5;
 	usleep(100);
 	if (net->deregMr(comm[0], mh[0]))
@@ -84,8 +72,7 @@ static int sender(int sock)
 	printf("sender: connection 0 after deregMr in flight: %s\n",
 	       rc ? "failed cleanly" : "landed");
 	/* Connection 1: the same helper must still copy. */
-	req = start_send(comm[1], buf[1], mh[1]);
-	if (!req || harness_wait(req, NULL, 30))
+	if (harness_isend(comm[1], buf[1], SIZE, mh[1], &req, 10) || harness_wait(req, NULL, 30))
 		return 7;
 	if (net->deregMr(comm[1], mh[1]) || net->closeSend(comm[0]) || net->closeSend(comm[1]))
 		return 8;
