@@ -1217,12 +1217,16 @@ static const struct {
 };
 
 /* The user sends traffic between GPUs of one host through the net (and so
- * through the plugin). */
-static int intra_host_via_net(void)
+ * through the plugin's copy engines).  With NCCL_SYMMEM_BACKEND=tcp that
+ * traffic goes over sockets, as between hosts, and NCCL's own sizing fits
+ * it better: 32 channels of 16 MiB buffers ran a 256 MiB all_reduce over
+ * TCP at 2.2 GB/s where NCCL's Socket net, with NCCL's 2 channels, ran 4.0
+ * (2 x H200, session 18, bench/results/tcp.md). */
+static int intra_host_via_net(const struct config *cfg)
 {
 	const char *p2p = getenv("NCCL_P2P_DISABLE");
 
-	return p2p && strcmp(p2p, "1") == 0;
+	return p2p && strcmp(p2p, "1") == 0 && cfg->backend != CONFIG_BACKEND_TCP;
 }
 
 int config_apply_nccl_defaults(const struct config *cfg,
@@ -1230,7 +1234,7 @@ int config_apply_nccl_defaults(const struct config *cfg,
 					    const char *why, void *arg),
 			       void *arg)
 {
-	int applied = 0, intra = intra_host_via_net();
+	int applied = 0, intra = intra_host_via_net(cfg);
 
 	for (size_t i = 0; i < sizeof(nccl_defaults) / sizeof(nccl_defaults[0]); i++) {
 		const char *name = nccl_defaults[i].name;
@@ -1257,7 +1261,7 @@ int config_apply_nccl_defaults(const struct config *cfg,
 
 uint64_t config_ll128_chunk(const struct config *cfg)
 {
-	if (!cfg->nccl_defaults || cfg->user_proto || !intra_host_via_net())
+	if (!cfg->nccl_defaults || cfg->user_proto || !intra_host_via_net(cfg))
 		return 0;
 	return cfg->ll128_chunk;
 }
@@ -1268,7 +1272,7 @@ int config_nccl_advice(const struct config *cfg,
 {
 	int count = 0;
 
-	if (!cfg->nccl_defaults || !intra_host_via_net())
+	if (!cfg->nccl_defaults || !intra_host_via_net(cfg))
 		return 0;
 	for (size_t i = 0; i < sizeof(nccl_advice) / sizeof(nccl_advice[0]); i++) {
 		if (getenv(nccl_advice[i].name))

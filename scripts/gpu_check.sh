@@ -178,7 +178,10 @@ done
 [ -z "${SKIP_GRAPH:-}" ] && bench graph -G -b 0 -e $MAX -c none
 bench registered -R -b 8 -e $MAX -c none
 [ -z "${SKIP_GRAPH:-}" ] && bench registered-graph -R -G -o sendrecv,alltoall -b 1048576 -e $MAX -c none
-bench tcp -E NCCL_SYMMEM_BACKEND=tcp -E NCCL_IB_HCA=mlx5 -o all_reduce,sendrecv -b 8 -e 16777216 -c none -i 3
+# GPU buffers over TCP go through the pinned bounce slots (tcp_bounce.c):
+# several messages in flight, registered buffers too.
+bench tcp -E NCCL_SYMMEM_BACKEND=tcp -E NCCL_IB_HCA=mlx5 -o all_reduce,alltoall,sendrecv -b 8 -e 67108864 -c none -i 3
+bench tcp-reg -R -E NCCL_SYMMEM_BACKEND=tcp -o alltoall,sendrecv -b 8 -e 67108864 -f 64 -c none -i 3
 grep -h -m1 "RDMA devices" "$OUT"/logs/tcp/nccl.*.log | sed 's/.*NCCL INFO //' | head -1
 # NCCL's buffers from cudaMalloc: exported as legacy CUDA IPC handles.
 bench cumem0 -E NCCL_CUMEM_ENABLE=0 -o all_reduce,all_gather,reduce_scatter,alltoall,sendrecv \

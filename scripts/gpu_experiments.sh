@@ -31,15 +31,18 @@
 #        lists: ranks that see their own GPU and the next (-W), OLD_TREE beside;
 #        ctas: a user's NCCL_MAX_CTAS / NCCL_MAX_NCHANNELS against the
 #        plugin's NCCL_MIN_NCHANNELS (session 16);
+#        tcp: GPU buffers between "hosts" over TCP (two GPUs forced through
+#        NCCL_SYMMEM_BACKEND=tcp) against NCCL's own Socket net, OLD_TREE
+#        beside, registered buffers and CUDA graphs (session 18);
 #        sweep: any VARIANTS of settings against the defaults (variants apart
 #        by spaces, settings by commas before NCCL_, '+' for a space inside a
 #        value).
 #        NRANKS, PHASE_TIMEOUT, SKIP_BUILD: as in scripts/gpu_lib.sh.
 MODE=${1:-}
-case " ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
+case " tcp ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
 *" $MODE "*) ;;
 *)
-	echo "usage: $0 MODE (one of: ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan)" >&2
+	echo "usage: $0 MODE (one of: tcp ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan)" >&2
 	exit 2
 	;;
 esac
@@ -242,6 +245,31 @@ fi
 # cap of 8.  Each run prints, for native and plugin processes apart, the
 # channel counts NCCL built ("Channel 00/N") and the most channels any
 # all_reduce ran on (TUNING).  'old' sets the old minimum of 32 by hand.
+# Between hosts: GPU buffers over TCP through the pinned, overlapped bounce
+# slots (transport/tcp_bounce.c) against NCCL's own Socket net with no
+# plugin loaded and, with OLD_TREE, the synchronous bounce before them.
+# Native P2P runs in every invocation for the ratio column.
+if [ "$MODE" = tcp ]; then
+	T="-o sendrecv,all_reduce,all_gather,alltoall -b 8 -e 268435456 -f 8 -c none -i 5"
+	PROVE=none bench tcp-socket -m plugin $T -E NCCL_NET_PLUGIN=none -E NCCL_NET=Socket
+	bench tcp-new $T -E NCCL_SYMMEM_BACKEND=tcp -E NCCL_SM_FREE_VERBOSE=1
+	bench_old tcp-old -m plugin $T -E NCCL_SYMMEM_BACKEND=tcp
+	# More channels, so more sockets, than NCCL's own choice.
+	for v in ${TCP_VARIANTS:-}; do
+		variant_args "$v"
+		bench "tcp-${v//[^A-Za-z0-9=]/_}" -m plugin $T -E NCCL_SYMMEM_BACKEND=tcp "${E[@]}"
+	done
+	bench tcp-reg -m plugin -R -o sendrecv,alltoall -b 1048576 -e 268435456 -f 16 -c none -i 5 \
+		-E NCCL_SYMMEM_BACKEND=tcp
+	[ -z "${SKIP_GRAPH:-}" ] && PHASE_TIMEOUT=90 bench tcp-graph -m plugin -G -o all_reduce,sendrecv \
+		-b 8 -e 16777216 -f 16 -c none -i 5 -E NCCL_SYMMEM_BACKEND=tcp
+	grep -h "driver would not pin" "$OUT"/logs/tcp-*/nccl.*.log | head -2
+	for d in "$OUT"/logs/tcp-*; do
+		echo "${d##*/}: $(grep -h -m1 'Channel [0-9]*/[0-9]* :' "$d"/nccl.*.log | sed 's/.*INFO //')"
+	done
+	finish
+fi
+
 if [ "$MODE" = ctas ]; then
 	S="-o all_reduce,all_gather,reduce_scatter ${SIZES:--b 1048576 -e 268435456 -f 4} -c none -i ${ITERS:-10}"
 	export SUBSYS=INIT,ENV,NET,TUNING

@@ -150,6 +150,11 @@ int comm_setup(struct tp_comm *c, const struct tp_options *opt)
 	rc = smf_engine_get(&eo, &c->ce);
 	if (rc)
 		return sm_fail(rc, "opening the copy engine: %s", sm_last_error());
+	if (c->ops->setup) {
+		rc = c->ops->setup(c);
+		if (rc)
+			return rc;
+	}
 	/* A receiving connection holds its GPU's staging pool, so the pool
 	 * (preallocated with NCCL_CUMEM_PREALLOC) lives as long as any
 	 * connection that may need it, and no longer. */
@@ -243,7 +248,8 @@ static int comm_check_peer(struct tp_comm *c, struct tp_req *r)
 	rc = c->ops->progress(c, &progressed);
 	if (rc)
 		return rc;
-	if (r && r->done)
+	/* A receive whose bytes all arrived waits on its own copies only. */
+	if (r && (r->done || r->wire_done))
 		return SM_OK;
 	return comm_fail(c, SM_ERR_REMOTE,
 			 "%s peer closed the connection or died with %u request(s) in flight",

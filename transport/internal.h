@@ -149,6 +149,10 @@ struct tp_req {
 	uint64_t src_off, dst_off;
 	int out_started;	/* the copy out of the piece is in flight (copy) */
 	int landed_seen;	/* receive: the sender's copy was seen landed (statistics) */
+	/* TCP, GPU memory through the bounce slots (tcp_bounce.c) */
+	uint64_t staged;	/* send: bytes whose copy into a slot started */
+	uint64_t landed;	/* receive: bytes copied up from the slots */
+	int wire_done;		/* receive: every byte is off the wire, only copies remain */
 };
 
 struct tp_ops {
@@ -157,6 +161,8 @@ struct tp_ops {
 		     const struct tp_region *reg);
 	int (*irecv)(struct tp_comm *c, struct tp_req *r, const struct tp_region *reg);
 	int (*progress)(struct tp_comm *c, int *progressed);
+	/* Optional: the last step of comm_setup, on NCCL's service thread. */
+	int (*setup)(struct tp_comm *c);
 	void (*close)(struct tp_comm *c);
 	/* Both sides' counters in one line, for the stall report. */
 	void (*describe)(const struct tp_comm *c, char *buf, size_t len);
@@ -237,8 +243,7 @@ struct tp_comm {
 	size_t in_len;
 	uint8_t out[TP_MAX_REQUESTS * 16];	/* receiver: announcements not yet sent */
 	size_t out_len;
-	uint8_t *stage;			/* GPU buffers: host bounce, allocated on first use */
-	uint64_t stage_fill, stage_off;
+	struct tcp_bounce *bounce;	/* GPU buffers: pinned slots (tcp_bounce.c) */
 };
 
 extern const struct tp_ops tp_shm_ops;
@@ -328,6 +333,18 @@ int stage_span(uint64_t head, uint64_t tail, uint64_t size, uint64_t n, uint64_t
 	       uint64_t *end);
 void stage_done(struct tp_comm *c, uint64_t end);
 void stage_close(struct tp_comm *c);
+
+/* tcp_bounce.c: GPU buffers over TCP through pinned host slots.
+ * bounce_open pins them (setup), bounce_close waits for their copies;
+ * bounce_send puts the head send's bytes on the wire (starting copies of
+ * later sends as slots free up), bounce_recv takes the head receive's
+ * bytes off it, and bounce_land completes receives whose copies landed. */
+int bounce_open(struct tp_comm *c);
+void bounce_close(struct tp_comm *c);
+int bounce_send(struct tp_comm *c, struct tp_req *r, int *progressed);
+int bounce_recv(struct tp_comm *c, struct tp_req *r, int *progressed);
+int bounce_land(struct tp_comm *c, int *progressed);
+void bounce_describe(const struct tp_comm *c, char *buf, size_t len);
 
 /* shm.c */
 int shm_segment_create(uint64_t ring_size, int *memfd, uint64_t *seg_size);

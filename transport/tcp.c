@@ -4,8 +4,8 @@
  * 16 bytes) so the sender can refuse an oversized send before any payload
  * moves; the sender answers with an 8-byte size header and the payload.
  * Everything is non-blocking and resumes where a short write or read
- * stopped.  GPU buffers go through a host bounce buffer, one synchronous
- * driver copy per STAGE_BYTES: this is the slow path between hosts. */
+ * stopped.  GPU buffers go through pinned host slots, copied by the copy
+ * engine while the socket moves the slot before (tcp_bounce.c). */
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,83 +15,21 @@
 #include "sock.h"
 #include "symmem.h"
 
-#define STAGE_BYTES (4ull << 20)
-
 static uint64_t min_u64(uint64_t a, uint64_t b)
 {
 	return a < b ? a : b;
 }
 
-static int stage_get(struct tp_comm *c)
+/* GPU memory needs the bounce slots (tcp_bounce.c), which exist wherever
+ * the connection has a copy engine. */
+static int bounce_ready(struct tp_comm *c)
 {
 	int rc = comm_engine(c);
 
-	if (rc || c->stage)
+	if (rc || c->bounce)
 		return rc;
-	c->stage = malloc(STAGE_BYTES);
-	if (!c->stage)
-		return comm_fail(c, SM_ERR_SYSTEM, "out of memory for a TCP bounce buffer");
-	c->stage_fill = c->stage_off = 0;
-	return SM_OK;
-}
-
-/* Sends from GPU memory: fill the bounce buffer, drain it to the socket. */
-static int send_staged(struct tp_comm *c, struct tp_req *r, int *progressed)
-{
-	int rc = stage_get(c);
-
-	while (!rc && r->moved < r->size) {
-		ssize_t n;
-
-		if (c->stage_off == c->stage_fill) {
-			uint64_t len = min_u64(STAGE_BYTES, r->size - r->moved);
-
-			rc = smf_copy_sync(c->ce, c->stage, r->buf + r->moved, len);
-			if (rc)
-				return comm_fail(c, rc, "%s", sm_last_error());
-			c->stage_fill = len;
-			c->stage_off = 0;
-		}
-		n = sm_send_some(c->fd, c->stage + c->stage_off, c->stage_fill - c->stage_off, -1);
-		if (n < 0)
-			return comm_fail(c, SM_ERR_REMOTE, "receiving peer: %s", sm_last_error());
-		if (n == 0)
-			break;
-		c->stage_off += (uint64_t)n;
-		r->moved += (uint64_t)n;
-		*progressed = 1;
-		if (c->stage_off == c->stage_fill)
-			c->stage_off = c->stage_fill = 0;
-	}
-	return rc;
-}
-
-/* Receives into GPU memory: fill the bounce buffer from the socket, copy
- * it up whenever it is full or the message is complete. */
-static int recv_staged(struct tp_comm *c, struct tp_req *r, int *progressed)
-{
-	int rc = stage_get(c);
-
-	while (!rc && r->moved < r->msg_size) {
-		uint64_t want = min_u64(STAGE_BYTES - c->stage_fill,
-					r->msg_size - r->moved - c->stage_fill);
-		ssize_t n = sm_recv_some(c->fd, c->stage + c->stage_fill, want, NULL);
-
-		if (n < 0)
-			return comm_fail(c, SM_ERR_REMOTE, "sending peer: %s", sm_last_error());
-		c->stage_fill += (uint64_t)n;
-		if (c->stage_fill == STAGE_BYTES || r->moved + c->stage_fill == r->msg_size) {
-			rc = smf_copy_sync(c->ce, r->buf + r->moved, c->stage, c->stage_fill);
-			if (rc)
-				return comm_fail(c, rc, "%s", sm_last_error());
-			r->moved += c->stage_fill;
-			c->stage_fill = 0;
-			*progressed = 1;
-		} else if (n == 0) {
-			break;
-		}
-	}
-	return rc;
+	return comm_fail(c, SM_ERR_INTERNAL, "GPU memory on a TCP connection without a "
+			 "bounce buffer");
 }
 
 /* Sender: collect the receiver's announcements.  A hang-up is only an
@@ -202,7 +140,10 @@ static int tcp_progress_send(struct tp_comm *c, int *progressed)
 			*progressed = 1;
 		}
 		if (r->src_dev) {
-			int rc = send_staged(c, r, progressed);
+			int rc = bounce_ready(c);
+
+			if (!rc)
+				rc = bounce_send(c, r, progressed);
 
 			if (rc)
 				return rc;
@@ -232,6 +173,8 @@ static int tcp_progress_recv(struct tp_comm *c, int *progressed)
 	int rc;
 
 	rc = tcp_flush_posts(c);
+	if (!rc && c->bounce)
+		rc = bounce_land(c, progressed);
 	if (rc)
 		return rc;
 	while ((r = comm_head(c)) != NULL) {
@@ -251,11 +194,19 @@ static int tcp_progress_recv(struct tp_comm *c, int *progressed)
 			*progressed = 1;
 		}
 		if (r->dst_dev) {
-			rc = recv_staged(c, r, progressed);
+			rc = bounce_ready(c);
+			if (!rc)
+				rc = bounce_recv(c, r, progressed);
 			if (rc)
 				return rc;
 			if (r->moved < r->msg_size)
 				break;
+			/* Off the wire; done once its last slot landed. */
+			r->wire_done = 1;
+			r->done = r->landed == r->msg_size;
+			comm_pop(c);
+			*progressed = 1;
+			continue;
 		} else if (r->moved < r->msg_size) {
 			n = sm_recv_some(c->fd, r->buf + r->moved,
 					   min_u64(r->msg_size - r->moved, 1ull << 30), NULL);
@@ -279,19 +230,28 @@ static int tcp_progress(struct tp_comm *c, int *progressed)
 	return c->is_send ? tcp_progress_send(c, progressed) : tcp_progress_recv(c, progressed);
 }
 
+/* Connections with a copy engine may carry GPU memory: their bounce
+ * slots are pinned here, on NCCL's service thread. */
+static int tcp_setup(struct tp_comm *c)
+{
+	return c->ce ? bounce_open(c) : SM_OK;
+}
+
 static void tcp_close(struct tp_comm *c)
 {
-	free(c->stage);
-	c->stage = NULL;
+	bounce_close(c);
 }
 
 static void tcp_describe(const struct tp_comm *c, char *buf, size_t len)
 {
+	char slots[96];
+
+	bounce_describe(c, slots, sizeof(slots));
 	if (c->is_send)
-		snprintf(buf, len, "receives announced by the peer %llu",
-			 (unsigned long long)c->peer_posted);
+		snprintf(buf, len, "receives announced by the peer %llu; %s",
+			 (unsigned long long)c->peer_posted, slots);
 	else
-		snprintf(buf, len, "%zu announcement bytes not yet sent", c->out_len);
+		snprintf(buf, len, "%zu announcement bytes not yet sent; %s", c->out_len, slots);
 }
 
 const struct tp_ops tp_tcp_ops = {
@@ -299,6 +259,7 @@ const struct tp_ops tp_tcp_ops = {
 	.isend = tcp_isend,
 	.irecv = tcp_irecv,
 	.progress = tcp_progress,
+	.setup = tcp_setup,
 	.close = tcp_close,
 	.describe = tcp_describe,
 };

@@ -1,0 +1,318 @@
+/* GPU buffers over TCP: a few pinned host slots between the copy engine
+ * and the socket, so that copies and socket writes overlap.
+ *
+ * A send copies its GPU bytes into the slots as soon as it is posted (one
+ * cuMemcpyAsync per slot, tested by event) and the socket drains the
+ * oldest slot once its copy landed; a receive fills a slot from the socket
+ * and copies it up while the next slot fills.  Slots are used in posting
+ * order, so the oldest slot always holds the next bytes of the message at
+ * the socket.  Before this the bounce was one synchronous copy per 4 MiB
+ * through pageable memory, and the socket waited for every copy. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "sock.h"
+#include "symmem.h"
+
+/* Four 1 MiB slots: NCCL's steps between hosts are 512 KiB (2 MiB with the
+ * plugin's intra-host NCCL_BUFFSIZE), and 4 MiB per connection is what the
+ * synchronous bounce used. */
+#define SLOTS 4
+#define SLOT_BYTES (1ull << 20)
+
+/* How long a close waits for the slots' copies. */
+#define CLOSE_LIMIT_NS (60ull * 1000 * 1000 * 1000)
+
+struct slot {
+	struct tp_req *req;
+	uint64_t len;		/* bytes it holds (receive: read so far) */
+	uint64_t sent;		/* send: bytes of it on the wire */
+	uint64_t dst_off;	/* receive: where in req->buf it goes */
+	int copying;		/* its copy is in flight */
+	struct smf_copy copy;
+};
+
+struct tcp_bounce {
+	uint8_t *mem;		/* SLOTS * SLOT_BYTES */
+	int pinned;		/* registered with the driver */
+	unsigned head, count;	/* slots in use, oldest first */
+	struct slot slot[SLOTS];
+};
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+static uint8_t *slot_mem(const struct tcp_bounce *b, const struct slot *s)
+{
+	return b->mem + (uint64_t)(s - b->slot) * SLOT_BYTES;
+}
+
+static struct slot *oldest(struct tcp_bounce *b)
+{
+	return b->count ? &b->slot[b->head] : NULL;
+}
+
+static struct slot *newest(struct tcp_bounce *b)
+{
+	return b->count ? &b->slot[(b->head + b->count - 1) % SLOTS] : NULL;
+}
+
+static struct slot *slot_take(struct tcp_bounce *b, struct tp_req *r)
+{
+	struct slot *s;
+
+	if (b->count == SLOTS)
+		return NULL;
+	s = &b->slot[(b->head + b->count) % SLOTS];
+	memset(s, 0, sizeof(*s));
+	s->req = r;
+	b->count++;
+	return s;
+}
+
+/* Gives back the slot slot_take() just gave, unused. */
+static void slot_untake(struct tcp_bounce *b)
+{
+	b->count--;
+}
+
+static void slot_release(struct tcp_bounce *b)
+{
+	b->head = (b->head + 1) % SLOTS;
+	b->count--;
+}
+
+/* Called where connections are set up (NCCL's service thread): pinning
+ * memory there cannot stall NCCL's progress thread.  Memory the driver
+ * will not pin still works, only slower (its copies are synchronous). */
+int bounce_open(struct tp_comm *c)
+{
+	const struct sm_cuda_api *cu = sm_cu();
+	struct tcp_bounce *b = calloc(1, sizeof(*b));
+	CUresult crc;
+
+	if (!b)
+		return sm_fail(SM_ERR_SYSTEM, "out of memory for a TCP bounce buffer");
+	if (posix_memalign((void **)&b->mem, 4096, SLOTS * SLOT_BYTES)) {
+		free(b);
+		return sm_fail(SM_ERR_SYSTEM, "out of memory for a %llu-byte TCP bounce buffer",
+			       SLOTS * SLOT_BYTES);
+	}
+	crc = cu ? cu->mem_host_register(b->mem, SLOTS * SLOT_BYTES,
+					 CU_MEMHOSTREGISTER_PORTABLE) : CUDA_ERROR_NOT_INITIALIZED;
+	b->pinned = crc == CUDA_SUCCESS;
+	if (!b->pinned)
+		sm_info("TCP connection %p: the driver would not pin its bounce buffer (error %d); "
+			"its GPU copies run from pageable memory", (void *)c, (int)crc);
+	c->bounce = b;
+	return SM_OK;
+}
+
+/* Waits for the slots' copies under one deadline.  A copy that did not
+ * land may still read or write the slots, so they are then kept, never
+ * freed or unpinned. */
+void bounce_close(struct tp_comm *c)
+{
+	struct tcp_bounce *b = c->bounce;
+	uint64_t limit = sm_now_ns() + CLOSE_LIMIT_NS;
+	unsigned stuck = 0;
+
+	if (!b)
+		return;
+	c->bounce = NULL;
+	for (unsigned i = 0; i < b->count; i++) {
+		struct slot *s = &b->slot[(b->head + i) % SLOTS];
+
+		if (s->copying && smf_copy_wait_until(c->ce, &s->copy, limit))
+			stuck++;
+	}
+	if (stuck) {
+		sm_warn("closing a TCP connection: %u bounce copy(ies) failed or did not land "
+			"within %.0f s; its %llu-byte bounce buffer stays allocated", stuck,
+			CLOSE_LIMIT_NS / 1e9, SLOTS * SLOT_BYTES);
+		return;
+	}
+	if (b->pinned)
+		sm_cu()->mem_host_unregister(b->mem);
+	free(b->mem);
+	free(b);
+}
+
+/* Sender: starts copies of the queued GPU sends into free slots, in
+ * posting order, as far as slots and the engine's events allow. */
+static int send_fill(struct tp_comm *c)
+{
+	struct tcp_bounce *b = c->bounce;
+
+	for (unsigned i = 0; i < c->q_count && b->count < SLOTS; i++) {
+		struct tp_req *r = c->queue[(c->q_head + i) % TP_MAX_REQUESTS];
+
+		while (r->src_dev && r->staged < r->size && b->count < SLOTS) {
+			struct slot *s = slot_take(b, r);
+			int started = 0, rc;
+
+			s->len = min_u64(SLOT_BYTES, r->size - r->staged);
+			rc = smf_copy_start(c->ce, slot_mem(b, s), r->buf + r->staged, s->len,
+					    &s->copy, &started);
+			if (rc || !started) {
+				slot_untake(b);
+				if (rc)
+					return comm_fail(c, rc, "%s", sm_last_error());
+				return SM_OK;	/* no event free: next call */
+			}
+			s->copying = 1;
+			r->staged += s->len;
+		}
+	}
+	return SM_OK;
+}
+
+/* Sender: puts the head message's bytes on the wire from its slots.
+ * r->moved counts bytes written to the socket. */
+int bounce_send(struct tp_comm *c, struct tp_req *r, int *progressed)
+{
+	struct tcp_bounce *b = c->bounce;
+	int rc = send_fill(c);
+
+	while (!rc && r->moved < r->size) {
+		struct slot *s = oldest(b);
+		ssize_t n;
+		int done = 0;
+
+		if (!s)
+			break;	/* its copy could not start yet */
+		if (s->req != r)
+			return comm_fail(c, SM_ERR_INTERNAL, "TCP bounce slot holds message %llu, "
+					 "expected %llu", (unsigned long long)s->req->seq,
+					 (unsigned long long)r->seq);
+		if (s->copying) {
+			rc = smf_copy_test(c->ce, &s->copy, &done);
+			if (rc)
+				return comm_fail(c, rc, "%s", sm_last_error());
+			if (!done)
+				break;
+			s->copying = 0;
+		}
+		n = sm_send_some(c->fd, slot_mem(b, s) + s->sent, s->len - s->sent, -1);
+		if (n < 0)
+			return comm_fail(c, SM_ERR_REMOTE, "receiving peer: %s", sm_last_error());
+		if (n == 0)
+			break;
+		s->sent += (uint64_t)n;
+		r->moved += (uint64_t)n;
+		*progressed = 1;
+		if (s->sent == s->len) {
+			slot_release(b);
+			rc = send_fill(c);
+		}
+	}
+	return rc;
+}
+
+/* Receiver: starts the copy of a filled slot up into its message. */
+static int recv_flush(struct tp_comm *c, struct slot *s, int *started)
+{
+	struct tcp_bounce *b = c->bounce;
+	int rc;
+
+	rc = smf_copy_start(c->ce, s->req->buf + s->dst_off, slot_mem(b, s), s->len, &s->copy,
+			    started);
+	if (rc)
+		return comm_fail(c, rc, "%s", sm_last_error());
+	s->copying = *started;
+	return SM_OK;
+}
+
+/* Receiver: reads the head message's payload into slots and copies each
+ * up once it is full or holds the message's last byte.  r->moved counts
+ * bytes taken off the wire; r->landed those copied up. */
+int bounce_recv(struct tp_comm *c, struct tp_req *r, int *progressed)
+{
+	struct tcp_bounce *b = c->bounce;
+
+	while (r->moved < r->msg_size) {
+		struct slot *s = newest(b);
+		uint64_t want;
+		ssize_t n;
+		int started;
+
+		if (!s || s->copying || s->req != r || s->len == SLOT_BYTES) {
+			s = slot_take(b, r);
+			if (!s)
+				break;	/* every slot is on its way up */
+			s->dst_off = r->moved;
+		}
+		want = min_u64(SLOT_BYTES - s->len, r->msg_size - r->moved);
+		n = sm_recv_some(c->fd, slot_mem(b, s) + s->len, want, NULL);
+		if (n < 0)
+			return comm_fail(c, SM_ERR_REMOTE, "sending peer: %s", sm_last_error());
+		if (n == 0) {
+			if (!s->len)
+				slot_untake(b);
+			break;
+		}
+		s->len += (uint64_t)n;
+		r->moved += (uint64_t)n;
+		*progressed = 1;
+		if (s->len == SLOT_BYTES || r->moved == r->msg_size) {
+			int rc = recv_flush(c, s, &started);
+
+			if (rc)
+				return rc;
+			if (!started)
+				break;	/* no event free: bounce_land retries */
+		}
+	}
+	return SM_OK;
+}
+
+/* Receiver: collects landed copies in order, retries a flush that found
+ * no free event, and completes messages whose last bytes landed. */
+int bounce_land(struct tp_comm *c, int *progressed)
+{
+	struct tcp_bounce *b = c->bounce;
+	struct slot *s;
+
+	while ((s = oldest(b)) != NULL) {
+		struct tp_req *r = s->req;
+		int started, done = 0, rc;
+
+		if (!s->copying) {
+			/* Still filling, or full when no event was free. */
+			if (s->len < SLOT_BYTES && s->dst_off + s->len < r->msg_size)
+				break;
+			rc = recv_flush(c, s, &started);
+			if (rc || !started)
+				return rc;
+		}
+		rc = smf_copy_test(c->ce, &s->copy, &done);
+		if (rc)
+			return comm_fail(c, rc, "%s", sm_last_error());
+		if (!done)
+			break;
+		r->landed += s->len;
+		slot_release(b);
+		*progressed = 1;
+		if (r->wire_done && r->landed == r->msg_size)
+			r->done = 1;
+	}
+	return SM_OK;
+}
+
+void bounce_describe(const struct tp_comm *c, char *buf, size_t len)
+{
+	const struct tcp_bounce *b = c->bounce;
+	unsigned copying = 0;
+
+	if (!b) {
+		snprintf(buf, len, "no bounce buffer");
+		return;
+	}
+	for (unsigned i = 0; i < b->count; i++)
+		copying += b->slot[(b->head + i) % SLOTS].copying != 0;
+	snprintf(buf, len, "bounce slots in use %u of %u (%u copying)", b->count, SLOTS, copying);
+}
