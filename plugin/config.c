@@ -1069,6 +1069,7 @@ enum default_when {
 	ANY_JOB,		/* wherever the plugin carries traffic */
 	INTRA_HOST,		/* GPU traffic of one host goes through the plugin */
 	INTRA_HOST_SM_PATH,	/* that, and NCCL_PASS_SM is off */
+	INTRA_HOST_CE,		/* that, carried by copy engines (not NCCL_SYMMEM_BACKEND=tcp) */
 };
 
 /* The plugin's NCCL_MIN_NCHANNELS: 32, or the user's cap where that is
@@ -1103,7 +1104,10 @@ int config_ring_channels(const struct config *cfg)
 {
 	int lo, hi, n;
 
-	lo = cfg->user_min_channels >= 0 ? cfg->user_min_channels : plugin_min_channels(cfg);
+	if (cfg->user_min_channels >= 0)
+		lo = cfg->user_min_channels;
+	else
+		lo = cfg->backend == CONFIG_BACKEND_TCP ? 0 : plugin_min_channels(cfg);
 	if (cfg->user_min_ctas > lo)
 		lo = cfg->user_min_ctas;
 	hi = cfg->user_max_channels ? cfg->user_max_channels : NCCL_MAX_CHANNELS;
@@ -1113,11 +1117,13 @@ int config_ring_channels(const struct config *cfg)
 
 /* NCCL settings the copy-engine path needs.  NCCL reads each of these when
  * it first needs it, after the plugin's init, so a value set here still
- * counts; a value the user set always wins.  INTRA_HOST ones size NCCL's
- * channels and steps for traffic between GPUs of one host and are set only
- * when the user routes that traffic through the plugin (NCCL_P2P_DISABLE=1,
- * the documented way), so jobs that use the plugin between hosts only keep
- * NCCL's own sizing. */
+ * counts; a value the user set always wins.  INTRA_HOST ones answer what
+ * NCCL does when the user routes traffic between GPUs of one host through
+ * the plugin (NCCL_P2P_DISABLE=1, the documented way: every GPU becomes a
+ * node of its own); INTRA_HOST_CE ones size NCCL's channels and steps for
+ * the copy engines that then carry it, and are left out with
+ * NCCL_SYMMEM_BACKEND=tcp.  Jobs that use the plugin between hosts only
+ * keep NCCL's own sizing. */
 static const struct {
 	const char *name;
 	const char *value;
@@ -1141,7 +1147,7 @@ static const struct {
 	 * ~14 us between them; more channels and larger steps keep more
 	 * copies in flight.  all_reduce 81 -> 277, all_gather 60 -> 256 GB/s
 	 * at 1 GiB. */
-	{ "NCCL_MIN_NCHANNELS", NULL, INTRA_HOST,
+	{ "NCCL_MIN_NCHANNELS", NULL, INTRA_HOST_CE,
 	  "with P2P off NCCL opens 4 channels for the plugin; 32 keep enough copies in flight "
 	  "(2 x H200, 1 GiB all_reduce 81 -> 277 GB/s with the two below); lowered to "
 	  "NCCL_MAX_CTAS or NCCL_MAX_NCHANNELS where those are lower, since NCCL's minimum "
@@ -1152,10 +1158,10 @@ static const struct {
 	 * changed nothing (measured: still "2 p2p channels per peer").  The
 	 * README asks the user to set it; nccl_advice below says so in the
 	 * log when it is unset. */
-	{ "NCCL_BUFFSIZE", "16777216", INTRA_HOST,
+	{ "NCCL_BUFFSIZE", "16777216", INTRA_HOST_CE,
 	  "16 MiB per channel and connection: fewer, larger copies (about 1 GiB of GPU memory "
 	  "per GPU for 32 ring channels)", NULL },
-	{ "NCCL_P2P_NET_CHUNKSIZE", "2097152", INTRA_HOST,
+	{ "NCCL_P2P_NET_CHUNKSIZE", "2097152", INTRA_HOST_CE,
 	  "2 MiB send/recv steps instead of 128 KiB", NULL },
 	/* NCCL spreads a collective over every channel from a few KiB up
 	 * (ring or tree, threads x threshold bytes per channel: 512 x 64 for
@@ -1164,7 +1170,7 @@ static const struct {
 	 * for one channel per SMFREE_CHANNEL_BYTES (1 MiB): 2048 x 512 for
 	 * Simple, 1638 x 640 for LL128, for tree and ring; LL (-1) keeps
 	 * NCCL's.  test_config checks the numbers against the constant. */
-	{ "NCCL_THREAD_THRESHOLDS", "-1 1638 2048 -1 1638 2048", INTRA_HOST,
+	{ "NCCL_THREAD_THRESHOLDS", "-1 1638 2048 -1 1638 2048", INTRA_HOST_CE,
 	  "one channel per MiB of a collective instead of all 32 from 32 KiB: each channel's "
 	  "steps are separate copy-engine copies (4 x H200: 1 MiB all_reduce 0.045 -> 0.127 of "
 	  "native, 4 MiB 0.10 -> 0.23; 256 MiB and up unchanged)", NULL },
@@ -1217,16 +1223,22 @@ static const struct {
 };
 
 /* The user sends traffic between GPUs of one host through the net (and so
- * through the plugin's copy engines).  With NCCL_SYMMEM_BACKEND=tcp that
- * traffic goes over sockets, as between hosts, and NCCL's own sizing fits
- * it better: 32 channels of 16 MiB buffers ran a 256 MiB all_reduce over
- * TCP at 2.2 GB/s where NCCL's Socket net, with NCCL's 2 channels, ran 4.0
- * (2 x H200, session 18, bench/results/tcp.md). */
-static int intra_host_via_net(const struct config *cfg)
+ * through the plugin). */
+static int intra_host_via_net(void)
 {
 	const char *p2p = getenv("NCCL_P2P_DISABLE");
 
-	return p2p && strcmp(p2p, "1") == 0 && cfg->backend != CONFIG_BACKEND_TCP;
+	return p2p && strcmp(p2p, "1") == 0;
+}
+
+/* ... and the plugin's copy engines carry it.  With NCCL_SYMMEM_BACKEND=tcp
+ * sockets do, as between hosts, and NCCL's own sizing fits them better:
+ * 32 channels of 16 MiB buffers ran a 256 MiB all_reduce over TCP at 2.2
+ * GB/s, NCCL's 4 channels at 2.9, and NCCL's Socket net with its 2 at 4.0
+ * (2 x H200, session 18, bench/results/tcp.md). */
+static int intra_host_by_copy_engine(const struct config *cfg)
+{
+	return intra_host_via_net() && cfg->backend != CONFIG_BACKEND_TCP;
 }
 
 int config_apply_nccl_defaults(const struct config *cfg,
@@ -1234,14 +1246,16 @@ int config_apply_nccl_defaults(const struct config *cfg,
 					    const char *why, void *arg),
 			       void *arg)
 {
-	int applied = 0, intra = intra_host_via_net(cfg);
+	int applied = 0, intra = intra_host_via_net(), by_ce = intra_host_by_copy_engine(cfg);
 
 	for (size_t i = 0; i < sizeof(nccl_defaults) / sizeof(nccl_defaults[0]); i++) {
 		const char *name = nccl_defaults[i].name;
 		const char *cur = getenv(name);
 		const char *value = nccl_defaults[i].value;
 		enum default_when when = nccl_defaults[i].when;
-		int fits = when == ANY_JOB || (intra && (when == INTRA_HOST || !cfg->pass_sm));
+		int fits = when == ANY_JOB || (when == INTRA_HOST && intra) ||
+			   (when == INTRA_HOST_SM_PATH && intra && !cfg->pass_sm) ||
+			   (when == INTRA_HOST_CE && by_ce);
 		char buf[32];
 		int apply;
 
@@ -1261,7 +1275,7 @@ int config_apply_nccl_defaults(const struct config *cfg,
 
 uint64_t config_ll128_chunk(const struct config *cfg)
 {
-	if (!cfg->nccl_defaults || cfg->user_proto || !intra_host_via_net(cfg))
+	if (!cfg->nccl_defaults || cfg->user_proto || !intra_host_by_copy_engine(cfg))
 		return 0;
 	return cfg->ll128_chunk;
 }
@@ -1272,7 +1286,7 @@ int config_nccl_advice(const struct config *cfg,
 {
 	int count = 0;
 
-	if (!cfg->nccl_defaults || !intra_host_via_net(cfg))
+	if (!cfg->nccl_defaults || !intra_host_by_copy_engine(cfg))
 		return 0;
 	for (size_t i = 0; i < sizeof(nccl_advice) / sizeof(nccl_advice[0]); i++) {
 		if (getenv(nccl_advice[i].name))

@@ -375,7 +375,9 @@ int tp_test(struct tp_req *r, int *done, size_t *size)
 		if (c->failed)
 			return comm_broken(c);
 		rc = c->ops->progress(c, &progressed);
-		if (rc)
+		/* A failure found after r completed (the peer hung up behind
+		 * it) is the next request's to report. */
+		if (rc && !r->done)
 			return rc;
 		if (progressed)
 			comm_progressed(c);

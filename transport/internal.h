@@ -336,14 +336,18 @@ void stage_close(struct tp_comm *c);
 
 /* tcp_bounce.c: GPU buffers over TCP through pinned host slots.
  * bounce_open pins them (setup), bounce_close waits for their copies;
- * bounce_send puts the head send's bytes on the wire (starting copies of
- * later sends as slots free up), bounce_recv takes the head receive's
- * bytes off it, and bounce_land completes receives whose copies landed. */
+ * bounce_send_poll starts and collects the sender's copies (every progress
+ * call), bounce_send puts the head send's bytes on the wire, bounce_recv
+ * takes the head receive's bytes off it, and bounce_land completes
+ * receives whose copies landed. */
 int bounce_open(struct tp_comm *c);
 void bounce_close(struct tp_comm *c);
+int bounce_send_poll(struct tp_comm *c);
 int bounce_send(struct tp_comm *c, struct tp_req *r, int *progressed);
 int bounce_recv(struct tp_comm *c, struct tp_req *r, int *progressed);
 int bounce_land(struct tp_comm *c, int *progressed);
+/* Slots in use: copies that may still complete earlier receives. */
+int bounce_pending(const struct tp_comm *c);
 void bounce_describe(const struct tp_comm *c, char *buf, size_t len);
 
 /* shm.c */

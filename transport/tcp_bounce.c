@@ -22,21 +22,31 @@
 #define SLOTS 4
 #define SLOT_BYTES (1ull << 20)
 
-/* How long a close waits for the slots' copies. */
-#define CLOSE_LIMIT_NS (60ull * 1000 * 1000 * 1000)
+/* A slot's copy that has not landed after this long fails the connection,
+ * as the synchronous copy before did; a close waits as long for them. */
+#define COPY_LIMIT_NS (60ull * 1000 * 1000 * 1000)
+
+enum slot_state {
+	SLOT_FILLING = 0,	/* receive: taking bytes from the socket, or holding
+				 * them while no engine event is free */
+	SLOT_COPYING,		/* its copy is in flight */
+	SLOT_LANDED,		/* its copy landed, its events are back in the pool */
+};
 
 struct slot {
 	struct tp_req *req;
+	int state;		/* enum slot_state */
 	uint64_t len;		/* bytes it holds (receive: read so far) */
 	uint64_t sent;		/* send: bytes of it on the wire */
 	uint64_t dst_off;	/* receive: where in req->buf it goes */
-	int copying;		/* its copy is in flight */
+	uint64_t start_ns;	/* when its copy started */
 	struct smf_copy copy;
 };
 
 struct tcp_bounce {
 	uint8_t *mem;		/* SLOTS * SLOT_BYTES */
-	int pinned;		/* registered with the driver */
+	int pinned;		/* registered with the driver ... */
+	CUcontext ctx;		/* ... in this context */
 	unsigned head, count;	/* slots in use, oldest first */
 	struct slot slot[SLOTS];
 };
@@ -51,14 +61,19 @@ static uint8_t *slot_mem(const struct tcp_bounce *b, const struct slot *s)
 	return b->mem + (uint64_t)(s - b->slot) * SLOT_BYTES;
 }
 
+static struct slot *slot_at(struct tcp_bounce *b, unsigned i)
+{
+	return &b->slot[(b->head + i) % SLOTS];
+}
+
 static struct slot *oldest(struct tcp_bounce *b)
 {
-	return b->count ? &b->slot[b->head] : NULL;
+	return b->count ? slot_at(b, 0) : NULL;
 }
 
 static struct slot *newest(struct tcp_bounce *b)
 {
-	return b->count ? &b->slot[(b->head + b->count - 1) % SLOTS] : NULL;
+	return b->count ? slot_at(b, b->count - 1) : NULL;
 }
 
 static struct slot *slot_take(struct tcp_bounce *b, struct tp_req *r)
@@ -67,7 +82,7 @@ static struct slot *slot_take(struct tcp_bounce *b, struct tp_req *r)
 
 	if (b->count == SLOTS)
 		return NULL;
-	s = &b->slot[(b->head + b->count) % SLOTS];
+	s = slot_at(b, b->count);
 	memset(s, 0, sizeof(*s));
 	s->req = r;
 	b->count++;
@@ -86,6 +101,58 @@ static void slot_release(struct tcp_bounce *b)
 	b->count--;
 }
 
+/* Receive: the slot holds all it will (full, or the message's end). */
+static int slot_complete(const struct slot *s)
+{
+	return s->len == SLOT_BYTES || s->dst_off + s->len == s->req->msg_size;
+}
+
+/* Starts a slot's copy: *started = 0 when no engine event is free. */
+static int slot_copy(struct tp_comm *c, struct slot *s, void *dst, const void *src,
+		     int *started)
+{
+	int rc = smf_copy_start(c->ce, dst, src, s->len, &s->copy, started);
+
+	if (rc)
+		return comm_fail(c, rc, "%s", sm_last_error());
+	if (*started) {
+		s->state = SLOT_COPYING;
+		s->start_ns = sm_now_ns();
+	}
+	return SM_OK;
+}
+
+/* Tests every slot in flight, not only the oldest: a landed copy gives its
+ * events back to the pool that every connection of the GPU shares at once,
+ * so no slot waits for an event another slot of its own holds. */
+static int slots_test(struct tp_comm *c)
+{
+	struct tcp_bounce *b = c->bounce;
+	uint64_t now = 0;
+
+	for (unsigned i = 0; i < b->count; i++) {
+		struct slot *s = slot_at(b, i);
+		int done = 0, rc;
+
+		if (s->state != SLOT_COPYING)
+			continue;
+		rc = smf_copy_test(c->ce, &s->copy, &done);
+		if (rc)
+			return comm_fail(c, rc, "%s", sm_last_error());
+		if (done) {
+			s->state = SLOT_LANDED;
+			continue;
+		}
+		if (!now)
+			now = sm_now_ns();
+		if (now - s->start_ns > COPY_LIMIT_NS)
+			return comm_fail(c, SM_ERR_CUDA, "a %llu-byte copy between GPU memory and "
+					 "the TCP bounce buffer did not land in %.0f s",
+					 (unsigned long long)s->len, COPY_LIMIT_NS / 1e9);
+	}
+	return SM_OK;
+}
+
 /* Called where connections are set up (NCCL's service thread): pinning
  * memory there cannot stall NCCL's progress thread.  Memory the driver
  * will not pin still works, only slower (its copies are synchronous). */
@@ -93,7 +160,7 @@ int bounce_open(struct tp_comm *c)
 {
 	const struct sm_cuda_api *cu = sm_cu();
 	struct tcp_bounce *b = calloc(1, sizeof(*b));
-	CUresult crc;
+	CUresult crc = CUDA_ERROR_NOT_INITIALIZED;
 
 	if (!b)
 		return sm_fail(SM_ERR_SYSTEM, "out of memory for a TCP bounce buffer");
@@ -102,8 +169,9 @@ int bounce_open(struct tp_comm *c)
 		return sm_fail(SM_ERR_SYSTEM, "out of memory for a %llu-byte TCP bounce buffer",
 			       SLOTS * SLOT_BYTES);
 	}
-	crc = cu ? cu->mem_host_register(b->mem, SLOTS * SLOT_BYTES,
-					 CU_MEMHOSTREGISTER_PORTABLE) : CUDA_ERROR_NOT_INITIALIZED;
+	if (cu && cu->ctx_get_current(&b->ctx) == CUDA_SUCCESS && b->ctx)
+		crc = cu->mem_host_register(b->mem, SLOTS * SLOT_BYTES,
+					    CU_MEMHOSTREGISTER_PORTABLE);
 	b->pinned = crc == CUDA_SUCCESS;
 	if (!b->pinned)
 		sm_info("TCP connection %p: the driver would not pin its bounce buffer (error %d); "
@@ -112,34 +180,61 @@ int bounce_open(struct tp_comm *c)
 	return SM_OK;
 }
 
+/* Unpins in the context that pinned: closes come from whichever thread
+ * NCCL closes on.  Memory still pinned is never freed (a later allocation
+ * at the same address could not be pinned again). */
+static int bounce_unpin(struct tcp_bounce *b)
+{
+	const struct sm_cuda_api *cu = sm_cu();
+	CUcontext prev = NULL;
+	CUresult crc;
+
+	if (!b->pinned)
+		return 0;
+	cu->ctx_get_current(&prev);
+	cu->ctx_set_current(b->ctx);
+	crc = cu->mem_host_unregister(b->mem);
+	cu->ctx_set_current(prev);
+	if (crc == CUDA_SUCCESS)
+		return 0;
+	sm_warn("closing a TCP connection: the driver would not unpin its %llu-byte bounce "
+		"buffer (error %d); it stays allocated", SLOTS * SLOT_BYTES, (int)crc);
+	return -1;
+}
+
 /* Waits for the slots' copies under one deadline.  A copy that did not
  * land may still read or write the slots, so they are then kept, never
  * freed or unpinned. */
 void bounce_close(struct tp_comm *c)
 {
 	struct tcp_bounce *b = c->bounce;
-	uint64_t limit = sm_now_ns() + CLOSE_LIMIT_NS;
+	uint64_t limit = sm_now_ns() + COPY_LIMIT_NS;
 	unsigned stuck = 0;
 
 	if (!b)
 		return;
 	c->bounce = NULL;
 	for (unsigned i = 0; i < b->count; i++) {
-		struct slot *s = &b->slot[(b->head + i) % SLOTS];
+		struct slot *s = slot_at(b, i);
 
-		if (s->copying && smf_copy_wait_until(c->ce, &s->copy, limit))
+		if (s->state == SLOT_COPYING && smf_copy_wait_until(c->ce, &s->copy, limit))
 			stuck++;
 	}
 	if (stuck) {
 		sm_warn("closing a TCP connection: %u bounce copy(ies) failed or did not land "
 			"within %.0f s; its %llu-byte bounce buffer stays allocated", stuck,
-			CLOSE_LIMIT_NS / 1e9, SLOTS * SLOT_BYTES);
+			COPY_LIMIT_NS / 1e9, SLOTS * SLOT_BYTES);
 		return;
 	}
-	if (b->pinned)
-		sm_cu()->mem_host_unregister(b->mem);
+	if (bounce_unpin(b))
+		return;
 	free(b->mem);
 	free(b);
+}
+
+int bounce_pending(const struct tp_comm *c)
+{
+	return c->bounce && c->bounce->count;
 }
 
 /* Sender: starts copies of the queued GPU sends into free slots, in
@@ -156,47 +251,44 @@ static int send_fill(struct tp_comm *c)
 			int started = 0, rc;
 
 			s->len = min_u64(SLOT_BYTES, r->size - r->staged);
-			rc = smf_copy_start(c->ce, slot_mem(b, s), r->buf + r->staged, s->len,
-					    &s->copy, &started);
+			rc = slot_copy(c, s, slot_mem(b, s), r->buf + r->staged, &started);
 			if (rc || !started) {
 				slot_untake(b);
-				if (rc)
-					return comm_fail(c, rc, "%s", sm_last_error());
-				return SM_OK;	/* no event free: next call */
+				return rc;	/* none free: the next call tries again */
 			}
-			s->copying = 1;
 			r->staged += s->len;
 		}
 	}
 	return SM_OK;
 }
 
-/* Sender: puts the head message's bytes on the wire from its slots.
- * r->moved counts bytes written to the socket. */
+/* Sender, on every progress call whatever the head message is: starts
+ * what copies it can and collects landed ones, whose events other slots
+ * and connections may be waiting for. */
+int bounce_send_poll(struct tp_comm *c)
+{
+	int rc = send_fill(c);
+
+	return rc ? rc : slots_test(c);
+}
+
+/* Sender: puts the head message's bytes on the wire from its slots, after
+ * bounce_send_poll.  r->moved counts bytes written to the socket. */
 int bounce_send(struct tp_comm *c, struct tp_req *r, int *progressed)
 {
 	struct tcp_bounce *b = c->bounce;
-	int rc = send_fill(c);
+	int rc = SM_OK;
 
 	while (!rc && r->moved < r->size) {
 		struct slot *s = oldest(b);
 		ssize_t n;
-		int done = 0;
 
-		if (!s)
-			break;	/* its copy could not start yet */
+		if (!s || s->state != SLOT_LANDED)
+			break;	/* its copy has not started or not landed yet */
 		if (s->req != r)
 			return comm_fail(c, SM_ERR_INTERNAL, "TCP bounce slot holds message %llu, "
 					 "expected %llu", (unsigned long long)s->req->seq,
 					 (unsigned long long)r->seq);
-		if (s->copying) {
-			rc = smf_copy_test(c->ce, &s->copy, &done);
-			if (rc)
-				return comm_fail(c, rc, "%s", sm_last_error());
-			if (!done)
-				break;
-			s->copying = 0;
-		}
 		n = sm_send_some(c->fd, slot_mem(b, s) + s->sent, s->len - s->sent, -1);
 		if (n < 0)
 			return comm_fail(c, SM_ERR_REMOTE, "receiving peer: %s", sm_last_error());
@@ -213,23 +305,18 @@ int bounce_send(struct tp_comm *c, struct tp_req *r, int *progressed)
 	return rc;
 }
 
-/* Receiver: starts the copy of a filled slot up into its message. */
+/* Receiver: starts the copy of a slot that holds all it will, up into its
+ * message. */
 static int recv_flush(struct tp_comm *c, struct slot *s, int *started)
 {
-	struct tcp_bounce *b = c->bounce;
-	int rc;
-
-	rc = smf_copy_start(c->ce, s->req->buf + s->dst_off, slot_mem(b, s), s->len, &s->copy,
-			    started);
-	if (rc)
-		return comm_fail(c, rc, "%s", sm_last_error());
-	s->copying = *started;
-	return SM_OK;
+	return slot_copy(c, s, s->req->buf + s->dst_off, slot_mem(c->bounce, s), started);
 }
 
 /* Receiver: reads the head message's payload into slots and copies each
- * up once it is full or holds the message's last byte.  r->moved counts
- * bytes taken off the wire; r->landed those copied up. */
+ * up once it is full or holds the message's last byte.  A slot whose copy
+ * found no free event is retried before any later slot is filled, so
+ * copies start in slot order.  r->moved counts bytes taken off the wire;
+ * r->landed those copied up. */
 int bounce_recv(struct tp_comm *c, struct tp_req *r, int *progressed)
 {
 	struct tcp_bounce *b = c->bounce;
@@ -240,7 +327,17 @@ int bounce_recv(struct tp_comm *c, struct tp_req *r, int *progressed)
 		ssize_t n;
 		int started;
 
-		if (!s || s->copying || s->req != r || s->len == SLOT_BYTES) {
+		if (s && s->state == SLOT_FILLING && slot_complete(s)) {
+			int rc = recv_flush(c, s, &started);
+
+			if (rc || !started)
+				return rc;
+		}
+		if (s && s->state == SLOT_FILLING && s->req != r)
+			return comm_fail(c, SM_ERR_INTERNAL, "TCP bounce slot of message %llu still "
+					 "filling at message %llu", (unsigned long long)s->req->seq,
+					 (unsigned long long)r->seq);
+		if (!s || s->state != SLOT_FILLING) {
 			s = slot_take(b, r);
 			if (!s)
 				break;	/* every slot is on its way up */
@@ -258,54 +355,42 @@ int bounce_recv(struct tp_comm *c, struct tp_req *r, int *progressed)
 		s->len += (uint64_t)n;
 		r->moved += (uint64_t)n;
 		*progressed = 1;
-		if (s->len == SLOT_BYTES || r->moved == r->msg_size) {
+		if (slot_complete(s)) {
 			int rc = recv_flush(c, s, &started);
 
-			if (rc)
-				return rc;
-			if (!started)
-				break;	/* no event free: bounce_land retries */
+			if (rc || !started)
+				return rc;	/* none free: retried first next time */
 		}
 	}
 	return SM_OK;
 }
 
-/* Receiver: collects landed copies in order, retries a flush that found
- * no free event, and completes messages whose last bytes landed. */
+/* Receiver: collects landed copies, retries a copy that found no free
+ * event, and completes messages whose last bytes landed, in order. */
 int bounce_land(struct tp_comm *c, int *progressed)
 {
 	struct tcp_bounce *b = c->bounce;
-	struct slot *s;
+	struct slot *s = newest(b);
+	int started, rc;
 
-	while ((s = oldest(b)) != NULL) {
+	rc = slots_test(c);
+	if (!rc && s && s->state == SLOT_FILLING && slot_complete(s))
+		rc = recv_flush(c, s, &started);
+	while (!rc && (s = oldest(b)) != NULL && s->state == SLOT_LANDED) {
 		struct tp_req *r = s->req;
-		int started, done = 0, rc;
 
-		if (!s->copying) {
-			/* Still filling, or full when no event was free. */
-			if (s->len < SLOT_BYTES && s->dst_off + s->len < r->msg_size)
-				break;
-			rc = recv_flush(c, s, &started);
-			if (rc || !started)
-				return rc;
-		}
-		rc = smf_copy_test(c->ce, &s->copy, &done);
-		if (rc)
-			return comm_fail(c, rc, "%s", sm_last_error());
-		if (!done)
-			break;
 		r->landed += s->len;
 		slot_release(b);
 		*progressed = 1;
 		if (r->wire_done && r->landed == r->msg_size)
 			r->done = 1;
 	}
-	return SM_OK;
+	return rc;
 }
 
 void bounce_describe(const struct tp_comm *c, char *buf, size_t len)
 {
-	const struct tcp_bounce *b = c->bounce;
+	struct tcp_bounce *b = c->bounce;
 	unsigned copying = 0;
 
 	if (!b) {
@@ -313,6 +398,6 @@ void bounce_describe(const struct tp_comm *c, char *buf, size_t len)
 		return;
 	}
 	for (unsigned i = 0; i < b->count; i++)
-		copying += b->slot[(b->head + i) % SLOTS].copying != 0;
+		copying += slot_at(b, i)->state == SLOT_COPYING;
 	snprintf(buf, len, "bounce slots in use %u of %u (%u copying)", b->count, SLOTS, copying);
 }

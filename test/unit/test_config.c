@@ -1698,19 +1698,25 @@ static void test_nccl_channel_defaults(void **state)
 	assert_string_equal(getenv("NCCL_BUFFSIZE"), "4194304");
 	assert_non_null(getenv("NCCL_THREAD_THRESHOLDS"));
 
-	/* NCCL_SYMMEM_BACKEND=tcp: sockets, not copy engines, carry it. */
+	/* NCCL_SYMMEM_BACKEND=tcp: sockets, not copy engines, carry it, so
+	 * NCCL keeps its own channels and steps; what follows from P2P being
+	 * off (each GPU its own node: PAT, registered rings) still applies. */
 	unset_channel_defaults();
 	unsetenv("NCCL_NET_GDR_LEVEL");
 	unsetenv("NCCL_PROTO");
 	cfg.backend = CONFIG_BACKEND_TCP;
 	memset(&a, 0, sizeof(a));
-	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 2);
+	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 4);
 	assert_null(getenv("NCCL_MIN_NCHANNELS"));
 	assert_null(getenv("NCCL_BUFFSIZE"));
+	assert_null(getenv("NCCL_P2P_NET_CHUNKSIZE"));
 	assert_null(getenv("NCCL_THREAD_THRESHOLDS"));
 	assert_string_equal(getenv("NCCL_NET_GDR_LEVEL"), "SYS");
+	assert_string_equal(getenv("NCCL_ALGO"), "^PAT");
+	assert_string_equal(getenv("NCCL_GRAPH_REGISTER"), "0");
 	assert_int_equal(config_ll128_chunk(&cfg), 0);
 	assert_int_equal(config_nccl_advice(&cfg, NULL, NULL), 0);
+	assert_int_equal(config_ring_channels(&cfg), 4);	/* NCCL's own */
 	cfg.backend = CONFIG_BACKEND_AUTO;
 
 	/* NCCL_SYMMEM_NCCL_DEFAULTS=0 turns these off too. */

@@ -1,0 +1,25 @@
+/* A stand-in for the copy engine (smfree/copy_engine.c) for tests of the
+ * transport's copy bookkeeping on hosts without a GPU.  It links in place
+ * of smfree's library: a copy is a memcpy made when a later test finds it
+ * landed, events come from a pool of the test's size, and starts or
+ * landings can be held back on cue.  The sockets, threads and transport
+ * code around it are the real ones. */
+#ifndef TEST_ENGINE_STANDIN_H
+#define TEST_ENGINE_STANDIN_H
+
+struct standin_engine {
+	int pool;		/* events in the pool (copies in flight at most) */
+	int lag;		/* a copy lands on one of its first lag + 1 tests */
+	int refuse_pct;		/* starts refused although an event is free */
+	int hold;		/* no copy lands while set */
+	int out;		/* events taken now */
+	int starts;		/* copies started, ever */
+};
+
+extern struct standin_engine standin_engine;
+
+/* Back to a large pool, no lag, no refusals, no hold, counters zero;
+ * `seed` seeds the lag and refusal choices. */
+void standin_engine_reset(unsigned seed);
+
+#endif

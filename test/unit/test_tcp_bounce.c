@@ -1,0 +1,273 @@
+/* GPU buffers over TCP through the bounce slots (transport/tcp_bounce.c),
+ * on real sockets, with the copy engine's stand-in (engine_standin.c) in
+ * place of the GPU: copies land late, out of a small event pool, or are
+ * refused, and every byte must still arrive in order and whole. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "engine_standin.h"
+#include "internal.h"
+#include "symmem.h"
+#include "transport.h"
+
+#define INFLIGHT 8			/* messages in flight each way */
+#define MAX_MSG (5u << 20)		/* more than the four 1 MiB slots */
+#define MESSAGES 200
+#define DEADLINE_S 30.0
+
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void make_pair(struct tp_comm **s, struct tp_comm **r)
+{
+	struct tp_options o = {
+		.backend = TP_BACKEND_TCP,
+		.ring_size = 1 << 20,
+		.chunk_size = 65536,
+		.connect_timeout = 10,
+		.ifname = "",
+		.zero_copy = 1,
+		.gpu = 1,	/* takes the (stand-in) engine, so bounce slots */
+	};
+	uint8_t h[TP_HANDLE_SIZE];
+	struct tp_listener *l;
+	double end = now() + 10;
+
+	*s = *r = NULL;
+	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
+	while ((!*s || !*r) && now() < end) {
+		if (!*s)
+			assert_int_equal(tp_connect(&o, h, s), SM_OK);
+		if (!*r)
+			assert_int_equal(tp_accept(l, r), SM_OK);
+	}
+	tp_close_listener(l);
+	assert_non_null(*s);
+	assert_non_null(*r);
+}
+
+static uint8_t pattern(size_t byte, int msg)
+{
+	return (uint8_t)(byte * 7 + (size_t)msg * 13 + 1);
+}
+
+/* Sizes that cross the slots' edges, zero included. */
+static size_t message_size(unsigned *seed)
+{
+	switch (rand_r(seed) % 6) {
+	case 0: return 0;
+	case 1: return (size_t)(rand_r(seed) % 5000);
+	case 2: return 1u << 20;
+	case 3: return (1u << 20) + 1;
+	case 4: return 4u << 20;
+	default: return (size_t)rand_r(seed) % MAX_MSG;
+	}
+}
+
+struct side {
+	struct tp_comm *comm;
+	uint8_t *buf[INFLIGHT];
+	struct tp_region *gpu[INFLIGHT];	/* "GPU" registration of each buffer */
+	struct tp_req *req[INFLIGHT];
+	int posted, done;
+};
+
+static void side_open(struct side *d, struct tp_comm *c)
+{
+	memset(d, 0, sizeof(*d));
+	d->comm = c;
+	for (int i = 0; i < INFLIGHT; i++) {
+		d->buf[i] = malloc(MAX_MSG);
+		assert_non_null(d->buf[i]);
+		assert_int_equal(tp_register(c, d->buf[i], MAX_MSG, TP_MEM_CUDA, &d->gpu[i]), SM_OK);
+	}
+}
+
+static void side_close(struct side *d)
+{
+	for (int i = 0; i < INFLIGHT; i++) {
+		tp_deregister(d->comm, d->gpu[i]);
+		free(d->buf[i]);
+	}
+	tp_close(d->comm);
+}
+
+/* MESSAGES messages each way between GPU and host buffers at random, with
+ * the engine as the stand-in is set; every byte checked, and the source
+ * overwritten as soon as its send is done (the slots must hold copies). */
+static void run_messages(unsigned seed)
+{
+	struct tp_comm *sc, *rc;
+	struct side s, r;
+	size_t sizes[MESSAGES];
+	double end;
+
+	for (int m = 0; m < MESSAGES; m++)
+		sizes[m] = message_size(&seed);
+	make_pair(&sc, &rc);
+	side_open(&s, sc);
+	side_open(&r, rc);
+	end = now() + DEADLINE_S;
+	while (s.done < MESSAGES || r.done < MESSAGES) {
+		if (now() > end)
+			fail_msg("no progress: %d of %d sends and %d receives done (pool %d, "
+				 "%d copies in flight)", s.done, MESSAGES, r.done,
+				 standin_engine.pool, standin_engine.out);
+		if (r.posted < MESSAGES && r.posted - r.done < INFLIGHT) {
+			int i = r.posted % INFLIGHT, gpu = rand_r(&seed) % 2;
+			size_t cap = sizes[r.posted] + (size_t)(rand_r(&seed) % 2) * 1000;
+
+			memset(r.buf[i], 0xee, MAX_MSG);
+			assert_int_equal(tp_irecv(rc, r.buf[i], cap < MAX_MSG ? cap : MAX_MSG,
+						  gpu ? r.gpu[i] : NULL, &r.req[i]), SM_OK);
+			r.posted++;
+		}
+		if (s.posted < MESSAGES && s.posted - s.done < INFLIGHT) {
+			int i = s.posted % INFLIGHT, gpu = rand_r(&seed) % 2;
+
+			for (size_t j = 0; j < sizes[s.posted]; j++)
+				s.buf[i][j] = pattern(j, s.posted);
+			assert_int_equal(tp_isend(sc, s.buf[i], sizes[s.posted],
+						  gpu ? s.gpu[i] : NULL, &s.req[i]), SM_OK);
+			if (s.req[i])
+				s.posted++;
+		}
+		if (s.done < s.posted) {
+			int i = s.done % INFLIGHT, done = 0;
+
+			assert_int_equal(tp_test(s.req[i], &done, NULL), SM_OK);
+			if (done) {
+				memset(s.buf[i], 0xab, sizes[s.done]);
+				s.done++;
+			}
+		}
+		if (r.done < r.posted) {
+			int i = r.done % INFLIGHT, done = 0;
+			size_t got = 0;
+
+			assert_int_equal(tp_test(r.req[i], &done, &got), SM_OK);
+			if (done) {
+				assert_int_equal(got, sizes[r.done]);
+				for (size_t j = 0; j < got; j++)
+					if (r.buf[i][j] != pattern(j, r.done))
+						fail_msg("message %d byte %zu of %zu wrong", r.done, j,
+							 got);
+				r.done++;
+			}
+		}
+	}
+	side_close(&s);
+	side_close(&r);
+	assert_int_equal(standin_engine.out, 0);	/* every event back */
+	assert_true(standin_engine.starts > 0);		/* the slots were used */
+}
+
+static void test_messages_land_whole(void **state)
+{
+	(void)state;
+	standin_engine_reset(1);
+	standin_engine.lag = 5;
+	standin_engine.refuse_pct = 20;
+	run_messages(1);
+}
+
+/* Slots must give their events back as they land, not as they leave in
+ * order, and start their copies in order: with one or two events for the
+ * whole process a slot used to wait for an event a later slot of its own
+ * held. */
+static void test_tiny_event_pool(void **state)
+{
+	(void)state;
+	for (unsigned seed = 1; seed <= 3; seed++) {
+		standin_engine_reset(seed);
+		standin_engine.pool = 1 + (int)(seed % 2);
+		standin_engine.lag = 5;
+		standin_engine.refuse_pct = 30;
+		run_messages(seed);
+	}
+}
+
+/* The sender sends one message and hangs up while the receiver's copies
+ * of it are still in flight and a second receive is posted: the first
+ * receive completes whole, the second fails, neither hangs. */
+static void test_sender_hangup_leaves_earlier_receive(void **state)
+{
+	size_t size = (3u << 20) + 5, got = 0;
+	struct tp_comm *sc, *rc;
+	struct side s, r;
+	struct tp_req *second;
+	double end;
+	int done = 0, rv = SM_OK;
+
+	(void)state;
+	standin_engine_reset(7);
+	make_pair(&sc, &rc);
+	side_open(&s, sc);
+	side_open(&r, rc);
+	for (size_t j = 0; j < size; j++)
+		s.buf[0][j] = pattern(j, 0);
+	memset(r.buf[0], 0xee, MAX_MSG);
+	assert_int_equal(tp_irecv(rc, r.buf[0], MAX_MSG, r.gpu[0], &r.req[0]), SM_OK);
+	assert_int_equal(tp_irecv(rc, r.buf[1], MAX_MSG, r.gpu[1], &second), SM_OK);
+	end = now() + DEADLINE_S;
+	while (!s.req[0] && now() < end)
+		assert_int_equal(tp_isend(sc, s.buf[0], size, s.gpu[0], &s.req[0]), SM_OK);
+	assert_non_null(s.req[0]);
+	/* Every byte off the wire, none copied up. */
+	standin_engine.hold = 1;
+	while (!done && now() < end) {
+		int landed = 0;
+
+		assert_int_equal(tp_test(s.req[0], &done, NULL), SM_OK);
+		assert_int_equal(tp_test(r.req[0], &landed, NULL), SM_OK);
+		assert_false(landed);
+	}
+	assert_true(done);
+	while (!r.req[0]->wire_done && now() < end)
+		assert_int_equal(tp_test(r.req[0], &done, NULL), SM_OK);
+	assert_true(r.req[0]->wire_done);
+	side_close(&s);
+
+	/* Past the liveness check's interval: the hang-up is seen. */
+	done = 0;
+	for (double t = now() + 0.2; now() < t;)
+		assert_int_equal(tp_test(r.req[0], &done, NULL), SM_OK);
+	assert_false(done);
+	standin_engine.hold = 0;
+	while (!done && now() < end)
+		assert_int_equal(tp_test(r.req[0], &done, &got), SM_OK);
+	assert_true(done);
+	assert_int_equal(got, size);
+	for (size_t j = 0; j < size; j++)
+		if (r.buf[0][j] != pattern(j, 0))
+			fail_msg("byte %zu of %zu wrong", j, size);
+	done = 0;
+	while (!rv && !done && now() < end)
+		rv = tp_test(second, &done, NULL);
+	assert_int_equal(rv, SM_ERR_REMOTE);
+	side_close(&r);
+	assert_int_equal(standin_engine.out, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_messages_land_whole),
+		cmocka_unit_test(test_tiny_event_pool),
+		cmocka_unit_test(test_sender_hangup_leaves_earlier_receive),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
