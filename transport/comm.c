@@ -248,8 +248,10 @@ static int comm_check_peer(struct tp_comm *c, struct tp_req *r)
 	rc = c->ops->progress(c, &progressed);
 	if (rc)
 		return rc;
-	/* A receive whose bytes all arrived waits on its own copies only. */
-	if (r && (r->done || r->wire_done))
+	/* A receive whose bytes all arrived waits on its own copies only,
+	 * and bytes still in the socket wait for copies to free a slot
+	 * (each bounded by the copy limit, tcp_bounce.c). */
+	if (r && (r->done || r->wire_done || bounce_pending(c)))
 		return SM_OK;
 	return comm_fail(c, SM_ERR_REMOTE,
 			 "%s peer closed the connection or died with %u request(s) in flight",

@@ -105,6 +105,13 @@ static int tcp_flush_posts(struct tp_comm *c)
 	if (!c->out_len)
 		return SM_OK;
 	n = sm_send_some(c->fd, c->out, c->out_len, -1);
+	if (n < 0 && bounce_pending(c)) {
+		/* The sender hung up: nothing more will come for these
+		 * receives, and earlier ones still finish their copies
+		 * (the next header read fails the connection). */
+		c->out_len = 0;
+		return SM_OK;
+	}
 	if (n < 0)
 		return comm_fail(c, SM_ERR_REMOTE, "sending peer: %s", sm_last_error());
 	memmove(c->out, c->out + n, c->out_len - (size_t)n);

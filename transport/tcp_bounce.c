@@ -39,7 +39,8 @@ struct slot {
 	uint64_t len;		/* bytes it holds (receive: read so far) */
 	uint64_t sent;		/* send: bytes of it on the wire */
 	uint64_t dst_off;	/* receive: where in req->buf it goes */
-	uint64_t start_ns;	/* when its copy started */
+	uint64_t start_ns;	/* when its copy started, or (receive) it became
+				 * complete and waits for an engine event */
 	struct smf_copy copy;
 };
 
@@ -134,6 +135,15 @@ static int slots_test(struct tp_comm *c)
 		struct slot *s = slot_at(b, i);
 		int done = 0, rc;
 
+		if (s->state == SLOT_FILLING && s->start_ns) {
+			/* Complete, still waiting for an event. */
+			if (!now)
+				now = sm_now_ns();
+			if (now - s->start_ns > COPY_LIMIT_NS)
+				return comm_fail(c, SM_ERR_CUDA, "no copy-engine event free for a "
+						 "TCP bounce copy in %.0f s", COPY_LIMIT_NS / 1e9);
+			continue;
+		}
 		if (s->state != SLOT_COPYING)
 			continue;
 		rc = smf_copy_test(c->ce, &s->copy, &done);
@@ -232,9 +242,20 @@ void bounce_close(struct tp_comm *c)
 	free(b);
 }
 
+/* Local work only: a slot still filling waits on the peer, not on us. */
 int bounce_pending(const struct tp_comm *c)
 {
-	return c->bounce && c->bounce->count;
+	struct tcp_bounce *b = c->bounce;
+
+	if (!b)
+		return 0;
+	for (unsigned i = 0; i < b->count; i++) {
+		struct slot *s = slot_at(b, i);
+
+		if (s->state != SLOT_FILLING || slot_complete(s))
+			return 1;
+	}
+	return 0;
 }
 
 /* Sender: starts copies of the queued GPU sends into free slots, in
@@ -306,10 +327,14 @@ int bounce_send(struct tp_comm *c, struct tp_req *r, int *progressed)
 }
 
 /* Receiver: starts the copy of a slot that holds all it will, up into its
- * message. */
+ * message; one that finds no event is timed from then (slots_test). */
 static int recv_flush(struct tp_comm *c, struct slot *s, int *started)
 {
-	return slot_copy(c, s, s->req->buf + s->dst_off, slot_mem(c->bounce, s), started);
+	int rc = slot_copy(c, s, s->req->buf + s->dst_off, slot_mem(c->bounce, s), started);
+
+	if (!rc && !*started && !s->start_ns)
+		s->start_ns = sm_now_ns();
+	return rc;
 }
 
 /* Receiver: reads the head message's payload into slots and copies each

@@ -15,10 +15,20 @@ struct pending {
 	const void *src;
 	size_t n;
 	int tests_left;
+	int nth;		/* started n-th */
 };
 
 static int engine_token;
 static unsigned rand_state;
+
+static int held(const struct pending *p)
+{
+	const char *dst = p->dst, *lo = standin_engine.hold_dst;
+
+	if (p->nth == standin_engine.hold_nth)
+		return 1;
+	return lo && dst >= lo && dst < lo + standin_engine.hold_len;
+}
 
 static int next_rand(void)
 {
@@ -112,7 +122,7 @@ int smf_copy_start(struct smf_engine *e, void *dst, const void *src, size_t n,
 	op->nev = 1;
 	op->ev[0] = p;
 	standin_engine.out++;
-	standin_engine.starts++;
+	p->nth = ++standin_engine.starts;
 	return SM_OK;
 }
 
@@ -122,7 +132,7 @@ int smf_copy_test(struct smf_engine *e, struct smf_copy *op, int *done)
 
 	(void)e;
 	*done = 0;
-	if (p && (standin_engine.hold || p->tests_left-- > 0))
+	if (p && (held(p) || p->tests_left-- > 0))
 		return SM_OK;
 	if (p) {
 		memcpy(p->dst, p->src, p->n);

@@ -11,7 +11,9 @@ struct standin_engine {
 	int pool;		/* events in the pool (copies in flight at most) */
 	int lag;		/* a copy lands on one of its first lag + 1 tests */
 	int refuse_pct;		/* starts refused although an event is free */
-	int hold;		/* no copy lands while set */
+	const void *hold_dst;	/* copies into [hold_dst, + hold_len) do not land */
+	size_t hold_len;
+	int hold_nth;		/* the copy started n-th (from 1) does not land while set */
 	int out;		/* events taken now */
 	int starts;		/* copies started, ever */
 };

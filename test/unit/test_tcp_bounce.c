@@ -199,19 +199,69 @@ static void test_tiny_event_pool(void **state)
 	}
 }
 
-/* The sender sends one message and hangs up while the receiver's copies
- * of it are still in flight and a second receive is posted: the first
- * receive completes whole, the second fails, neither hangs. */
-static void test_sender_hangup_leaves_earlier_receive(void **state)
+/* A send's copies land in any order: one that landed gives its event back
+ * at once, though an older slot's copy is still in flight.  With two
+ * events and the first copy held, the third copy must still start. */
+static void test_landed_copy_frees_its_event(void **state)
 {
-	size_t size = (3u << 20) + 5, got = 0;
 	struct tp_comm *sc, *rc;
 	struct side s, r;
-	struct tp_req *second;
+	size_t size = 3u << 20;
+	double end;
+	int done = 0;
+
+	(void)state;
+	standin_engine_reset(3);
+	standin_engine.pool = 2;
+	standin_engine.hold_nth = 1;
+	make_pair(&sc, &rc);
+	side_open(&s, sc);
+	side_open(&r, rc);
+	for (size_t j = 0; j < size; j++)
+		s.buf[0][j] = pattern(j, 0);
+	assert_int_equal(tp_irecv(rc, r.buf[0], MAX_MSG, r.gpu[0], &r.req[0]), SM_OK);
+	end = now() + DEADLINE_S;
+	while (!s.req[0] && now() < end)
+		assert_int_equal(tp_isend(sc, s.buf[0], size, s.gpu[0], &s.req[0]), SM_OK);
+	assert_non_null(s.req[0]);
+	for (int i = 0; i < 100 && standin_engine.starts < 3; i++)
+		assert_int_equal(tp_test(s.req[0], &done, NULL), SM_OK);
+	assert_int_equal(standin_engine.starts, 3);
+	assert_false(done);
+	standin_engine.hold_nth = 0;
+	while (now() < end && (!done || !r.done)) {
+		int rdone = 0;
+
+		if (!done)
+			assert_int_equal(tp_test(s.req[0], &done, NULL), SM_OK);
+		if (!r.done) {
+			assert_int_equal(tp_test(r.req[0], &rdone, NULL), SM_OK);
+			r.done = rdone;
+		}
+	}
+	assert_true(done && r.done);
+	for (size_t j = 0; j < size; j++)
+		if (r.buf[0][j] != pattern(j, 0))
+			fail_msg("byte %zu of %zu wrong", j, size);
+	side_close(&s);
+	side_close(&r);
+	assert_int_equal(standin_engine.out, 0);
+}
+
+/* The sender sends one message of `size` and hangs up while the
+ * receiver's copies of it are held and a second receive is posted; two
+ * more are posted after the hang-up.  The first receive completes whole
+ * once its copies land, the second fails, nothing hangs.  Past four slots
+ * the message's last bytes are still in the socket at the hang-up. */
+static void hangup_behind(size_t size)
+{
+	struct tp_comm *sc, *rc;
+	struct side s, r;
+	struct tp_req *second, *late;
+	size_t got = 0;
 	double end;
 	int done = 0, rv = SM_OK;
 
-	(void)state;
 	standin_engine_reset(7);
 	make_pair(&sc, &rc);
 	side_open(&s, sc);
@@ -225,8 +275,9 @@ static void test_sender_hangup_leaves_earlier_receive(void **state)
 	while (!s.req[0] && now() < end)
 		assert_int_equal(tp_isend(sc, s.buf[0], size, s.gpu[0], &s.req[0]), SM_OK);
 	assert_non_null(s.req[0]);
-	/* Every byte off the wire, none copied up. */
-	standin_engine.hold = 1;
+	/* All on the wire, none copied up. */
+	standin_engine.hold_dst = r.buf[0];
+	standin_engine.hold_len = MAX_MSG;
 	while (!done && now() < end) {
 		int landed = 0;
 
@@ -235,9 +286,6 @@ static void test_sender_hangup_leaves_earlier_receive(void **state)
 		assert_false(landed);
 	}
 	assert_true(done);
-	while (!r.req[0]->wire_done && now() < end)
-		assert_int_equal(tp_test(r.req[0], &done, NULL), SM_OK);
-	assert_true(r.req[0]->wire_done);
 	side_close(&s);
 
 	/* Past the liveness check's interval: the hang-up is seen. */
@@ -245,7 +293,9 @@ static void test_sender_hangup_leaves_earlier_receive(void **state)
 	for (double t = now() + 0.2; now() < t;)
 		assert_int_equal(tp_test(r.req[0], &done, NULL), SM_OK);
 	assert_false(done);
-	standin_engine.hold = 0;
+	for (int i = 2; i < 4; i++)
+		assert_int_equal(tp_irecv(rc, r.buf[i], MAX_MSG, r.gpu[i], &late), SM_OK);
+	standin_engine.hold_dst = NULL;
 	while (!done && now() < end)
 		assert_int_equal(tp_test(r.req[0], &done, &got), SM_OK);
 	assert_true(done);
@@ -261,12 +311,26 @@ static void test_sender_hangup_leaves_earlier_receive(void **state)
 	assert_int_equal(standin_engine.out, 0);
 }
 
+static void test_sender_hangup_leaves_earlier_receive(void **state)
+{
+	(void)state;
+	hangup_behind((3u << 20) + 5);
+}
+
+static void test_sender_hangup_with_bytes_in_socket(void **state)
+{
+	(void)state;
+	hangup_behind((4u << 20) + 65536);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_messages_land_whole),
 		cmocka_unit_test(test_tiny_event_pool),
+		cmocka_unit_test(test_landed_copy_frees_its_event),
 		cmocka_unit_test(test_sender_hangup_leaves_earlier_receive),
+		cmocka_unit_test(test_sender_hangup_with_bytes_in_socket),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
