@@ -400,9 +400,6 @@ int tp_test(struct tp_req *r, int *done, size_t *size)
 	return SM_OK;
 }
 
-/* How long a close waits for the copies still queued, all of them. */
-#define CLOSE_COPY_LIMIT_NS (60ull * 1000 * 1000 * 1000)
-
 void tp_close(struct tp_comm *c)
 {
 	uint64_t limit;
@@ -416,7 +413,7 @@ void tp_close(struct tp_comm *c)
 	 * is given up (the engine is stuck), and the peer's buffers stay
 	 * mapped, since a copy given up may still run and must not write
 	 * into memory that is no longer there. */
-	limit = sm_now_ns() + CLOSE_COPY_LIMIT_NS;
+	limit = sm_now_ns() + COPY_LIMIT_NS;
 	for (unsigned i = 0; i < c->q_count; i++) {
 		struct tp_req *r = c->queue[(c->q_head + i) % TP_MAX_REQUESTS];
 
@@ -428,7 +425,7 @@ void tp_close(struct tp_comm *c)
 		c->keep_mappings = 1;
 		sm_warn("closing a %s connection: %u queued copy(ies) failed or did not land "
 			"within %.0f s; the peer's buffers stay mapped in this process",
-			c->is_send ? "sending" : "receiving", stuck, CLOSE_COPY_LIMIT_NS / 1e9);
+			c->is_send ? "sending" : "receiving", stuck, COPY_LIMIT_NS / 1e9);
 	}
 	c->ops->close(c);	/* forgets the peer's mappings, in the helper too */
 	sm_pool_gpu_put(c->pool);

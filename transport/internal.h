@@ -17,6 +17,12 @@
 #define WIRE_VERSION 2
 #define REGION_MAGIC 0x4e474552u	/* "REGN" */
 
+/* How long a connection waits for one of its copies: a close gives up
+ * copies still queued after it (tp_close, bounce_close), and a TCP bounce
+ * copy in flight that long fails the connection, as the synchronous copy
+ * before it did. */
+#define COPY_LIMIT_NS (60ull * 1000 * 1000 * 1000)
+
 /* The shared segment of one shared-memory connection.  Each side writes
  * only its own cache line of counters; the sender writes send_size[] and
  * the ring, the receiver recv_size[].  Slot i % 32 belongs to message i:

@@ -21,10 +21,7 @@
  * synchronous bounce used. */
 #define SLOTS 4
 #define SLOT_BYTES (1ull << 20)
-
-/* A slot's copy that has not landed after this long fails the connection,
- * as the synchronous copy before did; a close waits as long for them. */
-#define COPY_LIMIT_NS (60ull * 1000 * 1000 * 1000)
+#define BOUNCE_BYTES (SLOTS * SLOT_BYTES)
 
 enum slot_state {
 	SLOT_FILLING = 0,	/* receive: taking bytes from the socket, or holding
@@ -45,7 +42,7 @@ struct slot {
 };
 
 struct tcp_bounce {
-	uint8_t *mem;		/* SLOTS * SLOT_BYTES */
+	uint8_t *mem;		/* BOUNCE_BYTES */
 	int pinned;		/* registered with the driver ... */
 	CUcontext ctx;		/* ... in this context */
 	unsigned head, count;	/* slots in use, oldest first */
@@ -125,7 +122,9 @@ static int slot_copy(struct tp_comm *c, struct slot *s, void *dst, const void *s
 
 /* Tests every slot in flight, not only the oldest: a landed copy gives its
  * events back to the pool that every connection of the GPU shares at once,
- * so no slot waits for an event another slot of its own holds. */
+ * so no slot waits for an event another slot of its own holds.  A copy in
+ * flight, or a complete slot still waiting for an event, fails the
+ * connection after COPY_LIMIT_NS. */
 static int slots_test(struct tp_comm *c)
 {
 	struct tcp_bounce *b = c->bounce;
@@ -135,30 +134,25 @@ static int slots_test(struct tp_comm *c)
 		struct slot *s = slot_at(b, i);
 		int done = 0, rc;
 
-		if (s->state == SLOT_FILLING && s->start_ns) {
-			/* Complete, still waiting for an event. */
-			if (!now)
-				now = sm_now_ns();
-			if (now - s->start_ns > COPY_LIMIT_NS)
-				return comm_fail(c, SM_ERR_CUDA, "no copy-engine event free for a "
-						 "TCP bounce copy in %.0f s", COPY_LIMIT_NS / 1e9);
-			continue;
-		}
-		if (s->state != SLOT_COPYING)
-			continue;
-		rc = smf_copy_test(c->ce, &s->copy, &done);
-		if (rc)
-			return comm_fail(c, rc, "%s", sm_last_error());
-		if (done) {
-			s->state = SLOT_LANDED;
-			continue;
+		if (s->state == SLOT_COPYING) {
+			rc = smf_copy_test(c->ce, &s->copy, &done);
+			if (rc)
+				return comm_fail(c, rc, "%s", sm_last_error());
+			if (done) {
+				s->state = SLOT_LANDED;
+				continue;
+			}
+		} else if (s->state != SLOT_FILLING || !s->start_ns) {
+			continue;	/* landed, or still taking bytes */
 		}
 		if (!now)
 			now = sm_now_ns();
 		if (now - s->start_ns > COPY_LIMIT_NS)
 			return comm_fail(c, SM_ERR_CUDA, "a %llu-byte copy between GPU memory and "
-					 "the TCP bounce buffer did not land in %.0f s",
-					 (unsigned long long)s->len, COPY_LIMIT_NS / 1e9);
+					 "the TCP bounce buffer %s in %.0f s",
+					 (unsigned long long)s->len,
+					 s->state == SLOT_COPYING ? "did not land" :
+					 "found no copy-engine event free", COPY_LIMIT_NS / 1e9);
 	}
 	return SM_OK;
 }
@@ -174,13 +168,13 @@ int bounce_open(struct tp_comm *c)
 
 	if (!b)
 		return sm_fail(SM_ERR_SYSTEM, "out of memory for a TCP bounce buffer");
-	if (posix_memalign((void **)&b->mem, 4096, SLOTS * SLOT_BYTES)) {
+	if (posix_memalign((void **)&b->mem, 4096, BOUNCE_BYTES)) {
 		free(b);
 		return sm_fail(SM_ERR_SYSTEM, "out of memory for a %llu-byte TCP bounce buffer",
-			       SLOTS * SLOT_BYTES);
+			       BOUNCE_BYTES);
 	}
 	if (cu && cu->ctx_get_current(&b->ctx) == CUDA_SUCCESS && b->ctx)
-		crc = cu->mem_host_register(b->mem, SLOTS * SLOT_BYTES,
+		crc = cu->mem_host_register(b->mem, BOUNCE_BYTES,
 					    CU_MEMHOSTREGISTER_PORTABLE);
 	b->pinned = crc == CUDA_SUCCESS;
 	if (!b->pinned)
@@ -208,7 +202,7 @@ static int bounce_unpin(struct tcp_bounce *b)
 	if (crc == CUDA_SUCCESS)
 		return 0;
 	sm_warn("closing a TCP connection: the driver would not unpin its %llu-byte bounce "
-		"buffer (error %d); it stays allocated", SLOTS * SLOT_BYTES, (int)crc);
+		"buffer (error %d); it stays allocated", BOUNCE_BYTES, (int)crc);
 	return -1;
 }
 
@@ -233,7 +227,7 @@ void bounce_close(struct tp_comm *c)
 	if (stuck) {
 		sm_warn("closing a TCP connection: %u bounce copy(ies) failed or did not land "
 			"within %.0f s; its %llu-byte bounce buffer stays allocated", stuck,
-			COPY_LIMIT_NS / 1e9, SLOTS * SLOT_BYTES);
+			COPY_LIMIT_NS / 1e9, BOUNCE_BYTES);
 		return;
 	}
 	if (bounce_unpin(b))
