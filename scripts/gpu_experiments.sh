@@ -239,12 +239,6 @@ if [ "$MODE" = sweep ]; then
 	finish
 fi
 
-# A user's cap on NCCL's CTAs (NCCL_MAX_CTAS, NCCL_MAX_NCHANNELS) against
-# the plugin's NCCL_MIN_NCHANNELS default: NCCL copies channels up to its
-# minimum after applying the maximum, so a minimum of 32 would override a
-# cap of 8.  Each run prints, for native and plugin processes apart, the
-# channel counts NCCL built ("Channel 00/N") and the most channels any
-# all_reduce ran on (TUNING).  'old' sets the old minimum of 32 by hand.
 # Between hosts: GPU buffers over TCP through the pinned, overlapped bounce
 # slots (transport/tcp_bounce.c) against NCCL's own Socket net with no
 # plugin loaded and, with OLD_TREE, the synchronous bounce before them.
@@ -270,6 +264,12 @@ if [ "$MODE" = tcp ]; then
 	finish
 fi
 
+# A user's cap on NCCL's CTAs (NCCL_MAX_CTAS, NCCL_MAX_NCHANNELS) against
+# the plugin's NCCL_MIN_NCHANNELS default: NCCL copies channels up to its
+# minimum after applying the maximum, so a minimum of 32 would override a
+# cap of 8.  Each run prints, for native and plugin processes apart, the
+# channel counts NCCL built ("Channel 00/N") and the most channels any
+# all_reduce ran on (TUNING).  'old' sets the old minimum of 32 by hand.
 if [ "$MODE" = ctas ]; then
 	S="-o all_reduce,all_gather,reduce_scatter ${SIZES:--b 1048576 -e 268435456 -f 4} -c none -i ${ITERS:-10}"
 	export SUBSYS=INIT,ENV,NET,TUNING
