@@ -31,6 +31,7 @@
 #        lists: ranks that see their own GPU and the next (-W), OLD_TREE beside;
 #        ctas: a user's NCCL_MAX_CTAS / NCCL_MAX_NCHANNELS against the
 #        plugin's NCCL_MIN_NCHANNELS (session 16);
+#        tcp-replays: CUDA-graph replays queued back to back over TCP;
 #        tcp: GPU buffers between "hosts" over TCP (two GPUs forced through
 #        NCCL_SYMMEM_BACKEND=tcp) against NCCL's own Socket net, OLD_TREE
 #        beside, registered buffers and CUDA graphs (session 18);
@@ -39,10 +40,10 @@
 #        value).
 #        NRANKS, PHASE_TIMEOUT, SKIP_BUILD: as in scripts/gpu_lib.sh.
 MODE=${1:-}
-case " tcp ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
+case " tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
 *" $MODE "*) ;;
 *)
-	echo "usage: $0 MODE (one of: tcp ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan)" >&2
+	echo "usage: $0 MODE (one of: tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan)" >&2
 	exit 2
 	;;
 esac
@@ -261,6 +262,19 @@ if [ "$MODE" = tcp ]; then
 	for d in "$OUT"/logs/tcp-*; do
 		echo "${d##*/}: $(grep -h -m1 'Channel [0-9]*/[0-9]* :' "$d"/nccl.*.log | sed 's/.*INFO //')"
 	done
+	finish
+fi
+
+# CUDA-graph replays queued back to back over TCP.  Once about 28 replays
+# of a graph with a host node wait, cuGraphLaunch holds a driver lock every
+# CUDA call of the process needs (copy-helper.md); a copy issued from
+# NCCL's progress thread then waits for replays that wait for it.  REPLAYS
+# launches per size, each phase bounded by PHASE_TIMEOUT; the same-host
+# copy-engine path (copies in the helper) beside it.
+if [ "$MODE" = tcp-replays ]; then
+	R="-G -o all_reduce,sendrecv -b 1048576 -e 16777216 -f 16 -c none -i ${REPLAYS:-200}"
+	PHASE_TIMEOUT=${PHASE_TIMEOUT:-90} bench tcp-replays -m plugin $R -E NCCL_SYMMEM_BACKEND=tcp
+	PHASE_TIMEOUT=${PHASE_TIMEOUT:-90} bench ce-replays -m plugin $R
 	finish
 fi
 

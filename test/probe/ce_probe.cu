@@ -245,7 +245,21 @@ static void kinds_round(const char *state, void *g0a, void *g0b, void *g1a, void
 	use_batch_hint = 0;
 }
 
-static int kinds(void)
+// kinds-sizes: host copies by size while another process's kernels fill
+// both GPUs: where a host-to-GPU copy stops waiting for the other
+// context's time slice (kinds found 8 B and 4 KiB wait, 2 MiB does not).
+static void sizes_round(const char *state, void *g0a, void *host, cudaStream_t s)
+{
+	char l[96];
+	for (size_t n = 4096; n <= (4u << 20); n *= 2) {
+		snprintf(l, sizeof(l), "%s host->gpu0", state);
+		time_copies(l, g0a, host, n, 30, s);
+		snprintf(l, sizeof(l), "%s gpu0->host", state);
+		time_copies(l, host, g0a, n, 30, s);
+	}
+}
+
+static int kinds(int by_size)
 {
 	int go[2], done[2];
 	if (pipe(go) || pipe(done))
@@ -268,11 +282,17 @@ static int kinds(void)
 	cudaStream_t s;
 	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 	CK(cudaDeviceSynchronize());
-	kinds_round("idle", g0a, g0b, g1a, g1b, host, s);
+	if (by_size)
+		sizes_round("idle", g0a, host, s);
+	else
+		kinds_round("idle", g0a, g0b, g1a, g1b, host, s);
 	if (write(go[1], "g", 1) != 1)
 		return 1;
 	usleep(200000);
-	kinds_round("busy", g0a, g0b, g1a, g1b, host, s);
+	if (by_size)
+		sizes_round("busy", g0a, host, s);
+	else
+		kinds_round("busy", g0a, g0b, g1a, g1b, host, s);
 	if (write(done[1], "d", 1) != 1)
 		return 1;
 	int st;
@@ -870,7 +890,9 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "xproc") == 0)
 		return xproc();
 	if (argc > 1 && strcmp(argv[1], "kinds") == 0)
-		return kinds();
+		return kinds(0);
+	if (argc > 1 && strcmp(argv[1], "kinds-sizes") == 0)
+		return kinds(1);
 	if (argc > 1 && strcmp(argv[1], "bidir") == 0)
 		return bidir();
 	if (argc > 1 && strcmp(argv[1], "multi") == 0)
@@ -883,6 +905,6 @@ int main(int argc, char **argv)
 	}
 	if (argc > 1 && strcmp(argv[1], "graph") == 0)
 		return graph(argc > 2 ? atoi(argv[2]) : 0, argc > 3 ? atoi(argv[3]) : 32);
-	fprintf(stderr, "usage: ce_probe xproc | kinds | bidir | multi | multi-cumem | multi-proc | graph [host_node] [launches]\n");
+	fprintf(stderr, "usage: ce_probe xproc | kinds | kinds-sizes | bidir | multi | multi-cumem | multi-proc | graph [host_node] [launches]\n");
 	return 2;
 }
