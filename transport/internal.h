@@ -326,6 +326,11 @@ void shadow_recv_post(struct tp_req *q, const struct tp_region *r);
 /* Once the sender's copy landed: starts the copy on (once) and tests it. */
 int shadow_copy_out(struct tp_comm *c, struct tp_req *q, int *landed);
 
+/* stage.c: a shared memfd of `size` bytes mapped here, described for the
+ * copy helper (which maps it and registers it with the driver). */
+int host_memfd_open(const char *name, uint64_t size, struct sm_share_info *info, int *fd,
+		    uint8_t **buf);
+
 /* stage.c: host staging for sends from memory the copy helper cannot map.
  * stage_put copies `n` bytes in and gives the span's offset; *end = 0 when
  * there is no staging or no room yet.  Spans are released in order. */
@@ -352,6 +357,9 @@ int bounce_send_poll(struct tp_comm *c);
 int bounce_send(struct tp_comm *c, struct tp_req *r, int *progressed);
 int bounce_recv(struct tp_comm *c, struct tp_req *r, int *progressed);
 int bounce_land(struct tp_comm *c, int *progressed);
+/* The copy helper's name for `ptr` in registration reg (*hid = 0 when
+ * the helper does not know it), for the slots' copies. */
+void bounce_name(const struct tp_region *reg, const void *ptr, uint32_t *hid, uint64_t *off);
 /* Slots in use: copies that may still complete earlier receives. */
 int bounce_pending(const struct tp_comm *c);
 void bounce_describe(const struct tp_comm *c, char *buf, size_t len);

@@ -217,7 +217,7 @@ int region_to_own_helper(struct tp_comm *c, const void *ptr, size_t size, struct
 	if (!rc)
 		rc = smf_range_add(c->ce, getpid(), &info, fd, hid);
 	if (!rc)
-		log_range(c, "send buffer", getpid(), &info, *hid);
+		log_range(c, c->is_send ? "send buffer" : "receive buffer", getpid(), &info, *hid);
 	if (rc && *exp) {
 		sm_export_put(*exp);
 		*exp = NULL;
@@ -242,16 +242,19 @@ static const char *more_with_verbose(const struct tp_comm *c)
 	return c->verbose ? "" : " (further buffers that stay are logged with NCCL_SM_FREE_VERBOSE=1)";
 }
 
-/* A sender's buffer is exported to its own copy helper, so copies from it
- * need no CUDA call here.  Memory that cannot be exported (a stream-
- * ordered pool, cuMem without a shareable handle, cudaHostAlloc memory)
- * is still fine: its copies run in this process. */
-static void sender_to_helper(struct tp_comm *c, struct tp_region *r)
+/* A buffer this process's copy engine reads or writes is exported to its
+ * own copy helper, so copies need no CUDA call here: a sender's buffer on
+ * one host, either side's GPU buffer over TCP (the bounce slots).  Memory
+ * that cannot be exported (a stream-ordered pool, cuMem without a
+ * shareable handle, cudaHostAlloc memory) is still fine: its copies run in
+ * this process. */
+static void own_buffer_to_helper(struct tp_comm *c, struct tp_region *r)
 {
 	if (region_to_own_helper(c, (void *)r->base, r->size, &r->exp, &r->offset, &r->hid)) {
 		if (log_in_process(c))
-			sm_info("send buffer %p (%zu bytes) stays with in-process copies: %s%s",
-				(void *)r->base, r->size, sm_last_error(), more_with_verbose(c));
+			sm_info("%s buffer %p (%zu bytes) stays with in-process copies: %s%s",
+				c->is_send ? "send" : "receive", (void *)r->base, r->size,
+				sm_last_error(), more_with_verbose(c));
 		return;
 	}
 	r->ce = c->ce;
@@ -302,7 +305,11 @@ int tp_register(struct tp_comm *c, void *data, size_t size, int mem, struct tp_r
 	 * allocates them with cuMem (NCCL_CUMEM_HOST_ENABLE) they export like
 	 * GPU memory, so even those copies leave this process. */
 	if (c->is_send && c->ops == &tp_shm_ops && smf_engine_helper_pid(c->ce))
-		sender_to_helper(c, r);
+		own_buffer_to_helper(c, r);
+	/* Over TCP the copies run between the buffer and this side's bounce
+	 * slots, on either side. */
+	if (mem == TP_MEM_CUDA && c->ops == &tp_tcp_ops && smf_engine_helper_pid(c->ce))
+		own_buffer_to_helper(c, r);
 	if (rc) {
 		region_release(r);
 		free(r);

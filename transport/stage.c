@@ -21,27 +21,28 @@
 /* Spans start on cache lines. */
 #define SPAN_ALIGN 64
 
-/* A shared memfd, mapped here; the helper maps it too and registers it
- * with the driver. */
-static int open_memfd(struct tp_comm *c, struct sm_share_info *info, int *fd, uint8_t **buf)
+int host_memfd_open(const char *name, uint64_t size, struct sm_share_info *info, int *fd,
+		    uint8_t **buf)
 {
 	void *p;
 	int rc;
 
-	*fd = memfd_create("symmem-stage", MFD_CLOEXEC);
+	*fd = memfd_create(name, MFD_CLOEXEC);
 	if (*fd < 0)
 		return sm_fail(SM_ERR_SYSTEM, "memfd_create: %s", strerror(errno));
-	if (ftruncate(*fd, (off_t)c->ring_size) != 0) {
-		rc = sm_fail(SM_ERR_SYSTEM, "sizing host staging: %s", strerror(errno));
+	if (ftruncate(*fd, (off_t)size) != 0) {
+		rc = sm_fail(SM_ERR_SYSTEM, "sizing %llu bytes of %s: %s", (unsigned long long)size,
+			     name, strerror(errno));
 		goto fail;
 	}
-	p = mmap(NULL, c->ring_size, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
 	if (p == MAP_FAILED) {
-		rc = sm_fail(SM_ERR_SYSTEM, "mapping host staging: %s", strerror(errno));
+		rc = sm_fail(SM_ERR_SYSTEM, "mapping %llu bytes of %s: %s", (unsigned long long)size,
+			     name, strerror(errno));
 		goto fail;
 	}
 	info->kind = SM_SHARE_HOST_FD;
-	info->alloc_size = c->ring_size;
+	info->alloc_size = size;
 	*buf = p;
 	return SM_OK;
 fail:
@@ -93,7 +94,7 @@ static int stage_open(struct tp_comm *c)
 	}
 	if (rc) {
 		memset(&info, 0, sizeof(info));
-		rc = open_memfd(c, &info, &fd, &buf);
+		rc = host_memfd_open("symmem-stage", c->ring_size, &info, &fd, &buf);
 		if (rc)
 			return rc;
 	}

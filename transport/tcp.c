@@ -65,7 +65,6 @@ static int tcp_read_posts(struct tp_comm *c, int *eof)
 static int tcp_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t size,
 		     const struct tp_region *reg)
 {
-	(void)reg;
 	uint64_t capacity, sz = size;
 	struct tp_req *r;
 	int rc, eof;
@@ -92,6 +91,7 @@ static int tcp_isend(struct tp_comm *c, struct tp_req **out, const void *data, s
 	r = comm_req_alloc(c, REQ_SEND);
 	r->buf = (uint8_t *)data;
 	r->size = size;
+	bounce_name(reg, data, &r->src_hid, &r->src_off);
 	memcpy(r->hdr, &sz, 8);
 	c->posted++;
 	*out = r;
@@ -123,7 +123,7 @@ static int tcp_irecv(struct tp_comm *c, struct tp_req *r, const struct tp_region
 {
 	uint64_t size = r->size;
 
-	(void)reg;
+	bounce_name(reg, r->buf, &r->dst_hid, &r->dst_off);
 	/* At most 32 receives are in flight, so announcements always fit. */
 	memcpy(c->out + c->out_len, &r->seq, 8);
 	memcpy(c->out + c->out_len + 8, &size, 8);

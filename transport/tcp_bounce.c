@@ -7,10 +7,19 @@
  * and copies it up while the next slot fills.  Slots are used in posting
  * order, so the oldest slot always holds the next bytes of the message at
  * the socket.  Before this the bounce was one synchronous copy per 4 MiB
- * through pageable memory, and the socket waited for every copy. */
+ * through pageable memory, and the socket waited for every copy.
+ *
+ * Where the process has a copy helper, the slots are a shared memfd the
+ * helper maps too, and copies between them and a GPU buffer the helper
+ * knows run there: a copy issued from NCCL's progress thread waits for a
+ * driver lock that cuGraphLaunch holds while CUDA-graph replays queue up,
+ * and those replays wait for this very copy (200 replays queued over TCP
+ * hung every time; bench/results/tcp.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "sock.h"
@@ -22,6 +31,12 @@
 #define SLOTS 4
 #define SLOT_BYTES (1ull << 20)
 #define BOUNCE_BYTES (SLOTS * SLOT_BYTES)
+
+/* While NCCL's kernel occupies the GPU, a host-to-GPU copy of 16 KiB or
+ * less from another process (the helper) waits about 2.39 ms for a time
+ * slice; from 32 KiB on it runs at once (probe kinds-sizes, 2 x H200).
+ * GPU-to-host copies run at once at every size. */
+#define UP_MIN (32ull << 10)
 
 enum slot_state {
 	SLOT_FILLING = 0,	/* receive: taking bytes from the socket, or holding
@@ -43,6 +58,7 @@ struct slot {
 
 struct tcp_bounce {
 	uint8_t *mem;		/* BOUNCE_BYTES */
+	uint32_t hid;		/* the copy helper's name for mem (a shared memfd), or 0 */
 	int pinned;		/* registered with the driver ... */
 	CUcontext ctx;		/* ... in this context */
 	unsigned head, count;	/* slots in use, oldest first */
@@ -105,12 +121,39 @@ static int slot_complete(const struct slot *s)
 	return s->len == SLOT_BYTES || s->dst_off + s->len == s->req->msg_size;
 }
 
-/* Starts a slot's copy: *started = 0 when no engine event is free. */
-static int slot_copy(struct tp_comm *c, struct slot *s, void *dst, const void *src,
-		     int *started)
-{
-	int rc = smf_copy_start(c->ce, dst, src, s->len, &s->copy, started);
+/* One end of a slot's copy: the helper's name and offset (hid 0: not
+ * known there) and the address in this process. */
+struct side {
+	uint32_t hid;
+	uint64_t off;
+	uint8_t *ptr;
+};
 
+static struct side slot_side(const struct tcp_bounce *b, const struct slot *s)
+{
+	uint64_t off = (uint64_t)(s - b->slot) * SLOT_BYTES;
+
+	return (struct side){ .hid = b->hid, .off = off, .ptr = b->mem + off };
+}
+
+/* `at` bytes into a message whose buffer the helper names (hid, off). */
+static struct side msg_side(uint32_t hid, uint64_t off, uint8_t *buf, uint64_t at)
+{
+	return (struct side){ .hid = hid, .off = off + at, .ptr = buf + at };
+}
+
+/* Starts a slot's copy of n bytes, in the copy helper when it knows both
+ * ends, else in this process: *started = 0 when no engine event is free. */
+static int slot_copy(struct tp_comm *c, struct slot *s, struct side dst, struct side src,
+		     uint64_t n, int *started)
+{
+	int rc;
+
+	if (dst.hid && src.hid)
+		rc = smf_copy_start_ranges(c->ce, dst.hid, dst.off, src.hid, src.off, n, &s->copy,
+					   started);
+	else
+		rc = smf_copy_start(c->ce, dst.ptr, src.ptr, n, &s->copy, started);
 	if (rc)
 		return comm_fail(c, rc, "%s", sm_last_error());
 	if (*started) {
@@ -118,6 +161,30 @@ static int slot_copy(struct tp_comm *c, struct slot *s, void *dst, const void *s
 		s->start_ns = sm_now_ns();
 	}
 	return SM_OK;
+}
+
+/* Receive: the bytes the helper's copy up carries.  A short slot (a
+ * message's tail) takes the slot's stale bytes behind it up to UP_MIN, as
+ * far as the posted receive reaches: NCCL reads only the bytes received,
+ * and the rest of the buffer it posted is the receive's to write.  0 when
+ * the posted receive is too short for that. */
+static uint64_t up_len(const struct slot *s)
+{
+	uint64_t room = s->req->size - s->dst_off;
+
+	if (s->len >= UP_MIN)
+		return s->len;
+	return room >= UP_MIN ? UP_MIN : 0;
+}
+
+void bounce_name(const struct tp_region *reg, const void *ptr, uint32_t *hid, uint64_t *off)
+{
+	*hid = 0;
+	*off = 0;
+	if (!reg || !reg->hid)
+		return;
+	*hid = reg->hid;
+	*off = reg->offset + ((uintptr_t)ptr - reg->base);
 }
 
 /* Tests every slot in flight, not only the oldest: a landed copy gives its
@@ -157,9 +224,38 @@ static int slots_test(struct tp_comm *c)
 	return SM_OK;
 }
 
+/* The slots as a shared memfd the copy helper maps; b->mem stays NULL
+ * (plain memory instead) when the helper will not take it. */
+static void slots_to_helper(struct tp_comm *c, struct tcp_bounce *b)
+{
+	struct sm_share_info info;
+	uint8_t *mem;
+	int fd, rc;
+
+	memset(&info, 0, sizeof(info));
+	rc = host_memfd_open("symmem-tcp-bounce", BOUNCE_BYTES, &info, &fd, &mem);
+	if (!rc) {
+		rc = smf_range_add(c->ce, getpid(), &info, fd, &b->hid);
+		close(fd);	/* the helper holds its own */
+		if (!rc && b->hid) {
+			b->mem = mem;
+			if (c->verbose)
+				sm_info("TCP connection %p: the copy helper maps its bounce slots "
+					"(range %u)", (void *)c, b->hid);
+			return;
+		}
+		munmap(mem, BOUNCE_BYTES);
+		b->hid = 0;
+	}
+	sm_info("TCP connection %p: the copy helper cannot map its bounce slots, their copies "
+		"run in NCCL's process: %s", (void *)c, rc ? sm_last_error() : "no name given");
+}
+
 /* Called where connections are set up (NCCL's service thread): pinning
- * memory there cannot stall NCCL's progress thread.  Memory the driver
- * will not pin still works, only slower (its copies are synchronous). */
+ * memory there cannot stall NCCL's progress thread.  The slots are pinned
+ * here too, for copies the helper cannot make (a GPU buffer it cannot
+ * map).  Memory the driver will not pin still works, only slower (its
+ * copies are synchronous). */
 int bounce_open(struct tp_comm *c)
 {
 	const struct sm_cuda_api *cu = sm_cu();
@@ -168,7 +264,9 @@ int bounce_open(struct tp_comm *c)
 
 	if (!b)
 		return sm_fail(SM_ERR_SYSTEM, "out of memory for a TCP bounce buffer");
-	if (posix_memalign((void **)&b->mem, 4096, BOUNCE_BYTES)) {
+	if (smf_engine_helper_pid(c->ce))
+		slots_to_helper(c, b);
+	if (!b->mem && posix_memalign((void **)&b->mem, 4096, BOUNCE_BYTES)) {
 		free(b);
 		return sm_fail(SM_ERR_SYSTEM, "out of memory for a %llu-byte TCP bounce buffer",
 			       BOUNCE_BYTES);
@@ -179,7 +277,9 @@ int bounce_open(struct tp_comm *c)
 	b->pinned = crc == CUDA_SUCCESS;
 	if (!b->pinned)
 		sm_info("TCP connection %p: the driver would not pin its bounce buffer (error %d); "
-			"its GPU copies run from pageable memory", (void *)c, (int)crc);
+			"its GPU copies %s", (void *)c, (int)crc,
+			b->hid ? "outside the copy helper run from pageable memory" :
+			"run from pageable memory");
 	c->bounce = b;
 	return SM_OK;
 }
@@ -230,9 +330,15 @@ void bounce_close(struct tp_comm *c)
 			COPY_LIMIT_NS / 1e9, BOUNCE_BYTES);
 		return;
 	}
+	/* The helper lets go first: its copies have landed. */
+	if (b->hid)
+		smf_range_del(c->ce, b->hid);
 	if (bounce_unpin(b))
 		return;
-	free(b->mem);
+	if (b->hid)
+		munmap(b->mem, BOUNCE_BYTES);
+	else
+		free(b->mem);
 	free(b);
 }
 
@@ -266,7 +372,9 @@ static int send_fill(struct tp_comm *c)
 			int started = 0, rc;
 
 			s->len = min_u64(SLOT_BYTES, r->size - r->staged);
-			rc = slot_copy(c, s, slot_mem(b, s), r->buf + r->staged, &started);
+			rc = slot_copy(c, s, slot_side(b, s),
+				       msg_side(r->src_hid, r->src_off, r->buf, r->staged), s->len,
+				       &started);
 			if (rc || !started) {
 				slot_untake(b);
 				return rc;	/* none free: the next call tries again */
@@ -324,7 +432,17 @@ int bounce_send(struct tp_comm *c, struct tp_req *r, int *progressed)
  * message; one that finds no event is timed from then (slots_test). */
 static int recv_flush(struct tp_comm *c, struct slot *s, int *started)
 {
-	int rc = slot_copy(c, s, s->req->buf + s->dst_off, slot_mem(c->bounce, s), started);
+	struct tp_req *r = s->req;
+	struct side dst = msg_side(r->dst_hid, r->dst_off, r->buf, s->dst_off);
+	struct side src = slot_side(c->bounce, s);
+	uint64_t n = up_len(s);
+	int rc;
+
+	if (!n)
+		dst.hid = 0;	/* too short for the helper: in this process */
+	if (!dst.hid || !src.hid)
+		n = s->len;
+	rc = slot_copy(c, s, dst, src, n, started);
 
 	if (!rc && !*started && !s->start_ns)
 		s->start_ns = sm_now_ns();

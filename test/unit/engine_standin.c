@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "engine_standin.h"
 #include "smfree.h"
@@ -18,6 +20,18 @@ struct pending {
 	int nth;		/* started n-th */
 };
 
+/* A range the stand-in helper knows; id 0 = free entry. */
+struct range {
+	uint32_t id;
+	uint8_t *addr;
+	uint64_t size;
+	int host;		/* a host memfd, mapped here */
+};
+
+#define MAX_RANGES 64
+
+static struct range ranges[MAX_RANGES];
+static uint32_t next_range;
 static int engine_token;
 static unsigned rand_state;
 
@@ -62,39 +76,86 @@ void smf_engine_put(struct smf_engine *e)
 int smf_engine_helper_pid(const struct smf_engine *e)
 {
 	(void)e;
-	return 0;
+	return standin_engine.helper ? (int)getpid() : 0;
 }
 
 int smf_range_add(struct smf_engine *e, int owner_pid, const struct sm_share_info *info, int fd,
 		  uint32_t *id)
 {
+	struct range *r = NULL;
+
 	(void)e;
 	(void)owner_pid;
-	(void)info;
-	(void)fd;
 	*id = 0;
+	if (!standin_engine.helper)
+		return SM_OK;
+	for (int i = 0; i < MAX_RANGES && !r; i++)
+		if (!ranges[i].id)
+			r = &ranges[i];
+	if (!r)
+		return sm_fail(SM_ERR_INTERNAL, "the stand-in helper holds %d ranges", MAX_RANGES);
+	r->host = info->kind == SM_SHARE_HOST_FD;
+	r->size = info->alloc_size;
+	if (r->host) {
+		void *p = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+		if (p == MAP_FAILED)
+			return sm_fail(SM_ERR_SYSTEM, "stand-in helper: mapping a host range failed");
+		r->addr = p;
+	} else {
+		r->addr = (uint8_t *)(uintptr_t)info->addr;
+	}
+	r->id = ++next_range;
+	*id = r->id;
+	standin_engine.ranges++;
 	return SM_OK;
+}
+
+static struct range *range_find(uint32_t id)
+{
+	for (int i = 0; i < MAX_RANGES; i++)
+		if (id && ranges[i].id == id)
+			return &ranges[i];
+	return NULL;
 }
 
 void smf_range_del(struct smf_engine *e, uint32_t id)
 {
+	struct range *r = range_find(id);
+
 	(void)e;
-	(void)id;
+	if (!r)
+		return;
+	if (r->host)
+		munmap(r->addr, r->size);
+	memset(r, 0, sizeof(*r));
+	standin_engine.ranges--;
 }
 
 int smf_copy_start_ranges(struct smf_engine *e, uint32_t dst_id, uint64_t dst_off,
 			  uint32_t src_id, uint64_t src_off, size_t n, struct smf_copy *op,
 			  int *started)
 {
-	(void)e;
-	(void)dst_id;
-	(void)dst_off;
-	(void)src_id;
-	(void)src_off;
-	(void)n;
-	(void)op;
+	struct range *d = range_find(dst_id), *s = range_find(src_id);
+	int rc;
+
 	*started = 0;
-	return sm_fail(SM_ERR_INTERNAL, "the stand-in engine has no copy helper");
+	if (!d || !s)
+		return sm_fail(SM_ERR_INTERNAL, "stand-in helper: no range %u", d ? src_id : dst_id);
+	/* The real helper refuses these too (copyd.c). */
+	if (dst_off > d->size || n > d->size - dst_off || src_off > s->size ||
+	    n > s->size - src_off)
+		return sm_fail(SM_ERR_INVALID, "stand-in helper: %zu bytes at %llu / %llu outside "
+			       "ranges of %llu / %llu bytes", n, (unsigned long long)dst_off,
+			       (unsigned long long)src_off, (unsigned long long)d->size,
+			       (unsigned long long)s->size);
+	rc = smf_copy_start(e, d->addr + dst_off, s->addr + src_off, n, op, started);
+	if (rc || !*started)
+		return rc;
+	standin_engine.range_starts++;
+	if (s->host && !d->host && n < (32u << 10))
+		standin_engine.short_up++;
+	return SM_OK;
 }
 
 int smf_copy_start(struct smf_engine *e, void *dst, const void *src, size_t n,

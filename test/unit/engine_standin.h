@@ -16,6 +16,12 @@ struct standin_engine {
 	int hold_nth;		/* the copy started n-th (from 1) does not land while set */
 	int out;		/* events taken now */
 	int starts;		/* copies started, ever */
+	/* A copy helper: ranges named by smf_range_add (host memfds mapped
+	 * here, other shares by their address in this process). */
+	int helper;		/* smf_engine_helper_pid() reports one */
+	int ranges;		/* ranges named now */
+	int range_starts;	/* copies started between two ranges, ever */
+	int short_up;		/* ... of those, host to "GPU" under 32 KiB */
 };
 
 extern struct standin_engine standin_engine;
