@@ -96,7 +96,7 @@ void monitor_close(const struct monitor_state *m, const struct tp_comm *tp, cons
 		   int is_send, int dev)
 {
 	const struct config *cfg = config_get();
-	char wait[80], copy[80], notice[80];
+	char wait[80], copy[80], notice[80], slots[80] = "";
 	struct tp_stats st;
 
 	if (!cfg || (!cfg->verbose && !cfg->monitor))
@@ -107,15 +107,20 @@ void monitor_close(const struct monitor_state *m, const struct tp_comm *tp, cons
 	stage_text(wait, sizeof(wait), "waited for the receive", &st.stage[TP_STAGE_RECV_WAIT]);
 	stage_text(copy, sizeof(copy), "isend to copy landed", &st.stage[TP_STAGE_COPY]);
 	stage_text(notice, sizeof(notice), "landed to seen here", &st.stage[TP_STAGE_NOTICE]);
+	/* Over TCP: copies left in NCCL's process can deadlock against queued
+	 * CUDA-graph replays (transport/tcp_bounce.c). */
+	if (st.slot_copies)
+		snprintf(slots, sizeof(slots), ", %llu TCP slot copies (%llu in NCCL's process)",
+			 (unsigned long long)st.slot_copies, (unsigned long long)st.slot_local);
 	LOG_INFO("NET/symmem %s comm %p on device %d closed: %llu messages (%llu by copy engine "
 		 "in place, %llu of them in the copy helper, %llu through the staging pool), %.1f MiB, "
 		 "%.2f GB/s over its life, post-to-done mean %.1f us max %.1f us, %llu isend "
-		 "retries%s%s%s", is_send ? "send" : "receive", who, dev,
+		 "retries%s%s%s%s", is_send ? "send" : "receive", who, dev,
 		 (unsigned long long)st.messages, (unsigned long long)st.direct,
 		 (unsigned long long)st.helper, (unsigned long long)st.pooled, mib(st.bytes),
 		 gbps(st.bytes, sm_now_ns() - m->start_ns),
 		 st.messages ? (double)st.lat_ns_sum / (double)st.messages / 1e3 : 0.0,
-		 (double)st.lat_ns_max / 1e3, (unsigned long long)st.retries, wait, copy, notice);
+		 (double)st.lat_ns_max / 1e3, (unsigned long long)st.retries, wait, copy, notice, slots);
 }
 
 void monitor_finalize(void)

@@ -159,6 +159,8 @@ static int slot_copy(struct tp_comm *c, struct slot *s, struct side dst, struct 
 	if (*started) {
 		s->state = SLOT_COPYING;
 		s->start_ns = sm_now_ns();
+		c->stats.slot_copies++;
+		c->stats.slot_local += !(dst.hid && src.hid);
 	}
 	return SM_OK;
 }

@@ -146,6 +146,8 @@ struct tp_stats {
 	uint64_t helper;	/* of those, by the copy helper process */
 	uint64_t pooled;	/* receives copied on out of the staging pool */
 	uint64_t retries;	/* isend calls answered "not yet" */
+	uint64_t slot_copies;	/* TCP: copies to or from the bounce slots */
+	uint64_t slot_local;	/* ... of those, in NCCL's process */
 	uint64_t lat_ns_sum;	/* post to completion seen by test() */
 	uint64_t lat_ns_max;
 	struct sm_hist stage[TP_STAGE_COUNT];

@@ -349,11 +349,13 @@ static void test_helper_runs_the_copies(void **state)
 	}
 }
 
-/* One GPU-to-GPU message of `size` into a posted receive of `cap`; how
- * many of its copies the helper made. */
-static int helper_copies_for(size_t size, size_t cap)
+/* One GPU-to-GPU message of `size` into a posted receive of `cap`: every
+ * byte lands, none past the posted receive; the helper makes `helper` of
+ * its copies, NCCL's process `local` (both counted by the connections). */
+static void one_message(size_t size, size_t cap, int helper, int local)
 {
 	struct tp_comm *sc, *rc;
+	struct tp_stats ss, rs;
 	struct side s, r;
 	double end;
 	int sdone = 0, rdone = 0;
@@ -384,11 +386,15 @@ static int helper_copies_for(size_t size, size_t cap)
 		assert_int_equal(r.buf[0][j], pattern(j, 0));
 	for (size_t j = cap; j < MAX_MSG; j++)
 		assert_int_equal(r.buf[0][j], 0xee);
+	tp_get_stats(sc, &ss);
+	tp_get_stats(rc, &rs);
 	side_close(&s);
 	side_close(&r);
 	assert_int_equal(standin_engine.short_up, 0);
 	assert_int_equal(standin_engine.ranges, 0);
-	return standin_engine.range_starts;
+	assert_int_equal(standin_engine.range_starts, helper);
+	assert_int_equal(ss.slot_copies + rs.slot_copies, helper + local);
+	assert_int_equal(ss.slot_local + rs.slot_local, local);
 }
 
 /* A 100-byte message goes up as 32 KiB where the posted receive has room
@@ -397,12 +403,12 @@ static int helper_copies_for(size_t size, size_t cap)
 static void test_short_tail_rides_up_padded(void **state)
 {
 	(void)state;
-	assert_int_equal(helper_copies_for(100, 65536), 2);	/* send and receive */
-	assert_int_equal(helper_copies_for(100, 32768), 2);
-	assert_int_equal(helper_copies_for(100, 32767), 1);	/* send only */
+	one_message(100, 65536, 2, 0);	/* send and receive */
+	one_message(100, 32768, 2, 0);
+	one_message(100, 32767, 1, 1);	/* the receive in this process */
 	/* A tail past the first slot, with room and without. */
-	assert_int_equal(helper_copies_for((1u << 20) + 10, (1u << 20) + 40000), 4);
-	assert_int_equal(helper_copies_for((1u << 20) + 10, (1u << 20) + 10), 3);
+	one_message((1u << 20) + 10, (1u << 20) + 40000, 4, 0);
+	one_message((1u << 20) + 10, (1u << 20) + 10, 3, 1);
 }
 
 int main(void)
