@@ -275,6 +275,9 @@ if [ "$MODE" = tcp-replays ]; then
 	R="-G -o all_reduce,sendrecv -b 1048576 -e 16777216 -f 16 -c none -i ${REPLAYS:-200}"
 	PHASE_TIMEOUT=${PHASE_TIMEOUT:-90} bench tcp-replays -m plugin $R -E NCCL_SYMMEM_BACKEND=tcp
 	PHASE_TIMEOUT=${PHASE_TIMEOUT:-90} bench ce-replays -m plugin $R
+	# Receive copies under 32 KiB still run in NCCL's process.
+	PHASE_TIMEOUT=${PHASE_TIMEOUT:-90} bench tcp-replays-small -m plugin -G -o all_reduce,sendrecv \
+		-b 8 -e 16384 -f 8 -c none -i ${REPLAYS:-200} -E NCCL_SYMMEM_BACKEND=tcp
 	finish
 fi
 

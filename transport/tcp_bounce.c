@@ -35,7 +35,11 @@
 /* While NCCL's kernel occupies the GPU, a host-to-GPU copy of 16 KiB or
  * less from another process (the helper) waits about 2.39 ms for a time
  * slice; from 32 KiB on it runs at once (probe kinds-sizes, 2 x H200).
- * GPU-to-host copies run at once at every size. */
+ * GPU-to-host copies run at once at every size.  So receive copies under
+ * UP_MIN stay in this process.  Padding them to UP_MIN is not safe: NCCL
+ * posts a registered ring all_gather's receives with the full slice size
+ * as capacity, and the bytes past a shorter slice belong to the next one,
+ * which may already have landed. */
 #define UP_MIN (32ull << 10)
 
 enum slot_state {
@@ -163,20 +167,6 @@ static int slot_copy(struct tp_comm *c, struct slot *s, struct side dst, struct 
 		c->stats.slot_local += !(dst.hid && src.hid);
 	}
 	return SM_OK;
-}
-
-/* Receive: the bytes the helper's copy up carries.  A short slot (a
- * message's tail) takes the slot's stale bytes behind it up to UP_MIN, as
- * far as the posted receive reaches: NCCL reads only the bytes received,
- * and the rest of the buffer it posted is the receive's to write.  0 when
- * the posted receive is too short for that. */
-static uint64_t up_len(const struct slot *s)
-{
-	uint64_t room = s->req->size - s->dst_off;
-
-	if (s->len >= UP_MIN)
-		return s->len;
-	return room >= UP_MIN ? UP_MIN : 0;
 }
 
 void bounce_name(const struct tp_region *reg, const void *ptr, uint32_t *hid, uint64_t *off)
@@ -437,14 +427,11 @@ static int recv_flush(struct tp_comm *c, struct slot *s, int *started)
 	struct tp_req *r = s->req;
 	struct side dst = msg_side(r->dst_hid, r->dst_off, r->buf, s->dst_off);
 	struct side src = slot_side(c->bounce, s);
-	uint64_t n = up_len(s);
 	int rc;
 
-	if (!n)
-		dst.hid = 0;	/* too short for the helper: in this process */
-	if (!dst.hid || !src.hid)
-		n = s->len;
-	rc = slot_copy(c, s, dst, src, n, started);
+	if (s->len < UP_MIN)
+		dst.hid = 0;	/* the helper's copy would wait for a time slice */
+	rc = slot_copy(c, s, dst, src, s->len, started);
 
 	if (!rc && !*started && !s->start_ns)
 		s->start_ns = sm_now_ns();

@@ -165,11 +165,12 @@ static void run_messages(unsigned seed)
 					if (r.buf[i][j] != pattern(j, r.done))
 						fail_msg("message %d byte %zu of %zu wrong", r.done, j,
 							 got);
-				/* Nothing lands past the posted receive. */
-				for (size_t j = caps[r.done]; j < MAX_MSG && j < caps[r.done] + 65536; j++)
+				/* Nothing lands past the bytes sent, even where the
+				 * posted receive is larger. */
+				for (size_t j = got; j < MAX_MSG && j < caps[r.done] + 65536; j++)
 					if (r.buf[i][j] != 0xee)
-						fail_msg("message %d: byte %zu written past a posted "
-							 "receive of %zu", r.done, j, caps[r.done]);
+						fail_msg("message %d: byte %zu written past the %zu "
+							 "bytes sent", r.done, j, got);
 				r.done++;
 			}
 		}
@@ -331,8 +332,8 @@ static void test_sender_hangup_with_bytes_in_socket(void **state)
 }
 
 /* With a copy helper, the slots' copies to and from registered "GPU"
- * buffers run there (none in NCCL's process, where a blocked driver lock
- * hangs CUDA-graph replays), and none carries a short tail up: the helper's
+ * buffers run there (in NCCL's process a blocked driver lock hangs
+ * CUDA-graph replays), except receive copies under 32 KiB: the helper's
  * small host-to-GPU copies wait for the GPU's time slice. */
 static void test_helper_runs_the_copies(void **state)
 {
@@ -350,8 +351,8 @@ static void test_helper_runs_the_copies(void **state)
 }
 
 /* One GPU-to-GPU message of `size` into a posted receive of `cap`: every
- * byte lands, none past the posted receive; the helper makes `helper` of
- * its copies, NCCL's process `local` (both counted by the connections). */
+ * byte lands, none past the message; the helper makes `helper` of its
+ * copies, NCCL's process `local` (both counted by the connections). */
 static void one_message(size_t size, size_t cap, int helper, int local)
 {
 	struct tp_comm *sc, *rc;
@@ -384,7 +385,7 @@ static void one_message(size_t size, size_t cap, int helper, int local)
 	assert_int_equal(got, size);
 	for (size_t j = 0; j < size; j++)
 		assert_int_equal(r.buf[0][j], pattern(j, 0));
-	for (size_t j = cap; j < MAX_MSG; j++)
+	for (size_t j = size; j < MAX_MSG; j++)
 		assert_int_equal(r.buf[0][j], 0xee);
 	tp_get_stats(sc, &ss);
 	tp_get_stats(rc, &rs);
@@ -397,18 +398,18 @@ static void one_message(size_t size, size_t cap, int helper, int local)
 	assert_int_equal(ss.slot_local + rs.slot_local, local);
 }
 
-/* A 100-byte message goes up as 32 KiB where the posted receive has room
- * (the bytes past the message are the receive's to write, none past it
- * is written), and in this process where it has not. */
-static void test_short_tail_rides_up_padded(void **state)
+/* Sends go through the helper at every size; receive copies from 32 KiB
+ * on, smaller ones (a short message, a message's tail) in this process,
+ * which also never writes past the message into a larger posted receive. */
+static void test_short_receive_copies_stay_here(void **state)
 {
 	(void)state;
-	one_message(100, 65536, 2, 0);	/* send and receive */
-	one_message(100, 32768, 2, 0);
-	one_message(100, 32767, 1, 1);	/* the receive in this process */
-	/* A tail past the first slot, with room and without. */
-	one_message((1u << 20) + 10, (1u << 20) + 40000, 4, 0);
-	one_message((1u << 20) + 10, (1u << 20) + 10, 3, 1);
+	one_message(100, 65536, 1, 1);
+	one_message(32768, 65536, 2, 0);
+	one_message(32767, 32767, 1, 1);
+	/* A tail past the first slot, short and not. */
+	one_message((1u << 20) + 10, (1u << 20) + 40000, 3, 1);
+	one_message((1u << 20) + 40000, (1u << 20) + 40000, 4, 0);
 }
 
 int main(void)
@@ -420,7 +421,7 @@ int main(void)
 		cmocka_unit_test(test_sender_hangup_leaves_earlier_receive),
 		cmocka_unit_test(test_sender_hangup_with_bytes_in_socket),
 		cmocka_unit_test(test_helper_runs_the_copies),
-		cmocka_unit_test(test_short_tail_rides_up_padded),
+		cmocka_unit_test(test_short_receive_copies_stay_here),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
