@@ -532,29 +532,54 @@ static void locate_group(struct copyd *d, const struct cd_group *g, CUdeviceptr 
 	locate(d, g->dst_id, g->dst_off, cd_group_dst_span(g), dst);
 }
 
-/* Queues one copy: a plain one for back-to-back members, a 2D one for
- * evenly spaced rows. */
-static CUresult queue_copy(struct copyd *d, const struct cd_group *g, CUstream st)
+/* A copy of back-to-back bytes from host memory short enough to wait for
+ * the GPU's time slice as a plain copy (CD_SMALL_HOST). */
+static int small_from_host(struct copyd *d, const struct cd_group *g)
 {
-	CUdeviceptr src, dst;
+	const struct range *src = range_find(d, g->src_id);
+	const struct range *dst = range_find(d, g->dst_id);
+
+	return (!g->width || g->members == 1) && g->len < CD_SMALL_HOST &&
+	       cd_small_rows(g->len) && src && src->host && dst && !dst->host;
+}
+
+static CUresult copy_2d(struct copyd *d, CUdeviceptr dst, uint64_t dpitch, CUdeviceptr src,
+			uint64_t spitch, uint64_t width, uint64_t rows, CUstream st)
+{
 	CUDA_MEMCPY2D c;
 
-	locate_group(d, g, &src, &dst);
-	if (!g->width || g->members == 1)
-		return d->cu->memcpy_async(dst, src, g->len, st);
 	memset(&c, 0, sizeof(c));
 	/* Unified addressing: the driver tells GPU memory from the mapped
 	 * host staging it also copies from. */
 	c.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
 	c.srcDevice = src;
-	c.srcPitch = g->spitch;
+	c.srcPitch = spitch;
 	c.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
 	c.dstDevice = dst;
-	c.dstPitch = g->dpitch;
-	c.WidthInBytes = g->width;
-	c.Height = (size_t)g->members;
-	d->ring->stats.strided++;
+	c.dstPitch = dpitch;
+	c.WidthInBytes = width;
+	c.Height = rows;
 	return d->cu->memcpy_2d_async(&c, st);
+}
+
+/* Queues one copy: a plain one for back-to-back members, a 2D one for
+ * evenly spaced rows or a short copy from host memory. */
+static CUresult queue_copy(struct copyd *d, const struct cd_group *g, CUstream st)
+{
+	CUdeviceptr src, dst;
+	uint64_t rows, width;
+
+	locate_group(d, g, &src, &dst);
+	if (small_from_host(d, g)) {
+		rows = cd_small_rows(g->len);
+		width = g->len / rows;
+		d->ring->stats.small_2d++;
+		return copy_2d(d, dst, width, src, width, width, rows, st);
+	}
+	if (!g->width || g->members == 1)
+		return d->cu->memcpy_async(dst, src, g->len, st);
+	d->ring->stats.strided++;
+	return copy_2d(d, dst, g->dpitch, src, g->spitch, g->width, (uint64_t)g->members, st);
 }
 
 /* Queues n > 1 copies as one batch call, 2D ones as their rows.  The
@@ -575,6 +600,16 @@ static CUresult queue_batch(struct copyd *d, const struct cd_group *g, int n, CU
 	for (int i = 0; i < n; i++) {
 		CUdeviceptr s, t;
 		unsigned rows = cd_group_copies(&g[i]);
+		CUresult crc;
+
+		/* In a batch call it would wait for the time slice too; on the
+		 * same stream it is still covered by the call's event. */
+		if (small_from_host(d, &g[i])) {
+			crc = queue_copy(d, &g[i], st);
+			if (crc != CUDA_SUCCESS)
+				return crc;
+			continue;
+		}
 
 		locate_group(d, &g[i], &s, &t);
 		for (unsigned r = 0; r < rows; r++) {
@@ -584,6 +619,8 @@ static CUresult queue_batch(struct copyd *d, const struct cd_group *g, int n, CU
 			count++;
 		}
 	}
+	if (!count)
+		return CUDA_SUCCESS;
 	memset(&attr, 0, sizeof(attr));
 	attr.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
 	d->ring->stats.batches++;

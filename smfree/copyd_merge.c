@@ -201,6 +201,16 @@ unsigned cd_group_copies(const struct cd_group *g)
 	return g->width ? (unsigned)g->members : 1;
 }
 
+uint64_t cd_small_rows(uint64_t len)
+{
+	if (len < 2)
+		return 0;
+	for (uint64_t rows = 2; rows * rows <= len; rows++)
+		if (len % rows == 0)
+			return rows;
+	return len;
+}
+
 int cd_queue_take_batch(struct cd_queue *q, uint32_t key, uint64_t max_len, unsigned max_copies,
 			struct cd_group *out)
 {

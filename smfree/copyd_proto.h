@@ -100,6 +100,7 @@ struct cd_stats {
 	uint64_t in_phase_bytes;	/* ... of them, to the GPU of the phase they ran in */
 	uint64_t waiting_max;		/* most copies ever waiting for a stream */
 	uint64_t strided;		/* copies queued as 2D copies (strided members) */
+	uint64_t small_2d;		/* short host-to-GPU copies queued as 2D copies */
 	uint64_t batches;		/* copy-engine calls that were batch calls ... */
 	uint64_t batched;		/* ... and the copies they carried */
 	uint64_t dropped_busy;		/* mappings dropped while requests named them */
@@ -239,5 +240,16 @@ int cd_phase_target(uint64_t used, int own, uint64_t turn);
 uint64_t cd_call_limit(uint32_t key, uint64_t phase_room, uint64_t merge_max);
 /* The copies a group adds to a batch call: its rows, or 1. */
 unsigned cd_group_copies(const struct cd_group *g);
+
+/* While another process's kernel holds the GPU (NCCL's, always, while it
+ * waits for the bytes), a host-to-GPU copy of 16 KiB or less waits about
+ * 2.39 ms for a time slice, as a plain, batched or one-row 2D copy; a 2D
+ * copy of two or more rows runs at once (8 us), and so does everything
+ * from 32 KiB on (probes kinds-sizes and kinds-small, 2 x H200).  Such
+ * copies go as 2D copies of cd_small_rows(len) rows. */
+#define CD_SMALL_HOST (32ull << 10)
+/* The fewest rows, at least two, that split len bytes evenly (2 for any
+ * even length; len itself, rows of one byte, for a prime); 0 for len < 2. */
+uint64_t cd_small_rows(uint64_t len);
 
 #endif

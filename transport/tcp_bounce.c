@@ -14,7 +14,9 @@
  * knows run there: a copy issued from NCCL's progress thread waits for a
  * driver lock that cuGraphLaunch holds while CUDA-graph replays queue up,
  * and those replays wait for this very copy (200 replays queued over TCP
- * hung every time; bench/results/tcp.md). */
+ * hung; bench/results/tcp.md).  The helper issues short receive copies as
+ * 2D copies, which do not wait for NCCL's kernel's time slice
+ * (CD_SMALL_HOST). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,15 +34,6 @@
 #define SLOT_BYTES (1ull << 20)
 #define BOUNCE_BYTES (SLOTS * SLOT_BYTES)
 
-/* While NCCL's kernel occupies the GPU, a host-to-GPU copy of 16 KiB or
- * less from another process (the helper) waits about 2.39 ms for a time
- * slice; from 32 KiB on it runs at once (probe kinds-sizes, 2 x H200).
- * GPU-to-host copies run at once at every size.  So receive copies under
- * UP_MIN stay in this process.  Padding them to UP_MIN is not safe: NCCL
- * posts a registered ring all_gather's receives with the full slice size
- * as capacity, and the bytes past a shorter slice belong to the next one,
- * which may already have landed. */
-#define UP_MIN (32ull << 10)
 
 enum slot_state {
 	SLOT_FILLING = 0,	/* receive: taking bytes from the socket, or holding
@@ -426,12 +419,7 @@ static int recv_flush(struct tp_comm *c, struct slot *s, int *started)
 {
 	struct tp_req *r = s->req;
 	struct side dst = msg_side(r->dst_hid, r->dst_off, r->buf, s->dst_off);
-	struct side src = slot_side(c->bounce, s);
-	int rc;
-
-	if (s->len < UP_MIN)
-		dst.hid = 0;	/* the helper's copy would wait for a time slice */
-	rc = slot_copy(c, s, dst, src, s->len, started);
+	int rc = slot_copy(c, s, dst, slot_side(c->bounce, s), s->len, started);
 
 	if (!rc && !*started && !s->start_ns)
 		s->start_ns = sm_now_ns();

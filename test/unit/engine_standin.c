@@ -153,8 +153,6 @@ int smf_copy_start_ranges(struct smf_engine *e, uint32_t dst_id, uint64_t dst_of
 	if (rc || !*started)
 		return rc;
 	standin_engine.range_starts++;
-	if (s->host && !d->host && n < (32u << 10))
-		standin_engine.short_up++;
 	return SM_OK;
 }
 

@@ -21,7 +21,6 @@ struct standin_engine {
 	int helper;		/* smf_engine_helper_pid() reports one */
 	int ranges;		/* ranges named now */
 	int range_starts;	/* copies started between two ranges, ever */
-	int short_up;		/* ... of those, host to "GPU" under 32 KiB */
 };
 
 extern struct standin_engine standin_engine;

@@ -554,6 +554,27 @@ static void test_phase_target(void **state)
 	assert_int_equal(cd_phase_target(0xf, 64, 0), -1);
 }
 
+/* Short host-to-GPU copies go as 2D copies of at least two even rows. */
+static void test_small_rows(void **state)
+{
+	(void)state;
+	assert_int_equal(cd_small_rows(0), 0);
+	assert_int_equal(cd_small_rows(1), 0);	/* no two rows: a plain copy */
+	assert_int_equal(cd_small_rows(2), 2);
+	assert_int_equal(cd_small_rows(8), 2);
+	assert_int_equal(cd_small_rows(9), 3);
+	assert_int_equal(cd_small_rows(15), 3);
+	assert_int_equal(cd_small_rows(49), 7);
+	assert_int_equal(cd_small_rows(16381), 16381);	/* prime: one-byte rows */
+	for (uint64_t n = 2; n < CD_SMALL_HOST; n++) {
+		uint64_t rows = cd_small_rows(n);
+
+		if (rows < 2 || n % rows != 0)
+			fail_msg("%llu bytes split into %llu rows", (unsigned long long)n,
+				 (unsigned long long)rows);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -576,6 +597,7 @@ int main(void)
 		cmocka_unit_test(test_batch_counts_rows),
 		cmocka_unit_test(test_one_destination),
 		cmocka_unit_test(test_phase_target),
+		cmocka_unit_test(test_small_rows),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
