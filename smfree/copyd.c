@@ -536,11 +536,14 @@ static void locate_group(struct copyd *d, const struct cd_group *g, CUdeviceptr 
  * the GPU's time slice as a plain copy (CD_SMALL_HOST). */
 static int small_from_host(struct copyd *d, const struct cd_group *g)
 {
-	const struct range *src = range_find(d, g->src_id);
-	const struct range *dst = range_find(d, g->dst_id);
+	const struct range *src, *dst;
 
-	return (!g->width || g->members == 1) && g->len < CD_SMALL_HOST &&
-	       cd_small_rows(g->len) && src && src->host && dst && !dst->host;
+	/* Most copies are long: they cost no range lookup here. */
+	if (g->len >= CD_SMALL_HOST || (g->width && g->members > 1) || !cd_small_rows(g->len))
+		return 0;
+	src = range_find(d, g->src_id);
+	dst = range_find(d, g->dst_id);
+	return src && src->host && dst && !dst->host;
 }
 
 static CUresult copy_2d(struct copyd *d, CUdeviceptr dst, uint64_t dpitch, CUdeviceptr src,
