@@ -313,21 +313,20 @@ static int kinds(int by_size)
 	cudaStream_t s;
 	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 	CK(cudaDeviceSynchronize());
-	if (by_size == 2)
-		small_round("idle", g0a, host, s);
-	else if (by_size)
-		sizes_round("idle", g0a, host, s);
-	else
-		kinds_round("idle", g0a, g0b, g1a, g1b, host, s);
-	if (write(go[1], "g", 1) != 1)
-		return 1;
-	usleep(200000);
-	if (by_size == 2)
-		small_round("busy", g0a, host, s);
-	else if (by_size)
-		sizes_round("busy", g0a, host, s);
-	else
-		kinds_round("busy", g0a, g0b, g1a, g1b, host, s);
+	for (int busy = 0; busy < 2; busy++) {
+		const char *state = busy ? "busy" : "idle";
+		if (busy) {
+			if (write(go[1], "g", 1) != 1)
+				return 1;
+			usleep(200000);
+		}
+		if (by_size == 2)
+			small_round(state, g0a, host, s);
+		else if (by_size)
+			sizes_round(state, g0a, host, s);
+		else
+			kinds_round(state, g0a, g0b, g1a, g1b, host, s);
+	}
 	if (write(done[1], "d", 1) != 1)
 		return 1;
 	int st;

@@ -104,6 +104,31 @@ static void side_close(struct side *d)
 	tp_close(d->comm);
 }
 
+/* On a new pair, one message of `size` from the sender's first buffer (its
+ * pattern) into a receive of `cap` posted in the receiver's first buffer
+ * (poisoned); `second`, unless NULL, gets a second receive posted before
+ * the send.  Returns the deadline the caller goes on waiting under. */
+static double post_one_message(struct tp_comm **sc, struct tp_comm **rc, struct side *s,
+			       struct side *r, size_t size, size_t cap, struct tp_req **second)
+{
+	double end;
+
+	make_pair(sc, rc);
+	side_open(s, *sc);
+	side_open(r, *rc);
+	for (size_t j = 0; j < size; j++)
+		s->buf[0][j] = pattern(j, 0);
+	memset(r->buf[0], 0xee, MAX_MSG);
+	assert_int_equal(tp_irecv(*rc, r->buf[0], cap, r->gpu[0], &r->req[0]), SM_OK);
+	if (second)
+		assert_int_equal(tp_irecv(*rc, r->buf[1], MAX_MSG, r->gpu[1], second), SM_OK);
+	end = now() + DEADLINE_S;
+	while (!s->req[0] && now() < end)
+		assert_int_equal(tp_isend(*sc, s->buf[0], size, s->gpu[0], &s->req[0]), SM_OK);
+	assert_non_null(s->req[0]);
+	return end;
+}
+
 /* MESSAGES messages each way between GPU and host buffers at random, with
  * the engine as the stand-in is set; every byte checked, and the source
  * overwritten as soon as its send is done (the slots must hold copies). */
@@ -222,16 +247,7 @@ static void test_landed_copy_frees_its_event(void **state)
 	standin_engine_reset(3);
 	standin_engine.pool = 2;
 	standin_engine.hold_nth = 1;
-	make_pair(&sc, &rc);
-	side_open(&s, sc);
-	side_open(&r, rc);
-	for (size_t j = 0; j < size; j++)
-		s.buf[0][j] = pattern(j, 0);
-	assert_int_equal(tp_irecv(rc, r.buf[0], MAX_MSG, r.gpu[0], &r.req[0]), SM_OK);
-	end = now() + DEADLINE_S;
-	while (!s.req[0] && now() < end)
-		assert_int_equal(tp_isend(sc, s.buf[0], size, s.gpu[0], &s.req[0]), SM_OK);
-	assert_non_null(s.req[0]);
+	end = post_one_message(&sc, &rc, &s, &r, size, MAX_MSG, NULL);
 	for (int i = 0; i < 100 && standin_engine.starts < 3; i++)
 		assert_int_equal(tp_test(s.req[0], &done, NULL), SM_OK);
 	assert_int_equal(standin_engine.starts, 3);
@@ -271,18 +287,7 @@ static void hangup_behind(size_t size)
 	int done = 0, rv = SM_OK;
 
 	standin_engine_reset(7);
-	make_pair(&sc, &rc);
-	side_open(&s, sc);
-	side_open(&r, rc);
-	for (size_t j = 0; j < size; j++)
-		s.buf[0][j] = pattern(j, 0);
-	memset(r.buf[0], 0xee, MAX_MSG);
-	assert_int_equal(tp_irecv(rc, r.buf[0], MAX_MSG, r.gpu[0], &r.req[0]), SM_OK);
-	assert_int_equal(tp_irecv(rc, r.buf[1], MAX_MSG, r.gpu[1], &second), SM_OK);
-	end = now() + DEADLINE_S;
-	while (!s.req[0] && now() < end)
-		assert_int_equal(tp_isend(sc, s.buf[0], size, s.gpu[0], &s.req[0]), SM_OK);
-	assert_non_null(s.req[0]);
+	end = post_one_message(&sc, &rc, &s, &r, size, MAX_MSG, &second);
 	/* All on the wire, none copied up. */
 	standin_engine.hold_dst = r.buf[0];
 	standin_engine.hold_len = MAX_MSG;
@@ -362,17 +367,7 @@ static void one_message(size_t size, size_t cap, int helper, int local)
 
 	standin_engine_reset(6);
 	standin_engine.helper = 1;
-	make_pair(&sc, &rc);
-	side_open(&s, sc);
-	side_open(&r, rc);
-	for (size_t j = 0; j < size; j++)
-		s.buf[0][j] = pattern(j, 0);
-	memset(r.buf[0], 0xee, MAX_MSG);
-	assert_int_equal(tp_irecv(rc, r.buf[0], cap, r.gpu[0], &r.req[0]), SM_OK);
-	end = now() + DEADLINE_S;
-	while (!s.req[0] && now() < end)
-		assert_int_equal(tp_isend(sc, s.buf[0], size, s.gpu[0], &s.req[0]), SM_OK);
-	assert_non_null(s.req[0]);
+	end = post_one_message(&sc, &rc, &s, &r, size, cap, NULL);
 	while ((!sdone || !rdone) && now() < end) {
 		if (!sdone)
 			assert_int_equal(tp_test(s.req[0], &sdone, NULL), SM_OK);
