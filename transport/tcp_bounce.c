@@ -34,7 +34,6 @@
 #define SLOT_BYTES (1ull << 20)
 #define BOUNCE_BYTES (SLOTS * SLOT_BYTES)
 
-
 enum slot_state {
 	SLOT_FILLING = 0,	/* receive: taking bytes from the socket, or holding
 				 * them while no engine event is free */
@@ -139,18 +138,18 @@ static struct side msg_side(uint32_t hid, uint64_t off, uint8_t *buf, uint64_t a
 	return (struct side){ .hid = hid, .off = off + at, .ptr = buf + at };
 }
 
-/* Starts a slot's copy of n bytes, in the copy helper when it knows both
- * ends, else in this process: *started = 0 when no engine event is free. */
+/* Starts a slot's copy, in the copy helper when it knows both ends, else
+ * in this process: *started = 0 when no engine event is free. */
 static int slot_copy(struct tp_comm *c, struct slot *s, struct side dst, struct side src,
-		     uint64_t n, int *started)
+		     int *started)
 {
 	int rc;
 
 	if (dst.hid && src.hid)
-		rc = smf_copy_start_ranges(c->ce, dst.hid, dst.off, src.hid, src.off, n, &s->copy,
-					   started);
+		rc = smf_copy_start_ranges(c->ce, dst.hid, dst.off, src.hid, src.off, s->len,
+					   &s->copy, started);
 	else
-		rc = smf_copy_start(c->ce, dst.ptr, src.ptr, n, &s->copy, started);
+		rc = smf_copy_start(c->ce, dst.ptr, src.ptr, s->len, &s->copy, started);
 	if (rc)
 		return comm_fail(c, rc, "%s", sm_last_error());
 	if (*started) {
@@ -358,8 +357,7 @@ static int send_fill(struct tp_comm *c)
 
 			s->len = min_u64(SLOT_BYTES, r->size - r->staged);
 			rc = slot_copy(c, s, slot_side(b, s),
-				       msg_side(r->src_hid, r->src_off, r->buf, r->staged), s->len,
-				       &started);
+				       msg_side(r->src_hid, r->src_off, r->buf, r->staged), &started);
 			if (rc || !started) {
 				slot_untake(b);
 				return rc;	/* none free: the next call tries again */
@@ -419,7 +417,7 @@ static int recv_flush(struct tp_comm *c, struct slot *s, int *started)
 {
 	struct tp_req *r = s->req;
 	struct side dst = msg_side(r->dst_hid, r->dst_off, r->buf, s->dst_off);
-	int rc = slot_copy(c, s, dst, slot_side(c->bounce, s), s->len, started);
+	int rc = slot_copy(c, s, dst, slot_side(c->bounce, s), started);
 
 	if (!rc && !*started && !s->start_ns)
 		s->start_ns = sm_now_ns();
