@@ -565,20 +565,26 @@ static CUresult copy_2d(struct copyd *d, CUdeviceptr dst, uint64_t dpitch, CUdev
 	return d->cu->memcpy_2d_async(&c, st);
 }
 
+/* Queues a copy small_from_host() chose as a 2D copy of equal rows. */
+static CUresult queue_small(struct copyd *d, const struct cd_group *g, CUstream st)
+{
+	uint64_t rows = cd_small_rows(g->len), width = g->len / rows;
+	CUdeviceptr src, dst;
+
+	locate_group(d, g, &src, &dst);
+	d->ring->stats.small_2d++;
+	return copy_2d(d, dst, width, src, width, width, rows, st);
+}
+
 /* Queues one copy: a plain one for back-to-back members, a 2D one for
  * evenly spaced rows or a short copy from host memory. */
 static CUresult queue_copy(struct copyd *d, const struct cd_group *g, CUstream st)
 {
 	CUdeviceptr src, dst;
-	uint64_t rows, width;
 
+	if (small_from_host(d, g))
+		return queue_small(d, g, st);
 	locate_group(d, g, &src, &dst);
-	if (small_from_host(d, g)) {
-		rows = cd_small_rows(g->len);
-		width = g->len / rows;
-		d->ring->stats.small_2d++;
-		return copy_2d(d, dst, width, src, width, width, rows, st);
-	}
 	if (!g->width || g->members == 1)
 		return d->cu->memcpy_async(dst, src, g->len, st);
 	d->ring->stats.strided++;
@@ -608,7 +614,7 @@ static CUresult queue_batch(struct copyd *d, const struct cd_group *g, int n, CU
 		/* In a batch call it would wait for the time slice too; on the
 		 * same stream it is still covered by the call's event. */
 		if (small_from_host(d, &g[i])) {
-			crc = queue_copy(d, &g[i], st);
+			crc = queue_small(d, &g[i], st);
 			if (crc != CUDA_SUCCESS)
 				return crc;
 			continue;

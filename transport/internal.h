@@ -23,6 +23,11 @@
  * before it did. */
 #define COPY_LIMIT_NS (60ull * 1000 * 1000 * 1000)
 
+static inline uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
 /* The shared segment of one shared-memory connection.  Each side writes
  * only its own cache line of counters; the sender writes send_size[] and
  * the ring, the receiver recv_size[].  Slot i % 32 belongs to message i:

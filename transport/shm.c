@@ -17,11 +17,6 @@
 #include "internal.h"
 #include "symmem.h"
 
-static uint64_t min_u64(uint64_t a, uint64_t b)
-{
-	return a < b ? a : b;
-}
-
 int shm_segment_create(uint64_t ring_size, int *memfd, uint64_t *seg_size)
 {
 	uint64_t size = SHM_RING_OFFSET + ring_size;

@@ -15,11 +15,6 @@
 #include "sock.h"
 #include "symmem.h"
 
-static uint64_t min_u64(uint64_t a, uint64_t b)
-{
-	return a < b ? a : b;
-}
-
 /* GPU memory needs the bounce slots (tcp_bounce.c), which exist wherever
  * the connection has a copy engine. */
 static int bounce_ready(struct tp_comm *c)

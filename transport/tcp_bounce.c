@@ -61,11 +61,6 @@ struct tcp_bounce {
 	struct slot slot[SLOTS];
 };
 
-static uint64_t min_u64(uint64_t a, uint64_t b)
-{
-	return a < b ? a : b;
-}
-
 static uint8_t *slot_mem(const struct tcp_bounce *b, const struct slot *s)
 {
 	return b->mem + (uint64_t)(s - b->slot) * SLOT_BYTES;
@@ -127,9 +122,9 @@ struct side {
 
 static struct side slot_side(const struct tcp_bounce *b, const struct slot *s)
 {
-	uint64_t off = (uint64_t)(s - b->slot) * SLOT_BYTES;
+	uint8_t *p = slot_mem(b, s);
 
-	return (struct side){ .hid = b->hid, .off = off, .ptr = b->mem + off };
+	return (struct side){ .hid = b->hid, .off = (uint64_t)(p - b->mem), .ptr = p };
 }
 
 /* `at` bytes into a message whose buffer the helper names (hid, off). */
