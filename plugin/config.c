@@ -1136,11 +1136,19 @@ static const struct {
 	{ "NCCL_NET_GDR_LEVEL", "SYS", ANY_JOB,
 	  "the plugin's devices are GPUs' copy engines, not PCI NICs; NCCL places them at the "
 	  "CPU and would otherwise stage GPU buffers in host memory", NULL },
-	{ "NCCL_PROTO", "^LL", ANY_JOB,
-	  "LL keeps its send buffers in host memory, so every LL step would be a host-to-GPU "
-	  "copy, which the copy helper runs in 2.4-4.8 ms while NCCL's kernel holds the GPU; "
-	  "LL128 and Simple use GPU buffers (2 x H200: 8-byte all_reduce 27 us instead of "
-	  "3.7 ms)", NULL },
+	/* Only where GPU traffic of one host goes through the plugin.  Any
+	 * NCCL_PROTO value turns NCCL's own LL128 safety rule off (tuning.cc:
+	 * a listed or not-excluded protocol is forced on, where the default
+	 * enables LL128 only on paths NCCL knows to be safe, e.g. not over
+	 * PCIe peer links), so setting it in jobs that use the plugin only
+	 * between hosts would force LL128 onto their intra-host P2P and SHM
+	 * paths and would take LL from their small messages.  On the
+	 * copy-engine path LL128 was checked element by element (2-4 x H200)
+	 * and the tuner's LL128 rule needs it. */
+	{ "NCCL_PROTO", "^LL", INTRA_HOST,
+	  "LL keeps its send buffers in host memory, so every LL step is a host-to-GPU copy; "
+	  "from 128 KiB up LL ran at 0.01-0.05 of native on this path, and at 8 B it gained "
+	  "nothing over LL128 (2 x H200: 33.5 us against 31.6)", NULL },
 	/* Measured on 2 x H200 (bench/results/channels.md): NCCL sizes its
 	 * rings from the GPU-CPU-GPU path when P2P is off and opens 4
 	 * channels, 2 per peer for send/recv, each a chain of copies with

@@ -31,6 +31,10 @@
 #        lists: ranks that see their own GPU and the next (-W), OLD_TREE beside;
 #        ctas: a user's NCCL_MAX_CTAS / NCCL_MAX_NCHANNELS against the
 #        plugin's NCCL_MIN_NCHANNELS (session 16);
+#        hosts: a job across hosts posed on one (nccl_bench -H 2: NCCL's P2P
+#        inside each half, the network between), natively NCCL's Socket net,
+#        through the plugin its copy engines and NCCL_SYMMEM_BACKEND=tcp;
+#        small sizes with NCCL's own protocols against NCCL_PROTO=^LL;
 #        tcp-replays: CUDA-graph replays queued back to back over TCP;
 #        tcp: GPU buffers between "hosts" over TCP (two GPUs forced through
 #        NCCL_SYMMEM_BACKEND=tcp) against NCCL's own Socket net, OLD_TREE
@@ -40,16 +44,43 @@
 #        value).
 #        NRANKS, PHASE_TIMEOUT, SKIP_BUILD: as in scripts/gpu_lib.sh.
 MODE=${1:-}
-case " tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
+case " hosts tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
 *" $MODE "*) ;;
 *)
-	echo "usage: $0 MODE (one of: tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan)" >&2
+	echo "usage: $0 MODE (one of: hosts tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan)" >&2
 	exit 2
 	;;
 esac
 set -u
 cd "$(dirname "$0")/.."
 . scripts/gpu_lib.sh
+
+# Session 20: a job across hosts, posed on this one.  Ranks 0..n/2-1 and
+# n/2..n-1 get different NCCL_HOSTIDs (nccl_bench -H 2), so NCCL joins the
+# GPUs of each half with its own P2P and the halves over the network:
+# natively NCCL's Socket net, through the plugin its copy engines (the
+# plugin sees one host) or, with NCCL_SYMMEM_BACKEND=tcp, its path between
+# hosts.  Such jobs keep P2P on, so the plugin no longer sets NCCL_PROTO
+# for them; the small sizes compare NCCL's own protocol choice with the old
+# default, ^LL, in the same call (TUNING lines say what NCCL picked).
+if [ "$MODE" = hosts ]; then
+	PROVE=hosts bench hosts-ce -H 2 -b 0 -e 67108864 -f 4 -i 10
+	PROVE=hosts bench hosts-tcp -H 2 -b 0 -e 67108864 -f 4 -i 10 -E NCCL_SYMMEM_BACKEND=tcp
+	S="-o all_reduce,all_gather,reduce_scatter,broadcast,alltoall,sendrecv -b 8 -e 1048576 -f 4 -c none -i 30"
+	for b in ce tcp; do
+		E=""
+		[ $b = tcp ] && E="-E NCCL_SYMMEM_BACKEND=tcp"
+		SUBSYS=INIT,ENV,NET,TUNING PROVE=hosts bench small-$b -H 2 $S $E
+		SUBSYS=INIT,ENV,NET,TUNING PROVE=hosts bench small-$b-noLL -H 2 $S $E -E NCCL_PROTO=^LL
+		for v in small-$b small-$b-noLL; do
+			printf '%s: protocols NCCL chose on rank 0 through the plugin:' "$v"
+			grep -l 'Using network symmem' "$OUT"/logs/$v/nccl.*.log | head -1 | xargs grep -ho 'proto [A-Za-z0-9]*' |
+				sort | uniq -c | tr '\n' ' '
+			echo
+		done
+	done
+	finish
+fi
 
 # Issue 5 again, without the sizing rules: NCCL_ZERO_COPY=0's bandwidth and
 # LL's latency through the copy helper (both copies the driver could run as

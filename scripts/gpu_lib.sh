@@ -55,13 +55,17 @@ bench() {
 # P2P/SHM/another net, and a copy helper (unless copies stay in NCCL's
 # process on purpose: prove NAME inproc).
 prove() {
-	local dir="$OUT/logs/$1" gdr=${2:-gdr} n=0
+	local dir="$OUT/logs/$1" gdr=${2:-gdr} n=0 p2p=0
 	[ "$gdr" = none ] && return	# a native-only run: nothing to prove
 	for log in "$dir"/nccl.*.log; do
 		[ -e "$log" ] || continue
 		grep -q 'Using network symmem' "$log" || continue
 		n=$((n + 1))
-		if grep -E 'via (P2P|SHM)|via NET/(Socket|IB)' "$log" | head -2 | grep .; then
+		# hosts: ranks posing as hosts (nccl_bench -H) keep P2P/SHM inside each.
+		outside='via (P2P|SHM)|via NET/(Socket|IB)'
+		[ "$gdr" = hosts ] && outside='via NET/(Socket|IB)'
+		grep -q 'via P2P' "$log" && p2p=$((p2p + 1))
+		if grep -E "$outside" "$log" | head -2 | grep .; then
 			echo "traffic outside NET/symmem in $log"; fail=1
 		fi
 		if [ "$gdr" != nogdr ] && grep 'via NET/symmem' "$log" | grep -vq 'GDRDMA'; then
@@ -70,8 +74,11 @@ prove() {
 		fi
 	done
 	[ "$n" -gt 0 ] || { echo "no plugin log says 'Using network symmem' in $1"; fail=1; }
+	if [ "$gdr" = hosts ] && [ "$p2p" = 0 ]; then
+		echo "no P2P channel inside the posed hosts in $1"; fail=1
+	fi
 	# GPU runs: the copies ran in symmem-copyd, not in NCCL's process.
-	if [ "$gdr" = gdr ] && ! grep -qh 'copy helper .* drives GPU' "$dir"/nccl.*.log; then
+	if { [ "$gdr" = gdr ] || [ "$gdr" = hosts ]; } && ! grep -qh 'copy helper .* drives GPU' "$dir"/nccl.*.log; then
 		echo "no copy helper started in $1"; fail=1
 	fi
 	grep -h -m1 'via NET/symmem' "$dir"/nccl.*.log 2>/dev/null | head -1

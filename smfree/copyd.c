@@ -48,6 +48,8 @@ struct range {
 	struct sm_mapping *map;		/* GPU memory (or cuMem host memory) */
 	uint8_t *host;			/* SM_SHARE_HOST_FD: mapped and host-registered here */
 	CUdeviceptr host_dev;		/* ... and its address for the copy engine */
+	int in_host;			/* its bytes are host memory: the above, or a
+					 * cuMem import of host memory */
 	unsigned busy;			/* requests taken that name it, not yet ended */
 	int dying;			/* the client dropped it: unmapped once not busy */
 };
@@ -159,7 +161,7 @@ static int range_gpu(struct copyd *d, const struct range *r)
 {
 	int ordinal = -1;
 
-	if (d->gpu < 0 || r->host ||
+	if (d->gpu < 0 || r->in_host ||
 	    d->cu->pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
 					 (CUdeviceptr)sm_mapping_base(r->map)) != CUDA_SUCCESS ||
 	    ordinal < 0 || ordinal >= d->ngpus)
@@ -317,6 +319,25 @@ static int map_host(struct copyd *d, struct range *r, int fd, uint64_t size)
 	return SM_OK;
 }
 
+/* A cuMem import of host memory (the plugin's staging with
+ * NCCL_CUMEM_HOST_ENABLE=1, or NCCL's own cuMem host buffers) maps like
+ * GPU memory; only its allocation's location tells it apart.  Legacy IPC
+ * imports have no cuMem handle and are GPU memory. */
+static int import_in_host(struct copyd *d, const struct range *r)
+{
+	CUmemGenericAllocationHandle h;
+	CUmemAllocationProp prop;
+	CUresult rc;
+
+	if (d->cu->mem_retain_allocation_handle(&h, sm_mapping_base(r->map)) != CUDA_SUCCESS)
+		return 0;
+	memset(&prop, 0, sizeof(prop));
+	rc = d->cu->mem_get_allocation_properties(&prop, h);
+	d->cu->mem_release(h);
+	return rc == CUDA_SUCCESS && prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE &&
+	       prop.location.type != CU_MEM_LOCATION_TYPE_INVALID;
+}
+
 static int range_add(struct copyd *d, const struct cd_msg *m, int fd, uint32_t *id)
 {
 	struct range *r;
@@ -344,6 +365,7 @@ static int range_add(struct copyd *d, const struct cd_msg *m, int fd, uint32_t *
 		return rc;
 	r->id = ++d->next_id;
 	r->size = m->info.alloc_size;
+	r->in_host = r->host || import_in_host(d, r);
 	r->gpu = range_gpu(d, r);
 	d->nranges++;
 	*id = r->id;
@@ -543,7 +565,7 @@ static int small_from_host(struct copyd *d, const struct cd_group *g)
 		return 0;
 	src = range_find(d, g->src_id);
 	dst = range_find(d, g->dst_id);
-	return src && src->host && dst && !dst->host;
+	return src && src->in_host && dst && !dst->in_host;
 }
 
 static CUresult copy_2d(struct copyd *d, CUdeviceptr dst, uint64_t dpitch, CUdeviceptr src,

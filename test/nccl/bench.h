@@ -54,6 +54,7 @@ struct bench_opts {
 	int cumem_bufs;			/* -A: buffers from ncclMemAlloc (cuMem) instead of cudaMalloc */
 	int own_gpu_only;		/* -V: each rank's process sees its own GPU only, -W: its own
 					 * and the next rank's (2: a list that hides the others) */
+	int hosts;			/* -H: the ranks pose as this many hosts (0: one, real) */
 	int phases[PHASE_COUNT];
 	struct bench_case cases[MAX_CASES];
 	int ncases;
@@ -153,8 +154,10 @@ int bench_barrier_wait(struct bench_barrier *b, double seconds);
 /* GPUs visible, asked in a child so the caller stays CUDA-free; -1 on error. */
 int bench_count_gpus(void);
 /* Routes NCCL through the plugin (NCCL_NET_PLUGIN=plugin, NCCL_NET=symmem,
- * P2P and SHM off, then the `extra` NAME=VALUE strings) or clears those
- * variables for native runs. */
-void bench_route_env(int through_plugin, const char *plugin, char *const *extra, int nextra);
+ * P2P and SHM off unless only traffic between hosts is to take the
+ * network, then the `extra` NAME=VALUE strings) or clears those variables
+ * for native runs. */
+void bench_route_env(int through_plugin, int between_hosts_only, const char *plugin,
+		     char *const *extra, int nextra);
 
 #endif

@@ -86,7 +86,8 @@ int bench_barrier_wait(struct bench_barrier *b, double seconds)
 	return 0;
 }
 
-void bench_route_env(int through_plugin, const char *plugin, char *const *extra, int nextra)
+void bench_route_env(int through_plugin, int between_hosts_only, const char *plugin,
+		     char *const *extra, int nextra)
 {
 	static const char *const routing[] = { "NCCL_NET_PLUGIN", "NCCL_NET", "NCCL_P2P_DISABLE",
 					       "NCCL_SHM_DISABLE" };
@@ -98,8 +99,13 @@ void bench_route_env(int through_plugin, const char *plugin, char *const *extra,
 	}
 	setenv("NCCL_NET_PLUGIN", plugin, 1);
 	setenv("NCCL_NET", "symmem", 1);
-	setenv("NCCL_P2P_DISABLE", "1", 1);
-	setenv("NCCL_SHM_DISABLE", "1", 1);
+	if (between_hosts_only) {
+		unsetenv("NCCL_P2P_DISABLE");
+		unsetenv("NCCL_SHM_DISABLE");
+	} else {
+		setenv("NCCL_P2P_DISABLE", "1", 1);
+		setenv("NCCL_SHM_DISABLE", "1", 1);
+	}
 	for (int i = 0; i < nextra; i++)
 		putenv(extra[i]);
 }

@@ -43,8 +43,10 @@ static const char *default_cases =
 static void usage(const char *argv0)
 {
 	fprintf(stderr, "usage: %s [-n ranks] [-b min] [-e max] [-f factor] [-o ops] [-i iters] "
-		"[-w warmup] [-G [-Y]] [-T] [-R] [-A] [-V|-W] [-m both|native|plugin] [-c dtype:redop,...] [-P plugin] "
-		"[-E NAME=VALUE] [-t seconds] [-S stack-dir] [-L cycles]\n", argv0);
+		"[-w warmup] [-G [-Y]] [-T] [-R] [-A] [-V|-W] [-H hosts] [-m both|native|plugin] [-c dtype:redop,...] [-P plugin] "
+		"[-E NAME=VALUE] [-t seconds] [-S stack-dir] [-L cycles]\n"
+		"  -H n: the ranks pose as n hosts (NCCL_HOSTID): NCCL's P2P/SHM inside each, the "
+		"network (native: NCCL's own; plugin: symmem) only between them\n", argv0);
 	exit(2);
 }
 
@@ -171,13 +173,29 @@ static void see_own_gpu_only(int rank, int nranks, int count)
 	setenv("CUDA_VISIBLE_DEVICES", list, 1);
 }
 
+/* -H: blocks of consecutive ranks pose as hosts of their own, through the
+ * host id NCCL reads (NCCL_HOSTID): NCCL then joins the GPUs of a block
+ * with its own P2P and SHM transports and the blocks over the network, as
+ * in a job across hosts.  The plugin sees through it (its peers are still
+ * on its host), which is what keeps its copy-engine path here; with
+ * NCCL_SYMMEM_BACKEND=tcp it takes the path between hosts. */
+static void pose_as_host(int rank, int nranks, int hosts)
+{
+	char id[64];
+
+	snprintf(id, sizeof(id), "nccl-bench-host-%d", rank * hosts / nranks);
+	setenv("NCCL_HOSTID", id, 1);
+}
+
 static void phase_prepare(void *arg, int rank)
 {
 	const struct phase_run *p = arg;
 
 	if (p->o->own_gpu_only)
 		see_own_gpu_only(rank, p->o->nranks, p->o->own_gpu_only);
-	bench_route_env(p->phase == PHASE_PLUGIN, p->o->plugin, p->o->plugin_env,
+	if (p->o->hosts)
+		pose_as_host(rank, p->o->nranks, p->o->hosts);
+	bench_route_env(p->phase == PHASE_PLUGIN, p->o->hosts > 0, p->o->plugin, p->o->plugin_env,
 			p->o->nplugin_env);
 }
 
@@ -336,7 +354,7 @@ int main(int argc, char **argv)
 
 	parse_ops("all", o.ops);
 	parse_cases(default_cases, &o);
-	while ((opt = getopt(argc, argv, "n:b:e:f:o:i:w:GYTRAVWm:c:P:E:t:S:L:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:b:e:f:o:i:w:GYTRAVWH:m:c:P:E:t:S:L:")) != -1) {
 		switch (opt) {
 		case 'n': o.nranks = atoi(optarg); break;
 		case 'b': min = strtoull(optarg, NULL, 0); break;
@@ -352,6 +370,7 @@ int main(int argc, char **argv)
 		case 'A': o.cumem_bufs = 1; break;
 		case 'V': o.own_gpu_only = 1; break;
 		case 'W': o.own_gpu_only = 2; break;
+		case 'H': o.hosts = atoi(optarg); break;
 		case 'm':
 			o.phases[PHASE_NATIVE] = strcmp(optarg, "plugin") != 0;
 			o.phases[PHASE_PLUGIN] = strcmp(optarg, "native") != 0;
@@ -376,6 +395,10 @@ int main(int argc, char **argv)
 		o.nranks = bench_count_gpus();
 	if (o.nranks < 1 || o.nranks > 64) {
 		fprintf(stderr, "no GPUs (or more than 64)\n");
+		return 2;
+	}
+	if (o.hosts < 0 || o.hosts > o.nranks) {
+		fprintf(stderr, "-H %d: between 1 and the %d ranks\n", o.hosts, o.nranks);
 		return 2;
 	}
 	o.barrier = bench_barrier_new(o.nranks);
@@ -408,10 +431,13 @@ int main(int argc, char **argv)
 		w->errors[rec.phase] += rec.errors;
 		w->ranks[rec.phase]++;
 	}
+	if (o.hosts)
+		printf("# nccl_bench: the ranks pose as %d hosts (NCCL_HOSTID); the network only "
+		       "between them\n", o.hosts);
 	printf("# nccl_bench: %d ranks, iters %d, phases:%s%s (plugin: NCCL_NET_PLUGIN=%s "
-	       "NCCL_NET=symmem NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1",
+	       "NCCL_NET=symmem%s",
 	       o.nranks, o.iters, o.phases[0] ? " native" : "", o.phases[1] ? " plugin" : "",
-	       o.plugin);
+	       o.plugin, o.hosts ? "" : " NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1");
 	for (int i = 0; i < o.nplugin_env; i++)
 		printf(" %s", o.plugin_env[i]);
 	printf(")\n");

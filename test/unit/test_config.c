@@ -1581,29 +1581,49 @@ static void test_nccl_defaults(void **state)
 	assert_int_equal(a.calls, 8);
 	assert_string_equal(a.last, "(unset)");
 
+	/* A job that uses the plugin between hosts only (P2P on) gets the
+	 * GDR level and nothing else: any NCCL_PROTO would force LL128 onto
+	 * its intra-host paths, past NCCL's own safety rule. */
 	memset(&a, 0, sizeof(a));
 	cfg.nccl_defaults = 1;
-	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 2);
+	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 1);
 	assert_string_equal(getenv("NCCL_NET_GDR_LEVEL"), "SYS");
+	assert_null(getenv("NCCL_PROTO"));
+	assert_string_equal(a.proto, "(unset)");
+	assert_int_equal(a.set, 1);
+	unsetenv("NCCL_NET_GDR_LEVEL");
+
+	/* GPU traffic of one host through the plugin: LL off. */
+	setenv("NCCL_P2P_DISABLE", "1", 1);
+	memset(&a, 0, sizeof(a));
+	config_apply_nccl_defaults(&cfg, note_default, &a);
 	assert_string_equal(getenv("NCCL_PROTO"), "^LL");
-	assert_int_equal(a.set, 2);
+	assert_string_equal(a.proto, "^LL");
+	unset_channel_defaults();
+	unsetenv("NCCL_NET_GDR_LEVEL");
+	unsetenv("NCCL_PROTO");
 
 	/* The user's values win, each on its own. */
 	memset(&a, 0, sizeof(a));
 	setenv("NCCL_NET_GDR_LEVEL", "PHB", 1);
 	setenv("NCCL_PROTO", "LL", 1);
-	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 0);
+	config_apply_nccl_defaults(&cfg, note_default, &a);
 	assert_string_equal(getenv("NCCL_NET_GDR_LEVEL"), "PHB");
 	assert_string_equal(getenv("NCCL_PROTO"), "LL");
 	assert_string_equal(a.proto, "LL");
 	unsetenv("NCCL_PROTO");
-	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 1);
+	config_apply_nccl_defaults(&cfg, note_default, &a);
 	assert_string_equal(getenv("NCCL_PROTO"), "^LL");
+	assert_string_equal(getenv("NCCL_NET_GDR_LEVEL"), "PHB");
+	unset_channel_defaults();
 	unsetenv("NCCL_NET_GDR_LEVEL");
 	unsetenv("NCCL_PROTO");
+	unsetenv("NCCL_P2P_DISABLE");
 	/* Without NCCL_P2P_DISABLE=1 NCCL's channel sizing is left alone. */
+	config_apply_nccl_defaults(&cfg, note_default, &a);
 	assert_null(getenv("NCCL_MIN_NCHANNELS"));
 	assert_null(getenv("NCCL_BUFFSIZE"));
+	unsetenv("NCCL_NET_GDR_LEVEL");
 }
 
 /* NCCL_THREAD_THRESHOLDS as NCCL parses it (tree LL, LL128, Simple, then
@@ -1683,7 +1703,8 @@ static void test_nccl_channel_defaults(void **state)
 	(void)state;
 	defaults_start(&cfg);
 	setenv("NCCL_P2P_DISABLE", "0", 1);
-	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 2);
+	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 1);
+	assert_null(getenv("NCCL_PROTO"));
 	assert_null(getenv("NCCL_MIN_NCHANNELS"));
 	unsetenv("NCCL_NET_GDR_LEVEL");
 	unsetenv("NCCL_PROTO");
