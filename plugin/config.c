@@ -176,6 +176,14 @@ static const struct var vars[] = {
 	{ .name = "NCCL_SYMMEM_LL128_CHUNK", .kind = VAR_SIZE,
 	  .off = offsetof(struct config, ll128_chunk),
 	  .udef = 512 * SZ_KIB, .umin = 0, .umax = SZ_GIB },
+	/* Between hosts NCCL's model keeps all_reduce and broadcast on LL up
+	 * to 1 MiB and more; through the plugin Simple was faster from
+	 * 128 KiB (2 x 2 H200 posed as two hosts, TCP: 512 KiB all_reduce
+	 * 820 -> 203 us, 2 MiB broadcast 1188 -> 465 us) and LL from 32 KiB
+	 * down (session 20, bench/results/hosts.md).  config_ll_max(). */
+	{ .name = "NCCL_SYMMEM_LL_MAX", .kind = VAR_SIZE,
+	  .off = offsetof(struct config, ll_max),
+	  .udef = 32 * SZ_KIB, .umin = 0, .umax = SZ_GIB },
 	{ .name = "NCCL_SYMMEM_NCCL_DEFAULTS", .kind = VAR_BOOL,
 	  .off = offsetof(struct config, nccl_defaults), .idef = 1 },
 	{ .name = "NCCL_SYMMEM_COPY_HELPER", .kind = VAR_BOOL,
@@ -1286,6 +1294,14 @@ uint64_t config_ll128_chunk(const struct config *cfg)
 	if (!cfg->nccl_defaults || cfg->user_proto || !intra_host_by_copy_engine(cfg))
 		return 0;
 	return cfg->ll128_chunk;
+}
+
+uint64_t config_ll_max(const struct config *cfg)
+{
+	/* With P2P off the plugin's own NCCL_PROTO=^LL has closed LL. */
+	if (!cfg->nccl_defaults || cfg->user_proto || intra_host_via_net())
+		return 0;
+	return cfg->ll_max;
 }
 
 int config_nccl_advice(const struct config *cfg,

@@ -56,6 +56,7 @@ struct config {
 	int backend;			/* NCCL_SYMMEM_BACKEND, enum config_backend */
 	int pass_sm_channels;		/* NCCL_SYMMEM_PASS_SM_CHANNELS, 1..64 */
 	uint64_t ll128_chunk;		/* NCCL_SYMMEM_LL128_CHUNK: see config_ll128_chunk() */
+	uint64_t ll_max;		/* NCCL_SYMMEM_LL_MAX: see config_ll_max() */
 	int nccl_defaults;		/* NCCL_SYMMEM_NCCL_DEFAULTS */
 	int copy_helper;		/* NCCL_SYMMEM_COPY_HELPER */
 	char copy_helper_path[256];	/* NCCL_SYMMEM_COPY_HELPER_PATH, "" = next to the library */
@@ -116,6 +117,13 @@ int config_nccl_advice(const struct config *cfg,
  * plugin, the NCCL defaults are on and the user left NCCL_PROTO to NCCL;
  * else 0 (NCCL's choice). */
 uint64_t config_ll128_chunk(const struct config *cfg);
+
+/* The largest all_reduce or broadcast between hosts the tuner leaves on
+ * LL where NCCL's model picked it (above it, Simple of the same
+ * algorithm): NCCL_SYMMEM_LL_MAX when the plugin carries traffic between
+ * hosts only (P2P on), the NCCL defaults are on and the user left
+ * NCCL_PROTO to NCCL; else 0 (NCCL's choice). */
+uint64_t config_ll_max(const struct config *cfg);
 
 /* How many channels NCCL opens for a ring on the intra-host path: the
  * plugin's NCCL_MIN_NCHANNELS default (32, lowered to the user's

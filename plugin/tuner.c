@@ -3,7 +3,9 @@
  * - the channel count, only under NCCL_PASS_SM=1;
  * - on the intra-host copy-engine path (config_ll128_chunk()), Ring LL128 in
  *   place of the Ring Simple NCCL's model picked for a mid-size all_gather,
- *   reduce_scatter or all_reduce.
+ *   reduce_scatter or all_reduce;
+ * - between hosts (config_ll_max()), Simple in place of the LL NCCL's model
+ *   picked for an all_reduce or broadcast past NCCL_SYMMEM_LL_MAX.
  * It never writes a cell NCCL ruled out (-1: impossible, or excluded by
  * NCCL_ALGO / NCCL_PROTO), never changes the algorithm, and a NCCL_PROTO
  * the user set leaves every protocol choice to NCCL. */
@@ -46,6 +48,7 @@ static ncclResult_t tuner_start(size_t nRanks, size_t nNodes, ncclDebugLogger_t 
 	t->policy.channels = cfg->pass_sm_channels;
 	t->policy.ll128_chunk = config_ll128_chunk(cfg);
 	t->policy.ring_channels = config_ring_channels(cfg);
+	t->policy.ll_max = config_ll_max(cfg);
 	t->nranks = nRanks;
 	t->nnodes = nNodes;
 	if (cfg->pass_sm)
@@ -58,6 +61,11 @@ static ncclResult_t tuner_start(size_t nRanks, size_t nNodes, ncclDebugLogger_t 
 			"%llu bytes per rank and channel (%d channels) run LL128 where NCCL's model "
 			"picks Simple (NCCL_SYMMEM_LL128_CHUNK, copy-engine path)",
 			(unsigned long long)t->policy.ll128_chunk, t->policy.ring_channels);
+	if (t->policy.ll_max && nNodes > 1)
+		log_msg(NCCL_LOG_INFO, NCCL_INIT | NCCL_TUNING, __FILE__, __LINE__,
+			"TUNER/symmem: all_reduce and broadcast of more than %llu bytes run Simple "
+			"where NCCL's model picks LL (NCCL_SYMMEM_LL_MAX, %zu nodes)",
+			(unsigned long long)t->policy.ll_max, nNodes);
 	*ctx = t;
 	return ncclSuccess;
 }
@@ -78,32 +86,57 @@ static ncclResult_t tuner_v4_init(size_t nRanks, size_t nNodes, ncclDebugLogger_
 	return tuner_start(nRanks, nNodes, logFunction, ctx);
 }
 
-/* Makes NCCL take Ring LL128 when it would take Ring Simple and LL128 is
- * open to it; any other choice stays.  The table is NCCL's row-major
- * float[algorithm][protocol] cast to float **; NCCL takes its smallest
- * cell that is not negative. */
-static void prefer_ring_ll128(float **cost_table, int nalgo, int nproto)
-{
-	float (*cost)[NCCL_NUM_PROTOCOLS] = (float (*)[NCCL_NUM_PROTOCOLS])(void *)cost_table;
-	int best_a = -1, best_p = -1;
+/* NCCL's cost table: a row-major float[algorithm][protocol] passed as
+ * float **.  NCCL takes its smallest cell that is not negative. */
+typedef float cost_row[NCCL_NUM_PROTOCOLS];
 
+/* The table as rows, with NCCL's pick in *algo, *proto; NULL for a layout
+ * this code was not written for or a table with no open cell. */
+static cost_row *cheapest(float **cost_table, int nalgo, int nproto, int *algo, int *proto)
+{
+	cost_row *cost = (cost_row *)(void *)cost_table;
+
+	*algo = -1;
+	*proto = -1;
 	if (!cost_table || nalgo != NCCL_NUM_ALGORITHMS || nproto != NCCL_NUM_PROTOCOLS)
-		return;		/* a layout this code was not written for */
+		return NULL;
 	for (int a = 0; a < nalgo; a++) {
 		for (int p = 0; p < nproto; p++) {
 			if (cost[a][p] < 0.0f)
 				continue;
-			if (best_a < 0 || cost[a][p] < cost[best_a][best_p]) {
-				best_a = a;
-				best_p = p;
+			if (*algo < 0 || cost[a][p] < cost[*algo][*proto]) {
+				*algo = a;
+				*proto = p;
 			}
 		}
 	}
-	if (best_a != NCCL_ALGO_RING || best_p != NCCL_PROTO_SIMPLE)
+	return *algo < 0 ? NULL : cost;
+}
+
+/* Makes NCCL take Ring LL128 when it would take Ring Simple and LL128 is
+ * open to it; any other choice stays. */
+static void prefer_ring_ll128(float **cost_table, int nalgo, int nproto)
+{
+	int a, p;
+	cost_row *cost = cheapest(cost_table, nalgo, nproto, &a, &p);
+
+	if (!cost || a != NCCL_ALGO_RING || p != NCCL_PROTO_SIMPLE)
 		return;
 	if (cost[NCCL_ALGO_RING][NCCL_PROTO_LL128] < 0.0f)
 		return;
 	cost[NCCL_ALGO_RING][NCCL_PROTO_LL128] = 0.0f;
+}
+
+/* Makes NCCL take Simple when it would take LL, with the same algorithm,
+ * if Simple is open to it; any other choice stays. */
+static void prefer_simple_over_ll(float **cost_table, int nalgo, int nproto)
+{
+	int a, p;
+	cost_row *cost = cheapest(cost_table, nalgo, nproto, &a, &p);
+
+	if (!cost || p != NCCL_PROTO_LL || cost[a][NCCL_PROTO_SIMPLE] < 0.0f)
+		return;
+	cost[a][NCCL_PROTO_SIMPLE] = 0.0f;
 }
 
 static ncclResult_t tuner_get_coll_info(void *ctx, ncclFunc_t collType, size_t nBytes,
@@ -118,6 +151,8 @@ static ncclResult_t tuner_get_coll_info(void *ctx, ncclFunc_t collType, size_t n
 		return ncclSuccess;	/* an error here would fail the collective */
 	if (smfree_ring_ll128(&t->policy, (int)collType, nBytes, t->nranks, regBuff))
 		prefer_ring_ll128(collCostTable, numAlgo, numProto);
+	if (smfree_leave_ll(&t->policy, (int)collType, nBytes, t->nnodes))
+		prefer_simple_over_ll(collCostTable, numAlgo, numProto);
 	n = smfree_channels(&t->policy, (int)collType, nBytes, t->nranks, t->nnodes);
 	if (n > 0)
 		*nChannels = n;

@@ -61,21 +61,27 @@ cd "$(dirname "$0")/.."
 # natively NCCL's Socket net, through the plugin its copy engines (the
 # plugin sees one host) or, with NCCL_SYMMEM_BACKEND=tcp, its path between
 # hosts.  Such jobs keep P2P on, so the plugin no longer sets NCCL_PROTO
-# for them; the small sizes compare NCCL's own protocol choice with the old
-# default, ^LL, in the same call (TUNING lines say what NCCL picked).
+# for them; the small and mid sizes compare, in the same call, the default
+# (NCCL's protocols, the tuner's Simple past NCCL_SYMMEM_LL_MAX), NCCL's
+# choice alone (NCCL_SYMMEM_LL_MAX=0) and the old default, ^LL (TUNING
+# lines say what NCCL picked).
 if [ "$MODE" = hosts ]; then
 	PROVE=hosts bench hosts-ce -H 2 -b 0 -e 67108864 -f 4 -i 10
 	PROVE=hosts bench hosts-tcp -H 2 -b 0 -e 67108864 -f 4 -i 10 -E NCCL_SYMMEM_BACKEND=tcp
-	S="-o all_reduce,all_gather,reduce_scatter,broadcast,alltoall,sendrecv -b 8 -e 1048576 -f 4 -c none -i 30"
+	S="-o all_reduce,all_gather,reduce_scatter,broadcast,alltoall,sendrecv -b 8 -e 4194304 -f 4 -c none -i 30"
 	for b in ce tcp; do
 		E=""
 		[ $b = tcp ] && E="-E NCCL_SYMMEM_BACKEND=tcp"
 		SUBSYS=INIT,ENV,NET,TUNING PROVE=hosts bench small-$b -H 2 $S $E
-		SUBSYS=INIT,ENV,NET,TUNING PROVE=hosts bench small-$b-noLL -H 2 $S $E -E NCCL_PROTO=^LL
-		for v in small-$b small-$b-noLL; do
-			printf '%s: protocols NCCL chose on rank 0 through the plugin:' "$v"
-			grep -l 'Using network symmem' "$OUT"/logs/$v/nccl.*.log | head -1 | xargs grep -ho 'proto [A-Za-z0-9]*' |
-				sort | uniq -c | tr '\n' ' '
+		SUBSYS=INIT,ENV,NET,TUNING PROVE=hosts bench small-$b-nccl -m plugin -H 2 $S $E \
+			-E NCCL_SYMMEM_LL_MAX=0
+		SUBSYS=INIT,ENV,NET,TUNING PROVE=hosts bench small-$b-noLL -m plugin -H 2 $S $E \
+			-E NCCL_PROTO=^LL
+		for v in small-$b small-$b-nccl small-$b-noLL; do
+			printf '%s: all_reduce protocols NCCL took on one rank through the plugin:' "$v"
+			grep -l 'Using network symmem' "$OUT"/logs/$v/nccl.*.log | head -1 |
+				xargs grep -h 'AllReduce: .* Bytes -> Algo' | sed 's/.*AllReduce: \([0-9]*\) Bytes -> Algo \([A-Z_]*\) proto \([A-Za-z0-9]*\).*/\1:\2\/\3/' |
+				sort -u -t: -k1n | tr '\n' ' '
 			echo
 		done
 	done

@@ -16,7 +16,15 @@
  * the copy engines that made ring collectives up to 2 x faster while each
  * rank's share per channel stayed within 512 KiB, and slower past it, on
  * 2, 3 and 4 GPUs and with 8 or 32 channels (bench/results/mid-size.md).
- * NCCL's model, made for NICs, moves to Simple at 2-16 MiB. */
+ * NCCL's model, made for NICs, moves to Simple at 2-16 MiB.
+ *
+ * Between hosts the plugin leaves the protocols to NCCL (no NCCL_PROTO),
+ * and NCCL's model keeps all_reduce and broadcast on LL up to 1 MiB and
+ * beyond.  LL's send buffers are host memory its kernel writes line by
+ * line; through the plugin Simple was 1.3-4 x faster from 128 KiB and LL
+ * faster from 32 KiB down (2 x 2 H200 posed as two hosts, over TCP and
+ * over the copy engines; all_gather and reduce_scatter about even;
+ * bench/results/hosts.md). */
 #include "smfree.h"
 
 /* The NCCL_PASS_SM cap, never above the channels NCCL has (a user's
@@ -62,4 +70,13 @@ int smfree_ring_ll128(const struct smfree_policy *p, int coll, size_t bytes, siz
 	 * but the share per channel is then SMFREE_CHANNEL_BYTES / nranks,
 	 * below any chunk worth setting. */
 	return (uint64_t)bytes / nranks / channels <= p->ll128_chunk;
+}
+
+int smfree_leave_ll(const struct smfree_policy *p, int coll, size_t bytes, size_t nnodes)
+{
+	if (!p->ll_max || nnodes < 2)
+		return 0;
+	if (coll != SMFREE_ALLREDUCE && coll != SMFREE_BROADCAST)
+		return 0;
+	return (uint64_t)bytes > p->ll_max;
 }

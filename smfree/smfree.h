@@ -14,6 +14,8 @@ struct smfree_policy {
 	int channels;		/* NCCL_SYMMEM_PASS_SM_CHANNELS */
 	uint64_t ll128_chunk;	/* LL128 while a rank's share per channel is this or less, 0 = never */
 	int ring_channels;	/* channels NCCL opens for a ring (config_ring_channels()) */
+	uint64_t ll_max;	/* between hosts: all_reduce and broadcast above this leave LL,
+				 * 0 = never */
 };
 
 /* Collective kinds as the tuner sees them (same numbering as ncclFunc_t). */
@@ -52,6 +54,11 @@ int smfree_channels(const struct smfree_policy *p, int coll, size_t bytes, size_
  * and stays).  The algorithm is never changed. */
 int smfree_ring_ll128(const struct smfree_policy *p, int coll, size_t bytes, size_t nranks,
 		      int regbuf);
+
+/* Whether an all_reduce or broadcast across nodes that NCCL's model would
+ * run with LL should take Simple of the same algorithm instead (1): one
+ * larger than p->ll_max bytes (`bytes` is the whole buffer). */
+int smfree_leave_ll(const struct smfree_policy *p, int coll, size_t bytes, size_t nnodes);
 
 /* The copy engine of one GPU context, shared by every connection of this
  * process on that GPU, made in smf_engine_get() (call it where NCCL sets

@@ -7,8 +7,10 @@
  * all_reduce with at most EXPECT_LL128 bytes per rank and channel (0: the
  * table stays as NCCL filled it).  Both count NCCL's ring channels as
  * EXPECT_RING_CHANNELS (32 unless a user's NCCL_MAX_CTAS or the like
- * lowers them), and the cap never exceeds them.  Meson runs it in each of
- * these environments. */
+ * lowers them), and the cap never exceeds them.  Between nodes, with P2P
+ * on and NCCL_PROTO left to NCCL, LL becomes Simple of the same algorithm
+ * for all_reduce and broadcast larger than EXPECT_LL_MAX bytes (0: never).
+ * Meson runs it in each of these environments. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -24,6 +26,7 @@
 static void *lib;
 static int expect_channels;
 static size_t expect_ll128;
+static size_t expect_ll_max;
 static int expect_ring = 32;
 
 /* The NCCL_PASS_SM cap as the tuner applies it. */
@@ -81,6 +84,33 @@ static void fill_ring_table(float t[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS], fl
 	t[NCCL_ALGO_TREE][NCCL_PROTO_SIMPLE] = tree_first ? 150.0f : 240.0f;
 	t[NCCL_ALGO_RING][NCCL_PROTO_LL128] = ll128;
 	t[NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] = 180.0f;
+}
+
+/* A table as NCCL fills it between hosts for a mid-size collective: Ring
+ * LL the cheapest, Ring Simple `simple` (< 0: closed), LL128 closed (NCCL
+ * keeps it off on a path through the network at the CPU); `tree_first`
+ * makes Tree LL the cheapest instead. */
+static void fill_ll_table(float t[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS], float simple,
+			  int tree_first)
+{
+	for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++)
+		for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++)
+			t[a][p] = NCCL_ALGO_PROTO_IGNORE;
+	t[NCCL_ALGO_TREE][NCCL_PROTO_LL] = tree_first ? 50.0f : 200.0f;
+	t[NCCL_ALGO_TREE][NCCL_PROTO_SIMPLE] = 250.0f;
+	t[NCCL_ALGO_RING][NCCL_PROTO_LL] = 100.0f;
+	t[NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] = simple;
+}
+
+/* Whether the tuner must move an LL choice to Simple: the rule of
+ * smfree_leave_ll(). */
+static int expected_leave_ll(int coll, size_t bytes, size_t nnodes)
+{
+	if (!expect_ll_max || nnodes < 2)
+		return 0;
+	if (coll != ncclFuncAllReduce && coll != ncclFuncBroadcast)
+		return 0;
+	return bytes > expect_ll_max;
 }
 
 /* The cell NCCL takes: the smallest that is not negative. */
@@ -240,6 +270,70 @@ static void ring_protocol(void **state)
 		assert_int_equal(changed, 0);
 }
 
+/* Asserts that `t` is `orig` except cell (algo, proto), which is `v`. */
+static void assert_table_but(float t[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS],
+			     float orig[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS], int algo, int proto,
+			     float v)
+{
+	for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++) {
+		for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
+			if (a == algo && p == proto)
+				assert_true(t[a][p] == v);
+			else
+				assert_true(t[a][p] == orig[a][p]);
+		}
+	}
+}
+
+/* Between nodes, an LL choice becomes Simple of the same algorithm exactly
+ * where the rule says, by a 0 in that cell alone; a closed Simple cell
+ * stays closed, and one node keeps every choice. */
+static void ll_between_hosts(void **state)
+{
+	static const size_t nodes[] = { 1, 2, 4 };
+	ncclTuner_v5_t *t = dlsym(lib, "ncclTunerPlugin_v5");
+	int changed = 0;
+
+	(void)state;
+	for (size_t n = 0; n < sizeof(nodes) / sizeof(nodes[0]); n++) {
+		void *ctx = NULL;
+
+		assert_int_equal(t->init(&ctx, 5, 2 * nodes[n], nodes[n], harness_logger, NULL, NULL),
+				 ncclSuccess);
+		for (int coll = ncclFuncBroadcast; coll <= ncclFuncAllReduce; coll++) {
+			for (size_t bytes = 1024; bytes <= (1ull << 30); bytes <<= 1) {
+				float table[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
+				float orig[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
+				int want = expected_leave_ll(coll, bytes, nodes[n]);
+				int algo, proto;
+
+				for (int tree = 0; tree < 2; tree++) {
+					int a = tree ? NCCL_ALGO_TREE : NCCL_ALGO_RING;
+
+					fill_ll_table(table, 300.0f, tree);
+					memcpy(orig, table, sizeof(table));
+					ask_v5(t, ctx, coll, bytes, 0, table);
+					pick(table, &algo, &proto);
+					assert_int_equal(algo, a);
+					assert_int_equal(proto, want ? NCCL_PROTO_SIMPLE : NCCL_PROTO_LL);
+					assert_table_but(table, orig, a, NCCL_PROTO_SIMPLE,
+							 want ? 0.0f : orig[a][NCCL_PROTO_SIMPLE]);
+					changed += want;
+				}
+				fill_ll_table(table, NCCL_ALGO_PROTO_IGNORE, 0);
+				memcpy(orig, table, sizeof(table));
+				ask_v5(t, ctx, coll, bytes, 0, table);
+				assert_memory_equal(table, orig, sizeof(table));
+			}
+		}
+		assert_int_equal(t->finalize(ctx), ncclSuccess);
+	}
+	if (expect_ll_max)
+		assert_true(changed > 0);
+	else
+		assert_int_equal(changed, 0);
+}
+
 /* A single rank has nobody to talk to: nothing to cap. */
 static void single_rank_untouched(void **state)
 {
@@ -301,10 +395,20 @@ static void decisions(FILE *out)
 						       NCCL_NUM_PROTOCOLS, 0, &nch);
 					pick(table, &algo, &proto);
 					fprintf(out, "%zu ranks %zu nodes %s %zu B: rc %d channels %d, cost "
-						"table %s, ring simple -> %s %s\n", ranks[r], nodes[n],
+						"table %s, ring simple -> %s %s", ranks[r], nodes[n],
 						colls[coll], sizes[b], (int)rc, nch, kept,
 						algo == NCCL_ALGO_RING ? "ring" : "other",
 						proto == NCCL_PROTO_LL128 ? "LL128" :
+						proto == NCCL_PROTO_SIMPLE ? "simple" : "other");
+					/* ... and where it picked Ring LL. */
+					fill_ll_table(table, 300.0f, 0);
+					t->getCollInfo(ctx, (ncclFunc_t)coll, sizes[b], 1,
+						       (float **)(void *)table, NCCL_NUM_ALGORITHMS,
+						       NCCL_NUM_PROTOCOLS, 0, &nch);
+					pick(table, &algo, &proto);
+					fprintf(out, ", ring LL -> %s %s\n",
+						algo == NCCL_ALGO_RING ? "ring" : "other",
+						proto == NCCL_PROTO_LL ? "LL" :
 						proto == NCCL_PROTO_SIMPLE ? "simple" : "other");
 				}
 			}
@@ -354,12 +458,14 @@ int main(int argc, char **argv)
 		cmocka_unit_test(check_v5),
 		cmocka_unit_test(check_v4_v3),
 		cmocka_unit_test(ring_protocol),
+		cmocka_unit_test(ll_between_hosts),
 		cmocka_unit_test(single_rank_untouched),
 		cmocka_unit_test(golden),
 	};
 	const char *e = getenv("EXPECT_CHANNELS");
 	const char *l = getenv("EXPECT_LL128");
 	const char *ring = getenv("EXPECT_RING_CHANNELS");
+	const char *llmax = getenv("EXPECT_LL_MAX");
 
 	lib = harness_open();
 	if (!lib)
@@ -372,6 +478,7 @@ int main(int argc, char **argv)
 		return 1;
 	expect_channels = atoi(e);
 	expect_ll128 = l ? strtoull(l, NULL, 10) : 0;
+	expect_ll_max = llmax ? strtoull(llmax, NULL, 10) : 0;
 	if (ring)
 		expect_ring = atoi(ring);
 	return cmocka_run_group_tests(tests, NULL, NULL);

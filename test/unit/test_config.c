@@ -74,6 +74,7 @@ static const char *const all_names[] = {
 	"NCCL_SYMMEM_BACKEND",
 	"NCCL_SYMMEM_PASS_SM_CHANNELS",
 	"NCCL_SYMMEM_LL128_CHUNK",
+	"NCCL_SYMMEM_LL_MAX",
 	"NCCL_SYMMEM_NCCL_DEFAULTS",
 	"NCCL_SYMMEM_COPY_HELPER",
 	"NCCL_SYMMEM_COPY_HELPER_PATH",
@@ -1157,6 +1158,7 @@ static void test_describe_all(void **state)
 		"NCCL_SYMMEM_BACKEND=auto (default)",
 		"NCCL_SYMMEM_PASS_SM_CHANNELS=8 (default)",
 		"NCCL_SYMMEM_LL128_CHUNK=512KiB (default)",
+		"NCCL_SYMMEM_LL_MAX=32KiB (default)",
 		"NCCL_SYMMEM_NCCL_DEFAULTS=1 (default)",
 		"NCCL_SYMMEM_COPY_HELPER=1 (default)",
 		"NCCL_SYMMEM_COPY_HELPER_PATH= (default)",
@@ -1255,6 +1257,7 @@ static void test_describe_roundtrip(void **state)
 		{ "NCCL_SYMMEM_BACKEND", "SHM" },
 		{ "NCCL_SYMMEM_PASS_SM_CHANNELS", "64" },
 		{ "NCCL_SYMMEM_LL128_CHUNK", "96K" },
+		{ "NCCL_SYMMEM_LL_MAX", "48k" },
 		{ "NCCL_SYMMEM_NCCL_DEFAULTS", "0" },
 		{ "NCCL_SYMMEM_COPY_HELPER", "off" },
 		{ "NCCL_SYMMEM_COPY_HELPER_PATH", "/opt/symmem/libexec/symmem-copyd" },
@@ -1818,6 +1821,38 @@ static void test_ll128_chunk(void **state)
 	defaults_end();
 }
 
+/* The tuner's LL limit between hosts: on only with P2P on (with P2P off
+ * the plugin's NCCL_PROTO=^LL closes LL), the defaults on and NCCL_PROTO
+ * left to NCCL; a malformed value is refused. */
+static void test_ll_max(void **state)
+{
+	struct kv user_proto[] = { { "NCCL_PROTO", "LL,Simple" }, { NULL, NULL } };
+	struct kv one_mib[] = { { "NCCL_SYMMEM_LL_MAX", "1MiB" }, { NULL, NULL } };
+	struct kv off[] = { { "NCCL_SYMMEM_LL_MAX", "0" }, { NULL, NULL } };
+	struct kv bad[] = { { "NCCL_SYMMEM_LL_MAX", "32 KiB please" }, { NULL, NULL } };
+	struct config cfg;
+	char err[ERRLEN];
+
+	(void)state;
+	defaults_start(&cfg);
+	assert_true(config_ll_max(&cfg) == 32 * 1024);
+	setenv("NCCL_P2P_DISABLE", "1", 1);
+	assert_true(config_ll_max(&cfg) == 0);
+	unsetenv("NCCL_P2P_DISABLE");
+	cfg.nccl_defaults = 0;
+	assert_true(config_ll_max(&cfg) == 0);
+
+	assert_int_equal(config_parse(&cfg, table_get, user_proto, err, sizeof(err)), 0);
+	assert_true(config_ll_max(&cfg) == 0);
+	assert_int_equal(config_parse(&cfg, table_get, one_mib, err, sizeof(err)), 0);
+	assert_true(config_ll_max(&cfg) == 1024 * 1024);
+	assert_int_equal(config_parse(&cfg, table_get, off, err, sizeof(err)), 0);
+	assert_true(config_ll_max(&cfg) == 0);
+	assert_int_not_equal(config_parse(&cfg, table_get, bad, err, sizeof(err)), 0);
+	assert_non_null(strstr(err, "NCCL_SYMMEM_LL_MAX"));
+	defaults_end();
+}
+
 /* A user's bound on NCCL's channels, and the minimum the plugin sets:
  * NCCL applies its maximum first and then copies channels up to the
  * minimum, so the plugin's 32 must follow a lower cap of the user's.
@@ -1904,6 +1939,7 @@ int main(void)
 		cmocka_unit_test(test_nccl_advice),
 		cmocka_unit_test(test_graph_register_and_algo_defaults),
 		cmocka_unit_test(test_ll128_chunk),
+		cmocka_unit_test(test_ll_max),
 		cmocka_unit_test(test_channel_bounds),
 		cmocka_unit_test(test_parse_bool_rejects),
 		cmocka_unit_test(test_bool_vars_accept),
