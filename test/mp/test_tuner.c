@@ -191,15 +191,15 @@ static void check_v4_v3(void **state)
 	assert_int_equal(t3->destroy(ctx), ncclSuccess);
 }
 
-/* Asserts that `t` is `orig` except Ring LL128, which is `ll128`. */
-static void assert_table_but_ring_ll128(float t[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS],
-					float orig[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS],
-					float ll128)
+/* Asserts that `t` is `orig` except cell (algo, proto), which is `v`. */
+static void assert_table_but(float t[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS],
+			     float orig[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS], int algo, int proto,
+			     float v)
 {
 	for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++) {
 		for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
-			if (a == NCCL_ALGO_RING && p == NCCL_PROTO_LL128)
-				assert_true(t[a][p] == ll128);
+			if (a == algo && p == proto)
+				assert_true(t[a][p] == v);
 			else
 				assert_true(t[a][p] == orig[a][p]);
 		}
@@ -215,6 +215,17 @@ static void ask_v5(ncclTuner_v5_t *t, void *ctx, int coll, size_t bytes, int reg
 	assert_int_equal(t->getCollInfo(ctx, (ncclFunc_t)coll, bytes, 1, (float **)(void *)table,
 					NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, regbuf, &nch),
 			 ncclSuccess);
+}
+
+/* The same, for a table the tuner must leave as it is. */
+static void ask_v5_unchanged(ncclTuner_v5_t *t, void *ctx, int coll, size_t bytes, int regbuf,
+			     float table[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS])
+{
+	float orig[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
+
+	memcpy(orig, table, sizeof(orig));
+	ask_v5(t, ctx, coll, bytes, regbuf, table);
+	assert_memory_equal(table, orig, sizeof(orig));
 }
 
 /* Ring Simple becomes Ring LL128 exactly where the rule says, by a 0 in
@@ -246,18 +257,14 @@ static void ring_protocol(void **state)
 					pick(table, &algo, &proto);
 					assert_int_equal(algo, NCCL_ALGO_RING);
 					assert_int_equal(proto, want ? NCCL_PROTO_LL128 : NCCL_PROTO_SIMPLE);
-					assert_table_but_ring_ll128(table, orig, want ? 0.0f : 300.0f);
+					assert_table_but(table, orig, NCCL_ALGO_RING, NCCL_PROTO_LL128,
+							 want ? 0.0f : 300.0f);
 					changed += want;
 
 					fill_ring_table(table, NCCL_ALGO_PROTO_IGNORE, 0);
-					memcpy(orig, table, sizeof(table));
-					ask_v5(t, ctx, coll, bytes, regbuf, table);
-					assert_memory_equal(table, orig, sizeof(table));
-
+					ask_v5_unchanged(t, ctx, coll, bytes, regbuf, table);
 					fill_ring_table(table, 300.0f, 1);
-					memcpy(orig, table, sizeof(table));
-					ask_v5(t, ctx, coll, bytes, regbuf, table);
-					assert_memory_equal(table, orig, sizeof(table));
+					ask_v5_unchanged(t, ctx, coll, bytes, regbuf, table);
 				}
 			}
 		}
@@ -268,21 +275,6 @@ static void ring_protocol(void **state)
 		assert_true(changed > 0);
 	else
 		assert_int_equal(changed, 0);
-}
-
-/* Asserts that `t` is `orig` except cell (algo, proto), which is `v`. */
-static void assert_table_but(float t[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS],
-			     float orig[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS], int algo, int proto,
-			     float v)
-{
-	for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++) {
-		for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
-			if (a == algo && p == proto)
-				assert_true(t[a][p] == v);
-			else
-				assert_true(t[a][p] == orig[a][p]);
-		}
-	}
 }
 
 /* Between nodes, an LL choice becomes Simple of the same algorithm exactly
@@ -321,9 +313,7 @@ static void ll_between_hosts(void **state)
 					changed += want;
 				}
 				fill_ll_table(table, NCCL_ALGO_PROTO_IGNORE, 0);
-				memcpy(orig, table, sizeof(table));
-				ask_v5(t, ctx, coll, bytes, 0, table);
-				assert_memory_equal(table, orig, sizeof(table));
+				ask_v5_unchanged(t, ctx, coll, bytes, 0, table);
 			}
 		}
 		assert_int_equal(t->finalize(ctx), ncclSuccess);
