@@ -56,14 +56,14 @@ bench() {
 # process on purpose: prove NAME inproc).
 prove() {
 	local dir="$OUT/logs/$1" gdr=${2:-gdr} n=0 p2p=0
+	local outside='via (P2P|SHM)|via NET/(Socket|IB)'
 	[ "$gdr" = none ] && return	# a native-only run: nothing to prove
+	# hosts: ranks posing as hosts (nccl_bench -H) keep P2P/SHM inside each.
+	[ "$gdr" = hosts ] && outside='via NET/(Socket|IB)'
 	for log in "$dir"/nccl.*.log; do
 		[ -e "$log" ] || continue
 		grep -q 'Using network symmem' "$log" || continue
 		n=$((n + 1))
-		# hosts: ranks posing as hosts (nccl_bench -H) keep P2P/SHM inside each.
-		outside='via (P2P|SHM)|via NET/(Socket|IB)'
-		[ "$gdr" = hosts ] && outside='via NET/(Socket|IB)'
 		grep -q 'via P2P' "$log" && p2p=$((p2p + 1))
 		if grep -E "$outside" "$log" | head -2 | grep .; then
 			echo "traffic outside NET/symmem in $log"; fail=1
