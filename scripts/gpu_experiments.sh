@@ -35,6 +35,8 @@
 #        inside each half, the network between), natively NCCL's Socket net,
 #        through the plugin its copy engines and NCCL_SYMMEM_BACKEND=tcp;
 #        small sizes with NCCL's own protocols against NCCL_PROTO=^LL;
+#        hosts-stage: the same over TCP, GPU buffers through the plugin's
+#        slots against NCCL staging in host memory (NCCL_NET_GDR_LEVEL=LOC);
 #        tcp-replays: CUDA-graph replays queued back to back over TCP;
 #        tcp: GPU buffers between "hosts" over TCP (two GPUs forced through
 #        NCCL_SYMMEM_BACKEND=tcp) against NCCL's own Socket net, OLD_TREE
@@ -44,10 +46,10 @@
 #        value).
 #        NRANKS, PHASE_TIMEOUT, SKIP_BUILD: as in scripts/gpu_lib.sh.
 MODE=${1:-}
-case " hosts tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
+case " hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
 *" $MODE "*) ;;
 *)
-	echo "usage: $0 MODE (one of: hosts tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan)" >&2
+	echo "usage: $0 MODE (one of: hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan)" >&2
 	exit 2
 	;;
 esac
@@ -84,6 +86,32 @@ if [ "$MODE" = hosts ]; then
 				sort -u -t: -k1n | tr '\n' ' '
 			echo
 		done
+	done
+	finish
+fi
+
+# Session 21: between hosts over TCP, who should stage GPU buffers in host
+# memory?  The plugin sets NCCL_NET_GDR_LEVEL=SYS in every job, so NCCL
+# hands it GPU buffers and the copy engines move them through the plugin's
+# pinned slots (two copy-engine hops per message).  With
+# NCCL_NET_GDR_LEVEL=LOC NCCL's kernels write host buffers themselves, as
+# with its Socket net.  Both through the plugin's TCP path, native (Socket,
+# posed hosts) in the first run; the default runs twice for the spread.
+if [ "$MODE" = hosts-stage ]; then
+	T="-H 2 -o ${OPS:-all_reduce,all_gather,reduce_scatter,broadcast,alltoall,sendrecv}"
+	T="$T -b 8 -e ${MAX:-67108864} -f 4 -c none -i ${ITERS:-20} -E NCCL_SYMMEM_BACKEND=tcp"
+	SUBSYS=INIT,ENV,NET,TUNING PROVE=hosts bench stage-gpu $T
+	SUBSYS=INIT,ENV,NET,TUNING PROVE=hosts-host bench stage-host -m plugin $T -E NCCL_NET_GDR_LEVEL=LOC
+	PROVE=hosts bench stage-gpu-again -m plugin $T
+	python3 scripts/sweep_ratios.py "$OUT/tables.txt" | tee "$OUT/ratios.txt"
+	# 8 bytes, stage by stage (the connections' close lines).
+	V="-m plugin -H 2 -o sendrecv,all_reduce -b 8 -e 8 -c none -i 300 -E NCCL_SYMMEM_BACKEND=tcp -E NCCL_SM_FREE_VERBOSE=1"
+	PROVE=hosts bench stage-gpu-8b $V
+	PROVE=hosts-host bench stage-host-8b $V -E NCCL_NET_GDR_LEVEL=LOC
+	for v in stage-gpu-8b stage-host-8b; do
+		echo "$v: send connections' close lines (post-to-done mean, stage medians):"
+		grep -h 'NET/symmem send comm .* closed' "$OUT"/logs/$v/nccl.*.log |
+			sed 's/.*closed: //' | sort | uniq -c | sort -rn | head -6
 	done
 	finish
 fi

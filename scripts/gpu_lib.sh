@@ -53,13 +53,15 @@ bench() {
 # Every plugin process: the plugin in use, channels via NET/symmem with
 # GDRDMA (unless the run is host-memory only: prove NAME nogdr), nothing via
 # P2P/SHM/another net, and a copy helper (unless copies stay in NCCL's
-# process on purpose: prove NAME inproc).
+# process on purpose: prove NAME inproc).  hosts: ranks posing as hosts
+# (nccl_bench -H), P2P inside each; hosts-host: the same with NCCL staging
+# the network's buffers in host memory (no GPUDirect, no helper needed).
 prove() {
 	local dir="$OUT/logs/$1" gdr=${2:-gdr} n=0 p2p=0
 	local outside='via (P2P|SHM)|via NET/(Socket|IB)'
 	[ "$gdr" = none ] && return	# a native-only run: nothing to prove
 	# hosts: ranks posing as hosts (nccl_bench -H) keep P2P/SHM inside each.
-	[ "$gdr" = hosts ] && outside='via NET/(Socket|IB)'
+	case $gdr in hosts*) outside='via NET/(Socket|IB)' ;; esac
 	for log in "$dir"/nccl.*.log; do
 		[ -e "$log" ] || continue
 		grep -q 'Using network symmem' "$log" || continue
@@ -68,13 +70,17 @@ prove() {
 		if grep -E "$outside" "$log" | head -2 | grep .; then
 			echo "traffic outside NET/symmem in $log"; fail=1
 		fi
-		if [ "$gdr" != nogdr ] && grep 'via NET/symmem' "$log" | grep -vq 'GDRDMA'; then
+		if [ "$gdr" = hosts-host ] && grep 'via NET/symmem' "$log" | grep -q 'GDRDMA'; then
+			echo "GPUDirect where NCCL should stage in host memory in $log"; fail=1
+		fi
+		if [ "$gdr" != nogdr ] && [ "$gdr" != hosts-host ] &&
+			grep 'via NET/symmem' "$log" | grep -vq 'GDRDMA'; then
 			echo "a channel without GPUDirect in $log:"; grep 'via NET/symmem' "$log" | grep -v GDRDMA | head -2
 			fail=1
 		fi
 	done
 	[ "$n" -gt 0 ] || { echo "no plugin log says 'Using network symmem' in $1"; fail=1; }
-	if [ "$gdr" = hosts ] && [ "$p2p" = 0 ]; then
+	if [ "${gdr#hosts}" != "$gdr" ] && [ "$p2p" = 0 ]; then
 		echo "no P2P channel inside the posed hosts in $1"; fail=1
 	fi
 	# GPU runs: the copies ran in symmem-copyd, not in NCCL's process.
