@@ -1074,10 +1074,10 @@ int config_unknown_vars(char *out, size_t outlen)
 
 /* When a default of nccl_defaults[] applies. */
 enum default_when {
-	ANY_JOB,		/* wherever the plugin carries traffic */
 	INTRA_HOST,		/* GPU traffic of one host goes through the plugin */
 	INTRA_HOST_SM_PATH,	/* that, and NCCL_PASS_SM is off */
 	INTRA_HOST_CE,		/* that, carried by copy engines (not NCCL_SYMMEM_BACKEND=tcp) */
+	INTRA_HOST_OR_PASS_SM,	/* that, or NCCL_PASS_SM asks for zero-copy user buffers */
 };
 
 /* The plugin's NCCL_MIN_NCHANNELS: 32, or the user's cap where that is
@@ -1141,9 +1141,21 @@ static const struct {
 	 * writes it into buf, or returns NULL to leave the variable alone. */
 	const char *(*value_for)(const struct config *cfg, char *buf, size_t len);
 } nccl_defaults[] = {
-	{ "NCCL_NET_GDR_LEVEL", "SYS", ANY_JOB,
+	/* Not in jobs that use the plugin between hosts only, without
+	 * NCCL_PASS_SM: there the plugin's TCP path would move NCCL's GPU
+	 * buffers through its pinned slots, a copy-engine hop on each side,
+	 * where NCCL's kernels can write and read host buffers themselves.
+	 * Posed as 2 hosts x 2 H200 over loopback TCP (session 21,
+	 * bench/results/hosts.md) NCCL's host staging was faster up to
+	 * 512 KiB (8-byte send/recv 27 against 43 us) and as fast or faster
+	 * above.  NCCL_PASS_SM keeps it: its registered send/recv and
+	 * alltoall then go from the user's buffers with no kernel copy,
+	 * which needs NCCL to hand the plugin GPU memory. */
+	{ "NCCL_NET_GDR_LEVEL", "SYS", INTRA_HOST_OR_PASS_SM,
 	  "the plugin's devices are GPUs' copy engines, not PCI NICs; NCCL places them at the "
-	  "CPU and would otherwise stage GPU buffers in host memory", NULL },
+	  "CPU and would otherwise stage GPU buffers in host memory (which it does, faster, "
+	  "for jobs that use the plugin between hosts only: 8-byte send/recv 27 against 43 us)",
+	  NULL },
 	/* Only where GPU traffic of one host goes through the plugin.  Any
 	 * NCCL_PROTO value turns NCCL's own LL128 safety rule off (tuning.cc:
 	 * a listed or not-excluded protocol is forced on, where the default
@@ -1269,9 +1281,10 @@ int config_apply_nccl_defaults(const struct config *cfg,
 		const char *cur = getenv(name);
 		const char *value = nccl_defaults[i].value;
 		enum default_when when = nccl_defaults[i].when;
-		int fits = when == ANY_JOB || (when == INTRA_HOST && intra) ||
+		int fits = (when == INTRA_HOST && intra) ||
 			   (when == INTRA_HOST_SM_PATH && intra && !cfg->pass_sm) ||
-			   (when == INTRA_HOST_CE && by_ce);
+			   (when == INTRA_HOST_CE && by_ce) ||
+			   (when == INTRA_HOST_OR_PASS_SM && (intra || cfg->pass_sm));
 		char buf[32];
 		int apply;
 

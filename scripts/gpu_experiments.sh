@@ -91,27 +91,40 @@ if [ "$MODE" = hosts ]; then
 fi
 
 # Session 21: between hosts over TCP, who should stage GPU buffers in host
-# memory?  The plugin sets NCCL_NET_GDR_LEVEL=SYS in every job, so NCCL
-# hands it GPU buffers and the copy engines move them through the plugin's
-# pinned slots (two copy-engine hops per message).  With
-# NCCL_NET_GDR_LEVEL=LOC NCCL's kernels write host buffers themselves, as
-# with its Socket net.  Both through the plugin's TCP path, native (Socket,
-# posed hosts) in the first run; the default runs twice for the spread.
+# memory?  With NCCL_NET_GDR_LEVEL=SYS (the plugin's default in every job
+# until session 21, now only with P2P off or NCCL_PASS_SM=1) NCCL hands the
+# plugin GPU buffers and the copy engines move them through its pinned
+# slots, a copy-engine hop on each side; without it NCCL's kernels write
+# and read host buffers themselves, as with its Socket net.  Native
+# (Socket, posed hosts) runs in the first call of each group; the default
+# runs twice for the spread; NCCL_SYMMEM_LL_MAX=0 asks whether the tuner's
+# LL rule (measured with GPU buffers) still pays with host staging.
 if [ "$MODE" = hosts-stage ]; then
 	T="-H 2 -o ${OPS:-all_reduce,all_gather,reduce_scatter,broadcast,alltoall,sendrecv}"
 	T="$T -b 8 -e ${MAX:-67108864} -f 4 -c none -i ${ITERS:-20} -E NCCL_SYMMEM_BACKEND=tcp"
-	SUBSYS=INIT,ENV,NET,TUNING PROVE=hosts bench stage-gpu $T
-	SUBSYS=INIT,ENV,NET,TUNING PROVE=hosts-host bench stage-host -m plugin $T -E NCCL_NET_GDR_LEVEL=LOC
-	PROVE=hosts bench stage-gpu-again -m plugin $T
+	SUBSYS=INIT,ENV,NET,TUNING PROVE=hosts-host bench stage-host $T
+	SUBSYS=INIT,ENV,NET,TUNING PROVE=hosts bench stage-gpu -m plugin $T -E NCCL_NET_GDR_LEVEL=SYS
+	SUBSYS=INIT,ENV,NET,TUNING PROVE=hosts-host bench stage-host-llmax0 -m plugin $T \
+		-E NCCL_SYMMEM_LL_MAX=0
+	PROVE=hosts-host bench stage-host-again -m plugin $T
 	python3 scripts/sweep_ratios.py "$OUT/tables.txt" | tee "$OUT/ratios.txt"
+	# Registered buffers (ncclCommRegister): with GPUDirect the plugin sends
+	# from them with no kernel copy; NCCL_PASS_SM=1 keeps GPUDirect.
+	mv "$OUT/tables.txt" "$OUT/tables-plain.txt"
+	R="-H 2 -R -o sendrecv,alltoall -b 8 -e ${MAX:-67108864} -f 8 -c none -i ${ITERS:-20} -E NCCL_SYMMEM_BACKEND=tcp"
+	PROVE=hosts-host bench reg-host $R
+	PROVE=hosts bench reg-gpu -m plugin $R -E NCCL_NET_GDR_LEVEL=SYS
+	PROVE=hosts bench reg-pass-sm -m plugin $R -E NCCL_PASS_SM=1
+	python3 scripts/sweep_ratios.py "$OUT/tables.txt" | tee -a "$OUT/ratios.txt"
+	cat "$OUT/tables.txt" >>"$OUT/tables-plain.txt"; mv "$OUT/tables-plain.txt" "$OUT/tables.txt"
 	# 8 bytes, stage by stage (the connections' close lines).
 	V="-m plugin -H 2 -o sendrecv,all_reduce -b 8 -e 8 -c none -i 300 -E NCCL_SYMMEM_BACKEND=tcp -E NCCL_SM_FREE_VERBOSE=1"
-	PROVE=hosts bench stage-gpu-8b $V
-	PROVE=hosts-host bench stage-host-8b $V -E NCCL_NET_GDR_LEVEL=LOC
-	for v in stage-gpu-8b stage-host-8b; do
+	PROVE=hosts-host bench stage-host-8b $V
+	PROVE=hosts bench stage-gpu-8b $V -E NCCL_NET_GDR_LEVEL=SYS
+	for v in stage-host-8b stage-gpu-8b; do
 		echo "$v: send connections' close lines (post-to-done mean, stage medians):"
 		grep -h 'NET/symmem send comm .* closed' "$OUT"/logs/$v/nccl.*.log |
-			sed 's/.*closed: //' | sort | uniq -c | sort -rn | head -6
+			sed 's/.*closed: //' | grep -v '^0 messages' | sort | head -6
 	done
 	finish
 fi

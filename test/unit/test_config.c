@@ -1584,22 +1584,34 @@ static void test_nccl_defaults(void **state)
 	assert_int_equal(a.calls, 8);
 	assert_string_equal(a.last, "(unset)");
 
-	/* A job that uses the plugin between hosts only (P2P on) gets the
-	 * GDR level and nothing else: any NCCL_PROTO would force LL128 onto
-	 * its intra-host paths, past NCCL's own safety rule. */
+	/* A job that uses the plugin between hosts only (P2P on) gets
+	 * nothing: any NCCL_PROTO would force LL128 onto its intra-host
+	 * paths, past NCCL's own safety rule, and NCCL's own host staging
+	 * beat GPU buffers through the plugin's TCP slots. */
 	memset(&a, 0, sizeof(a));
 	cfg.nccl_defaults = 1;
+	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 0);
+	assert_null(getenv("NCCL_NET_GDR_LEVEL"));
+	assert_null(getenv("NCCL_PROTO"));
+	assert_string_equal(a.proto, "(unset)");
+	assert_int_equal(a.set, 0);
+	assert_int_equal(a.calls, 8);
+
+	/* ... unless NCCL_PASS_SM=1 wants its registered send/recv to go
+	 * zero-copy, which needs NCCL to hand the plugin GPU buffers. */
+	memset(&a, 0, sizeof(a));
+	cfg.pass_sm = 1;
 	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 1);
 	assert_string_equal(getenv("NCCL_NET_GDR_LEVEL"), "SYS");
 	assert_null(getenv("NCCL_PROTO"));
-	assert_string_equal(a.proto, "(unset)");
-	assert_int_equal(a.set, 1);
+	cfg.pass_sm = 0;
 	unsetenv("NCCL_NET_GDR_LEVEL");
 
-	/* GPU traffic of one host through the plugin: LL off. */
+	/* GPU traffic of one host through the plugin: GPUDirect on, LL off. */
 	setenv("NCCL_P2P_DISABLE", "1", 1);
 	memset(&a, 0, sizeof(a));
 	config_apply_nccl_defaults(&cfg, note_default, &a);
+	assert_string_equal(getenv("NCCL_NET_GDR_LEVEL"), "SYS");
 	assert_string_equal(getenv("NCCL_PROTO"), "^LL");
 	assert_string_equal(a.proto, "^LL");
 	unset_channel_defaults();
@@ -1706,7 +1718,8 @@ static void test_nccl_channel_defaults(void **state)
 	(void)state;
 	defaults_start(&cfg);
 	setenv("NCCL_P2P_DISABLE", "0", 1);
-	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 1);
+	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 0);
+	assert_null(getenv("NCCL_NET_GDR_LEVEL"));
 	assert_null(getenv("NCCL_PROTO"));
 	assert_null(getenv("NCCL_MIN_NCHANNELS"));
 	unsetenv("NCCL_NET_GDR_LEVEL");
