@@ -99,10 +99,12 @@ fi
 # (Socket, posed hosts) runs in the first call of each group; the default
 # runs twice for the spread; NCCL_SYMMEM_LL_MAX=0 asks whether the tuner's
 # LL rule (measured with GPU buffers) still pays with host staging.
+# OLD_TREE: the default through an older tree's plugin too.
 if [ "$MODE" = hosts-stage ]; then
 	T="-H 2 -o ${OPS:-all_reduce,all_gather,reduce_scatter,broadcast,alltoall,sendrecv}"
 	T="$T -b 8 -e ${MAX:-67108864} -f 4 -c none -i ${ITERS:-20} -E NCCL_SYMMEM_BACKEND=tcp"
 	SUBSYS=INIT,ENV,NET,TUNING PROVE=hosts-host bench stage-host $T
+	PROVE=hosts-host bench_old stage-host-old -m plugin $T
 	SUBSYS=INIT,ENV,NET,TUNING PROVE=hosts bench stage-gpu -m plugin $T -E NCCL_NET_GDR_LEVEL=SYS
 	SUBSYS=INIT,ENV,NET,TUNING PROVE=hosts-host bench stage-host-llmax0 -m plugin $T \
 		-E NCCL_SYMMEM_LL_MAX=0
@@ -120,8 +122,10 @@ if [ "$MODE" = hosts-stage ]; then
 	# 8 bytes, stage by stage (the connections' close lines).
 	V="-m plugin -H 2 -o sendrecv,all_reduce -b 8 -e 8 -c none -i 300 -E NCCL_SYMMEM_BACKEND=tcp -E NCCL_SM_FREE_VERBOSE=1"
 	PROVE=hosts-host bench stage-host-8b $V
+	PROVE=hosts-host bench_old stage-host-8b-old $V
 	PROVE=hosts bench stage-gpu-8b $V -E NCCL_NET_GDR_LEVEL=SYS
-	for v in stage-host-8b stage-gpu-8b; do
+	for v in stage-host-8b stage-host-8b-old stage-gpu-8b; do
+		[ -d "$OUT/logs/$v" ] || continue
 		echo "$v: send connections' close lines (post-to-done mean, stage medians):"
 		grep -h 'NET/symmem send comm .* closed' "$OUT"/logs/$v/nccl.*.log |
 			sed 's/.*closed: //' | grep -v '^0 messages' | sort | head -6

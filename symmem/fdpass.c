@@ -1,6 +1,6 @@
-/* Moving bytes and file descriptors over a Unix socket without blocking:
- * the shared-memory connections and the copy helper both pass cuMem fds
- * with SCM_RIGHTS. */
+/* Moving bytes and file descriptors over a socket without blocking: the
+ * shared-memory connections and the copy helper both pass cuMem fds with
+ * SCM_RIGHTS over Unix sockets; the TCP data path moves its messages. */
 #include <errno.h>
 #include <poll.h>
 #include <string.h>
@@ -9,12 +9,37 @@
 
 #include "symmem.h"
 
+static ssize_t send_msg(int fd, const struct msghdr *msg)
+{
+	ssize_t n;
+
+	do {
+		n = sendmsg(fd, msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+	} while (n < 0 && errno == EINTR);
+	if (n >= 0)
+		return n;
+	if (errno == EAGAIN || errno == EWOULDBLOCK)
+		return 0;
+	sm_fail(SM_ERR_REMOTE, "peer connection lost on send: %s", strerror(errno));
+	return -1;
+}
+
+ssize_t sm_send_two(int fd, const void *a, size_t alen, const void *b, size_t blen)
+{
+	struct iovec iov[2] = {
+		{ .iov_base = (void *)a, .iov_len = alen },
+		{ .iov_base = (void *)b, .iov_len = blen },
+	};
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = blen ? 2 : 1 };
+
+	return send_msg(fd, &msg);
+}
+
 ssize_t sm_send_some(int fd, const void *buf, size_t len, int pass_fd)
 {
 	char cbuf[CMSG_SPACE(sizeof(int))];
 	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
-	ssize_t n;
 
 	if (pass_fd >= 0) {
 		struct cmsghdr *cm;
@@ -28,15 +53,7 @@ ssize_t sm_send_some(int fd, const void *buf, size_t len, int pass_fd)
 		cm->cmsg_len = CMSG_LEN(sizeof(int));
 		memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
 	}
-	do {
-		n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-	} while (n < 0 && errno == EINTR);
-	if (n >= 0)
-		return n;
-	if (errno == EAGAIN || errno == EWOULDBLOCK)
-		return 0;
-	sm_fail(SM_ERR_REMOTE, "peer connection lost on send: %s", strerror(errno));
-	return -1;
+	return send_msg(fd, &msg);
 }
 
 ssize_t sm_recv_some(int fd, void *buf, size_t len, int *got_fd)

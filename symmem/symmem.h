@@ -47,12 +47,15 @@ void sm_set_log_sink(sm_log_sink sink);
 void sm_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void sm_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Unix-socket I/O that never blocks.  Returns bytes moved (0 = would
+/* Socket I/O that never blocks.  Returns bytes moved (0 = would
  * block) or -1 with sm_fail() set (a hang-up on receive is an error too).
  * `pass_fd` >= 0 rides along with the first byte (SCM_RIGHTS); `got_fd`
  * receives one if it arrives (close-on-exec). */
 ssize_t sm_send_some(int fd, const void *buf, size_t len, int pass_fd);
 ssize_t sm_recv_some(int fd, void *buf, size_t len, int *got_fd);
+/* The same for two pieces in one call (a header and its payload): bytes
+ * moved of both together. */
+ssize_t sm_send_two(int fd, const void *a, size_t alen, const void *b, size_t blen);
 /* poll() on one descriptor for `events`, resumed after a signal (an
  * interrupted wait must not read as a timeout): > 0 ready, 0 timed out,
  * -1 failed. */

@@ -23,6 +23,10 @@
  * before it did. */
 #define COPY_LIMIT_NS (60ull * 1000 * 1000 * 1000)
 
+/* The TCP receiver's read-ahead (c->rx): a header and a small payload in
+ * one read; larger payloads go straight to their buffers. */
+#define TCP_RX_BYTES 4096
+
 static inline uint64_t min_u64(uint64_t a, uint64_t b)
 {
 	return a < b ? a : b;
@@ -250,10 +254,15 @@ struct tp_comm {
 	/* TCP */
 	uint64_t peer_posted;		/* sender: receives announced by the peer */
 	uint64_t peer_size[TP_MAX_REQUESTS];
-	uint8_t in[16];			/* sender: partial announcement */
+	uint8_t in[TP_MAX_REQUESTS * 16];	/* sender: announcements read, not parsed */
 	size_t in_len;
 	uint8_t out[TP_MAX_REQUESTS * 16];	/* receiver: announcements not yet sent */
 	size_t out_len;
+	/* Receiver: bytes read off the socket ahead of the message that owns
+	 * them.  One read takes a small message's header and payload (and
+	 * whatever follows) where two exact reads cost two system calls. */
+	uint8_t rx[TCP_RX_BYTES];
+	size_t rx_head, rx_len;
 	struct tcp_bounce *bounce;	/* GPU buffers: pinned slots (tcp_bounce.c) */
 };
 
@@ -349,6 +358,12 @@ int stage_span(uint64_t head, uint64_t tail, uint64_t size, uint64_t n, uint64_t
 	       uint64_t *end);
 void stage_done(struct tp_comm *c, uint64_t end);
 void stage_close(struct tp_comm *c);
+
+/* tcp.c: the receiver's reads, through c->rx: like sm_recv_some (bytes
+ * read, 0 when none are waiting, -1 with the error set once the peer hung
+ * up and nothing is left), reads of TCP_RX_BYTES or more bypass it while
+ * it is empty. */
+ssize_t tcp_recv(struct tp_comm *c, void *dst, size_t len);
 
 /* tcp_bounce.c: GPU buffers over TCP through pinned host slots.
  * bounce_open pins them (setup), bounce_close waits for their copies;

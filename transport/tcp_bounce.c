@@ -451,7 +451,7 @@ int bounce_recv(struct tp_comm *c, struct tp_req *r, int *progressed)
 			s->dst_off = r->moved;
 		}
 		want = min_u64(SLOT_BYTES - s->len, r->msg_size - r->moved);
-		n = sm_recv_some(c->fd, slot_mem(b, s) + s->len, want, NULL);
+		n = tcp_recv(c, slot_mem(b, s) + s->len, want);
 		if (n < 0)
 			return comm_fail(c, SM_ERR_REMOTE, "sending peer: %s", sm_last_error());
 		if (n == 0) {
