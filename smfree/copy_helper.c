@@ -215,19 +215,11 @@ static int spawn(const char *path, int child_end, int all_gpus, pid_t *pid)
 static int make_ring(struct cd_ring **ring, int *fd)
 {
 	void *p;
+	int rc = sm_memfd_map("symmem-copyd-ring", sizeof(struct cd_ring), sizeof(struct cd_ring),
+			      fd, &p);
 
-	*fd = memfd_create("symmem-copyd-ring", MFD_CLOEXEC);
-	if (*fd < 0)
-		return sm_fail(SM_ERR_SYSTEM, "memfd_create: %s", strerror(errno));
-	if (ftruncate(*fd, sizeof(struct cd_ring)) != 0) {
-		close(*fd);
-		return sm_fail(SM_ERR_SYSTEM, "sizing the request ring: %s", strerror(errno));
-	}
-	p = mmap(NULL, sizeof(struct cd_ring), PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
-	if (p == MAP_FAILED) {
-		close(*fd);
-		return sm_fail(SM_ERR_SYSTEM, "mapping the request ring: %s", strerror(errno));
-	}
+	if (rc)
+		return rc;
 	*ring = p;
 	(*ring)->magic = CD_MAGIC;
 	(*ring)->nslots = CD_SLOTS;

@@ -21,23 +21,13 @@ int shm_segment_create(uint64_t ring_size, int *memfd, uint64_t *seg_size)
 {
 	uint64_t size = SHM_RING_OFFSET + ring_size;
 	struct shm_ctrl *ctrl;
+	void *map;
 	int fd, rc;
 
-	fd = memfd_create("symmem-ring", MFD_CLOEXEC);
-	if (fd < 0)
-		return sm_fail(SM_ERR_SYSTEM, "memfd_create: %s", strerror(errno));
-	if (ftruncate(fd, (off_t)size) != 0) {
-		rc = sm_fail(SM_ERR_SYSTEM, "cannot size a %llu-byte ring segment: %s",
-			     (unsigned long long)size, strerror(errno));
-		close(fd);
+	rc = sm_memfd_map("symmem-ring", size, SHM_RING_OFFSET, &fd, &map);
+	if (rc)
 		return rc;
-	}
-	ctrl = mmap(NULL, SHM_RING_OFFSET, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (ctrl == MAP_FAILED) {
-		rc = sm_fail(SM_ERR_SYSTEM, "mmap of the ring header: %s", strerror(errno));
-		close(fd);
-		return rc;
-	}
+	ctrl = map;
 	ctrl->magic = SHM_MAGIC;
 	ctrl->version = SHM_VERSION;
 	ctrl->ring_size = ring_size;

@@ -25,30 +25,14 @@ int host_memfd_open(const char *name, uint64_t size, struct sm_share_info *info,
 		    uint8_t **buf)
 {
 	void *p;
-	int rc;
+	int rc = sm_memfd_map(name, size, size, fd, &p);
 
-	*fd = memfd_create(name, MFD_CLOEXEC);
-	if (*fd < 0)
-		return sm_fail(SM_ERR_SYSTEM, "memfd_create: %s", strerror(errno));
-	if (ftruncate(*fd, (off_t)size) != 0) {
-		rc = sm_fail(SM_ERR_SYSTEM, "sizing %llu bytes of %s: %s", (unsigned long long)size,
-			     name, strerror(errno));
-		goto fail;
-	}
-	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
-	if (p == MAP_FAILED) {
-		rc = sm_fail(SM_ERR_SYSTEM, "mapping %llu bytes of %s: %s", (unsigned long long)size,
-			     name, strerror(errno));
-		goto fail;
-	}
+	if (rc)
+		return rc;
 	info->kind = SM_SHARE_HOST_FD;
 	info->alloc_size = size;
 	*buf = p;
 	return SM_OK;
-fail:
-	close(*fd);
-	*fd = -1;
-	return rc;
 }
 
 /* NCCL_CUMEM_HOST_ENABLE=1: host memory from the driver, which the

@@ -8,8 +8,13 @@
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "internal.h"
+#include "symmem.h"
 
 #define AREA 4096u
 
@@ -100,6 +105,49 @@ static void test_larger_than_area(void **state)
 	assert_false(stage_span(0, 0, AREA, AREA + 1, &off, &end));
 }
 
+/* The memfd behind staging, the rings and the TCP slots is shared: a
+ * second mapping of its descriptor (what the peer or the copy helper
+ * makes) sees the bytes written through the first. */
+static void test_memfd_is_shared(void **state)
+{
+	void *a;
+	uint8_t *b;
+	int fd;
+
+	(void)state;
+	assert_int_equal(sm_memfd_map("test-memfd", 2 * AREA, AREA, &fd, &a), SM_OK);
+	assert_true(fd >= 0);
+	memset(a, 0x5c, AREA);
+	b = mmap(NULL, 2 * AREA, PROT_READ, MAP_SHARED, fd, 0);
+	assert_true(b != MAP_FAILED);
+	assert_int_equal(b[0], 0x5c);
+	assert_int_equal(b[AREA - 1], 0x5c);
+	assert_int_equal(b[AREA], 0);	/* sized past the first mapping */
+	munmap(b, 2 * AREA);
+	munmap(a, AREA);
+	close(fd);
+}
+
+/* A size the kernel refuses (past off_t) fails with the memory's name in the error and
+ * leaves no descriptor open. */
+static void test_memfd_refused_size(void **state)
+{
+	void *map = NULL;
+	int fd = 7, lowest, probe;
+
+	(void)state;
+	lowest = open("/dev/null", O_RDONLY);	/* the descriptor memfd_create will take */
+	assert_true(lowest >= 0);
+	close(lowest);
+	assert_int_equal(sm_memfd_map("test-too-big", ~0ull, AREA, &fd, &map), SM_ERR_SYSTEM);
+	assert_int_equal(fd, -1);
+	assert_null(map);
+	assert_non_null(strstr(sm_last_error(), "test-too-big"));
+	probe = open("/dev/null", O_RDONLY);
+	assert_int_equal(probe, lowest);	/* it was closed again */
+	close(probe);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -109,6 +157,8 @@ int main(void)
 		cmocka_unit_test(test_full_until_released),
 		cmocka_unit_test(test_empty_area_takes_any_span),
 		cmocka_unit_test(test_larger_than_area),
+		cmocka_unit_test(test_memfd_is_shared),
+		cmocka_unit_test(test_memfd_refused_size),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
