@@ -103,9 +103,10 @@ fi
 if [ "$MODE" = hosts-stage ]; then
 	T="-H 2 -o ${OPS:-all_reduce,all_gather,reduce_scatter,broadcast,alltoall,sendrecv}"
 	T="$T -b 8 -e ${MAX:-67108864} -f 4 -c none -i ${ITERS:-20} -E NCCL_SYMMEM_BACKEND=tcp"
-	SUBSYS=INIT,ENV,NET,TUNING PROVE=hosts-host bench stage-host $T
-	PROVE=hosts-host bench_old stage-host-old -m plugin $T
-	SUBSYS=INIT,ENV,NET,TUNING PROVE=hosts bench stage-gpu -m plugin $T -E NCCL_NET_GDR_LEVEL=SYS
+	SUBSYS=INIT,ENV,NET,TUNING PROVE=hosts-host gpu_apps stage-host bench stage-host $T
+	PROVE=none gpu_apps stage-host-old bench_old stage-host-old -m plugin $T
+	SUBSYS=INIT,ENV,NET,TUNING PROVE=hosts gpu_apps stage-gpu bench stage-gpu -m plugin $T \
+		-E NCCL_NET_GDR_LEVEL=SYS
 	SUBSYS=INIT,ENV,NET,TUNING PROVE=hosts-host bench stage-host-llmax0 -m plugin $T \
 		-E NCCL_SYMMEM_LL_MAX=0
 	PROVE=hosts-host bench stage-host-again -m plugin $T

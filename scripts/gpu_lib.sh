@@ -83,11 +83,37 @@ prove() {
 	if [ "${gdr#hosts}" != "$gdr" ] && [ "$p2p" = 0 ]; then
 		echo "no P2P channel inside the posed hosts in $1"; fail=1
 	fi
+	# Host staging between posed hosts: no GPU buffer reaches the plugin,
+	# so no copy helper (nor its CUDA context) may start.
+	if [ "$gdr" = hosts-host ] && grep -qh 'copy helper .* drives GPU' "$dir"/nccl.*.log; then
+		echo "a copy helper started although NCCL staged in host memory in $1"; fail=1
+	fi
 	# GPU runs: the copies ran in symmem-copyd, not in NCCL's process.
 	if { [ "$gdr" = gdr ] || [ "$gdr" = hosts ]; } && ! grep -qh 'copy helper .* drives GPU' "$dir"/nccl.*.log; then
 		echo "no copy helper started in $1"; fail=1
 	fi
 	grep -h -m1 'via NET/symmem' "$dir"/nccl.*.log 2>/dev/null | head -1
+}
+
+# gpu_apps NAME CMD...: runs CMD while nvidia-smi samples the GPU memory
+# of every process each second, then prints per process name how many
+# processes held GPU memory and the most one of them held.
+gpu_apps() {
+	local name=$1 sampler
+	shift
+	while :; do
+		nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader
+		sleep 1
+	done >"$OUT/logs/apps-$name.txt" 2>&1 &
+	sampler=$!
+	"$@"
+	kill "$sampler"
+	wait "$sampler" 2>/dev/null
+	awk -F', ' -v run="$name" '$3 ~ /MiB/ { n = $2; sub(".*/", "", n); m = $3 + 0;
+		pids[n "," $1] = 1; if (m > most[n]) most[n] = m }
+		END { for (k in pids) { split(k, a, ","); count[a[1]]++ }
+		      for (n in most) printf "%s: %s: %d process(es), at most %d MiB each\n", run, n, count[n], most[n] }' \
+		"$OUT/logs/apps-$name.txt"
 }
 
 # expect_fail NAME PATTERN [nccl_bench args...]: the plugin run must fail,

@@ -125,9 +125,26 @@ int comm_recv_size(struct tp_comm *c, struct tp_req *r, uint64_t size)
 	return SM_OK;
 }
 
+/* This GPU's shared copy engine, then the backend's own setup (the TCP
+ * bounce slots), on NCCL's service thread. */
+static int comm_take_engine(struct tp_comm *c)
+{
+	int rc = smf_engine_get(&c->engine_opt, &c->ce);
+
+	c->engine_later = 0;
+	if (rc)
+		return sm_fail(rc, "opening the copy engine: %s", sm_last_error());
+	return c->ops->setup ? c->ops->setup(c) : SM_OK;
+}
+
+int comm_gpu_ready(struct tp_comm *c)
+{
+	return c->engine_later ? comm_take_engine(c) : SM_OK;
+}
+
 int comm_setup(struct tp_comm *c, const struct tp_options *opt)
 {
-	struct smf_engine_options eo;
+	struct smf_engine_options *eo = &c->engine_opt;
 	int rc;
 
 	c->stall_ns = opt->stall_report > 0 ? (uint64_t)(opt->stall_report * 1e9) : 0;
@@ -139,22 +156,25 @@ int comm_setup(struct tp_comm *c, const struct tp_options *opt)
 	c->pool_cfg = opt->pool;
 	if (!opt->gpu)
 		return SM_OK;
-	eo.nstreams = opt->copy_streams > 0 ? opt->copy_streams : 1;
-	eo.split_min = opt->split_min;
-	eo.helper = opt->copy_helper;
-	eo.copy_depth = opt->copy_depth > 0 ? opt->copy_depth : 2;
-	eo.merge_max = opt->merge_max;
-	eo.batch = opt->batch > 0 ? opt->batch : 1;
-	eo.phase_ns = opt->phase_ns;
-	eo.all_gpus = opt->helper_all_gpus;
-	rc = smf_engine_get(&eo, &c->ce);
-	if (rc)
-		return sm_fail(rc, "opening the copy engine: %s", sm_last_error());
-	if (c->ops->setup) {
-		rc = c->ops->setup(c);
-		if (rc)
-			return rc;
+	eo->nstreams = opt->copy_streams > 0 ? opt->copy_streams : 1;
+	eo->split_min = opt->split_min;
+	eo->helper = opt->copy_helper;
+	eo->copy_depth = opt->copy_depth > 0 ? opt->copy_depth : 2;
+	eo->merge_max = opt->merge_max;
+	eo->batch = opt->batch > 0 ? opt->batch : 1;
+	eo->phase_ns = opt->phase_ns;
+	eo->all_gpus = opt->helper_all_gpus;
+	/* Over TCP the engine only serves GPU buffers, through the bounce
+	 * slots, and a job between hosts gives the plugin host buffers
+	 * unless GPUDirect is asked for (NCCL_NET_GDR_LEVEL): no copy
+	 * helper, CUDA context or pinned slots until a GPU registration. */
+	if (c->ops == &tp_tcp_ops) {
+		c->engine_later = 1;
+		return SM_OK;
 	}
+	rc = comm_take_engine(c);
+	if (rc)
+		return rc;
 	/* A receiving connection holds its GPU's staging pool, so the pool
 	 * (preallocated with NCCL_CUMEM_PREALLOC) lives as long as any
 	 * connection that may need it, and no longer. */

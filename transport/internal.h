@@ -263,7 +263,14 @@ struct tp_comm {
 	 * whatever follows) where two exact reads cost two system calls. */
 	uint8_t rx[TCP_RX_BYTES];
 	size_t rx_head, rx_len;
-	struct tcp_bounce *bounce;	/* GPU buffers: pinned slots (tcp_bounce.c) */
+	/* GPU buffers: pinned slots (tcp_bounce.c).  Set once, on NCCL's
+	 * service thread, while the progress thread may be reading it. */
+	_Atomic(struct tcp_bounce *) bounce;
+	/* TCP: the copy engine (with its helper) and the slots wait for the
+	 * first GPU registration, which a job staging NCCL's buffers in host
+	 * memory never makes (comm_gpu_ready). */
+	int engine_later;
+	struct smf_engine_options engine_opt;
 };
 
 extern const struct tp_ops tp_shm_ops;
@@ -291,8 +298,12 @@ void comm_pop(struct tp_comm *c);
 int comm_engine(struct tp_comm *c);
 /* Applies the options every connection shares (stall report) and, with
  * opt->gpu, takes this GPU's copy engine: setup runs on NCCL's service
- * thread, where making streams cannot block NCCL's kernels. */
+ * thread, where making streams cannot block NCCL's kernels.  A TCP
+ * connection takes it later, in comm_gpu_ready. */
 int comm_setup(struct tp_comm *c, const struct tp_options *opt);
+/* Before a GPU registration (NCCL's service thread): takes the engine a
+ * TCP connection left for later; nothing otherwise. */
+int comm_gpu_ready(struct tp_comm *c);
 /* Receive r learns the sender's size: one larger than the posted receive
  * fails the connection (the sender fails it too). */
 int comm_recv_size(struct tp_comm *c, struct tp_req *r, uint64_t size);

@@ -286,6 +286,11 @@ int tp_register(struct tp_comm *c, void *data, size_t size, int mem, struct tp_r
 		return comm_broken(c);
 	if (mem != TP_MEM_HOST && mem != TP_MEM_CUDA)
 		return sm_fail(SM_ERR_INVALID, "unknown memory type %d", mem);
+	if (mem == TP_MEM_CUDA) {
+		rc = comm_gpu_ready(c);
+		if (rc)
+			return rc;
+	}
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return sm_fail(SM_ERR_SYSTEM, "out of memory registering %zu bytes", size);

@@ -60,17 +60,20 @@ int smf_engine_get(const struct smf_engine_options *o, struct smf_engine **out)
 {
 	(void)o;
 	*out = (struct smf_engine *)&engine_token;
+	standin_engine.refs++;
 	return SM_OK;
 }
 
 void smf_engine_hold(struct smf_engine *e)
 {
 	(void)e;
+	standin_engine.refs++;
 }
 
 void smf_engine_put(struct smf_engine *e)
 {
-	(void)e;
+	if (e)
+		standin_engine.refs--;
 }
 
 int smf_engine_helper_pid(const struct smf_engine *e)

@@ -16,6 +16,7 @@ struct standin_engine {
 	int hold_nth;		/* the copy started n-th (from 1) does not land while set */
 	int out;		/* events taken now */
 	int starts;		/* copies started, ever */
+	int refs;		/* references to the engine held now (get, hold, put) */
 	/* A copy helper: ranges named by smf_range_add (host memfds mapped
 	 * here, other shares by their address in this process). */
 	int helper;		/* smf_engine_helper_pid() reports one */

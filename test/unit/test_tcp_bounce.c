@@ -336,6 +336,83 @@ static void test_sender_hangup_with_bytes_in_socket(void **state)
 	hangup_behind((4u << 20) + 65536);
 }
 
+/* Tests a send and its receive until both are done (failing past `end`);
+ * returns the size received. */
+static size_t wait_both(struct tp_req *sr, struct tp_req *rr, double end)
+{
+	int sdone = 0, rdone = 0;
+	size_t got = 0;
+
+	while ((!sdone || !rdone) && now() < end) {
+		if (!sdone)
+			assert_int_equal(tp_test(sr, &sdone, NULL), SM_OK);
+		if (!rdone)
+			assert_int_equal(tp_test(rr, &rdone, &got), SM_OK);
+	}
+	assert_true(sdone && rdone);
+	return got;
+}
+
+/* One message of `size` from src (registered as `sreg`, NULL: host
+ * memory) into dst (`rreg`): every byte, nothing past it. */
+static void send_and_check(struct tp_comm *sc, struct tp_comm *rc, uint8_t *src, uint8_t *dst,
+			   struct tp_region *sreg, struct tp_region *rreg, size_t size, int msg)
+{
+	struct tp_req *sr = NULL, *rr = NULL;
+	double end = now() + DEADLINE_S;
+
+	for (size_t j = 0; j < size; j++)
+		src[j] = pattern(j, msg);
+	memset(dst, 0xee, size + 1);
+	assert_int_equal(tp_irecv(rc, dst, size, rreg, &rr), SM_OK);
+	while (!sr && now() < end)
+		assert_int_equal(tp_isend(sc, src, size, sreg, &sr), SM_OK);
+	assert_int_equal(wait_both(sr, rr, end), size);
+	for (size_t j = 0; j < size; j++)
+		assert_int_equal(dst[j], pattern(j, msg));
+	assert_int_equal(dst[size], 0xee);
+}
+
+/* A TCP connection of a GPU process takes the copy engine (and with it the
+ * copy helper, its CUDA context and the pinned slots) only at its first GPU
+ * registration: a job between hosts whose NCCL stages in host memory never
+ * makes one and pays for none of it. */
+static void test_engine_waits_for_gpu_memory(void **state)
+{
+	struct tp_comm *sc, *rc;
+	struct tp_region *sgpu, *rgpu;
+	uint8_t *src = malloc(MAX_MSG), *dst = malloc(MAX_MSG + 1);
+
+	(void)state;
+	standin_engine_reset(1);
+	make_pair(&sc, &rc);
+	send_and_check(sc, rc, src, dst, NULL, NULL, 3000, 0);
+	send_and_check(sc, rc, src, dst, NULL, NULL, 2u << 20, 1);
+	assert_int_equal(standin_engine.refs, 0);
+	assert_null(sc->bounce);
+	assert_null(rc->bounce);
+
+	/* The receiver's first GPU registration takes it on that side only. */
+	assert_int_equal(tp_register(rc, dst, MAX_MSG + 1, TP_MEM_CUDA, &rgpu), SM_OK);
+	assert_non_null(rc->bounce);
+	assert_null(sc->bounce);
+	send_and_check(sc, rc, src, dst, NULL, rgpu, (1u << 20) + 5, 2);
+	assert_true(standin_engine.starts > 0);	/* it came through the slots */
+
+	assert_int_equal(tp_register(sc, src, MAX_MSG, TP_MEM_CUDA, &sgpu), SM_OK);
+	assert_non_null(sc->bounce);
+	send_and_check(sc, rc, src, dst, sgpu, rgpu, 4000, 3);
+	send_and_check(sc, rc, src, dst, sgpu, NULL, 5000, 4);
+	tp_deregister(sc, sgpu);
+	tp_deregister(rc, rgpu);
+	tp_close(sc);
+	tp_close(rc);
+	assert_int_equal(standin_engine.refs, 0);	/* every reference given back */
+	assert_int_equal(standin_engine.out, 0);
+	free(src);
+	free(dst);
+}
+
 /* With a copy helper, the slots' copies to and from registered "GPU"
  * buffers run there: in NCCL's process a blocked driver lock hangs
  * CUDA-graph replays. */
@@ -362,20 +439,11 @@ static void one_message(size_t size, size_t cap, int helper, int local)
 	struct tp_stats ss, rs;
 	struct side s, r;
 	double end;
-	int sdone = 0, rdone = 0;
-	size_t got = 0;
 
 	standin_engine_reset(6);
 	standin_engine.helper = 1;
 	end = post_one_message(&sc, &rc, &s, &r, size, cap, NULL);
-	while ((!sdone || !rdone) && now() < end) {
-		if (!sdone)
-			assert_int_equal(tp_test(s.req[0], &sdone, NULL), SM_OK);
-		if (!rdone)
-			assert_int_equal(tp_test(r.req[0], &rdone, &got), SM_OK);
-	}
-	assert_true(sdone && rdone);
-	assert_int_equal(got, size);
+	assert_int_equal(wait_both(s.req[0], r.req[0], end), size);
 	for (size_t j = 0; j < size; j++)
 		assert_int_equal(r.buf[0][j], pattern(j, 0));
 	for (size_t j = size; j < MAX_MSG; j++)
@@ -406,6 +474,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_messages_land_whole),
+		cmocka_unit_test(test_engine_waits_for_gpu_memory),
 		cmocka_unit_test(test_tiny_event_pool),
 		cmocka_unit_test(test_landed_copy_frees_its_event),
 		cmocka_unit_test(test_sender_hangup_leaves_earlier_receive),
