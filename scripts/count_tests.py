@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Counts test cases in a meson test log: every TAP line of every test
 program, plus one failure for a program that failed without saying which
-case (a crash, a timeout)."""
+case (a crash, a timeout), and one pass for a program without TAP lines
+that passed (its exit status is its one case)."""
 import json
 import re
 import sys
@@ -21,4 +22,6 @@ with open(sys.argv[1]) as log:
             failed += 1
         if entry.get("result") == "SKIP" and not ok:
             skipped += 1
+        if entry.get("result") == "OK" and not ok and not bad:
+            passed += 1
 print(f"{passed} passed, {failed} failed, {skipped} skipped")

@@ -7,7 +7,6 @@
  * and is checked.
  * Usage: SYMMEM_PLUGIN=... [NCCL_SYMMEM_BACKEND=tcp] bench_pingpong [size] [rounds] */
 #include <arpa/inet.h>
-#include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -133,27 +132,10 @@ static double plugin_rounds(struct pair *p, int first, struct msgs *m, int round
 	return rc ? -1 : harness_now() - t0;
 }
 
-static int full_io(int fd, void *buf, size_t len, int writing)
-{
-	uint8_t *b = buf;
-
-	while (len) {
-		ssize_t n = writing ? send(fd, b, len, MSG_DONTWAIT) : recv(fd, b, len, MSG_DONTWAIT);
-
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-			continue;
-		if (n <= 0)
-			return -1;
-		b += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static int tcp_recv_one(int fd, struct msgs *m, int round)
 {
 	memset(m->in, 0xa5, m->size);
-	return full_io(fd, m->in, m->size, 0) || arrived(m, round);
+	return harness_io(fd, m->in, m->size, 0, 1) || arrived(m, round);
 }
 
 static double tcp_rounds(int fd, int first, struct msgs *m, int rounds)
@@ -167,9 +149,9 @@ static double tcp_rounds(int fd, int first, struct msgs *m, int rounds)
 		if (r == WARMUP)
 			t0 = harness_now();
 		if (first)
-			rc = full_io(fd, out, m->size, 1) || tcp_recv_one(fd, m, r);
+			rc = harness_io(fd, out, m->size, 1, 1) || tcp_recv_one(fd, m, r);
 		else
-			rc = tcp_recv_one(fd, m, r) || full_io(fd, out, m->size, 1);
+			rc = tcp_recv_one(fd, m, r) || harness_io(fd, out, m->size, 1, 1);
 	}
 	return rc ? -1 : harness_now() - t0;
 }

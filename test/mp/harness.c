@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -129,14 +130,15 @@ int harness_pair(void *ctx, void **send, void **recv)
 	return rc;
 }
 
-int harness_send_all(int fd, const void *buf, size_t len)
+int harness_io(int fd, void *buf, size_t len, int writing, int polling)
 {
-	const char *p = buf;
+	int flags = polling ? MSG_DONTWAIT : 0;
+	uint8_t *p = buf;
 
 	while (len) {
-		ssize_t n = write(fd, p, len);
+		ssize_t n = writing ? send(fd, p, len, flags | MSG_NOSIGNAL) : recv(fd, p, len, flags);
 
-		if (n < 0 && errno == EINTR)
+		if (n < 0 && (errno == EINTR || (polling && (errno == EAGAIN || errno == EWOULDBLOCK))))
 			continue;
 		if (n <= 0)
 			return -1;
@@ -146,21 +148,14 @@ int harness_send_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+int harness_send_all(int fd, const void *buf, size_t len)
+{
+	return harness_io(fd, (void *)buf, len, 1, 0);
+}
+
 int harness_recv_all(int fd, void *buf, size_t len)
 {
-	char *p = buf;
-
-	while (len) {
-		ssize_t n = read(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
+	return harness_io(fd, buf, len, 0, 0);
 }
 
 static uint8_t pattern_byte(size_t i, uint64_t msg)

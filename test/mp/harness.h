@@ -29,6 +29,10 @@ int harness_pair(void *ctx, void **send, void **recv);
 /* Handle exchange between forked processes over a real socketpair. */
 int harness_send_all(int fd, const void *buf, size_t len);
 int harness_recv_all(int fd, void *buf, size_t len);
+/* All of len bytes sent (writing) or received, or -1; `polling` spins on
+ * a non-blocking call instead of sleeping in the kernel, as NCCL's proxy
+ * does. */
+int harness_io(int fd, void *buf, size_t len, int writing, int polling);
 
 /* Byte pattern that depends on message number and offset: any misplaced,
  * missing or stale byte shows. */
