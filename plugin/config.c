@@ -1146,9 +1146,9 @@ static const struct {
 	 * buffers through its pinned slots, a copy-engine hop on each side,
 	 * where NCCL's kernels can write and read host buffers themselves.
 	 * Posed as 2 hosts x 2 H200 over loopback TCP (session 21,
-	 * bench/results/hosts.md) NCCL's host staging was faster up to
-	 * 512 KiB (8-byte send/recv 27 against 43 us) and as fast or faster
-	 * above.  NCCL_PASS_SM keeps it: its registered send/recv and
+	 * bench/results/hosts.md) NCCL's host staging was 1.1-2.0 x faster
+	 * up to 32 KiB (8-byte send/recv 27 against 43 us) and even within
+	 * the spread from 128 KiB up.  NCCL_PASS_SM keeps it: its registered send/recv and
 	 * alltoall then go from the user's buffers with no kernel copy,
 	 * which needs NCCL to hand the plugin GPU memory. */
 	{ "NCCL_NET_GDR_LEVEL", "SYS", INTRA_HOST_OR_PASS_SM,

@@ -35,8 +35,9 @@
 #        inside each half, the network between), natively NCCL's Socket net,
 #        through the plugin its copy engines and NCCL_SYMMEM_BACKEND=tcp;
 #        small sizes with NCCL's own protocols against NCCL_PROTO=^LL;
-#        hosts-stage: the same over TCP, GPU buffers through the plugin's
-#        slots against NCCL staging in host memory (NCCL_NET_GDR_LEVEL=LOC);
+#        hosts-stage: the same over TCP, NCCL staging in host memory (the
+#        default between hosts) against GPU buffers through the plugin's
+#        slots (NCCL_NET_GDR_LEVEL=SYS), registered buffers, OLD_TREE beside;
 #        tcp-replays: CUDA-graph replays queued back to back over TCP;
 #        tcp: GPU buffers between "hosts" over TCP (two GPUs forced through
 #        NCCL_SYMMEM_BACKEND=tcp) against NCCL's own Socket net, OLD_TREE
@@ -113,13 +114,11 @@ if [ "$MODE" = hosts-stage ]; then
 	python3 scripts/sweep_ratios.py "$OUT/tables.txt" | tee "$OUT/ratios.txt"
 	# Registered buffers (ncclCommRegister): with GPUDirect the plugin sends
 	# from them with no kernel copy; NCCL_PASS_SM=1 keeps GPUDirect.
-	mv "$OUT/tables.txt" "$OUT/tables-plain.txt"
 	R="-H 2 -R -o sendrecv,alltoall -b 8 -e ${MAX:-67108864} -f 8 -c none -i ${ITERS:-20} -E NCCL_SYMMEM_BACKEND=tcp"
 	PROVE=hosts-host bench reg-host $R
 	PROVE=hosts bench reg-gpu -m plugin $R -E NCCL_NET_GDR_LEVEL=SYS
 	PROVE=hosts bench reg-pass-sm -m plugin $R -E NCCL_PASS_SM=1
-	python3 scripts/sweep_ratios.py "$OUT/tables.txt" | tee -a "$OUT/ratios.txt"
-	cat "$OUT/tables.txt" >>"$OUT/tables-plain.txt"; mv "$OUT/tables-plain.txt" "$OUT/tables.txt"
+	python3 scripts/sweep_ratios.py "$OUT/tables.txt" reg-host | tee -a "$OUT/ratios.txt"
 	# 8 bytes, stage by stage (the connections' close lines).
 	V="-m plugin -H 2 -o sendrecv,all_reduce -b 8 -e 8 -c none -i 300 -E NCCL_SYMMEM_BACKEND=tcp -E NCCL_SM_FREE_VERBOSE=1"
 	PROVE=hosts-host bench stage-host-8b $V

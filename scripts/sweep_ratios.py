@@ -6,7 +6,10 @@ The sweep's first run (sweep-def) has native and plugin phases; the variants
 the native time of sweep-def at the same op and size, so all columns share
 one baseline measured in the same call.
 
-Usage: scripts/sweep_ratios.py OUT/tables.txt
+With FIRST, the columns start at that run, whose native times are the
+baseline (a later group of runs in the same file).
+
+Usage: scripts/sweep_ratios.py OUT/tables.txt [FIRST]
 """
 import re
 import sys
@@ -37,9 +40,13 @@ def parse(path):
 
 
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) not in (2, 3):
         sys.exit(__doc__)
     runs, order = parse(sys.argv[1])
+    if len(sys.argv) == 3:
+        if sys.argv[2] not in order:
+            sys.exit('no run %s in %s' % (sys.argv[2], sys.argv[1]))
+        order = order[order.index(sys.argv[2]):]
     if not order:
         sys.exit('no runs in ' + sys.argv[1])
     base = runs[order[0]]
