@@ -100,6 +100,11 @@ static const struct var vars[] = {
 	{ .name = "NCCL_IB_HCA", .kind = VAR_HCA_LIST,
 	  .off = offsetof(struct config, ib_hca),
 	  .len = sizeof(((struct config *)0)->ib_hca) },
+	/* NCCL's own: -1 (unset) lets the plugin pick the port's GID
+	 * (ib_dev.c: RoCE v2 with an IPv4 address first). */
+	{ .name = "NCCL_IB_GID_INDEX", .kind = VAR_INT,
+	  .off = offsetof(struct config, ib_gid_index),
+	  .idef = -1, .imin = -1, .imax = 255 },
 	{ .name = "NCCL_SOCKET_IFNAME", .kind = VAR_IFNAME_LIST,
 	  .off = offsetof(struct config, socket_ifname),
 	  .len = sizeof(((struct config *)0)->socket_ifname) },
@@ -1260,13 +1265,14 @@ static int intra_host_via_net(void)
 }
 
 /* ... and the plugin's copy engines carry it.  With NCCL_SYMMEM_BACKEND=tcp
- * sockets do, as between hosts, and NCCL's own sizing fits them better:
+ * sockets do (with =ib, RDMA loopback), as between hosts, and NCCL's own sizing fits them better:
  * 32 channels of 16 MiB buffers ran a 256 MiB all_reduce over TCP at 2.2
  * GB/s, NCCL's 4 channels at 2.9, and NCCL's Socket net with its 2 at 4.0
  * (2 x H200, session 18, bench/results/tcp.md). */
 static int intra_host_by_copy_engine(const struct config *cfg)
 {
-	return intra_host_via_net() && cfg->backend != CONFIG_BACKEND_TCP;
+	return intra_host_via_net() && cfg->backend != CONFIG_BACKEND_TCP &&
+	       cfg->backend != CONFIG_BACKEND_IB;
 }
 
 int config_apply_nccl_defaults(const struct config *cfg,
@@ -1333,4 +1339,28 @@ int config_nccl_advice(const struct config *cfg,
 			emit(nccl_advice[i].name, nccl_advice[i].value, nccl_advice[i].why, arg);
 	}
 	return count;
+}
+
+/* NCCL hands a net plugin GPU buffers when the GPU-to-device path is no
+ * longer than NCCL_NET_GDR_LEVEL.  The plugin's devices have no PCI path,
+ * so NCCL places them at the CPU (PHB or SYS from the GPU): only PHB, SYS
+ * or a number (whose meaning changed between NCCL versions, so it is
+ * taken as "maybe") let GPU buffers through.  Read when connections are
+ * made, after the plugin's own defaults (config_apply_nccl_defaults). */
+static int gpu_buffers_between_hosts(void)
+{
+	const char *v = getenv("NCCL_NET_GDR_LEVEL");
+
+	if (!v || !*v)
+		return 0;
+	return !strcasecmp(v, "PHB") || !strcasecmp(v, "SYS") || (*v >= '0' && *v <= '9');
+}
+
+int config_ib_mode(const struct config *cfg)
+{
+	if (cfg->backend == CONFIG_BACKEND_IB)
+		return 2;
+	if (cfg->backend != CONFIG_BACKEND_AUTO || gpu_buffers_between_hosts())
+		return 0;
+	return 1;
 }

@@ -21,7 +21,7 @@ enum config_backend {
 	CONFIG_BACKEND_AUTO = 0,	/* shared memory on one host, ibverbs or TCP between hosts */
 	CONFIG_BACKEND_SHM,		/* same-host path only */
 	CONFIG_BACKEND_TCP,		/* force the TCP data path, also on one host */
-	CONFIG_BACKEND_IB,		/* force ibverbs between hosts */
+	CONFIG_BACKEND_IB,		/* force ibverbs, also on one host (RDMA loopback) */
 };
 
 struct config {
@@ -41,6 +41,7 @@ struct config {
 	int direct_path;		/* NCCL_DIRECT_PATH */
 	int fault_tolerance;		/* NCCL_ENABLE_FAULT_TOLERANCE */
 	char ib_hca[256];		/* NCCL_IB_HCA, syntax-checked, "" when unset */
+	int ib_gid_index;		/* NCCL_IB_GID_INDEX, -1 = chosen per port */
 	char socket_ifname[256];	/* NCCL_SOCKET_IFNAME, "" when unset */
 	int streams;			/* NCCL_SYMMEM_STREAMS, 1..16 */
 	uint64_t chunk_size;		/* NCCL_SYMMEM_CHUNK_SIZE */
@@ -130,6 +131,12 @@ uint64_t config_ll_max(const struct config *cfg);
  * NCCL_MAX_CTAS or NCCL_MAX_NCHANNELS where those are lower), or the
  * user's own bounds, combined as NCCL combines them. */
 int config_ring_channels(const struct config *cfg);
+
+/* The ibverbs backend between hosts: 2 = required (NCCL_SYMMEM_BACKEND=ib),
+ * 1 = where both ends have an RDMA device, else TCP (auto, while NCCL
+ * stages in host memory between hosts), 0 = never (tcp or shm, or NCCL
+ * may hand over GPU buffers, which it carries only over TCP). */
+int config_ib_mode(const struct config *cfg);
 
 /* How many whole GPUs CUDA_VISIBLE_DEVICES (NULL: unset) shows a process
  * when it lists whole GPUs only, as a scheduler's per-task binding does

@@ -35,7 +35,10 @@ struct net_device {
 static pthread_once_t devices_once = PTHREAD_ONCE_INIT;
 static struct net_device devices[MAX_DEVICES];
 static int ndevices;
-static int gpu_path;		/* 1: devices are GPUs, NCCL_PTR_CUDA advertised */
+static int gpu_path;		/* 1: devices are GPUs, the copy engines serve them */
+/* NCCL_PTR_CUDA advertised: on the GPU path, unless every connection is
+ * ibverbs (NCCL_SYMMEM_BACKEND=ib), which carries host memory only. */
+static int gpu_ptrs;
 
 struct net_ctx {
 	uint64_t comm_id;
@@ -74,21 +77,24 @@ static const char *real_getenv(const char *name, void *arg)
 	return getenv(name);
 }
 
-/* What NCCL_IB_HCA selects on this host.  There is no ibverbs data path
- * yet, so the answer is reported (once) rather than used. */
+/* What NCCL_IB_HCA selects on this host, and whether connections to
+ * other hosts will use it (once, with NCCL_IB_HCA set or verbose). */
 static void announce_rdma(const struct config *cfg)
 {
 	char found[256], selected[256], why[96];
-	int n;
+	int n, mode = config_ib_mode(cfg);
 
-	if (!cfg->ib_hca[0] && !cfg->verbose)
+	if (!cfg->ib_hca[0] && !cfg->verbose && mode != 2)
 		return;
 	n = tp_rdma_devices(cfg->ib_hca, found, sizeof(found), selected, sizeof(selected), why,
 			    sizeof(why));
-	LOG_INFO("NET/symmem RDMA devices: %s%s%s; NCCL_IB_HCA=%s selects %d%s%s; the ibverbs data "
-		 "path is not built, other hosts are reached over TCP", found[0] ? found : "none",
-		 why[0] ? ", " : "", why, cfg->ib_hca[0] ? cfg->ib_hca : "(unset: all)", n,
-		 n ? ": " : "", selected);
+	LOG_INFO("NET/symmem RDMA devices: %s%s%s; NCCL_IB_HCA=%s selects %d%s%s; other hosts are "
+		 "reached %s", found[0] ? found : "none", why[0] ? ", " : "", why,
+		 cfg->ib_hca[0] ? cfg->ib_hca : "(unset: all)", n, n ? ": " : "", selected,
+		 mode == 2 ? "over ibverbs only (NCCL_SYMMEM_BACKEND=ib)" :
+		 mode == 0 ? "over TCP (NCCL_SYMMEM_BACKEND, or NCCL_NET_GDR_LEVEL lets GPU "
+			     "buffers through, which only the TCP path carries)" :
+		 n ? "over ibverbs where the peer has an RDMA device too, else TCP" : "over TCP");
 }
 
 /* GPUs hidden per process (a scheduler's per-task binding): copies into
@@ -136,7 +142,7 @@ static void announce(const struct config *cfg)
 			 cuda->device_count);
 	else
 		LOG_INFO("NET/symmem CUDA driver %d.%d, %d GPU(s); data path: copy engines into "
-			 "peer-mapped GPU buffers on one host, TCP (host memory) between hosts",
+			 "peer-mapped GPU buffers on one host, ibverbs or TCP (host memory) between hosts",
 			 cuda->driver_version / 1000, cuda->driver_version % 1000 / 10,
 			 cuda->device_count);
 	if (cuda->loaded && cfg->dma_enable && cfg->ngpus_visible)
@@ -182,6 +188,7 @@ static void build_devices(void)
 	}
 	ndevices = n;
 	gpu_path = 1;
+	gpu_ptrs = cfg->backend != CONFIG_BACKEND_IB;
 	config_apply_nccl_defaults(cfg, emit_nccl_default, NULL);
 	config_nccl_advice(cfg, emit_nccl_advice, NULL);
 }
@@ -199,11 +206,15 @@ static void transport_options(const struct config *cfg, struct tp_options *opt)
 {
 	memset(opt, 0, sizeof(*opt));
 	opt->backend = cfg->backend == CONFIG_BACKEND_TCP ? TP_BACKEND_TCP :
-		       cfg->backend == CONFIG_BACKEND_SHM ? TP_BACKEND_SHM : TP_BACKEND_AUTO;
+		       cfg->backend == CONFIG_BACKEND_SHM ? TP_BACKEND_SHM :
+		       cfg->backend == CONFIG_BACKEND_IB ? TP_BACKEND_IB : TP_BACKEND_AUTO;
 	opt->ring_size = cfg->host_ring_size;
 	opt->chunk_size = cfg->chunk_size;
 	opt->connect_timeout = cfg->connect_timeout;
 	opt->ifname = cfg->socket_ifname;
+	opt->ib = config_ib_mode(cfg);
+	opt->ib_hca = cfg->ib_hca;
+	opt->ib_gid_index = cfg->ib_gid_index;
 	opt->copy_streams = cfg->streams;
 	opt->split_min = cfg->split_min;
 	opt->copy_depth = cfg->copy_depth;
@@ -244,14 +255,6 @@ ncclResult_t net_init(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *conf
 	if (!cfg)
 		return ncclInvalidUsage;
 	announce(cfg);
-	if (cfg->backend == CONFIG_BACKEND_IB) {
-		/* Forcing a backend that does not exist must not quietly become
-		 * TCP: the user asked for RDMA speed. */
-		LOG_WARN("NET/symmem: NCCL_SYMMEM_BACKEND=ib asks for the ibverbs backend, which this "
-			 "build does not have; use auto or tcp (NCCL_IB_HCA only reports the RDMA "
-			 "devices it selects)");
-		return ncclInvalidUsage;
-	}
 	pthread_once(&devices_once, build_devices);
 	if (!ctx)
 		return ncclSuccess;	/* pre-v11 init: no per-comm context */
@@ -300,7 +303,7 @@ ncclResult_t net_get_properties(int dev, ncclNetProperties_v11_t *props)
 	 * a sibling on the root bus would cap it at that device's link. */
 	props->pciPath = NULL;
 	props->guid = 0x53594d4d00000000ull | (uint64_t)dev;
-	props->ptrSupport = NCCL_PTR_HOST | (gpu_path ? NCCL_PTR_CUDA : 0);
+	props->ptrSupport = NCCL_PTR_HOST | (gpu_ptrs ? NCCL_PTR_CUDA : 0);
 	props->regIsGlobal = 0;
 	/* Copy-engine writes are complete when their event fires: no flush. */
 	props->forceFlush = 0;
@@ -399,6 +402,7 @@ ncclResult_t net_connect(void *ctx, int dev, void *handle, void **sendComm,
 	if (check_dev(dev, "connect"))
 		return ncclInvalidArgument;
 	transport_options(cfg, &opt);
+	opt.dev = dev;
 	opt.owner = ctx;	/* NULL through the v9/v10 tables, which have no finalize */
 	rc = tp_connect(&opt, handle, &tp);
 	if (rc)
@@ -447,9 +451,9 @@ ncclResult_t net_reg_mr(void *comm, void *data, size_t size, int type, void **mh
 		LOG_WARN("NET/symmem: regMr on %p, which is not an open comm", comm);
 		return ncclInternalError;
 	}
-	if (type != NCCL_PTR_HOST && (type != NCCL_PTR_CUDA || !gpu_path)) {
+	if (type != NCCL_PTR_HOST && (type != NCCL_PTR_CUDA || !gpu_ptrs)) {
 		LOG_WARN("NET/symmem: regMr of memory type %d; this process serves %s", type,
-			 gpu_path ? "NCCL_PTR_HOST and NCCL_PTR_CUDA" :
+			 gpu_ptrs ? "NCCL_PTR_HOST and NCCL_PTR_CUDA" :
 				    "host memory only (NCCL_PTR_HOST)");
 		return ncclInvalidArgument;
 	}

@@ -172,6 +172,8 @@ int comm_setup(struct tp_comm *c, const struct tp_options *opt)
 		c->engine_later = 1;
 		return SM_OK;
 	}
+	if (c->ops == &tp_ib_ops)
+		return SM_OK;	/* host memory only: no copy engine */
 	rc = comm_take_engine(c);
 	if (rc)
 		return rc;

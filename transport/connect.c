@@ -20,6 +20,7 @@ enum conn_state {
 	CONN_CONNECTING,
 	CONN_HELLO,
 	CONN_REPLY,
+	CONN_READY,		/* ibverbs: telling the listener our queue pair is ready */
 };
 
 struct pending {
@@ -80,18 +81,39 @@ static void pending_free(struct pending *p)
 	free(p);
 }
 
+/* Between hosts: ibverbs where both ends can (the listener says so in
+ * the handle), else TCP; required ibverbs (opt->ib == 2) that cannot be
+ * had fails. */
 static int choose_backend(const struct tp_options *opt, const struct tp_handle_info *info)
 {
 	int same_host = info->host_id == tp_host_id();
 
 	if (opt->backend == TP_BACKEND_TCP)
 		return TP_BACKEND_TCP;
+	/* Forced, ibverbs serves one host too (RDMA loopback), as TCP does. */
+	if (opt->backend == TP_BACKEND_IB)
+		same_host = 0;
 	if (!same_host && opt->backend == TP_BACKEND_SHM) {
 		sm_fail(SM_ERR_USAGE, "NCCL_SYMMEM_BACKEND=shm, but the peer runs on another host "
 			"(or in another network or PID namespace)");
 		return -1;
 	}
-	return same_host ? TP_BACKEND_SHM : TP_BACKEND_TCP;
+	if (same_host)
+		return TP_BACKEND_SHM;
+	if (opt->ib && info->ib && ib_usable(opt))
+		return TP_BACKEND_IB;
+	if (opt->ib == 2) {
+		if (info->ib)
+			sm_fail(SM_ERR_USAGE, "NCCL_SYMMEM_BACKEND=ib, but no RDMA device of this "
+				"host can be opened (NCCL_IB_HCA=%s): %s",
+				opt->ib_hca && *opt->ib_hca ? opt->ib_hca : "(unset)",
+				sm_last_error());
+		else
+			sm_fail(SM_ERR_USAGE, "NCCL_SYMMEM_BACKEND=ib, but the peer (pid %d on "
+				"another host) has no RDMA device it can use", info->pid);
+		return -1;
+	}
+	return TP_BACKEND_TCP;
 }
 
 /* First call for a handle: open the socket and, on one host, the ring. */
@@ -144,13 +166,17 @@ static int pending_start(const struct tp_options *opt, const struct tp_handle_in
 			goto fail;
 		p->state = CONN_CONNECTING;
 	} else {
+		int ib = p->backend == TP_BACKEND_IB;
+
 		/* The socket is opened by the first step (and again by a retry). */
-		p->comm = comm_new(1, &tp_tcp_ops, -1);
+		p->comm = comm_new(1, ib ? &tp_ib_ops : &tp_tcp_ops, -1);
 		if (!p->comm) {
 			rc = sm_fail(SM_ERR_SYSTEM, "out of memory");
 			goto fail;
 		}
 		rc = comm_setup(p->comm, opt);
+		if (!rc && ib)
+			rc = ib_conn_open(p->comm, opt, &p->hello.ib);
 		if (rc)
 			goto fail;
 		p->state = CONN_CONNECTING;
@@ -230,6 +256,8 @@ static int pending_step(struct pending *p, int *done)
 		}
 		p->state = CONN_REPLY;
 	}
+	if (p->state == CONN_READY)
+		goto ready;
 	n = sm_recv_some(p->fd, (uint8_t *)&p->reply + p->got, sizeof(p->reply) - p->got, NULL);
 	if (n < 0)
 		return sm_fail(SM_ERR_REMOTE, "listener hung up during setup: %s", sm_last_error());
@@ -242,7 +270,22 @@ static int pending_step(struct pending *p, int *done)
 		p->reply.reason[sizeof(p->reply.reason) - 1] = '\0';
 		return sm_fail(SM_ERR_REMOTE, "listener refused the connection: %s", p->reply.reason);
 	}
-	*done = 1;
+	if (p->backend != TP_BACKEND_IB) {
+		*done = 1;
+		return SM_OK;
+	}
+	/* The listener's queue pair may write to ours as soon as it has its
+	 * comm: it waits for this byte, sent once ours can take the writes
+	 * (a write into a queue pair not ready yet waits a retry, 67 ms). */
+	rc = ib_conn_connect(p->comm, &p->reply.ib);
+	if (rc)
+		return rc;
+	p->state = CONN_READY;
+ready:
+	n = sm_send_some(p->fd, "R", 1, -1);
+	if (n < 0)
+		return sm_fail(SM_ERR_REMOTE, "listener hung up during setup: %s", sm_last_error());
+	*done = n == 1;
 	return SM_OK;
 }
 

@@ -11,9 +11,11 @@
 #include "transport.h"
 
 #define HANDLE_MAGIC 0x4d4d5953u	/* "SYMM" */
-#define HANDLE_VERSION 1
+#define HANDLE_VERSION 2
 
 /* Byte layout (little endian host order; both ends are the same library). */
+#define HANDLE_IB 1u		/* the listener takes ibverbs connections */
+
 enum {
 	OFF_MAGIC = 0,		/* u32 */
 	OFF_VERSION = 4,	/* u16 */
@@ -25,8 +27,9 @@ enum {
 	OFF_UDS = 40,		/* 32 bytes, NUL-terminated */
 	OFF_PORT = 72,		/* u16 */
 	OFF_ADDR = 74,		/* 16 bytes */
-	OFF_CRC = 92,		/* u32 over bytes [0, OFF_CRC) */
-	HANDLE_USED = 96,	/* the rest stays zero */
+	OFF_FLAGS = 92,		/* u32: HANDLE_IB */
+	OFF_CRC = 96,		/* u32 over bytes [0, OFF_CRC) */
+	HANDLE_USED = 100,	/* the rest stays zero */
 };
 
 static uint32_t crc32(const uint8_t *p, size_t n)
@@ -57,6 +60,7 @@ void tp_handle_encode(const struct tp_handle_info *info, void *handle)
 	uint32_t magic = HANDLE_MAGIC, crc;
 	uint16_t version = HANDLE_VERSION, family = (uint16_t)info->family;
 	int32_t dev = info->dev, pid = info->pid;
+	uint32_t flags = info->ib ? HANDLE_IB : 0;
 
 	memset(h, 0, TP_HANDLE_SIZE);
 	put(h, OFF_MAGIC, &magic, 4);
@@ -69,6 +73,7 @@ void tp_handle_encode(const struct tp_handle_info *info, void *handle)
 	memcpy(h + OFF_UDS, info->uds_name, strnlen(info->uds_name, 31));
 	put(h, OFF_PORT, &info->port, 2);
 	put(h, OFF_ADDR, info->addr, 16);
+	put(h, OFF_FLAGS, &flags, 4);
 	crc = crc32(h, OFF_CRC);
 	put(h, OFF_CRC, &crc, 4);
 }
@@ -76,7 +81,7 @@ void tp_handle_encode(const struct tp_handle_info *info, void *handle)
 int tp_handle_decode(const void *handle, struct tp_handle_info *info)
 {
 	const uint8_t *h = handle;
-	uint32_t magic, crc;
+	uint32_t magic, crc, flags;
 	uint16_t version, family;
 	int32_t dev, pid;
 
@@ -108,6 +113,7 @@ int tp_handle_decode(const void *handle, struct tp_handle_info *info)
 	get(h, OFF_UDS, info->uds_name, 32);
 	get(h, OFF_PORT, &info->port, 2);
 	get(h, OFF_ADDR, info->addr, 16);
+	get(h, OFF_FLAGS, &flags, 4);
 	info->family = family;
 	info->dev = dev;
 	info->pid = pid;
@@ -120,5 +126,8 @@ int tp_handle_decode(const void *handle, struct tp_handle_info *info)
 		return sm_fail(SM_ERR_INVALID, "connection handle has TCP port 0");
 	if (dev < 0)
 		return sm_fail(SM_ERR_INVALID, "connection handle names device %d", dev);
+	if (flags & ~HANDLE_IB)
+		return sm_fail(SM_ERR_INVALID, "connection handle has unknown flags 0x%x", flags);
+	info->ib = (flags & HANDLE_IB) != 0;
 	return SM_OK;
 }

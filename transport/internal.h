@@ -14,7 +14,7 @@
 #define SHM_MAGIC 0x4d485353u		/* "SSHM" */
 #define SHM_VERSION 4
 #define WIRE_MAGIC 0x45524957u		/* "WIRE" */
-#define WIRE_VERSION 2
+#define WIRE_VERSION 3
 #define REGION_MAGIC 0x4e474552u	/* "REGN" */
 
 /* How long a connection waits for one of its copies: a close gives up
@@ -65,6 +65,20 @@ struct shm_ctrl {
 #define SHM_RING_OFFSET 4096
 _Static_assert(sizeof(struct shm_ctrl) <= SHM_RING_OFFSET, "shm_ctrl fits its page");
 
+/* An ibverbs end of a connection (ib.c), in the hello and the reply: its
+ * queue pair's address and, from the sender, where the receiver writes
+ * the receives it posts. */
+struct wire_ib {
+	uint32_t qpn;
+	uint32_t psn;
+	uint8_t gid[16];
+	uint16_t lid;
+	uint8_t mtu;			/* enum ibv_mtu */
+	uint8_t link_layer;		/* IBV_LINK_LAYER_* */
+	uint32_t fifo_rkey;
+	uint64_t fifo_addr;
+};
+
 /* First message on a new connection, connector to listener. */
 struct wire_hello {
 	uint32_t magic;
@@ -74,6 +88,7 @@ struct wire_hello {
 	uint64_t seg_size;		/* SHM: size of the passed segment */
 	uint32_t uid;
 	uint32_t pid;
+	struct wire_ib ib;		/* TP_BACKEND_IB only */
 };
 
 /* The listener's answer. */
@@ -81,6 +96,7 @@ struct wire_reply {
 	uint32_t magic;
 	int32_t status;			/* 0 or an enum sm_status */
 	char reason[120];
+	struct wire_ib ib;		/* TP_BACKEND_IB only */
 };
 
 /* Receiver to sender on the Unix socket: a GPU registration to map (with
@@ -118,6 +134,9 @@ struct tp_region {
 	uint32_t shadow_hid;		/* the helper's name for the segment, or 0 */
 	struct sm_export *dst_exp;	/* this buffer, for the copy helper (hid) */
 	uint64_t dst_off;		/* base's offset in its allocation */
+	/* ibverbs: the memory region, and the device it holds open */
+	void *ib_mr;
+	struct ib_dev *ib_dev;
 };
 
 /* A peer's exported registration as the sender sees it. */
@@ -168,6 +187,12 @@ struct tp_req {
 	uint64_t staged;	/* send: bytes whose copy into a slot started */
 	uint64_t landed;	/* receive: bytes copied up from the slots */
 	int wire_done;		/* receive: every byte is off the wire, only copies remain */
+	/* ibverbs (ib.c) */
+	void *ib_mr;		/* registered for this request alone (no registration) */
+	uint32_t ib_lkey;	/* send: the source's key */
+	uint32_t ib_rkey;	/* send: the receive buffer's key and address */
+	uint64_t ib_raddr;
+	unsigned ib_wrs;	/* send: work requests posted, not yet completed */
 };
 
 struct tp_ops {
@@ -271,10 +296,14 @@ struct tp_comm {
 	 * memory never makes (comm_gpu_ready). */
 	int engine_later;
 	struct smf_engine_options engine_opt;
+
+	/* ibverbs: the queue pair and what goes with it (ib.c) */
+	struct ib_conn *ib;
 };
 
 extern const struct tp_ops tp_shm_ops;
 extern const struct tp_ops tp_tcp_ops;
+extern const struct tp_ops tp_ib_ops;
 
 /* How a message moved, for NCCL_SM_FREE_VERBOSE's once-per-connection
  * line (comm_note_path). */
@@ -394,6 +423,29 @@ void bounce_name(const struct tp_region *reg, const void *ptr, uint32_t *hid, ui
 /* Slots in use: copies that may still complete earlier receives. */
 int bounce_pending(const struct tp_comm *c);
 void bounce_describe(const struct tp_comm *c, char *buf, size_t len);
+
+/* rdma.c: dlsym's object pointer into a function pointer of `size` bytes. */
+int tp_ibv_symbol(void *lib, const char *name, void *fn, size_t size);
+
+/* ib_dev.c: the RDMA device for the plugin's device `which`, among those
+ * NCCL_IB_HCA `spec` selects, opened once per process and held until the
+ * last put; gid_index < 0 picks the port's GID. */
+struct ib_dev;
+int ib_dev_get(const char *spec, int which, int gid_index, struct ib_dev **out);
+void ib_dev_put(struct ib_dev *d);
+
+/* ib.c: the ibverbs data path.  ib_conn_open makes c's queue pair on the
+ * device opt->dev maps to and describes it in *mine; ib_conn_connect joins
+ * it to the peer's.  Both run during setup, on NCCL's service thread. */
+int ib_conn_open(struct tp_comm *c, const struct tp_options *opt, struct wire_ib *mine);
+int ib_conn_connect(struct tp_comm *c, const struct wire_ib *peer);
+/* 1 if this process can open the RDMA device for opt (the listener's
+ * offer in the handle). */
+int ib_usable(const struct tp_options *opt);
+/* Registers host memory for r (GPU memory is refused: no GPUDirect RDMA
+ * yet); ib_region_release undoes it, also after c closed. */
+int ib_region_register(struct tp_comm *c, struct tp_region *r);
+void ib_region_release(struct tp_region *r);
 
 /* shm.c */
 int shm_segment_create(uint64_t ring_size, int *memfd, uint64_t *seg_size);

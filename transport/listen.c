@@ -64,6 +64,8 @@ int tp_listen(const struct tp_options *opt, int dev, void *handle, struct tp_lis
 	rc = sock_tcp_listen(opt->ifname, &info, &l->tcp_fd);
 	if (rc)
 		goto fail;
+	l->opt.dev = dev;
+	info.ib = ib_usable(&l->opt);
 	info.host_id = tp_host_id();
 	memcpy(info.token, l->token, 16);
 	info.dev = dev;
@@ -156,11 +158,22 @@ static int check_hello(struct tp_listener *l)
 		refuse(l, SM_ERR_INVALID, "connector asked for a data path this socket cannot carry");
 		return SM_OK;
 	}
-	l->comm = comm_new(0, l->cand_uds ? &tp_shm_ops : &tp_tcp_ops, l->cand_fd);
+	if (h->backend == TP_BACKEND_IB && !l->opt.ib) {
+		refuse(l, SM_ERR_INVALID, "connector asked for ibverbs, which this listener does "
+		       "not take");
+		return SM_OK;
+	}
+	l->comm = comm_new(0, l->cand_uds ? &tp_shm_ops :
+			   h->backend == TP_BACKEND_IB ? &tp_ib_ops : &tp_tcp_ops, l->cand_fd);
 	if (!l->comm)
 		return sm_fail(SM_ERR_SYSTEM, "out of memory");
 	l->comm->peer_pid = (int)h->pid;	/* for log lines only: the peer says it */
+	memset(&l->reply, 0, sizeof(l->reply));
 	rc = comm_setup(l->comm, &l->opt);
+	if (!rc && h->backend == TP_BACKEND_IB)
+		rc = ib_conn_open(l->comm, &l->opt, &l->reply.ib);
+	if (!rc && h->backend == TP_BACKEND_IB)
+		rc = ib_conn_connect(l->comm, &h->ib);
 	if (l->cand_uds) {
 		if (!rc)
 			rc = shm_comm_attach(l->comm, l->memfd, h->seg_size, l->opt.chunk_size);
@@ -213,7 +226,8 @@ int tp_accept(struct tp_listener *l, struct tp_comm **out)
 		if (!l->comm)
 			goto wait;
 	}
-	n = sm_send_some(l->cand_fd, (uint8_t *)&l->reply + l->sent, sizeof(l->reply) - l->sent, -1);
+	n = l->sent < sizeof(l->reply) ? sm_send_some(l->cand_fd, (uint8_t *)&l->reply + l->sent,
+						      sizeof(l->reply) - l->sent, -1) : 0;
 	if (n < 0) {
 		rc = sm_fail(SM_ERR_REMOTE, "connector hung up during setup");
 		drop_candidate(l);
@@ -222,6 +236,20 @@ int tp_accept(struct tp_listener *l, struct tp_comm **out)
 	l->sent += (size_t)n;
 	if (l->sent < sizeof(l->reply))
 		goto wait;
+	if (l->comm->ops == &tp_ib_ops) {
+		char ready;
+
+		/* No receive may be posted to the connector's queue pair
+		 * before it is ready for them (connect.c). */
+		n = sm_recv_some(l->cand_fd, &ready, 1, NULL);
+		if (n < 0) {
+			rc = sm_fail(SM_ERR_REMOTE, "connector hung up during setup");
+			drop_candidate(l);
+			return rc;
+		}
+		if (n == 0)
+			goto wait;
+	}
 	*out = l->comm;
 	l->comm = NULL;
 	l->cand_fd = -1;

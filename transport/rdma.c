@@ -2,15 +2,13 @@
  * which of them NCCL_IB_HCA lets the plugin use.
  *
  * libibverbs is opened at run time, like the CUDA driver, so the plugin
- * loads on hosts without it.  Only the device list is read (no device is
- * opened): the ibverbs data path is not built yet and connections between
- * hosts use TCP, so the selection is reported, not acted on.  An explicit
- * NCCL_SYMMEM_BACKEND=ib is refused by plugin/net.c for the same reason. */
+ * loads on hosts without it.  Only the device list is read here; ib_dev.c
+ * opens the devices the data path uses. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "transport.h"
+#include "internal.h"
 
 struct ibv_device;
 
@@ -34,7 +32,7 @@ static void list_add(char *buf, size_t len, const char *name)
 
 /* dlsym's object pointer into a function pointer, without the cast ISO C
  * forbids (the same bytes on every platform dlsym exists on). */
-static int symbol(void *lib, const char *name, void *fn, size_t size)
+int tp_ibv_symbol(void *lib, const char *name, void *fn, size_t size)
 {
 	void *sym = dlsym(lib, name);
 
@@ -60,9 +58,9 @@ int tp_rdma_devices(const char *spec, char *found, size_t flen, char *selected, 
 		snprintf(why, wlen, "libibverbs.so.1 not found");
 		return 0;
 	}
-	if (symbol(lib, "ibv_get_device_list", &get_list, sizeof(get_list)) ||
-	    symbol(lib, "ibv_free_device_list", &free_list, sizeof(free_list)) ||
-	    symbol(lib, "ibv_get_device_name", &get_name, sizeof(get_name))) {
+	if (tp_ibv_symbol(lib, "ibv_get_device_list", &get_list, sizeof(get_list)) ||
+	    tp_ibv_symbol(lib, "ibv_free_device_list", &free_list, sizeof(free_list)) ||
+	    tp_ibv_symbol(lib, "ibv_get_device_name", &get_name, sizeof(get_name))) {
 		snprintf(why, wlen, "libibverbs.so.1 lacks the device-list calls");
 		goto out;
 	}

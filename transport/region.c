@@ -274,6 +274,7 @@ static void region_release(struct tp_region *r)
 	shadow_close(r);
 	smf_engine_put(r->ce);
 	r->ce = NULL;
+	ib_region_release(r);
 }
 
 int tp_register(struct tp_comm *c, void *data, size_t size, int mem, struct tp_region **out)
@@ -286,7 +287,7 @@ int tp_register(struct tp_comm *c, void *data, size_t size, int mem, struct tp_r
 		return comm_broken(c);
 	if (mem != TP_MEM_HOST && mem != TP_MEM_CUDA)
 		return sm_fail(SM_ERR_INVALID, "unknown memory type %d", mem);
-	if (mem == TP_MEM_CUDA) {
+	if (mem == TP_MEM_CUDA && c->ops != &tp_ib_ops) {
 		rc = comm_gpu_ready(c);
 		if (rc)
 			return rc;
@@ -315,6 +316,8 @@ int tp_register(struct tp_comm *c, void *data, size_t size, int mem, struct tp_r
 	 * slots, on either side. */
 	if (mem == TP_MEM_CUDA && c->ops == &tp_tcp_ops && smf_engine_helper_pid(c->ce))
 		own_buffer_to_helper(c, r);
+	if (c->ops == &tp_ib_ops)
+		rc = ib_region_register(c, r);
 	if (rc) {
 		region_release(r);
 		free(r);

@@ -27,10 +27,17 @@ enum tp_backend {
 	TP_BACKEND_AUTO = 0,
 	TP_BACKEND_SHM,
 	TP_BACKEND_TCP,
+	TP_BACKEND_IB,			/* ibverbs between hosts */
 };
 
 struct tp_options {
 	int backend;			/* enum tp_backend */
+	/* ibverbs between hosts: 0 = never (TCP), 1 = where both ends can
+	 * (else TCP), 2 = required (a connection that cannot fails). */
+	int ib;
+	const char *ib_hca;		/* NCCL_IB_HCA syntax, "" = every device */
+	int ib_gid_index;		/* NCCL_IB_GID_INDEX, -1 = chosen per port */
+	int dev;			/* the plugin's device: picks the RDMA device */
 	uint64_t ring_size;		/* shared-memory data ring per connection */
 	uint64_t chunk_size;		/* copy granularity in that ring */
 	double connect_timeout;		/* seconds a connect/accept may take */
@@ -78,6 +85,7 @@ struct tp_handle_info {
 	int family;			/* AF_INET or AF_INET6 */
 	uint16_t port;			/* host byte order */
 	uint8_t addr[16];
+	int ib;				/* the listener takes ibverbs connections */
 };
 
 void tp_handle_encode(const struct tp_handle_info *info, void *handle);

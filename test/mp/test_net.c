@@ -822,8 +822,7 @@ static void test_bad_env_fails_init(void **state)
 		{ "NCCL_PASS_SM", "maybe" },
 		{ "NCCL_CUMEM_GROWTH_FACTOR", "-2" },
 		{ "NCCL_SYMMEM_BACKEND", "carrier-pigeon" },
-		/* Well-formed, but there is no ibverbs backend to force. */
-		{ "NCCL_SYMMEM_BACKEND", "ib" },
+		{ "NCCL_IB_GID_INDEX", "256" },
 	};
 
 	(void)state;

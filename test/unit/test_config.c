@@ -59,6 +59,7 @@ static const char *const all_names[] = {
 	"NCCL_DIRECT_PATH",
 	"NCCL_ENABLE_FAULT_TOLERANCE",
 	"NCCL_IB_HCA",
+	"NCCL_IB_GID_INDEX",
 	"NCCL_SOCKET_IFNAME",
 	"NCCL_SYMMEM_STREAMS",
 	"NCCL_SYMMEM_CHUNK_SIZE",
@@ -875,6 +876,8 @@ static void test_int_vars(void **state)
 	reject_why("NCCL_SYMMEM_BATCH", "16x", "an integer 1..64", "is not an integer");
 	int_bounds("NCCL_SYMMEM_TRACE_US", offsetof(struct config, trace_us), 0, 60000000);
 	int_bounds("NCCL_SYMMEM_PHASE_US", offsetof(struct config, phase_us), 0, 100000);
+	assert_int_equal(cfg.ib_gid_index, -1);
+	int_bounds("NCCL_IB_GID_INDEX", offsetof(struct config, ib_gid_index), -1, 255);
 	reject_why("NCCL_SYMMEM_PHASE_US", "200us", "an integer 0..100000", "is not an integer");
 
 	for (size_t i = 0; i < sizeof(streams_range) / sizeof(streams_range[0]); i++)
@@ -1143,6 +1146,7 @@ static void test_describe_all(void **state)
 		"NCCL_DIRECT_PATH=1 (default)",
 		"NCCL_ENABLE_FAULT_TOLERANCE=0 (default)",
 		"NCCL_IB_HCA= (default)",
+		"NCCL_IB_GID_INDEX=-1 (default)",
 		"NCCL_SOCKET_IFNAME= (default)",
 		"NCCL_SYMMEM_STREAMS=1 (default)",
 		"NCCL_SYMMEM_CHUNK_SIZE=512KiB (default)",
@@ -1242,6 +1246,7 @@ static void test_describe_roundtrip(void **state)
 		{ "NCCL_DIRECT_PATH", "no" },
 		{ "NCCL_ENABLE_FAULT_TOLERANCE", "On" },
 		{ "NCCL_IB_HCA", "^mlx5_0:1,mlx5_1" },
+		{ "NCCL_IB_GID_INDEX", "3" },
 		{ "NCCL_SOCKET_IFNAME", "=eth0,ib" },
 		{ "NCCL_SYMMEM_STREAMS", "5" },
 		{ "NCCL_SYMMEM_CHUNK_SIZE", "64k" },
@@ -1866,6 +1871,38 @@ static void test_ll_max(void **state)
 	defaults_end();
 }
 
+/* ibverbs between hosts: required with NCCL_SYMMEM_BACKEND=ib; where
+ * both ends can under auto, unless NCCL_NET_GDR_LEVEL lets GPU buffers
+ * through to the plugin's CPU-placed devices (PHB, SYS or a number),
+ * which only the TCP path carries; never with tcp or shm. */
+static void test_ib_mode(void **state)
+{
+	static const char *const host_staging[] = { "LOC", "PIX", "pxb", "" };
+	static const char *const gpu_buffers[] = { "SYS", "phb", "3" };
+	struct kv ib[] = { { "NCCL_SYMMEM_BACKEND", "ib" }, { NULL, NULL } };
+	struct kv tcp[] = { { "NCCL_SYMMEM_BACKEND", "tcp" }, { NULL, NULL } };
+	struct config cfg;
+	char err[ERRLEN];
+
+	(void)state;
+	defaults_start(&cfg);
+	assert_int_equal(config_ib_mode(&cfg), 1);
+	for (size_t i = 0; i < sizeof(host_staging) / sizeof(host_staging[0]); i++) {
+		setenv("NCCL_NET_GDR_LEVEL", host_staging[i], 1);
+		assert_int_equal(config_ib_mode(&cfg), 1);
+	}
+	for (size_t i = 0; i < sizeof(gpu_buffers) / sizeof(gpu_buffers[0]); i++) {
+		setenv("NCCL_NET_GDR_LEVEL", gpu_buffers[i], 1);
+		assert_int_equal(config_ib_mode(&cfg), 0);
+	}
+	assert_int_equal(config_parse(&cfg, table_get, ib, err, sizeof(err)), 0);
+	assert_int_equal(config_ib_mode(&cfg), 2);	/* even with SYS */
+	assert_int_equal(config_parse(&cfg, table_get, tcp, err, sizeof(err)), 0);
+	unsetenv("NCCL_NET_GDR_LEVEL");
+	assert_int_equal(config_ib_mode(&cfg), 0);
+	defaults_end();
+}
+
 /* A user's bound on NCCL's channels, and the minimum the plugin sets:
  * NCCL applies its maximum first and then copies channels up to the
  * minimum, so the plugin's 32 must follow a lower cap of the user's.
@@ -1953,6 +1990,7 @@ int main(void)
 		cmocka_unit_test(test_graph_register_and_algo_defaults),
 		cmocka_unit_test(test_ll128_chunk),
 		cmocka_unit_test(test_ll_max),
+		cmocka_unit_test(test_ib_mode),
 		cmocka_unit_test(test_channel_bounds),
 		cmocka_unit_test(test_parse_bool_rejects),
 		cmocka_unit_test(test_bool_vars_accept),

@@ -24,27 +24,7 @@
 #include "smfree.h"
 #include "symmem.h"
 #include "transport.h"
-
-static struct tp_options options(int backend, uint64_t ring, uint64_t chunk)
-{
-	struct tp_options o = {
-		.backend = backend,
-		.ring_size = ring,
-		.chunk_size = chunk,
-		.connect_timeout = 10,
-		.ifname = "",
-		.zero_copy = 1,		/* NCCL_ZERO_COPY's default */
-	};
-	return o;
-}
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "tp_pair.h"
 
 static void sample_info(struct tp_handle_info *info)
 {
@@ -78,6 +58,11 @@ static void test_handle_roundtrip(void **state)
 	assert_int_equal(out.family, AF_INET);
 	assert_int_equal(out.port, 40000);
 	assert_memory_equal(out.addr, in.addr, 16);
+	assert_int_equal(out.ib, 0);
+	in.ib = 1;
+	tp_handle_encode(&in, h);
+	assert_int_equal(tp_handle_decode(h, &out), SM_OK);
+	assert_int_equal(out.ib, 1);
 }
 
 static void test_handle_every_bit_flip_rejected(void **state)
@@ -136,65 +121,6 @@ static void test_host_id_stable(void **state)
 }
 
 /* Drives connect and accept from this thread until both ends exist. */
-static int drive_pair(const struct tp_options *o, struct tp_listener *l, const uint8_t *h,
-		      struct tp_comm **s, struct tp_comm **r)
-{
-	double end = now() + 10;
-	int rc = SM_OK;
-
-	*s = *r = NULL;
-	while ((!*s || !*r) && now() < end && !rc) {
-		if (!*s)
-			rc = tp_connect(o, h, s);
-		if (!*r && !rc)
-			rc = tp_accept(l, r);
-	}
-	return rc ? rc : (*s && *r ? SM_OK : SM_ERR_INTERNAL);
-}
-
-static int make_pair(const struct tp_options *o, struct tp_comm **s, struct tp_comm **r)
-{
-	uint8_t h[TP_HANDLE_SIZE];
-	struct tp_listener *l;
-	int rc;
-
-	rc = tp_listen(o, 0, h, &l);
-	if (rc)
-		return rc;
-	rc = drive_pair(o, l, h, s, r);
-	tp_close_listener(l);
-	return rc;
-}
-
-/* One thread drives both ends: tests each request until both are done,
- * failing past `end`.  Returns the bytes the receive reports. */
-static size_t complete_both(struct tp_req *sr, struct tp_req *rr, double end)
-{
-	size_t got = 0;
-
-	for (int done_s = 0, done_r = 0; !done_s || !done_r;) {
-		if (!done_s)
-			assert_int_equal(tp_test(sr, &done_s, NULL), SM_OK);
-		if (!done_r)
-			assert_int_equal(tp_test(rr, &done_r, &got), SM_OK);
-		assert_true(now() < end);
-	}
-	return got;
-}
-
-/* Retries isend until the peer's receive is posted, as NCCL's proxy does;
- * fails the test past `end`. */
-static struct tp_req *isend_when_posted(struct tp_comm *s, const void *src, size_t size,
-					double end)
-{
-	struct tp_req *sr = NULL;
-
-	while (!sr && now() < end)
-		assert_int_equal(tp_isend(s, src, size, NULL, &sr), SM_OK);
-	assert_non_null(sr);
-	return sr;
-}
-
 /* A tiny ring and odd sizes: every message wraps around the ring end. */
 static void ring_wraps(int backend)
 {
@@ -590,7 +516,7 @@ static void test_stranger_refused(void **state)
 {
 	struct tp_options o = options(TP_BACKEND_AUTO, 1 << 20, 65536);
 	struct tp_handle_info info;
-	uint8_t h[TP_HANDLE_SIZE], junk[64], reply[128];
+	uint8_t h[TP_HANDLE_SIZE], junk[256], reply[256];
 	struct tp_listener *l;
 	struct tp_comm *s = NULL, *r = NULL;
 	struct sockaddr_un sa;
@@ -1279,6 +1205,42 @@ static void test_gpu_setup_needs_engine(void **state)
 	assert_int_equal(smf_engine_count(), 0);
 }
 
+/* Forced ibverbs with no device it may use (NCCL_IB_HCA selects none)
+ * fails the connect with the reason; automatic falls back to TCP.
+ * test_ib.c moves data over a real device. */
+static void test_ib_forced_without_device(void **state)
+{
+	struct tp_options o = ib_options("=no_such_hca");
+	struct tp_comm *s, *r;
+
+	(void)state;
+	assert_int_equal(make_pair(&o, &s, &r), SM_ERR_USAGE);
+	assert_non_null(strstr(sm_last_error(), "NCCL_SYMMEM_BACKEND=ib"));
+}
+
+static void test_ib_auto_falls_back_to_tcp(void **state)
+{
+	struct tp_options o = ib_options("=no_such_hca");
+	struct tp_handle_info info;
+	uint8_t h[TP_HANDLE_SIZE];
+	struct tp_listener *l;
+	struct tp_comm *s, *r;
+
+	(void)state;
+	o.backend = TP_BACKEND_AUTO;
+	o.ib = 1;
+	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
+	assert_int_equal(tp_handle_decode(h, &info), SM_OK);
+	assert_int_equal(info.ib, 0);	/* the listener offers no ibverbs */
+	info.host_id ^= 0xffff;		/* posed as another host */
+	tp_handle_encode(&info, h);
+	assert_int_equal(drive_pair(&o, l, h, &s, &r), SM_OK);
+	assert_string_equal(tp_comm_backend(s), "tcp");
+	tp_close_listener(l);
+	tp_close(s);
+	tp_close(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1319,6 +1281,8 @@ int main(void)
 		cmocka_unit_test(test_trace_lines),
 		cmocka_unit_test(test_copy_engine_needs_driver),
 		cmocka_unit_test(test_gpu_setup_needs_engine),
+		cmocka_unit_test(test_ib_forced_without_device),
+		cmocka_unit_test(test_ib_auto_falls_back_to_tcp),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

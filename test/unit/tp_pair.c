@@ -1,0 +1,104 @@
+/* Connection pairs for the transport tests (tp_pair.h). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <time.h>
+
+#include "symmem.h"
+#include "tp_pair.h"
+
+struct tp_options options(int backend, uint64_t ring, uint64_t chunk)
+{
+	struct tp_options o = {
+		.backend = backend,
+		.ring_size = ring,
+		.chunk_size = chunk,
+		.connect_timeout = 10,
+		.ifname = "",
+		.zero_copy = 1,		/* NCCL_ZERO_COPY's default */
+	};
+	return o;
+}
+
+double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int drive_pair(const struct tp_options *o, struct tp_listener *l, const uint8_t *h,
+		      struct tp_comm **s, struct tp_comm **r)
+{
+	double end = now() + 10;
+	int rc = SM_OK;
+
+	*s = *r = NULL;
+	while ((!*s || !*r) && now() < end && !rc) {
+		if (!*s)
+			rc = tp_connect(o, h, s);
+		if (!*r && !rc)
+			rc = tp_accept(l, r);
+	}
+	return rc ? rc : (*s && *r ? SM_OK : SM_ERR_INTERNAL);
+}
+
+int make_pair(const struct tp_options *o, struct tp_comm **s, struct tp_comm **r)
+{
+	uint8_t h[TP_HANDLE_SIZE];
+	struct tp_listener *l;
+	int rc;
+
+	rc = tp_listen(o, 0, h, &l);
+	if (rc)
+		return rc;
+	rc = drive_pair(o, l, h, s, r);
+	tp_close_listener(l);
+	return rc;
+}
+
+/* One thread drives both ends: tests each request until both are done,
+ * failing past `end`.  Returns the bytes the receive reports. */
+size_t complete_both(struct tp_req *sr, struct tp_req *rr, double end)
+{
+	size_t got = 0;
+
+	for (int done_s = 0, done_r = 0; !done_s || !done_r;) {
+		int rs = done_s ? SM_OK : tp_test(sr, &done_s, NULL);
+		int rr_rc = rs || done_r ? SM_OK : tp_test(rr, &done_r, &got);
+
+		if (rs || rr_rc)
+			print_message("%s failed: %s\n", rs ? "send" : "receive", sm_last_error());
+		assert_int_equal(rs, SM_OK);
+		assert_int_equal(rr_rc, SM_OK);
+		assert_true(now() < end);
+	}
+	return got;
+}
+
+/* Retries isend until the peer's receive is posted, as NCCL's proxy does;
+ * fails the test past `end`. */
+struct tp_req *isend_when_posted(struct tp_comm *s, const void *src, size_t size,
+					double end)
+{
+	struct tp_req *sr = NULL;
+
+	while (!sr && now() < end)
+		assert_int_equal(tp_isend(s, src, size, NULL, &sr), SM_OK);
+	assert_non_null(sr);
+	return sr;
+}
+
+
+struct tp_options ib_options(const char *hca)
+{
+	struct tp_options o = options(TP_BACKEND_IB, 1 << 20, 65536);
+
+	o.ib = 2;
+	o.ib_hca = hca;
+	o.ib_gid_index = -1;
+	return o;
+}

@@ -1,0 +1,285 @@
+/* RDMA devices opened for the ibverbs backend: libibverbs loaded at run
+ * time, one open context and protection domain per device and process,
+ * shared by every connection on it and kept while any connection or
+ * memory registration holds it.
+ *
+ * Which device a connection uses: the devices NCCL_IB_HCA selects, in the
+ * order libibverbs lists them, taken in turn by the plugin's devices (one
+ * per GPU).  Which port: the first active one.  Which GID: NCCL_IB_GID_INDEX,
+ * or else the first RoCE v2 GID holding an IPv4 address (what routes on
+ * an IPv4 RoCE fabric), then any RoCE v2 GID, then any GID at all; on an
+ * InfiniBand link the LID addresses the peer and no GID is needed. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ib.h"
+
+#ifdef SYMMEM_HAVE_VERBS
+
+static struct ib_fns fns;
+static const char *load_error;
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t devs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ib_dev *devs;
+
+static void load(void)
+{
+	void *lib = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
+	const struct {
+		const char *name;
+		void *fn;
+		size_t size;
+	} table[] = {
+		{ "ibv_get_device_list", &fns.get_device_list, sizeof(fns.get_device_list) },
+		{ "ibv_free_device_list", &fns.free_device_list, sizeof(fns.free_device_list) },
+		{ "ibv_get_device_name", &fns.get_device_name, sizeof(fns.get_device_name) },
+		{ "ibv_open_device", &fns.open_device, sizeof(fns.open_device) },
+		{ "ibv_close_device", &fns.close_device, sizeof(fns.close_device) },
+		{ "ibv_query_device", &fns.query_device, sizeof(fns.query_device) },
+		{ "ibv_query_port", &fns.query_port, sizeof(fns.query_port) },
+		{ "ibv_query_gid", &fns.query_gid, sizeof(fns.query_gid) },
+		{ "ibv_alloc_pd", &fns.alloc_pd, sizeof(fns.alloc_pd) },
+		{ "ibv_dealloc_pd", &fns.dealloc_pd, sizeof(fns.dealloc_pd) },
+		{ "ibv_reg_mr", &fns.reg_mr, sizeof(fns.reg_mr) },
+		{ "ibv_dereg_mr", &fns.dereg_mr, sizeof(fns.dereg_mr) },
+		{ "ibv_create_cq", &fns.create_cq, sizeof(fns.create_cq) },
+		{ "ibv_destroy_cq", &fns.destroy_cq, sizeof(fns.destroy_cq) },
+		{ "ibv_create_qp", &fns.create_qp, sizeof(fns.create_qp) },
+		{ "ibv_destroy_qp", &fns.destroy_qp, sizeof(fns.destroy_qp) },
+		{ "ibv_modify_qp", &fns.modify_qp, sizeof(fns.modify_qp) },
+		{ "ibv_wc_status_str", &fns.wc_status_str, sizeof(fns.wc_status_str) },
+	};
+
+	if (!lib) {
+		load_error = "libibverbs.so.1 not found";
+		return;
+	}
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+		if (tp_ibv_symbol(lib, table[i].name, table[i].fn, table[i].size)) {
+			load_error = "libibverbs.so.1 lacks a verb the data path needs";
+			return;	/* the library stays loaded: nothing of it is used */
+		}
+	}
+	fns.loaded = 1;
+}
+
+const struct ib_fns *ib_fns(void)
+{
+	pthread_once(&load_once, load);
+	return fns.loaded ? &fns : NULL;
+}
+
+/* The GID's type as the kernel names it ("RoCE v2", "IB/RoCE v1"). */
+static int gid_is_v2(const char *dev, int port, int index)
+{
+	char path[256], type[32] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/%d/gid_attrs/types/%d", dev,
+		 port, index);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	if (!fgets(type, sizeof(type), f))
+		type[0] = '\0';
+	fclose(f);
+	return strncmp(type, "RoCE v2", 7) == 0;
+}
+
+static int gid_is_ipv4(const uint8_t *g)
+{
+	static const uint8_t prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	return memcmp(g, prefix, 12) == 0;
+}
+
+static int pick_gid(struct ib_dev *d, int tbl_len, int want)
+{
+	int best = -1, best_score = 0;
+
+	if (want >= 0) {
+		if (want >= tbl_len || fns.query_gid(d->ctx, (uint8_t)d->port, want,
+						     (union ibv_gid *)d->gid))
+			return sm_fail(SM_ERR_USAGE, "NCCL_IB_GID_INDEX=%d: %s port %d has no such "
+				       "GID (%d entries)", want, d->name, d->port, tbl_len);
+		d->gid_index = want;
+		return SM_OK;
+	}
+	for (int i = 0; i < tbl_len && i < 256; i++) {
+		union ibv_gid g;
+		static const uint8_t zero[16];
+		int score;
+
+		if (fns.query_gid(d->ctx, (uint8_t)d->port, i, &g) || !memcmp(g.raw, zero, 16))
+			continue;
+		score = 1;
+		if (gid_is_v2(d->name, d->port, i))
+			score = gid_is_ipv4(g.raw) ? 3 : 2;
+		if (score > best_score) {
+			best = i;
+			best_score = score;
+			memcpy(d->gid, g.raw, 16);
+		}
+	}
+	if (best < 0)
+		return sm_fail(SM_ERR_SYSTEM, "%s port %d has no usable GID", d->name, d->port);
+	d->gid_index = best;
+	return SM_OK;
+}
+
+/* Opens device `dev` (by name) and finds its port and address. */
+static int dev_open(struct ibv_device *dev, int gid_index, struct ib_dev *d)
+{
+	struct ibv_device_attr da;
+	int rc;
+
+	snprintf(d->name, sizeof(d->name), "%s", fns.get_device_name(dev));
+	d->ctx = fns.open_device(dev);
+	if (!d->ctx)
+		return sm_fail(SM_ERR_SYSTEM, "ibv_open_device(%s) failed", d->name);
+	if (fns.query_device(d->ctx, &da))
+		return sm_fail(SM_ERR_SYSTEM, "ibv_query_device(%s) failed", d->name);
+	d->max_qp_wr = da.max_qp_wr;
+	for (int p = 1; p <= da.phys_port_cnt; p++) {
+		struct ibv_port_attr pa;
+
+		memset(&pa, 0, sizeof(pa));
+		if (fns.query_port(d->ctx, (uint8_t)p, (struct _compat_ibv_port_attr *)&pa) ||
+		    pa.state != IBV_PORT_ACTIVE)
+			continue;
+		d->port = p;
+		d->lid = pa.lid;
+		d->mtu = pa.active_mtu;
+		d->link_layer = pa.link_layer;
+		d->max_msg = pa.max_msg_sz;
+		rc = pick_gid(d, pa.gid_tbl_len, gid_index);
+		if (rc && d->link_layer == IBV_LINK_LAYER_INFINIBAND && gid_index < 0)
+			rc = SM_OK;	/* the LID is enough on IB */
+		if (rc)
+			return rc;
+		d->pd = fns.alloc_pd(d->ctx);
+		if (!d->pd)
+			return sm_fail(SM_ERR_SYSTEM, "ibv_alloc_pd(%s) failed", d->name);
+		return SM_OK;
+	}
+	return sm_fail(SM_ERR_SYSTEM, "%s has no active port", d->name);
+}
+
+static void dev_free(struct ib_dev *d)
+{
+	if (d->pd)
+		fns.dealloc_pd(d->pd);
+	if (d->ctx)
+		fns.close_device(d->ctx);
+	free(d);
+}
+
+int ib_dev_get(const char *spec, int which, int gid_index, struct ib_dev **out)
+{
+	struct ibv_device **list = NULL, *pick = NULL;
+	struct ib_dev *d;
+	int n = 0, nsel = 0, rc = SM_OK;
+
+	*out = NULL;
+	if (!ib_fns())
+		return sm_fail(SM_ERR_SYSTEM, "%s", load_error ? load_error : "libibverbs not loaded");
+	pthread_mutex_lock(&devs_lock);
+	list = fns.get_device_list(&n);
+	if (!list) {
+		rc = sm_fail(SM_ERR_SYSTEM, "no RDMA device list (no RDMA driver loaded)");
+		goto out;
+	}
+	for (int i = 0; i < n; i++)
+		nsel += tp_hca_selected(spec, fns.get_device_name(list[i]));
+	for (int i = 0, k = 0; i < n && nsel; i++) {
+		if (!tp_hca_selected(spec, fns.get_device_name(list[i])))
+			continue;
+		if (k++ == (which < 0 ? 0 : which) % nsel)
+			pick = list[i];
+	}
+	if (!pick) {
+		rc = sm_fail(SM_ERR_SYSTEM, "NCCL_IB_HCA=%s selects none of this host's %d RDMA "
+			     "device(s)", spec && *spec ? spec : "(unset)", n);
+		goto out;
+	}
+	for (d = devs; d; d = d->next) {
+		if (!strcmp(d->name, fns.get_device_name(pick)) && d->want_gid == gid_index) {
+			d->refs++;
+			*out = d;
+			goto out;
+		}
+	}
+	d = calloc(1, sizeof(*d));
+	if (!d) {
+		rc = sm_fail(SM_ERR_SYSTEM, "out of memory");
+		goto out;
+	}
+	d->want_gid = gid_index;
+	rc = dev_open(pick, gid_index, d);
+	if (rc) {
+		dev_free(d);
+		goto out;
+	}
+	d->refs = 1;
+	d->next = devs;
+	devs = d;
+	*out = d;
+out:
+	if (list)
+		fns.free_device_list(list);
+	pthread_mutex_unlock(&devs_lock);
+	return rc;
+}
+
+void ib_dev_hold(struct ib_dev *d)
+{
+	pthread_mutex_lock(&devs_lock);
+	d->refs++;
+	pthread_mutex_unlock(&devs_lock);
+}
+
+void ib_dev_put(struct ib_dev *d)
+{
+	struct ib_dev **pp;
+
+	if (!d)
+		return;
+	pthread_mutex_lock(&devs_lock);
+	if (--d->refs == 0) {
+		for (pp = &devs; *pp; pp = &(*pp)->next) {
+			if (*pp == d) {
+				*pp = d->next;
+				break;
+			}
+		}
+		dev_free(d);
+	}
+	pthread_mutex_unlock(&devs_lock);
+}
+
+#else	/* built without <infiniband/verbs.h> */
+
+const struct ib_fns *ib_fns(void)
+{
+	return NULL;
+}
+
+int ib_dev_get(const char *spec, int which, int gid_index, struct ib_dev **out)
+{
+	(void)spec;
+	(void)which;
+	(void)gid_index;
+	*out = NULL;
+	return sm_fail(SM_ERR_SYSTEM, "this build has no ibverbs backend (no libibverbs headers "
+		       "when it was built)");
+}
+
+void ib_dev_put(struct ib_dev *d)
+{
+	(void)d;
+}
+
+#endif
