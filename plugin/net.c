@@ -64,6 +64,7 @@ struct net_mr {
 };
 
 static atomic_int announced;
+static atomic_int rdma_announced;
 
 static void emit_config_line(const char *line, void *arg)
 {
@@ -83,8 +84,13 @@ static void announce_rdma(const struct config *cfg)
 {
 	char found[256], selected[256], why[96];
 	int n, mode = config_ib_mode(cfg);
+	const char *tcp_why = cfg->backend != CONFIG_BACKEND_AUTO ?
+		"over TCP (NCCL_SYMMEM_BACKEND)" :
+		"over TCP: NCCL_NET_GDR_LEVEL lets NCCL hand the plugin GPU buffers, which only "
+		"its TCP path carries (GPUDirect RDMA is not built)";
 
-	if (!cfg->ib_hca[0] && !cfg->verbose && mode != 2)
+	/* After build_devices: the plugin's own NCCL_NET_GDR_LEVEL counts. */
+	if ((!cfg->ib_hca[0] && !cfg->verbose && mode != 2) || atomic_exchange(&rdma_announced, 1))
 		return;
 	n = tp_rdma_devices(cfg->ib_hca, found, sizeof(found), selected, sizeof(selected), why,
 			    sizeof(why));
@@ -92,8 +98,7 @@ static void announce_rdma(const struct config *cfg)
 		 "reached %s", found[0] ? found : "none", why[0] ? ", " : "", why,
 		 cfg->ib_hca[0] ? cfg->ib_hca : "(unset: all)", n, n ? ": " : "", selected,
 		 mode == 2 ? "over ibverbs only (NCCL_SYMMEM_BACKEND=ib)" :
-		 mode == 0 ? "over TCP (NCCL_SYMMEM_BACKEND, or NCCL_NET_GDR_LEVEL lets GPU "
-			     "buffers through, which only the TCP path carries)" :
+		 mode == 0 ? tcp_why :
 		 n ? "over ibverbs where the peer has an RDMA device too, else TCP" : "over TCP");
 }
 
@@ -147,7 +152,6 @@ static void announce(const struct config *cfg)
 			 cuda->device_count);
 	if (cuda->loaded && cfg->dma_enable && cfg->ngpus_visible)
 		announce_hidden_peers(cfg);
-	announce_rdma(cfg);
 }
 
 static void emit_nccl_default(const char *name, const char *value, int applied, const char *why,
@@ -256,6 +260,7 @@ ncclResult_t net_init(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *conf
 		return ncclInvalidUsage;
 	announce(cfg);
 	pthread_once(&devices_once, build_devices);
+	announce_rdma(cfg);
 	if (!ctx)
 		return ncclSuccess;	/* pre-v11 init: no per-comm context */
 	c = calloc(1, sizeof(*c));

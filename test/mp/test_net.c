@@ -857,6 +857,37 @@ static int child_ib_hca(void)
 	return 0;
 }
 
+/* NCCL_SYMMEM_BACKEND=ib where NCCL_IB_HCA selects no device: init goes
+ * on (GPU pointers are not advertised: ibverbs carries host memory
+ * only), and the connect fails with one WARN that says why, instead of
+ * quietly running TCP. */
+static void test_ib_forced_without_device(void **state)
+{
+	const char *env[] = { "NCCL_SYMMEM_BACKEND", "ib", "NCCL_IB_HCA", "=no_such_hca", NULL };
+
+	(void)state;
+	assert_int_equal(run_child("--child-ib-forced", env), 0);
+}
+
+static int child_ib_forced(void)
+{
+	ncclNetProperties_v11_t p;
+	void *c, *send = NULL, *recv = NULL;
+
+	if (!harness_open() || !(c = harness_init()))
+		return 10;
+	if (harness_warn_count() || net->getProperties(0, &p) || p.ptrSupport != NCCL_PTR_HOST)
+		return 11;
+	if (harness_pair(c, &send, &recv) == 0 || send)
+		return 12;
+	if (harness_warn_count() != 1 || !strstr(harness_last_warn(), "NCCL_SYMMEM_BACKEND=ib"))
+		return 13;
+	if (recv)
+		net->closeRecv(recv);
+	net->finalize(c);
+	return 0;
+}
+
 static void test_accept_timeout(void **state)
 {
 	const char *env[] = { "NCCL_SYMMEM_CONNECT_TIMEOUT", "0.5", NULL };
@@ -1063,6 +1094,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_finalize_frees_abandoned_connect),
 		cmocka_unit_test(test_accept_timeout),
 		cmocka_unit_test(test_ib_hca_reported),
+		cmocka_unit_test(test_ib_forced_without_device),
 		cmocka_unit_test(test_monitor_lines),
 		cmocka_unit_test(test_path_lines),
 	};
@@ -1079,5 +1111,7 @@ int main(int argc, char **argv)
 		return child_paths();
 	if (argc > 1 && !strcmp(argv[1], "--child-ib-hca"))
 		return child_ib_hca();
+	if (argc > 1 && !strcmp(argv[1], "--child-ib-forced"))
+		return child_ib_forced();
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
