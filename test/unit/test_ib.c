@@ -185,26 +185,8 @@ static void test_ib_peer_dies(void **state)
 /* With a device: automatic picks ibverbs for a peer on another host. */
 static void test_ib_auto_between_hosts(void **state)
 {
-	struct tp_options o = ib_options("");
-	struct tp_handle_info info;
-	uint8_t h[TP_HANDLE_SIZE];
-	struct tp_listener *l;
-	struct tp_comm *s, *r;
-
 	(void)state;
-	o.backend = TP_BACKEND_AUTO;
-	o.ib = 1;
-	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
-	assert_int_equal(tp_handle_decode(h, &info), SM_OK);
-	assert_int_equal(info.ib, 1);
-	info.host_id ^= 0xffff;
-	tp_handle_encode(&info, h);
-	assert_int_equal(drive_pair(&o, l, h, &s, &r), SM_OK);
-	assert_string_equal(tp_comm_backend(s), "ib");
-	assert_string_equal(tp_comm_backend(r), "ib");
-	tp_close_listener(l);
-	tp_close(s);
-	tp_close(r);
+	auto_between_hosts("", 1, "ib");
 }
 
 int main(void)

@@ -1220,25 +1220,8 @@ static void test_ib_forced_without_device(void **state)
 
 static void test_ib_auto_falls_back_to_tcp(void **state)
 {
-	struct tp_options o = ib_options("=no_such_hca");
-	struct tp_handle_info info;
-	uint8_t h[TP_HANDLE_SIZE];
-	struct tp_listener *l;
-	struct tp_comm *s, *r;
-
 	(void)state;
-	o.backend = TP_BACKEND_AUTO;
-	o.ib = 1;
-	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
-	assert_int_equal(tp_handle_decode(h, &info), SM_OK);
-	assert_int_equal(info.ib, 0);	/* the listener offers no ibverbs */
-	info.host_id ^= 0xffff;		/* posed as another host */
-	tp_handle_encode(&info, h);
-	assert_int_equal(drive_pair(&o, l, h, &s, &r), SM_OK);
-	assert_string_equal(tp_comm_backend(s), "tcp");
-	tp_close_listener(l);
-	tp_close(s);
-	tp_close(r);
+	auto_between_hosts("=no_such_hca", 0, "tcp");
 }
 
 int main(void)

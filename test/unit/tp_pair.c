@@ -102,3 +102,30 @@ struct tp_options ib_options(const char *hca)
 	o.ib_gid_index = -1;
 	return o;
 }
+
+/* Automatic backend choice for a peer posed on another host (host_id
+ * changed in the handle), with ibverbs allowed on the devices `hca`
+ * selects: the listener's offer in the handle must be `offers_ib`, and
+ * both ends must get backend `want`. */
+void auto_between_hosts(const char *hca, int offers_ib, const char *want)
+{
+	struct tp_options o = ib_options(hca);
+	struct tp_handle_info info;
+	uint8_t h[TP_HANDLE_SIZE];
+	struct tp_listener *l;
+	struct tp_comm *s, *r;
+
+	o.backend = TP_BACKEND_AUTO;
+	o.ib = 1;
+	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
+	assert_int_equal(tp_handle_decode(h, &info), SM_OK);
+	assert_int_equal(info.ib, offers_ib);
+	info.host_id ^= 0xffff;
+	tp_handle_encode(&info, h);
+	assert_int_equal(drive_pair(&o, l, h, &s, &r), SM_OK);
+	assert_string_equal(tp_comm_backend(s), want);
+	assert_string_equal(tp_comm_backend(r), want);
+	tp_close_listener(l);
+	tp_close(s);
+	tp_close(r);
+}

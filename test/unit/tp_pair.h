@@ -23,5 +23,7 @@ size_t complete_both(struct tp_req *sr, struct tp_req *rr, double end);
 /* Retries isend until the peer's receive is posted, as NCCL's proxy does;
  * fails the test past `end`. */
 struct tp_req *isend_when_posted(struct tp_comm *s, const void *src, size_t size, double end);
+/* The automatic choice between (posed) hosts: see tp_pair.c. */
+void auto_between_hosts(const char *hca, int offers_ib, const char *want);
 
 #endif
