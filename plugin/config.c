@@ -105,6 +105,21 @@ static const struct var vars[] = {
 	{ .name = "NCCL_IB_GID_INDEX", .kind = VAR_INT,
 	  .off = offsetof(struct config, ib_gid_index),
 	  .idef = -1, .imin = -1, .imax = 255 },
+	/* NCCL's own, with NCCL's defaults, for the queue pairs of the
+	 * ibverbs backend: retry timeout 4.096 us x 2^n, retries, service
+	 * level, traffic class. */
+	{ .name = "NCCL_IB_TIMEOUT", .kind = VAR_INT,
+	  .off = offsetof(struct config, ib_timeout),
+	  .idef = 20, .imin = 1, .imax = 31 },
+	{ .name = "NCCL_IB_RETRY_CNT", .kind = VAR_INT,
+	  .off = offsetof(struct config, ib_retry),
+	  .idef = 7, .imin = 0, .imax = 7 },
+	{ .name = "NCCL_IB_SL", .kind = VAR_INT,
+	  .off = offsetof(struct config, ib_sl),
+	  .idef = 0, .imin = 0, .imax = 15 },
+	{ .name = "NCCL_IB_TC", .kind = VAR_INT,
+	  .off = offsetof(struct config, ib_tc),
+	  .idef = 0, .imin = 0, .imax = 255 },
 	{ .name = "NCCL_SOCKET_IFNAME", .kind = VAR_IFNAME_LIST,
 	  .off = offsetof(struct config, socket_ifname),
 	  .len = sizeof(((struct config *)0)->socket_ifname) },

@@ -42,6 +42,10 @@ struct config {
 	int fault_tolerance;		/* NCCL_ENABLE_FAULT_TOLERANCE */
 	char ib_hca[256];		/* NCCL_IB_HCA, syntax-checked, "" when unset */
 	int ib_gid_index;		/* NCCL_IB_GID_INDEX, -1 = chosen per port */
+	int ib_timeout;			/* NCCL_IB_TIMEOUT, 1..31 */
+	int ib_retry;			/* NCCL_IB_RETRY_CNT, 0..7 */
+	int ib_sl;			/* NCCL_IB_SL, 0..15 */
+	int ib_tc;			/* NCCL_IB_TC, 0..255 */
 	char socket_ifname[256];	/* NCCL_SOCKET_IFNAME, "" when unset */
 	int streams;			/* NCCL_SYMMEM_STREAMS, 1..16 */
 	uint64_t chunk_size;		/* NCCL_SYMMEM_CHUNK_SIZE */

@@ -219,6 +219,10 @@ static void transport_options(const struct config *cfg, struct tp_options *opt)
 	opt->ib = config_ib_mode(cfg);
 	opt->ib_hca = cfg->ib_hca;
 	opt->ib_gid_index = cfg->ib_gid_index;
+	opt->ib_timeout = cfg->ib_timeout;
+	opt->ib_retry = cfg->ib_retry;
+	opt->ib_sl = cfg->ib_sl;
+	opt->ib_tc = cfg->ib_tc;
 	opt->copy_streams = cfg->streams;
 	opt->split_min = cfg->split_min;
 	opt->copy_depth = cfg->copy_depth;

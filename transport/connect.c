@@ -87,6 +87,7 @@ static void pending_free(struct pending *p)
 static int choose_backend(const struct tp_options *opt, const struct tp_handle_info *info)
 {
 	int same_host = info->host_id == tp_host_id();
+	struct ib_dev *d;
 
 	if (opt->backend == TP_BACKEND_TCP)
 		return TP_BACKEND_TCP;
@@ -100,17 +101,21 @@ static int choose_backend(const struct tp_options *opt, const struct tp_handle_i
 	}
 	if (same_host)
 		return TP_BACKEND_SHM;
-	if (opt->ib && info->ib && ib_usable(opt))
-		return TP_BACKEND_IB;
-	if (opt->ib == 2) {
+	/* The device is opened here first, so that a failure names this
+	 * host's reason rather than the peer's missing offer. */
+	if (opt->ib && ib_usable(opt, &d)) {
+		ib_dev_put(d);	/* the comm opens it again, cheaply while a listener holds it */
 		if (info->ib)
-			sm_fail(SM_ERR_USAGE, "NCCL_SYMMEM_BACKEND=ib, but no RDMA device of this "
-				"host can be opened (NCCL_IB_HCA=%s): %s",
-				opt->ib_hca && *opt->ib_hca ? opt->ib_hca : "(unset)",
-				sm_last_error());
-		else
-			sm_fail(SM_ERR_USAGE, "NCCL_SYMMEM_BACKEND=ib, but the peer (pid %d on "
-				"another host) has no RDMA device it can use", info->pid);
+			return TP_BACKEND_IB;
+		if (opt->ib == 2) {
+			sm_fail(SM_ERR_USAGE, "NCCL_SYMMEM_BACKEND=ib, but the peer (pid %d) has no "
+				"RDMA device it can use", info->pid);
+			return -1;
+		}
+	} else if (opt->ib == 2) {
+		sm_fail(SM_ERR_USAGE, "NCCL_SYMMEM_BACKEND=ib, but no RDMA device of this host can "
+			"be used (NCCL_IB_HCA=%s): %s",
+			opt->ib_hca && *opt->ib_hca ? opt->ib_hca : "(unset)", sm_last_error());
 		return -1;
 	}
 	return TP_BACKEND_TCP;

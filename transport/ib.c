@@ -41,9 +41,10 @@ struct ib_fifo {
 #define SQ_DEPTH 128
 #define IMM_OVERSIZE 0xffffffffu	/* the sender refused the message */
 #define WR_FIFO (1ull << 63)		/* wr_id of a FIFO write (receiver) */
-/* Reliable connection: 4.096 us x 2^14 = 67 ms per retry, 7 retries:
- * a dead peer's queue pair fails writes within about half a second. */
-#define QP_TIMEOUT 14
+/* NCCL's defaults for its own IB transport: 4.096 us x 2^20 = 4.3 s per
+ * retry, 7 retries.  A dead peer is noticed sooner by the TCP socket
+ * (comm_check_peer), so long timeouts cost nothing there. */
+#define QP_TIMEOUT 20
 #define QP_RETRIES 7
 
 struct ib_conn {
@@ -58,6 +59,7 @@ struct ib_conn {
 	int sq_used;		/* work requests posted, completions not yet polled */
 	uint64_t chunk;		/* the most one write moves */
 	uint32_t psn;
+	int timeout, retry, sl, tc;	/* NCCL_IB_TIMEOUT, _RETRY_CNT, _SL, _TC */
 };
 
 static const char *wc_error(const struct ib_fns *f, const struct ibv_wc *wc)
@@ -65,13 +67,11 @@ static const char *wc_error(const struct ib_fns *f, const struct ibv_wc *wc)
 	return f->wc_status_str(wc->status);
 }
 
-int ib_usable(const struct tp_options *opt)
+int ib_usable(const struct tp_options *opt, struct ib_dev **held)
 {
-	struct ib_dev *d;
-
-	if (!opt->ib || ib_dev_get(opt->ib_hca, opt->dev, opt->ib_gid_index, &d))
+	*held = NULL;
+	if (!opt->ib || ib_dev_get(opt->ib_hca, opt->dev, opt->ib_gid_index, held))
 		return 0;
-	ib_dev_put(d);
 	return 1;
 }
 
@@ -105,6 +105,10 @@ int ib_conn_open(struct tp_comm *c, const struct tp_options *opt, struct wire_ib
 	rc = ib_dev_get(opt->ib_hca, opt->dev, opt->ib_gid_index, &ib->dev);
 	if (rc)
 		return rc;
+	ib->timeout = opt->ib_timeout > 0 ? opt->ib_timeout : QP_TIMEOUT;
+	ib->retry = opt->ib_retry >= 0 ? opt->ib_retry : QP_RETRIES;
+	ib->sl = opt->ib_sl;
+	ib->tc = opt->ib_tc;
 	ib->sq_depth = ib->dev->max_qp_wr < SQ_DEPTH ? ib->dev->max_qp_wr : SQ_DEPTH;
 	ib->chunk = ib->dev->max_msg ? min_u64(ib->dev->max_msg, 1ull << 30) : 1ull << 30;
 	ib->cq = f->create_cq(ib->dev->ctx, ib->sq_depth + TP_MAX_REQUESTS + 8, NULL, NULL, 0);
@@ -171,11 +175,13 @@ int ib_conn_connect(struct tp_comm *c, const struct wire_ib *peer)
 	a.min_rnr_timer = 12;
 	a.ah_attr.port_num = (uint8_t)ib->dev->port;
 	a.ah_attr.dlid = peer->lid;
+	a.ah_attr.sl = (uint8_t)ib->sl;
 	if (ib->dev->link_layer == IBV_LINK_LAYER_ETHERNET) {
 		a.ah_attr.is_global = 1;
 		memcpy(a.ah_attr.grh.dgid.raw, peer->gid, 16);
 		a.ah_attr.grh.sgid_index = (uint8_t)ib->dev->gid_index;
 		a.ah_attr.grh.hop_limit = 255;
+		a.ah_attr.grh.traffic_class = (uint8_t)ib->tc;
 	}
 	if (f->modify_qp(ib->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 			 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
@@ -183,8 +189,8 @@ int ib_conn_connect(struct tp_comm *c, const struct wire_ib *peer)
 			       ib->dev->name, peer->qpn);
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
-	a.timeout = QP_TIMEOUT;
-	a.retry_cnt = QP_RETRIES;
+	a.timeout = (uint8_t)ib->timeout;
+	a.retry_cnt = (uint8_t)ib->retry;
 	a.rnr_retry = 7;
 	a.sq_psn = ib->psn;
 	a.max_rd_atomic = 1;
@@ -527,9 +533,10 @@ const struct tp_ops tp_ib_ops = {
 
 #else	/* built without <infiniband/verbs.h> */
 
-int ib_usable(const struct tp_options *opt)
+int ib_usable(const struct tp_options *opt, struct ib_dev **held)
 {
 	(void)opt;
+	*held = NULL;
 	return 0;
 }
 

@@ -101,10 +101,15 @@ static int pick_gid(struct ib_dev *d, int tbl_len, int want)
 	int best = -1, best_score = 0;
 
 	if (want >= 0) {
+		static const uint8_t zero[16];
+
+		/* An empty entry is no address either (the table has room
+		 * for more GIDs than the port has). */
 		if (want >= tbl_len || fns.query_gid(d->ctx, (uint8_t)d->port, want,
-						     (union ibv_gid *)d->gid))
-			return sm_fail(SM_ERR_USAGE, "NCCL_IB_GID_INDEX=%d: %s port %d has no such "
-				       "GID (%d entries)", want, d->name, d->port, tbl_len);
+						     (union ibv_gid *)d->gid) ||
+		    !memcmp(d->gid, zero, 16))
+			return sm_fail(SM_ERR_USAGE, "NCCL_IB_GID_INDEX=%d: %s port %d has no GID "
+				       "there (%d entries)", want, d->name, d->port, tbl_len);
 		d->gid_index = want;
 		return SM_OK;
 	}

@@ -440,8 +440,9 @@ void ib_dev_put(struct ib_dev *d);
 int ib_conn_open(struct tp_comm *c, const struct tp_options *opt, struct wire_ib *mine);
 int ib_conn_connect(struct tp_comm *c, const struct wire_ib *peer);
 /* 1 if this process can open the RDMA device for opt (the listener's
- * offer in the handle). */
-int ib_usable(const struct tp_options *opt);
+ * offer in the handle), which *held then holds open until ib_dev_put:
+ * a listener keeps it, so its connections do not open it again. */
+int ib_usable(const struct tp_options *opt, struct ib_dev **held);
 /* Registers host memory for r (GPU memory is refused: no GPUDirect RDMA
  * yet); ib_region_release undoes it, also after c closed. */
 int ib_region_register(struct tp_comm *c, struct tp_region *r);

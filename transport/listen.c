@@ -36,6 +36,7 @@ struct tp_listener {
 	struct tp_comm *comm;
 	struct wire_reply reply;
 	size_t sent;
+	struct ib_dev *ib_dev;		/* held while listening (ib_usable) */
 };
 
 int tp_listen(const struct tp_options *opt, int dev, void *handle, struct tp_listener **out)
@@ -65,7 +66,7 @@ int tp_listen(const struct tp_options *opt, int dev, void *handle, struct tp_lis
 	if (rc)
 		goto fail;
 	l->opt.dev = dev;
-	info.ib = ib_usable(&l->opt);
+	info.ib = ib_usable(&l->opt, &l->ib_dev);
 	info.host_id = tp_host_id();
 	memcpy(info.token, l->token, 16);
 	info.dev = dev;
@@ -272,5 +273,6 @@ void tp_close_listener(struct tp_listener *l)
 		close(l->uds_fd);
 	if (l->tcp_fd >= 0)
 		close(l->tcp_fd);
+	ib_dev_put(l->ib_dev);
 	free(l);
 }

@@ -37,6 +37,10 @@ struct tp_options {
 	int ib;
 	const char *ib_hca;		/* NCCL_IB_HCA syntax, "" = every device */
 	int ib_gid_index;		/* NCCL_IB_GID_INDEX, -1 = chosen per port */
+	int ib_timeout;			/* NCCL_IB_TIMEOUT, 1..31 (0 = 20, NCCL's) */
+	int ib_retry;			/* NCCL_IB_RETRY_CNT, 0..7 (-1 or unset: 7) */
+	int ib_sl;			/* NCCL_IB_SL, 0..15 */
+	int ib_tc;			/* NCCL_IB_TC, 0..255 */
 	int dev;			/* the plugin's device: picks the RDMA device */
 	uint64_t ring_size;		/* shared-memory data ring per connection */
 	uint64_t chunk_size;		/* copy granularity in that ring */

@@ -60,6 +60,10 @@ static const char *const all_names[] = {
 	"NCCL_ENABLE_FAULT_TOLERANCE",
 	"NCCL_IB_HCA",
 	"NCCL_IB_GID_INDEX",
+	"NCCL_IB_TIMEOUT",
+	"NCCL_IB_RETRY_CNT",
+	"NCCL_IB_SL",
+	"NCCL_IB_TC",
 	"NCCL_SOCKET_IFNAME",
 	"NCCL_SYMMEM_STREAMS",
 	"NCCL_SYMMEM_CHUNK_SIZE",
@@ -878,6 +882,12 @@ static void test_int_vars(void **state)
 	int_bounds("NCCL_SYMMEM_PHASE_US", offsetof(struct config, phase_us), 0, 100000);
 	assert_int_equal(cfg.ib_gid_index, -1);
 	int_bounds("NCCL_IB_GID_INDEX", offsetof(struct config, ib_gid_index), -1, 255);
+	assert_int_equal(cfg.ib_timeout, 20);
+	assert_int_equal(cfg.ib_retry, 7);
+	int_bounds("NCCL_IB_TIMEOUT", offsetof(struct config, ib_timeout), 1, 31);
+	int_bounds("NCCL_IB_RETRY_CNT", offsetof(struct config, ib_retry), 0, 7);
+	int_bounds("NCCL_IB_SL", offsetof(struct config, ib_sl), 0, 15);
+	int_bounds("NCCL_IB_TC", offsetof(struct config, ib_tc), 0, 255);
 	reject_why("NCCL_SYMMEM_PHASE_US", "200us", "an integer 0..100000", "is not an integer");
 
 	for (size_t i = 0; i < sizeof(streams_range) / sizeof(streams_range[0]); i++)
@@ -1147,6 +1157,10 @@ static void test_describe_all(void **state)
 		"NCCL_ENABLE_FAULT_TOLERANCE=0 (default)",
 		"NCCL_IB_HCA= (default)",
 		"NCCL_IB_GID_INDEX=-1 (default)",
+		"NCCL_IB_TIMEOUT=20 (default)",
+		"NCCL_IB_RETRY_CNT=7 (default)",
+		"NCCL_IB_SL=0 (default)",
+		"NCCL_IB_TC=0 (default)",
 		"NCCL_SOCKET_IFNAME= (default)",
 		"NCCL_SYMMEM_STREAMS=1 (default)",
 		"NCCL_SYMMEM_CHUNK_SIZE=512KiB (default)",
@@ -1247,6 +1261,10 @@ static void test_describe_roundtrip(void **state)
 		{ "NCCL_ENABLE_FAULT_TOLERANCE", "On" },
 		{ "NCCL_IB_HCA", "^mlx5_0:1,mlx5_1" },
 		{ "NCCL_IB_GID_INDEX", "3" },
+		{ "NCCL_IB_TIMEOUT", "22" },
+		{ "NCCL_IB_RETRY_CNT", "0" },
+		{ "NCCL_IB_SL", "15" },
+		{ "NCCL_IB_TC", "106" },
 		{ "NCCL_SOCKET_IFNAME", "=eth0,ib" },
 		{ "NCCL_SYMMEM_STREAMS", "5" },
 		{ "NCCL_SYMMEM_CHUNK_SIZE", "64k" },

@@ -182,6 +182,18 @@ static void test_ib_peer_dies(void **state)
 	tp_close_listener(l);
 }
 
+/* A GID index the port does not have: the connect fails and says so. */
+static void test_ib_bad_gid_index(void **state)
+{
+	struct tp_options o = ib_options("");
+	struct tp_comm *s, *r;
+
+	(void)state;
+	o.ib_gid_index = 255;
+	assert_int_equal(make_pair(&o, &s, &r), SM_ERR_USAGE);
+	assert_non_null(strstr(sm_last_error(), "NCCL_IB_GID_INDEX=255"));
+}
+
 /* With a device: automatic picks ibverbs for a peer on another host. */
 static void test_ib_auto_between_hosts(void **state)
 {
@@ -196,6 +208,7 @@ int main(void)
 		cmocka_unit_test(test_ib_oversized_send),
 		cmocka_unit_test(test_ib_gpu_memory_refused),
 		cmocka_unit_test(test_ib_peer_dies),
+		cmocka_unit_test(test_ib_bad_gid_index),
 		cmocka_unit_test(test_ib_auto_between_hosts),
 	};
 
