@@ -1,6 +1,7 @@
 /* The net plugin proper: argument checks, object bookkeeping and logging
  * around transport/, which does the work.  Every failure leaves here as an
  * ncclResult_t plus exactly one WARN line. */
+#include <ctype.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -30,6 +31,7 @@
  * on, else one host-memory device.  Built once, read from any thread. */
 struct net_device {
 	char name[16];
+	char pci[256];		/* its GPU's sysfs path, "" when unknown: picks the RDMA device */
 };
 
 static pthread_once_t devices_once = PTHREAD_ONCE_INIT;
@@ -172,6 +174,27 @@ static void emit_nccl_advice(const char *name, const char *value, const char *wh
 		 "it loads the plugin): %s", name, name, value, why);
 }
 
+/* Where GPU `ordinal` sits on the PCI tree ("/sys/devices/pci0000:00/
+ * 0000:00:06.0"), for the choice of the closest RDMA device; "" when the
+ * driver or sysfs does not say. */
+static void gpu_sysfs_path(int ordinal, char *out, size_t len)
+{
+	char bus[32], link[96], *real;
+	CUdevice dev;
+
+	out[0] = '\0';
+	if (sm_cu()->device_get(&dev, ordinal) != CUDA_SUCCESS ||
+	    sm_cu()->device_get_pci_bus_id(bus, sizeof(bus), dev) != CUDA_SUCCESS)
+		return;
+	for (char *p = bus; *p; p++)
+		*p = (char)tolower((unsigned char)*p);
+	snprintf(link, sizeof(link), "/sys/bus/pci/devices/%s", bus);
+	real = realpath(link, NULL);
+	if (real)
+		snprintf(out, len, "%s", real);
+	free(real);
+}
+
 static void build_devices(void)
 {
 	const struct config *cfg = config_get();
@@ -189,6 +212,7 @@ static void build_devices(void)
 		struct net_device *d = &devices[i];
 
 		snprintf(d->name, sizeof(d->name), "symmem%d", i);
+		gpu_sysfs_path(i, d->pci, sizeof(d->pci));
 	}
 	ndevices = n;
 	gpu_path = 1;
@@ -354,6 +378,7 @@ ncclResult_t net_listen(void *ctx, int dev, void *handle, void **listenComm)
 		return ncclSystemError;
 	}
 	transport_options(cfg, &opt);
+	opt.gpu_pci = devices[dev].pci;
 	rc = tp_listen(&opt, dev, handle, &l->tp);
 	if (rc) {
 		free(l);
@@ -412,6 +437,7 @@ ncclResult_t net_connect(void *ctx, int dev, void *handle, void **sendComm,
 		return ncclInvalidArgument;
 	transport_options(cfg, &opt);
 	opt.dev = dev;
+	opt.gpu_pci = devices[dev].pci;
 	opt.owner = ctx;	/* NULL through the v9/v10 tables, which have no finalize */
 	rc = tp_connect(&opt, handle, &tp);
 	if (rc)

@@ -70,9 +70,9 @@ static const char *wc_error(const struct ib_fns *f, const struct ibv_wc *wc)
 int ib_usable(const struct tp_options *opt, struct ib_dev **held)
 {
 	*held = NULL;
-	if (!opt->ib || ib_dev_get(opt->ib_hca, opt->dev, opt->ib_gid_index, held))
+	if (!opt->ib)
 		return 0;
-	return 1;
+	return ib_dev_get(opt->ib_hca, opt->dev, opt->gpu_pci, opt->ib_gid_index, held) == SM_OK;
 }
 
 static int qp_init(const struct ib_fns *f, struct ib_conn *ib)
@@ -102,7 +102,7 @@ int ib_conn_open(struct tp_comm *c, const struct tp_options *opt, struct wire_ib
 	if (!ib)
 		return sm_fail(SM_ERR_SYSTEM, "out of memory");
 	c->ib = ib;		/* tp_close frees whatever was made */
-	rc = ib_dev_get(opt->ib_hca, opt->dev, opt->ib_gid_index, &ib->dev);
+	rc = ib_dev_get(opt->ib_hca, opt->dev, opt->gpu_pci, opt->ib_gid_index, &ib->dev);
 	if (rc)
 		return rc;
 	ib->timeout = opt->ib_timeout > 0 ? opt->ib_timeout : QP_TIMEOUT;

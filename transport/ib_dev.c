@@ -3,13 +3,15 @@
  * shared by every connection on it and kept while any connection or
  * memory registration holds it.
  *
- * Which device a connection uses: the devices NCCL_IB_HCA selects, in the
- * order libibverbs lists them, taken in turn by the plugin's devices (one
- * per GPU).  Which port: the first active one.  Which GID: NCCL_IB_GID_INDEX,
+ * Which device a connection uses: of the devices NCCL_IB_HCA selects, the
+ * one closest to the connection's GPU on the PCI tree (tp_nic_closest);
+ * equally close ones, or all when the GPU's place is unknown, are taken in
+ * turn by the plugin's devices (one per GPU).  Which port: the first active one.  Which GID: NCCL_IB_GID_INDEX,
  * or else the first RoCE v2 GID holding an IPv4 address (what routes on
  * an IPv4 RoCE fabric), then any RoCE v2 GID, then any GID at all; on an
  * InfiniBand link the LID addresses the peer and no GID is needed. */
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,9 +184,11 @@ static void dev_free(struct ib_dev *d)
 	free(d);
 }
 
-int ib_dev_get(const char *spec, int which, int gid_index, struct ib_dev **out)
+int ib_dev_get(const char *spec, int which, const char *gpu_pci, int gid_index,
+	       struct ib_dev **out)
 {
-	struct ibv_device **list = NULL, *pick = NULL;
+	struct ibv_device **list = NULL, *pick = NULL, **sel = NULL;
+	char **paths = NULL;
 	struct ib_dev *d;
 	int n = 0, nsel = 0, rc = SM_OK;
 
@@ -197,13 +201,26 @@ int ib_dev_get(const char *spec, int which, int gid_index, struct ib_dev **out)
 		rc = sm_fail(SM_ERR_SYSTEM, "no RDMA device list (no RDMA driver loaded)");
 		goto out;
 	}
-	for (int i = 0; i < n; i++)
-		nsel += tp_hca_selected(spec, fns.get_device_name(list[i]));
-	for (int i = 0, k = 0; i < n && nsel; i++) {
+	sel = calloc((size_t)n + 1, sizeof(*sel));
+	paths = calloc((size_t)n + 1, sizeof(*paths));
+	if (!sel || !paths) {
+		rc = sm_fail(SM_ERR_SYSTEM, "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		char link[192];
+
 		if (!tp_hca_selected(spec, fns.get_device_name(list[i])))
 			continue;
-		if (k++ == (which < 0 ? 0 : which) % nsel)
-			pick = list[i];
+		snprintf(link, sizeof(link), "/sys/class/infiniband/%s/device",
+			 fns.get_device_name(list[i]));
+		sel[nsel] = list[i];
+		paths[nsel++] = realpath(link, NULL);	/* NULL for a software device */
+	}
+	if (nsel) {
+		int k = tp_nic_closest(gpu_pci, (const char *const *)paths, nsel, which);
+
+		pick = sel[k < 0 ? 0 : k];
 	}
 	if (!pick) {
 		rc = sm_fail(SM_ERR_SYSTEM, "NCCL_IB_HCA=%s selects none of this host's %d RDMA "
@@ -233,6 +250,10 @@ int ib_dev_get(const char *spec, int which, int gid_index, struct ib_dev **out)
 	devs = d;
 	*out = d;
 out:
+	for (int i = 0; paths && i < nsel; i++)
+		free(paths[i]);
+	free(paths);
+	free(sel);
 	if (list)
 		fns.free_device_list(list);
 	pthread_mutex_unlock(&devs_lock);
@@ -272,10 +293,12 @@ const struct ib_fns *ib_fns(void)
 	return NULL;
 }
 
-int ib_dev_get(const char *spec, int which, int gid_index, struct ib_dev **out)
+int ib_dev_get(const char *spec, int which, const char *gpu_pci, int gid_index,
+	       struct ib_dev **out)
 {
 	(void)spec;
 	(void)which;
+	(void)gpu_pci;
 	(void)gid_index;
 	*out = NULL;
 	return sm_fail(SM_ERR_SYSTEM, "this build has no ibverbs backend (no libibverbs headers "

@@ -427,11 +427,13 @@ void bounce_describe(const struct tp_comm *c, char *buf, size_t len);
 /* rdma.c: dlsym's object pointer into a function pointer of `size` bytes. */
 int tp_ibv_symbol(void *lib, const char *name, void *fn, size_t size);
 
-/* ib_dev.c: the RDMA device for the plugin's device `which`, among those
- * NCCL_IB_HCA `spec` selects, opened once per process and held until the
- * last put; gid_index < 0 picks the port's GID. */
+/* ib_dev.c: the RDMA device for the plugin's device `which` (its GPU at
+ * sysfs path gpu_pci, or NULL), among those NCCL_IB_HCA `spec` selects,
+ * opened once per process and held until the last put; gid_index < 0
+ * picks the port's GID. */
 struct ib_dev;
-int ib_dev_get(const char *spec, int which, int gid_index, struct ib_dev **out);
+int ib_dev_get(const char *spec, int which, const char *gpu_pci, int gid_index,
+	       struct ib_dev **out);
 void ib_dev_put(struct ib_dev *d);
 
 /* ib.c: the ibverbs data path.  ib_conn_open makes c's queue pair on the

@@ -87,3 +87,42 @@ out:
 	dlclose(lib);
 	return count;
 }
+
+/* Path components two sysfs paths share from the start. */
+static int common_components(const char *a, const char *b)
+{
+	int n = 0;
+
+	for (size_t i = 0; a[i] && a[i] == b[i]; i++)
+		if (a[i + 1] == '/' || a[i + 1] == '\0')
+			n += b[i + 1] == '/' || b[i + 1] == '\0';
+	return n;
+}
+
+int tp_nic_closest(const char *gpu, const char *const *nics, int n, int which)
+{
+	int best = -1, ties = 0, k = 0;
+
+	if (n <= 0)
+		return -1;
+	if (!gpu || !*gpu)
+		return (which < 0 ? 0 : which) % n;
+	for (int i = 0; i < n; i++) {
+		int c = nics[i] && *nics[i] ? common_components(gpu, nics[i]) : 0;
+
+		if (c > best) {
+			best = c;
+			ties = 0;
+		}
+		ties += c == best;
+	}
+	/* Equally close NICs (one switch, or only the root in common) are
+	 * shared out among the GPUs in turn. */
+	for (int i = 0; i < n; i++) {
+		int c = nics[i] && *nics[i] ? common_components(gpu, nics[i]) : 0;
+
+		if (c == best && k++ == (which < 0 ? 0 : which) % ties)
+			return i;
+	}
+	return 0;
+}

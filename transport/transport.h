@@ -42,6 +42,7 @@ struct tp_options {
 	int ib_sl;			/* NCCL_IB_SL, 0..15 */
 	int ib_tc;			/* NCCL_IB_TC, 0..255 */
 	int dev;			/* the plugin's device: picks the RDMA device */
+	const char *gpu_pci;		/* its GPU's sysfs path, "" or NULL = unknown */
 	uint64_t ring_size;		/* shared-memory data ring per connection */
 	uint64_t chunk_size;		/* copy granularity in that ring */
 	double connect_timeout;		/* seconds a connect/accept may take */
@@ -178,6 +179,13 @@ int tp_hca_selected(const char *spec, const char *name);
  * is missing when there are none at all. */
 int tp_rdma_devices(const char *spec, char *found, size_t flen, char *selected, size_t slen,
 		    char *why, size_t wlen);
+
+/* rdma.c: which of n RDMA devices (their sysfs paths, "" = unknown) sits
+ * closest to the GPU at sysfs path `gpu` on the PCI tree (most path
+ * components in common); equally close ones are handed out by `which`
+ * (the plugin's device number) in turn, and so is every device when the
+ * GPU's path is unknown. */
+int tp_nic_closest(const char *gpu, const char *const *nics, int n, int which);
 
 /* Counters for the leak checks: live connections' remote regions. */
 int tp_remote_region_count(const struct tp_comm *c);

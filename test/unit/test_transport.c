@@ -1218,6 +1218,36 @@ static void test_ib_forced_without_device(void **state)
 	assert_non_null(strstr(sm_last_error(), "NCCL_SYMMEM_BACKEND=ib"));
 }
 
+/* The RDMA device closest to a GPU on the PCI tree; equally close ones
+ * and unknown places shared out by the plugin's device number. */
+static void test_nic_closest(void **state)
+{
+	const char *gpu = "/sys/devices/pci0000:10/0000:10:01.0/0000:11:00.0/0000:12:00.0";
+	const char *nics[] = {
+		"/sys/devices/pci0000:00/0000:00:02.0/0000:01:00.0",
+		"/sys/devices/pci0000:10/0000:10:01.0/0000:11:00.0/0000:13:00.0",	/* same switch */
+		"/sys/devices/pci0000:10/0000:10:03.0/0000:14:00.0",	/* same root port's bus */
+		NULL,	/* a software device: no PCI place */
+	};
+	const char *twins[] = {
+		"/sys/devices/pci0000:10/0000:10:01.0/0000:11:00.0/0000:15:00.0",
+		"/sys/devices/pci0000:10/0000:10:01.0/0000:11:00.0/0000:16:00.0",
+	};
+	/* A common prefix of characters is not a common component. */
+	const char *prefix[] = { "/sys/devices/pci0000:1", "/sys/devices/pci0000:10/x" };
+
+	(void)state;
+	for (int which = 0; which < 4; which++)
+		assert_int_equal(tp_nic_closest(gpu, nics, 4, which), 1);
+	assert_int_equal(tp_nic_closest(gpu, twins, 2, 0), 0);
+	assert_int_equal(tp_nic_closest(gpu, twins, 2, 1), 1);
+	assert_int_equal(tp_nic_closest(gpu, twins, 2, 2), 0);
+	assert_int_equal(tp_nic_closest(gpu, prefix, 2, 0), 1);
+	assert_int_equal(tp_nic_closest("", nics, 4, 6), 2);	/* unknown: in turn */
+	assert_int_equal(tp_nic_closest(NULL, nics, 4, 3), 3);
+	assert_int_equal(tp_nic_closest(gpu, nics, 0, 0), -1);
+}
+
 static void test_ib_auto_falls_back_to_tcp(void **state)
 {
 	(void)state;
@@ -1266,6 +1296,7 @@ int main(void)
 		cmocka_unit_test(test_gpu_setup_needs_engine),
 		cmocka_unit_test(test_ib_forced_without_device),
 		cmocka_unit_test(test_ib_auto_falls_back_to_tcp),
+		cmocka_unit_test(test_nic_closest),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
