@@ -6,10 +6,12 @@
  * Which device a connection uses: of the devices NCCL_IB_HCA selects, the
  * one closest to the connection's GPU on the PCI tree (tp_nic_closest);
  * equally close ones, or all when the GPU's place is unknown, are taken in
- * turn by the plugin's devices (one per GPU).  Which port: the first active one.  Which GID: NCCL_IB_GID_INDEX,
- * or else the first RoCE v2 GID holding an IPv4 address (what routes on
- * an IPv4 RoCE fabric), then any RoCE v2 GID, then any GID at all; on an
- * InfiniBand link the LID addresses the peer and no GID is needed. */
+ * turn by the plugin's devices (one per GPU).  Which port: the one
+ * NCCL_IB_HCA names ("mlx5_0:2"), else the first active one.  Which GID:
+ * NCCL_IB_GID_INDEX, or else the first RoCE v2 GID holding an IPv4 address
+ * (what routes on an IPv4 RoCE fabric), then any RoCE v2 GID, then any GID
+ * at all; on an InfiniBand link the LID addresses the peer and no GID is
+ * needed. */
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
@@ -137,8 +139,9 @@ static int pick_gid(struct ib_dev *d, int tbl_len, int want)
 	return SM_OK;
 }
 
-/* Opens device `dev` (by name) and finds its port and address. */
-static int dev_open(struct ibv_device *dev, int gid_index, struct ib_dev *d)
+/* Opens device `dev` and finds its port (`want`, or else the first active
+ * one) and address. */
+static int dev_open(struct ibv_device *dev, int want, int gid_index, struct ib_dev *d)
 {
 	struct ibv_device_attr da;
 	int rc;
@@ -154,6 +157,8 @@ static int dev_open(struct ibv_device *dev, int gid_index, struct ib_dev *d)
 		struct ibv_port_attr pa;
 
 		memset(&pa, 0, sizeof(pa));
+		if (want && p != want)
+			continue;
 		if (fns.query_port(d->ctx, (uint8_t)p, (struct _compat_ibv_port_attr *)&pa) ||
 		    pa.state != IBV_PORT_ACTIVE)
 			continue;
@@ -172,6 +177,9 @@ static int dev_open(struct ibv_device *dev, int gid_index, struct ib_dev *d)
 			return sm_fail(SM_ERR_SYSTEM, "ibv_alloc_pd(%s) failed", d->name);
 		return SM_OK;
 	}
+	if (want)
+		return sm_fail(SM_ERR_USAGE, "NCCL_IB_HCA names port %d of %s, which is not an "
+			       "active port (%d port(s))", want, d->name, da.phys_port_cnt);
 	return sm_fail(SM_ERR_SYSTEM, "%s has no active port", d->name);
 }
 
@@ -190,7 +198,7 @@ int ib_dev_get(const char *spec, int which, const char *gpu_pci, int gid_index,
 	struct ibv_device **list = NULL, *pick = NULL, **sel = NULL;
 	char **paths = NULL;
 	struct ib_dev *d;
-	int n = 0, nsel = 0, rc = SM_OK;
+	int n = 0, nsel = 0, port, rc = SM_OK;
 
 	*out = NULL;
 	if (!ib_fns())
@@ -227,8 +235,10 @@ int ib_dev_get(const char *spec, int which, const char *gpu_pci, int gid_index,
 			     "device(s)", spec && *spec ? spec : "(unset)", n);
 		goto out;
 	}
+	port = tp_namelist_port(spec, fns.get_device_name(pick));
 	for (d = devs; d; d = d->next) {
-		if (!strcmp(d->name, fns.get_device_name(pick)) && d->want_gid == gid_index) {
+		if (!strcmp(d->name, fns.get_device_name(pick)) && d->want_gid == gid_index &&
+		    d->want_port == port) {
 			d->refs++;
 			*out = d;
 			goto out;
@@ -240,7 +250,8 @@ int ib_dev_get(const char *spec, int which, const char *gpu_pci, int gid_index,
 		goto out;
 	}
 	d->want_gid = gid_index;
-	rc = dev_open(pick, gid_index, d);
+	d->want_port = port;
+	rc = dev_open(pick, port, gid_index, d);
 	if (rc) {
 		dev_free(d);
 		goto out;

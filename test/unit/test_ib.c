@@ -194,6 +194,21 @@ static void test_ib_bad_gid_index(void **state)
 	assert_non_null(strstr(sm_last_error(), "NCCL_IB_GID_INDEX=255"));
 }
 
+/* A port NCCL_IB_HCA names: the first (Soft-RoCE has one) works, one the
+ * device lacks fails the connect and says which. */
+static void test_ib_named_port(void **state)
+{
+	struct tp_options one = ib_options("rxe:1"), two = ib_options("rxe:2");
+	struct tp_comm *s, *r;
+
+	(void)state;
+	assert_int_equal(make_pair(&one, &s, &r), SM_OK);
+	tp_close(s);
+	tp_close(r);
+	assert_int_equal(make_pair(&two, &s, &r), SM_ERR_USAGE);
+	assert_non_null(strstr(sm_last_error(), "names port 2"));
+}
+
 /* With a device: automatic picks ibverbs for a peer on another host. */
 static void test_ib_auto_between_hosts(void **state)
 {
@@ -209,6 +224,7 @@ int main(void)
 		cmocka_unit_test(test_ib_gpu_memory_refused),
 		cmocka_unit_test(test_ib_peer_dies),
 		cmocka_unit_test(test_ib_bad_gid_index),
+		cmocka_unit_test(test_ib_named_port),
 		cmocka_unit_test(test_ib_auto_between_hosts),
 	};
 

@@ -1220,6 +1220,20 @@ static void test_ib_forced_without_device(void **state)
 
 /* The RDMA device closest to a GPU on the PCI tree; equally close ones
  * and unknown places shared out by the plugin's device number. */
+/* NCCL_IB_HCA's ":port": the port an inclusion list names for a device;
+ * none in an exclusion list or for a device it names without one. */
+static void test_hca_port(void **state)
+{
+	(void)state;
+	assert_int_equal(tp_namelist_port("mlx5_0:2,mlx5_1", "mlx5_0"), 2);
+	assert_int_equal(tp_namelist_port("mlx5_0:2,mlx5_1", "mlx5_1"), 0);
+	assert_int_equal(tp_namelist_port("mlx5:1", "mlx5_3"), 1);	/* a prefix */
+	assert_int_equal(tp_namelist_port("=mlx5:1", "mlx5_3"), 0);	/* exact: no */
+	assert_int_equal(tp_namelist_port("=mlx5_3:1", "mlx5_3"), 1);
+	assert_int_equal(tp_namelist_port("^mlx5_0:1", "mlx5_0"), 0);
+	assert_int_equal(tp_namelist_port("", "mlx5_0"), 0);
+}
+
 static void test_nic_closest(void **state)
 {
 	const char *gpu = "/sys/devices/pci0000:10/0000:10:01.0/0000:11:00.0/0000:12:00.0";
@@ -1297,6 +1311,7 @@ int main(void)
 		cmocka_unit_test(test_ib_forced_without_device),
 		cmocka_unit_test(test_ib_auto_falls_back_to_tcp),
 		cmocka_unit_test(test_nic_closest),
+		cmocka_unit_test(test_hca_port),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
