@@ -213,6 +213,9 @@ static void build_devices(void)
 
 		snprintf(d->name, sizeof(d->name), "symmem%d", i);
 		gpu_sysfs_path(i, d->pci, sizeof(d->pci));
+		if (cfg->verbose)
+			LOG_INFO("NET/symmem device %s: GPU %d at %s", d->name, i,
+				 d->pci[0] ? d->pci : "(PCI place unknown)");
 	}
 	ndevices = n;
 	gpu_path = 1;
