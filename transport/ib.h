@@ -43,6 +43,7 @@ struct ib_dev {
 	char name[64];
 	int want_gid;			/* NCCL_IB_GID_INDEX it was opened for, -1 = auto */
 	int want_port;			/* the port NCCL_IB_HCA named, 0 = first active */
+	int pid;			/* the process that opened it (not reused after a fork) */
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
 	int port;

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ib.h"
 
@@ -185,8 +186,10 @@ static int dev_open(struct ibv_device *dev, int want, int gid_index, struct ib_d
 
 static void dev_free(struct ib_dev *d)
 {
-	if (d->pd)
-		fns.dealloc_pd(d->pd);
+	/* Every queue pair and memory region on it is gone by now; if the
+	 * driver still says busy, that is a leak worth one line. */
+	if (d->pd && fns.dealloc_pd(d->pd))
+		sm_warn("closing RDMA device %s: its protection domain is still in use", d->name);
 	if (d->ctx)
 		fns.close_device(d->ctx);
 	free(d);
@@ -237,8 +240,10 @@ int ib_dev_get(const char *spec, int which, const char *gpu_pci, int gid_index,
 	}
 	port = tp_namelist_port(spec, fns.get_device_name(pick));
 	for (d = devs; d; d = d->next) {
+		/* A context opened before a fork is the parent's: objects a
+		 * child made in it would pin the parent's protection domain. */
 		if (!strcmp(d->name, fns.get_device_name(pick)) && d->want_gid == gid_index &&
-		    d->want_port == port) {
+		    d->want_port == port && d->pid == getpid()) {
 			d->refs++;
 			*out = d;
 			goto out;
@@ -251,6 +256,7 @@ int ib_dev_get(const char *spec, int which, const char *gpu_pci, int gid_index,
 	}
 	d->want_gid = gid_index;
 	d->want_port = port;
+	d->pid = getpid();
 	rc = dev_open(pick, port, gid_index, d);
 	if (rc) {
 		dev_free(d);

@@ -139,6 +139,26 @@ static void test_ib_gpu_memory_refused(void **state)
 	tp_close(r);
 }
 
+/* NCCL deregisters after an abort, once the comm is closed: the memory
+ * region outlives its queue pair and is released then (the device stays
+ * open until it is: ASan and the driver would catch a use after free). */
+static void test_ib_region_outlives_comm(void **state)
+{
+	struct tp_options o = ib_options("");
+	struct tp_region *sreg, *rreg;
+	struct tp_comm *s, *r;
+	static uint8_t a[8192], b[8192];
+
+	(void)state;
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	assert_int_equal(tp_register(s, a, sizeof(a), TP_MEM_HOST, &sreg), SM_OK);
+	assert_int_equal(tp_register(r, b, sizeof(b), TP_MEM_HOST, &rreg), SM_OK);
+	tp_close(s);
+	tp_close(r);
+	tp_deregister(NULL, sreg);
+	tp_deregister(NULL, rreg);
+}
+
 /* A sender that dies with a receive posted: the receive fails within a
  * few seconds, from the socket's hang-up or the queue pair's error. */
 static void test_ib_peer_dies(void **state)
@@ -223,6 +243,7 @@ int main(void)
 		cmocka_unit_test(test_ib_oversized_send),
 		cmocka_unit_test(test_ib_gpu_memory_refused),
 		cmocka_unit_test(test_ib_peer_dies),
+		cmocka_unit_test(test_ib_region_outlives_comm),
 		cmocka_unit_test(test_ib_bad_gid_index),
 		cmocka_unit_test(test_ib_named_port),
 		cmocka_unit_test(test_ib_auto_between_hosts),
