@@ -101,18 +101,23 @@ static int gid_is_ipv4(const uint8_t *g)
 	return memcmp(g, prefix, 12) == 0;
 }
 
+/* The table has room for more GIDs than the port has: an all-zero entry
+ * is no address. */
+static int gid_empty(const uint8_t *g)
+{
+	static const uint8_t zero[16];
+
+	return memcmp(g, zero, 16) == 0;
+}
+
 static int pick_gid(struct ib_dev *d, int tbl_len, int want)
 {
 	int best = -1, best_score = 0;
 
 	if (want >= 0) {
-		static const uint8_t zero[16];
-
-		/* An empty entry is no address either (the table has room
-		 * for more GIDs than the port has). */
 		if (want >= tbl_len || fns.query_gid(d->ctx, (uint8_t)d->port, want,
 						     (union ibv_gid *)d->gid) ||
-		    !memcmp(d->gid, zero, 16))
+		    gid_empty(d->gid))
 			return sm_fail(SM_ERR_USAGE, "NCCL_IB_GID_INDEX=%d: %s port %d has no GID "
 				       "there (%d entries)", want, d->name, d->port, tbl_len);
 		d->gid_index = want;
@@ -120,10 +125,9 @@ static int pick_gid(struct ib_dev *d, int tbl_len, int want)
 	}
 	for (int i = 0; i < tbl_len && i < 256; i++) {
 		union ibv_gid g;
-		static const uint8_t zero[16];
 		int score;
 
-		if (fns.query_gid(d->ctx, (uint8_t)d->port, i, &g) || !memcmp(g.raw, zero, 16))
+		if (fns.query_gid(d->ctx, (uint8_t)d->port, i, &g) || gid_empty(g.raw))
 			continue;
 		score = 1;
 		if (gid_is_v2(d->name, d->port, i))

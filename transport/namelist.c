@@ -6,9 +6,32 @@
 
 #include "transport.h"
 
+/* Walks the items after the list's "^" and "=" prefixes: 1 when one
+ * selects `name`, with *port the number after its ':' (0 for none) when
+ * port_suffix lets items carry one. */
+static int find_item(const char *p, int exact, const char *name, int port_suffix, int *port)
+{
+	*port = 0;
+	while (*p) {
+		size_t len = strcspn(p, ","), n = len;
+		const char *colon = port_suffix ? memchr(p, ':', len) : NULL;
+
+		if (colon)
+			n = (size_t)(colon - p);	/* "mlx5_0:1": the device is mlx5_0 */
+		if (n && strncmp(name, p, n) == 0 && (!exact || strlen(name) == n)) {
+			*port = colon ? atoi(colon + 1) : 0;
+			return 1;
+		}
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+	return 0;
+}
+
 int tp_namelist_selects(const char *spec, const char *name, int port_suffix)
 {
-	int exclude = 0, exact = 0, hit = 0;
+	int exclude = 0, exact = 0, port;
 	const char *p = spec;
 
 	if (*p == '^') {
@@ -19,42 +42,18 @@ int tp_namelist_selects(const char *spec, const char *name, int port_suffix)
 		exact = 1;
 		p++;
 	}
-	while (*p && !hit) {
-		size_t len = strcspn(p, ","), n = len;
-		const char *colon = port_suffix ? memchr(p, ':', len) : NULL;
-
-		if (colon)
-			n = (size_t)(colon - p);	/* "mlx5_0:1": the device is mlx5_0 */
-		if (n && strncmp(name, p, n) == 0 && (!exact || strlen(name) == n))
-			hit = 1;
-		p += len;
-		if (*p == ',')
-			p++;
-	}
-	return exclude ? !hit : hit;
+	return find_item(p, exact, name, port_suffix, &port) != exclude;
 }
 
 int tp_namelist_port(const char *spec, const char *name)
 {
-	const char *p = spec;
-	int exact = 0;
+	int exact = 0, port;
 
-	if (!p || *p == '^')
+	if (!spec || *spec == '^')
 		return 0;	/* an exclusion list names no port to use */
-	if (*p == '=') {
+	if (*spec == '=') {
 		exact = 1;
-		p++;
+		spec++;
 	}
-	while (*p) {
-		size_t len = strcspn(p, ",");
-		const char *colon = memchr(p, ':', len);
-		size_t n = colon ? (size_t)(colon - p) : len;
-
-		if (colon && n && strncmp(name, p, n) == 0 && (!exact || strlen(name) == n))
-			return atoi(colon + 1);
-		p += len;
-		if (*p == ',')
-			p++;
-	}
-	return 0;
+	return find_item(spec, exact, name, 1, &port) ? port : 0;
 }
