@@ -84,10 +84,13 @@ static void pending_free(struct pending *p)
 /* Between hosts: ibverbs where both ends can (the listener says so in
  * the handle), else TCP; required ibverbs (opt->ib == 2) that cannot be
  * had fails. */
-static int choose_backend(const struct tp_options *opt, const struct tp_handle_info *info)
+static int choose_backend(const struct tp_options *opt, const struct tp_handle_info *info,
+			  struct ib_dev **ib_dev)
 {
 	int same_host = info->host_id == tp_host_id();
 	struct ib_dev *d;
+
+	*ib_dev = NULL;	/* ibverbs: the device, held for the comm to take */
 
 	if (opt->backend == TP_BACKEND_TCP)
 		return TP_BACKEND_TCP;
@@ -104,9 +107,11 @@ static int choose_backend(const struct tp_options *opt, const struct tp_handle_i
 	/* The device is opened here first, so that a failure names this
 	 * host's reason rather than the peer's missing offer. */
 	if (opt->ib && ib_usable(opt, &d)) {
-		ib_dev_put(d);	/* the comm opens it again, cheaply while a listener holds it */
-		if (info->ib)
+		if (info->ib) {
+			*ib_dev = d;
 			return TP_BACKEND_IB;
+		}
+		ib_dev_put(d);
 		if (opt->ib == 2) {
 			sm_fail(SM_ERR_USAGE, "NCCL_SYMMEM_BACKEND=ib, but the peer (pid %d) has no "
 				"RDMA device it can use", info->pid);
@@ -125,6 +130,7 @@ static int choose_backend(const struct tp_options *opt, const struct tp_handle_i
 static int pending_start(const struct tp_options *opt, const struct tp_handle_info *info,
 			 struct pending **out)
 {
+	struct ib_dev *ib_dev = NULL;
 	struct pending *p;
 	int rc;
 
@@ -135,7 +141,7 @@ static int pending_start(const struct tp_options *opt, const struct tp_handle_in
 	p->info = *info;
 	p->fd = -1;
 	p->memfd = -1;
-	p->backend = choose_backend(opt, info);
+	p->backend = choose_backend(opt, info, &ib_dev);
 	p->deadline_ns = sm_now_ns() + (uint64_t)(opt->connect_timeout * 1e9);
 	p->fault_tolerance = opt->fault_tolerance;
 	p->owner = opt->owner;
@@ -181,15 +187,17 @@ static int pending_start(const struct tp_options *opt, const struct tp_handle_in
 		}
 		rc = comm_setup(p->comm, opt);
 		if (!rc && ib)
-			rc = ib_conn_open(p->comm, opt, &p->hello.ib);
+			rc = ib_conn_open(p->comm, opt, ib_dev, &p->hello.ib);
 		if (rc)
 			goto fail;
 		p->state = CONN_CONNECTING;
 	}
+	ib_dev_put(ib_dev);	/* the comm holds its own */
 	*out = p;
 	return SM_OK;
 
 fail:
+	ib_dev_put(ib_dev);
 	pending_free(p);
 	return rc;
 }

@@ -90,7 +90,8 @@ static int qp_init(const struct ib_fns *f, struct ib_conn *ib)
 	return SM_OK;
 }
 
-int ib_conn_open(struct tp_comm *c, const struct tp_options *opt, struct wire_ib *mine)
+int ib_conn_open(struct tp_comm *c, const struct tp_options *opt, struct ib_dev *dev,
+		 struct wire_ib *mine)
 {
 	const struct ib_fns *f = ib_fns();
 	struct ibv_qp_init_attr qa;
@@ -102,9 +103,10 @@ int ib_conn_open(struct tp_comm *c, const struct tp_options *opt, struct wire_ib
 	if (!ib)
 		return sm_fail(SM_ERR_SYSTEM, "out of memory");
 	c->ib = ib;		/* tp_close frees whatever was made */
-	rc = ib_dev_get(opt->ib_hca, opt->dev, opt->gpu_pci, opt->ib_gid_index, &ib->dev);
-	if (rc)
-		return rc;
+	if (!dev)
+		return sm_fail(SM_ERR_INTERNAL, "ibverbs connection without an RDMA device");
+	ib_dev_hold(dev);
+	ib->dev = dev;
 	ib->timeout = opt->ib_timeout > 0 ? opt->ib_timeout : QP_TIMEOUT;
 	ib->retry = opt->ib_retry >= 0 ? opt->ib_retry : QP_RETRIES;
 	ib->sl = opt->ib_sl;
@@ -540,10 +542,12 @@ int ib_usable(const struct tp_options *opt, struct ib_dev **held)
 	return 0;
 }
 
-int ib_conn_open(struct tp_comm *c, const struct tp_options *opt, struct wire_ib *mine)
+int ib_conn_open(struct tp_comm *c, const struct tp_options *opt, struct ib_dev *dev,
+		 struct wire_ib *mine)
 {
 	(void)c;
 	(void)opt;
+	(void)dev;
 	memset(mine, 0, sizeof(*mine));
 	return sm_fail(SM_ERR_SYSTEM, "this build has no ibverbs backend");
 }

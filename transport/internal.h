@@ -436,10 +436,12 @@ int ib_dev_get(const char *spec, int which, const char *gpu_pci, int gid_index,
 	       struct ib_dev **out);
 void ib_dev_put(struct ib_dev *d);
 
-/* ib.c: the ibverbs data path.  ib_conn_open makes c's queue pair on the
- * device opt->dev maps to and describes it in *mine; ib_conn_connect joins
- * it to the peer's.  Both run during setup, on NCCL's service thread. */
-int ib_conn_open(struct tp_comm *c, const struct tp_options *opt, struct wire_ib *mine);
+/* ib.c: the ibverbs data path.  ib_conn_open makes c's queue pair on
+ * `dev` (the caller's, from ib_usable: the comm takes a reference of its
+ * own) and describes it in *mine; ib_conn_connect joins it to the peer's.
+ * Both run during setup, on NCCL's service thread. */
+int ib_conn_open(struct tp_comm *c, const struct tp_options *opt, struct ib_dev *dev,
+		 struct wire_ib *mine);
 int ib_conn_connect(struct tp_comm *c, const struct wire_ib *peer);
 /* 1 if this process can open the RDMA device for opt (the listener's
  * offer in the handle), which *held then holds open until ib_dev_put:

@@ -159,7 +159,7 @@ static int check_hello(struct tp_listener *l)
 		refuse(l, SM_ERR_INVALID, "connector asked for a data path this socket cannot carry");
 		return SM_OK;
 	}
-	if (h->backend == TP_BACKEND_IB && !l->opt.ib) {
+	if (h->backend == TP_BACKEND_IB && !l->ib_dev) {
 		refuse(l, SM_ERR_INVALID, "connector asked for ibverbs, which this listener does "
 		       "not take");
 		return SM_OK;
@@ -172,7 +172,7 @@ static int check_hello(struct tp_listener *l)
 	memset(&l->reply, 0, sizeof(l->reply));
 	rc = comm_setup(l->comm, &l->opt);
 	if (!rc && h->backend == TP_BACKEND_IB)
-		rc = ib_conn_open(l->comm, &l->opt, &l->reply.ib);
+		rc = ib_conn_open(l->comm, &l->opt, l->ib_dev, &l->reply.ib);
 	if (!rc && h->backend == TP_BACKEND_IB)
 		rc = ib_conn_connect(l->comm, &h->ib);
 	if (l->cand_uds) {
