@@ -62,11 +62,6 @@ struct ib_conn {
 	int timeout, retry, sl, tc;	/* NCCL_IB_TIMEOUT, _RETRY_CNT, _SL, _TC */
 };
 
-static const char *wc_error(const struct ib_fns *f, const struct ibv_wc *wc)
-{
-	return f->wc_status_str(wc->status);
-}
-
 int ib_usable(const struct tp_options *opt, struct ib_dev **held)
 {
 	*held = NULL;
@@ -427,7 +422,8 @@ static int complete(struct tp_comm *c, const struct ibv_wc *wc)
 	/* The opcode of a failed completion is undefined: only the status. */
 	if (wc->status != IBV_WC_SUCCESS)
 		return comm_fail(c, SM_ERR_REMOTE, "RDMA work request on %s failed: %s (the peer "
-				 "died, or its host is unreachable)", ib->dev->name, wc_error(f, wc));
+				 "died, or its host is unreachable)", ib->dev->name,
+				 f->wc_status_str(wc->status));
 	if (!(wc->opcode & IBV_WC_RECV)) {
 		ib->sq_used--;
 		if (wc->wr_id == WR_FIFO || wc->wr_id >= TP_MAX_REQUESTS)
