@@ -9,7 +9,11 @@ void log_set_logger(ncclDebugLogger_t logger);
 void log_msg(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
 	     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
-#define LOG_WARN(...) log_msg(NCCL_LOG_WARN, NCCL_NET, __FILE__, __LINE__, __VA_ARGS__)
+/* NCCL_ALL as NCCL's own WARN: NCCL prints a line only when its flags meet
+ * the subsystem mask, which is INIT, BOOTSTRAP and ENV unless the user sets
+ * NCCL_DEBUG_SUBSYS, so a WARN flagged NET alone vanished under the usual
+ * NCCL_DEBUG=WARN. */
+#define LOG_WARN(...) log_msg(NCCL_LOG_WARN, NCCL_ALL, __FILE__, __LINE__, __VA_ARGS__)
 #define LOG_INFO(...) log_msg(NCCL_LOG_INFO, NCCL_INIT | NCCL_NET, __FILE__, __LINE__, __VA_ARGS__)
 
 /* Maps a lower-layer sm_status to the NCCL result. */

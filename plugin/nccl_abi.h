@@ -34,7 +34,12 @@ enum {
 	NCCL_NET = 0x10,
 	NCCL_TUNING = 0x40,
 	NCCL_ENV = 0x80,
+	NCCL_BOOTSTRAP = 0x1000,
 };
+/* Every subsystem: what NCCL's own WARN lines carry. */
+#define NCCL_ALL (~0UL)
+/* The subsystems NCCL prints without NCCL_DEBUG_SUBSYS. */
+#define NCCL_DEFAULT_SUBSYS ((unsigned long)(NCCL_INIT | NCCL_BOOTSTRAP | NCCL_ENV))
 
 typedef void (*ncclDebugLogger_t)(ncclDebugLogLevel level, unsigned long flags,
 				  const char *file, int line, const char *fmt, ...);

@@ -13,7 +13,8 @@ extern ncclNet_v11_t *net;
 /* dlopen()s $SYMMEM_PLUGIN (set by meson) and resolves the v11 table. */
 void *harness_open(void);
 
-/* Logger handed to init: counts WARN lines and keeps the last one. */
+/* Logger handed to init: counts the WARN lines NCCL_DEBUG=WARN would show
+ * (flags within NCCL's default subsystems) and keeps the last one. */
 void harness_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
 		    const char *fmt, ...);
 int harness_warn_count(void);
