@@ -29,6 +29,10 @@ gpu_build() {
 	# The plugin through its exported table, no NCCL (plugin/nccl_abi.h).
 	$GPU_CC -Iplugin test/nccl/dereg_inflight.c test/mp/harness.c $GPU_LD -lcudart -ldl \
 		-o build-gpu/dereg_inflight >>"$log" 2>&1 || { tail -30 "$log"; return 1; }
+	# A rank killed mid-collective (its own main, nccl_bench's fork and ops).
+	$GPU_CC test/nccl/rank_death.c test/nccl/bench_data.c test/nccl/bench_issue.c \
+		test/nccl/bench_fork.c $GPU_LD -lcudart -lm -o build-gpu/rank_death >>"$log" 2>&1 ||
+		{ tail -30 "$log"; return 1; }
 	export LD_LIBRARY_PATH="$PWD/build-gpu:${LD_LIBRARY_PATH:-}"
 }
 

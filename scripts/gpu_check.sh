@@ -5,10 +5,11 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [full|quick|debug|paths|pool|leak|helper|probe|perf|table|floor]
+# Usage: scripts/gpu_check.sh [full|quick|debug|paths|pool|leak|helper|probe|perf|table|floor|death]
 #        full: every op to 1 GiB, the three protocols, CUDA graphs, registered
 #        buffers (with graphs), TCP, NCCL_CUMEM_ENABLE=0, ranks that see one
-#        GPU each (nccl_bench -V), PyTorch; quick: the
+#        GPU each (nccl_bench -V), a rank killed mid-collective, PyTorch (one
+#        group, and row and column groups at once); quick: the
 #        same to 256 MiB (the protocols to 64 MiB);
 #        debug: only the runs that hung before, short deadlines, stacks;
 #        paths: five ops on each data path (DMA_ENABLE=0, DIRECT_PATH=0,
@@ -20,7 +21,9 @@
 #        (registered), small-message latency per protocol; table: every op to
 #        1 GiB, registered cudaMalloc and ncclMemAlloc buffers; floor:
 #        small-message latency natively, through the plugin, NCCL's Socket
-#        net, host memory only and in-process copies.
+#        net, host memory only and in-process copies; death: a rank killed
+#        mid-collective (all_reduce, alltoall, sendrecv, TCP) and PyTorch's
+#        row and column groups.
 #        Any other mode is a session experiment: scripts/gpu_experiments.sh
 #        runs it (handed on from here, so commands in bench/results still work).
 #        NRANKS=n uses the first n GPUs (default: all).
@@ -29,7 +32,7 @@
 #        taken (cuda-gdb) into its log folder before they are killed.
 MODE=${1:-full}
 case $MODE in
-full | quick | debug | paths | pool | leak | helper | probe | perf | table | floor) ;;
+full | quick | debug | paths | pool | leak | helper | probe | perf | table | floor | death) ;;
 *) exec bash "$(dirname "$0")/gpu_experiments.sh" "$@" ;;
 esac
 set -u
@@ -84,6 +87,15 @@ fi
 # host memory only (NCCL_DMA_ENABLE=0: a CPU copy in the shared ring) and
 # with copies in NCCL's process; then native and plugin with
 # NCCL_PROTO=Simple (the plugin's default keeps LL off).
+if [ "$MODE" = death ]; then
+	rank_death death-all_reduce -o all_reduce
+	rank_death death-alltoall -o alltoall
+	rank_death death-sendrecv -o sendrecv -m plugin
+	rank_death death-tcp -o all_reduce -m plugin -E NCCL_SYMMEM_BACKEND=tcp
+	torch_check torch-groups scripts/torch_groups.py
+	finish
+fi
+
 if [ "$MODE" = floor ]; then
 	L="-o sendrecv,all_reduce,all_gather -b 8 -e 65536 -f 8 -c none -i 200"
 	bench floor-plugin $L -E NCCL_SM_FREE_VERBOSE=1
@@ -202,14 +214,10 @@ if ! SYMMEM_PLUGIN=build-gpu/libnccl-net-symmem.so timeout 120 build-gpu/dereg_i
 fi
 cat "$OUT/logs/dereg_inflight.txt"
 
-note "pytorch all_reduce through the plugin"
-mkdir -p "$OUT/logs/torch"
-if ! env NCCL_NET_PLUGIN=symmem NCCL_NET=symmem NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \
-	NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV,NET NCCL_DEBUG_FILE="$OUT/logs/torch/nccl.%p.log" \
-	timeout 300 "$PY" scripts/torch_allreduce.py >"$OUT/logs/torch/out.txt" 2>&1; then
-	echo "FAILED: torch"; tail -20 "$OUT/logs/torch/out.txt"; fail=1
-fi
-grep -E 'all_reduce over|WRONG' "$OUT/logs/torch/out.txt"
-prove torch
+rank_death death-all_reduce -o all_reduce
+rank_death death-alltoall -o alltoall -m plugin
+
+torch_check torch scripts/torch_allreduce.py
+torch_check torch-groups scripts/torch_groups.py
 
 finish

@@ -4,6 +4,8 @@
 #   bench NAME ARGS     one nccl_bench invocation, tables and NCCL logs kept;
 #   prove NAME          every plugin run went via NET/symmem with GPUDirect;
 #   expect_fail         a run that must fail with a WARN, well before its deadline;
+#   rank_death          a rank killed mid-collective: errors, aborts, no helper left;
+#   torch_check         a PyTorch script through the plugin;
 #   bench_tree, bench_old  the same run through an older tree's plugin;
 #   helper_lines, traces  the copy helpers' stop lines, the NCCL_SYMMEM_TRACE_US
 #                       lines of all ranks on one clock;
@@ -136,6 +138,41 @@ expect_fail() {
 	if ! grep -h "WARN.*$pattern" "$OUT/logs/$name"/nccl.*.log | sed 's/.*NCCL WARN //' | sort -u | head -2 | grep .; then
 		echo "FAILED: $name: no WARN matching '$pattern'"; fail=1
 	fi
+}
+
+# rank_death NAME [rank_death args...]: the last rank SIGKILLed in the
+# middle of a collective; through the plugin every survivor must see an
+# error, abort and leave no copy helper behind (test/nccl/rank_death.c).
+# The plugin's WARN lines of the survivors are listed.
+rank_death() {
+	local name=$1
+	shift
+	mkdir -p "$OUT/logs/$name"
+	note "$name: rank_death $* ($(date +%T))"
+	if ! timeout 300 ./build-gpu/rank_death ${NRANKS:+-n $NRANKS} "$@" -E NCCL_DEBUG=WARN \
+		-E "NCCL_DEBUG_FILE=$OUT/logs/$name/nccl.%p.log" \
+		>"$OUT/logs/$name/table.txt" 2>"$OUT/logs/$name/stderr.txt"; then
+		echo "FAILED: $name"; tail -5 "$OUT/logs/$name/stderr.txt"; fail=1
+	fi
+	cat "$OUT/logs/$name/table.txt"
+	{ echo "## $name: rank_death $*"; cat "$OUT/logs/$name/table.txt"; echo; } >>"$OUT/tables.txt"
+	grep -h "WARN" "$OUT/logs/$name"/nccl.*.log 2>/dev/null | sed 's/.*NCCL WARN //' |
+		sed 's/[0-9][0-9]*/N/g' | sort | uniq -c | sort -rn | head -8
+}
+
+# torch_check NAME SCRIPT: a PyTorch script through the plugin, its output
+# line and the proof that its traffic went through the plugin.
+torch_check() {
+	local name=$1 script=$2
+	note "$name: $script through the plugin"
+	mkdir -p "$OUT/logs/$name"
+	if ! env NCCL_NET_PLUGIN=symmem NCCL_NET=symmem NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \
+		NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV,NET NCCL_DEBUG_FILE="$OUT/logs/$name/nccl.%p.log" \
+		timeout 300 "$PY" "$script" >"$OUT/logs/$name/out.txt" 2>&1; then
+		echo "FAILED: $name"; tail -20 "$OUT/logs/$name/out.txt"; fail=1
+	fi
+	grep -E '^torch|WRONG|wrong' "$OUT/logs/$name/out.txt" | head -10
+	prove "$name"
 }
 
 # bench_tree DIR NAME [nccl_bench args...]: the same through the plugin of

@@ -1,0 +1,373 @@
+/* GPU check: one rank of a job dies (SIGKILL) in the middle of a
+ * collective, as a rank does when the kernel's OOM killer or a crash takes
+ * it.  One process per GPU runs one op of one size back to back; the last
+ * rank kills itself `delay` ms into that loop.  Every other rank polls
+ * ncclCommGetAsyncError while its op is in flight (as PyTorch's watchdog
+ * does), calls ncclCommAbort once it sees an error or once `deadline`
+ * seconds have passed since the kill, and exits.
+ *
+ * Natively and through the plugin in one invocation.  Native NCCL is
+ * printed for comparison only.  Through the plugin every survivor must see
+ * an error before the deadline (a neighbour of the dead rank from its
+ * connection, the others from their neighbours' aborts closing theirs),
+ * every abort must return, and no copy helper of the job may outlive it.
+ * Exit status 0 only then.
+ *
+ * Usage: rank_death [-n ranks] [-o op] [-b bytes] [-d delay_ms]
+ *                   [-t deadline_s] [-m native|plugin|both] [-P plugin]
+ *                   [-E NAME=VALUE]... */
+#include <dirent.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "bench.h"
+
+#define MAX_RANKS 64
+#define MAX_HELPERS 256
+
+/* What each rank saw, in memory the forked ranks share with the parent. */
+struct survivor {
+	int32_t outcome;	/* OUTCOME_* */
+	int32_t error;		/* ncclResult_t seen */
+	int32_t ops;		/* ops completed after the start line */
+	int32_t aborted;	/* ncclCommAbort returned */
+	double error_s;		/* seen this long after the kill */
+	double abort_s;		/* ncclCommAbort took this long */
+};
+
+enum { OUTCOME_NONE, OUTCOME_ERROR, OUTCOME_DEADLINE, OUTCOME_NO_KILL };
+
+struct board {
+	_Atomic double killed_at;	/* bench_now() of the kill, 0 before */
+	struct survivor rank[MAX_RANKS];
+};
+
+struct death_opts {
+	int nranks, op, through_plugin;
+	size_t bytes;
+	double delay_ms, deadline_s;
+	const char *plugin;
+	char *env[16];
+	int nenv;
+	struct board *board;
+	struct bench_barrier *barrier;
+};
+
+static void die(int rank, const char *what, const char *why)
+{
+	fprintf(stderr, "rank %d: %s: %s\n", rank, what, why);
+	exit(2);
+}
+
+static void prepare(void *arg, int rank)
+{
+	const struct death_opts *o = arg;
+
+	(void)rank;
+	bench_route_env(o->through_plugin, 0, o->plugin, o->env, o->nenv);
+}
+
+/* The op in flight has finished (1), or the communicator reports an error
+ * (-1, *err set), or neither yet (0). */
+static int poll_op(ncclComm_t comm, cudaStream_t stream, ncclResult_t *err)
+{
+	cudaError_t q = cudaStreamQuery(stream);
+
+	if (ncclCommGetAsyncError(comm, err) != ncclSuccess)
+		*err = ncclInternalError;
+	if (*err != ncclSuccess && *err != ncclInProgress)
+		return -1;
+	if (q == cudaSuccess)
+		return 1;
+	if (q != cudaErrorNotReady) {
+		*err = ncclUnhandledCudaError;
+		return -1;
+	}
+	return 0;
+}
+
+/* The victim: keeps the op queued until `delay` has passed, then dies
+ * with it in flight. */
+static void victim(const struct death_opts *o, ncclComm_t comm, cudaStream_t stream,
+		   const struct bench_shape *s, void *sb, void *rb, int rank)
+{
+	double kill_at = bench_now() + o->delay_ms / 1e3;
+
+	while (bench_now() < kill_at) {
+		if (bench_issue(comm, stream, o->op, 0, ncclSum, s, sb, rb, rank, o->nranks) !=
+		    ncclSuccess)
+			die(rank, "victim", "op failed before the kill");
+		while (cudaStreamQuery(stream) == cudaErrorNotReady && bench_now() < kill_at)
+			usleep(100);
+	}
+	atomic_store(&o->board->killed_at, bench_now());
+	raise(SIGKILL);
+}
+
+/* A survivor: ops back to back until an error, or the deadline after the
+ * kill; then the abort. */
+static void survivor(const struct death_opts *o, ncclComm_t comm, cudaStream_t stream,
+		     const struct bench_shape *s, void *sb, void *rb, int rank)
+{
+	struct survivor *me = &o->board->rank[rank];
+	double started = bench_now(), t0;
+	ncclResult_t err = ncclSuccess;
+	int state = 1;
+
+	for (;;) {
+		double killed = atomic_load(&o->board->killed_at), now = bench_now();
+
+		if (state == 1) {
+			err = bench_issue(comm, stream, o->op, 0, ncclSum, s, sb, rb, rank,
+					  o->nranks);
+			if (err != ncclSuccess && err != ncclInProgress) {
+				state = -1;
+			} else {
+				me->ops++;
+				state = 0;
+			}
+		} else {
+			state = poll_op(comm, stream, &err);
+		}
+		if (state < 0) {
+			me->outcome = OUTCOME_ERROR;
+			me->error = err;
+			me->error_s = killed > 0 ? now - killed : -1;
+			break;
+		}
+		if (killed > 0 && now - killed > o->deadline_s) {
+			me->outcome = OUTCOME_DEADLINE;
+			break;
+		}
+		if (killed == 0 && now - started > o->delay_ms / 1e3 + 60) {
+			me->outcome = OUTCOME_NO_KILL;
+			break;
+		}
+		if (state == 0)
+			usleep(100);
+	}
+	t0 = bench_now();
+	ncclCommAbort(comm);
+	me->abort_s = bench_now() - t0;
+	me->aborted = 1;
+}
+
+static int run_rank(void *arg, int rank, ncclUniqueId id)
+{
+	const struct death_opts *o = arg;
+	struct bench_shape s;
+	ncclComm_t comm;
+	cudaStream_t stream;
+	void *sb, *rb;
+	ncclResult_t err;
+
+	if (!bench_shape(o->op, o->nranks, sizeof(float), o->bytes, &s))
+		die(rank, "size", "does not divide among the ranks");
+	if (cudaSetDevice(rank) != cudaSuccess ||
+	    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
+		die(rank, "CUDA", "no device or stream");
+	if (cudaMalloc(&sb, s.send_count * sizeof(float)) != cudaSuccess ||
+	    cudaMalloc(&rb, s.recv_count * sizeof(float) + 1) != cudaSuccess ||
+	    cudaMemset(sb, 0x3c, s.send_count * sizeof(float)) != cudaSuccess ||
+	    cudaMemset(rb, 0xa5, s.recv_count * sizeof(float)) != cudaSuccess)
+		die(rank, "buffers", "cudaMalloc or cudaMemset failed");
+	err = ncclCommInitRank(&comm, o->nranks, id, rank);
+	if (err != ncclSuccess)
+		die(rank, "ncclCommInitRank", ncclGetErrorString(err));
+	/* Two ops that must pass: the connections are up before anyone dies. */
+	for (int i = 0; i < 2; i++) {
+		err = bench_issue(comm, stream, o->op, 0, ncclSum, &s, sb, rb, rank, o->nranks);
+		if (err != ncclSuccess || cudaStreamSynchronize(stream) != cudaSuccess)
+			die(rank, "warm-up op", ncclGetErrorString(err));
+	}
+	if (bench_barrier_wait(o->barrier, 120) != 0)
+		die(rank, "start line", "the other ranks did not come");
+	if (rank == o->nranks - 1)
+		victim(o, comm, stream, &s, sb, rb, rank);
+	survivor(o, comm, stream, &s, sb, rb, rank);
+	/* The communicator is gone; the process ends without waiting for its
+	 * stream, whose kernel the abort ended. */
+	return 0;
+}
+
+/* The pids of live copy helpers on this host. */
+static int list_helpers(pid_t *pids, int max)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)) && n < max) {
+		char path[300], comm[64] = "";
+		FILE *f;
+
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/comm", e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(comm, sizeof(comm), f) && strncmp(comm, "symmem-copyd", 12) == 0)
+			pids[n++] = (pid_t)atoi(e->d_name);
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+static int was_listed(pid_t p, const pid_t *pids, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (pids[i] == p)
+			return 1;
+	return 0;
+}
+
+/* Copy helpers alive now that were not before the phase, after giving the
+ * ones whose process just died a moment to notice. */
+static int helpers_left(const pid_t *before, int nbefore)
+{
+	pid_t now[MAX_HELPERS];
+	int n = 0, left = 0;
+
+	for (int tries = 0; tries < 50; tries++) {
+		n = list_helpers(now, MAX_HELPERS);
+		left = 0;
+		for (int i = 0; i < n; i++)
+			left += !was_listed(now[i], before, nbefore);
+		if (left == 0)
+			break;
+		usleep(100000);
+	}
+	for (int i = 0; i < n; i++)
+		if (!was_listed(now[i], before, nbefore))
+			fprintf(stderr, "copy helper pid %d outlived its job\n", (int)now[i]);
+	return left;
+}
+
+static const char *outcome_name(const struct survivor *s)
+{
+	switch (s->outcome) {
+	case OUTCOME_ERROR: return ncclGetErrorString((ncclResult_t)s->error);
+	case OUTCOME_DEADLINE: return "no error by the deadline";
+	case OUTCOME_NO_KILL: return "the victim never died";
+	default: return "no report (rank failed)";
+	}
+}
+
+/* Runs one phase; returns 0 when every survivor saw an error in time, its
+ * abort returned, only the victim's process failed and no helper is left. */
+static int run_phase(struct death_opts *o, const char *label)
+{
+	struct bench_fork f = {
+		.nranks = o->nranks, .label = label, .arg = o, .prepare = prepare,
+		.run = run_rank, .hung = NULL,
+		.timeout = 180 + o->delay_ms / 1e3 + 2 * o->deadline_s,
+	};
+	pid_t before[MAX_HELPERS];
+	int nbefore = list_helpers(before, MAX_HELPERS), failed, left, bad = 0;
+
+	memset(o->board, 0, sizeof(*o->board));
+	bench_barrier_reset(o->barrier);
+	failed = bench_fork_ranks(&f);
+	left = helpers_left(before, nbefore);
+	for (int r = 0; r < o->nranks - 1; r++) {
+		const struct survivor *s = &o->board->rank[r];
+		int ok = s->outcome == OUTCOME_ERROR && s->aborted;
+
+		bad += !ok;
+		printf("  %-7s %4d %6d  %-28s %10.1f %10.1f\n", label, r, s->ops, outcome_name(s),
+		       s->outcome == OUTCOME_ERROR ? s->error_s * 1e3 : -1.0,
+		       s->aborted ? s->abort_s * 1e3 : -1.0);
+	}
+	printf("  %-7s %4d %6s  %-28s\n", label, o->nranks - 1, "-", "killed (SIGKILL)");
+	printf("# %s: %d survivor(s) without an error and an abort, %d rank process(es) "
+	       "failed besides the victim, %d copy helper(s) left\n",
+	       label, bad, failed - 1, left);
+	return bad || failed != 1 || left;
+}
+
+static void usage(const char *me)
+{
+	fprintf(stderr,
+		"usage: %s [-n ranks] [-o op] [-b bytes] [-d delay_ms] [-t deadline_s] "
+		"[-m native|plugin|both] [-P plugin] [-E NAME=VALUE]...\n", me);
+	exit(2);
+}
+
+static int find_op(const char *name)
+{
+	for (int op = 0; op < OP_COUNT; op++)
+		if (strcmp(bench_op_name(op), name) == 0)
+			return op;
+	return -1;
+}
+
+int main(int argc, char **argv)
+{
+	struct death_opts o = {
+		.op = OP_ALLREDUCE, .bytes = 256u << 20, .delay_ms = 20, .deadline_s = 20,
+		.plugin = "symmem",
+	};
+	int opt, native = 1, plugin = 1, rc = 0;
+
+	while ((opt = getopt(argc, argv, "n:o:b:d:t:m:P:E:")) != -1) {
+		switch (opt) {
+		case 'n': o.nranks = atoi(optarg); break;
+		case 'o': if ((o.op = find_op(optarg)) < 0) usage(argv[0]); break;
+		case 'b': o.bytes = strtoull(optarg, NULL, 0); break;
+		case 'd': o.delay_ms = atof(optarg); break;
+		case 't': o.deadline_s = atof(optarg); break;
+		case 'm':
+			native = strcmp(optarg, "plugin") != 0;
+			plugin = strcmp(optarg, "native") != 0;
+			break;
+		case 'P': o.plugin = optarg; break;
+		case 'E':
+			if (o.nenv == 16 || !strchr(optarg, '='))
+				usage(argv[0]);
+			o.env[o.nenv++] = optarg;
+			break;
+		default: usage(argv[0]);
+		}
+	}
+	if (o.nranks <= 0)
+		o.nranks = bench_count_gpus();
+	if (o.nranks < 2 || o.nranks > MAX_RANKS || o.deadline_s <= 0 || o.delay_ms < 0) {
+		fprintf(stderr, "rank_death: needs 2 to %d GPUs and a positive deadline\n",
+			MAX_RANKS);
+		return 2;
+	}
+	o.board = mmap(NULL, sizeof(*o.board), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+		       -1, 0);
+	o.barrier = bench_barrier_new(o.nranks);
+	if (o.board == MAP_FAILED || !o.barrier) {
+		perror("rank_death: shared memory");
+		return 2;
+	}
+	printf("# rank_death: %s of %zu B on %d ranks, rank %d killed %.0f ms into the loop, "
+	       "deadline %.0f s after the kill\n", bench_op_name(o.op), o.bytes, o.nranks,
+	       o.nranks - 1, o.delay_ms, o.deadline_s);
+	printf("# %-7s %4s %6s  %-28s %10s %10s\n", "phase", "rank", "ops", "seen",
+	       "after_ms", "abort_ms");
+	fflush(stdout);
+	if (native) {
+		o.through_plugin = 0;
+		run_phase(&o, "native");
+	}
+	if (plugin) {
+		o.through_plugin = 1;
+		rc = run_phase(&o, "plugin");
+	}
+	printf("rank_death: %s\n", !plugin ? "native only (no verdict)" : rc ? "FAIL" : "PASS");
+	return rc ? 1 : 0;
+}
