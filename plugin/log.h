@@ -1,5 +1,7 @@
 /* Logging through NCCL's logger.  INFO lines carry the NET subsystem flag
- * and the "NET/symmem" prefix; WARN lines also become NCCL's last error. */
+ * and the "NET/symmem" prefix; WARN lines also become NCCL's last error.
+ * A WARN whose text was a WARN within the last minute is logged as INFO
+ * "again: ..." (log.c). */
 #ifndef SYMMEM_PLUGIN_LOG_H
 #define SYMMEM_PLUGIN_LOG_H
 

@@ -232,15 +232,20 @@ static void comm_progressed(struct tp_comm *c)
 
 /* Fails the connection for good.  The first failure is the one it keeps
  * (a later one is usually a consequence); every caller still gets its
- * own message back. */
+ * own message back.  The message names the peer's process and nothing
+ * that differs between connections, so when a peer dies the failures of
+ * all of NCCL's channels to it read the same and the log shows one. */
 int comm_fail(struct tp_comm *c, int status, const char *fmt, ...)
 {
 	char msg[sizeof(c->failmsg)];
 	va_list ap;
+	int n;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	if (n >= 0 && (size_t)n < sizeof(msg) && c->peer_pid > 0)
+		snprintf(msg + n, sizeof(msg) - (size_t)n, " (peer process %d)", c->peer_pid);
 	if (!atomic_flag_test_and_set(&c->fail_claimed)) {
 		memcpy(c->failmsg, msg, sizeof(msg));
 		atomic_store(&c->failed, status);
@@ -275,9 +280,8 @@ static int comm_check_peer(struct tp_comm *c, struct tp_req *r)
 	 * (each bounded by the copy limit, tcp_bounce.c). */
 	if (r && (r->done || r->wire_done || bounce_pending(c)))
 		return SM_OK;
-	return comm_fail(c, SM_ERR_REMOTE,
-			 "%s peer closed the connection or died with %u request(s) in flight",
-			 c->is_send ? "receiving" : "sending", c->q_count);
+	return comm_fail(c, SM_ERR_REMOTE, "%s peer closed the connection or died",
+			 c->is_send ? "receiving" : "sending");
 }
 
 /* A request's buffer must lie inside the registration it names. */

@@ -15,6 +15,7 @@
 ncclNet_v11_t *net;
 
 static atomic_int warn_count;
+static atomic_int repeat_count;	/* INFO "again: " lines: WARNs shown once */
 static char last_warn[1024];
 
 #define INFO_KEEP 256
@@ -78,6 +79,8 @@ void harness_logger(ncclDebugLogLevel level, unsigned long flags, const char *fi
 		if (getenv("HARNESS_VERBOSE"))
 			fprintf(stderr, "WARN %s:%d %s\n", file, line, buf);
 	} else {
+		if (strncmp(buf, "again: ", 7) == 0)
+			atomic_fetch_add(&repeat_count, 1);
 		keep_info(buf);
 		if (getenv("HARNESS_VERBOSE"))
 			fprintf(stderr, "INFO %s\n", buf);
@@ -89,6 +92,11 @@ int harness_warn_count(void)
 	return atomic_load(&warn_count);
 }
 
+int harness_repeat_count(void)
+{
+	return atomic_load(&repeat_count);
+}
+
 const char *harness_last_warn(void)
 {
 	return last_warn;
@@ -97,6 +105,7 @@ const char *harness_last_warn(void)
 void harness_reset_warn(void)
 {
 	atomic_store(&warn_count, 0);
+	atomic_store(&repeat_count, 0);
 	last_warn[0] = '\0';
 }
 

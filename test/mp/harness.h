@@ -18,6 +18,9 @@ void *harness_open(void);
 void harness_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
 		    const char *fmt, ...);
 int harness_warn_count(void);
+/* WARNs the plugin logged as INFO "again: ..." because the same text was a
+ * WARN within the last minute. */
+int harness_repeat_count(void);
 const char *harness_last_warn(void);
 void harness_reset_warn(void);
 /* INFO lines seen so far (the last 256 kept) that contain `needle`. */
