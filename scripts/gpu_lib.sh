@@ -156,6 +156,15 @@ rank_death() {
 	fi
 	cat "$OUT/logs/$name/table.txt"
 	{ echo "## $name: rank_death $*"; cat "$OUT/logs/$name/table.txt"; echo; } >>"$OUT/tables.txt"
+	# NCCL_DEBUG=WARN, default subsystems: each survivor's log names why.
+	local ranks=${NRANKS:-$(nvidia-smi -L | wc -l)} warned=0 log
+	for log in "$OUT/logs/$name"/nccl.*.log; do
+		[ -e "$log" ] && grep -q "NCCL WARN NET/symmem" "$log" && warned=$((warned + 1))
+	done
+	echo "$name: $warned log(s) with a NET/symmem WARN, $((ranks - 1)) survivor(s)"
+	case " $* " in *" -m native "*) ;; *)
+		[ "$warned" -ge $((ranks - 1)) ] || { echo "FAILED: $name: a survivor logged no WARN"; fail=1; } ;;
+	esac
 	grep -h "WARN" "$OUT/logs/$name"/nccl.*.log 2>/dev/null | sed 's/.*NCCL WARN //' |
 		sed 's/[0-9][0-9]*/N/g' | sort | uniq -c | sort -rn | head -8
 }
