@@ -1,7 +1,10 @@
 #!/bin/sh
 # rdma_vm.sh [--tap] 'COMMAND': runs COMMAND (a shell command line, in the
 # current directory) inside a small VM whose kernel has an RDMA device:
-# Soft-RoCE (rdma_rxe) on the VM's network card, named rxe0.  No machine
+# Soft-RoCE (rdma_rxe) on the VM's network card, named rxe0, and a second
+# one, far0, on a dummy network card (10.9.9.1): one machine's two
+# Soft-RoCE devices do not route to each other, so far0 is a port that
+# cannot reach rxe0, as between fabrics or rails.  No machine
 # this project can use has an RDMA NIC, and the sandbox kernels have no
 # RDMA subsystem; Debian's kernel under qemu has both, so the ibverbs
 # backend is tested on real verbs, queue pairs and RDMA writes.
@@ -71,7 +74,7 @@ ird="$dir/initramfs"
 rm -rf "$ird" && mkdir -p "$ird/bin" "$ird/proc" "$ird/sys" "$ird/dev" "$ird/host" || skip "no room"
 cp /bin/busybox "$ird/bin/"
 depmod -b "$kdir" "$kver" || skip "depmod failed"
-mods="crc32_generic virtio_pci virtio_net 9pnet_virtio 9p rdma_rxe ib_uverbs"
+mods="crc32_generic virtio_pci virtio_net 9pnet_virtio 9p rdma_rxe ib_uverbs dummy"
 for m in $mods; do
 	modprobe -d "$kdir" -S "$kver" --show-depends "$m"
 done | awk '/^insmod/ {print $2}' | sort -u | while read -r f; do
@@ -91,6 +94,9 @@ mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 hostroot /host
 ip link set lo up
 ip link set eth0 up
 ip addr add 10.0.2.15/24 dev eth0
+ip link add dummy0 type dummy
+ip link set dummy0 up
+ip addr add 10.9.9.1/24 dev dummy0
 mount -t proc proc /host/proc
 mount -t sysfs sys /host/sys
 mount -t devtmpfs dev /host/dev
@@ -107,6 +113,7 @@ chmod +x "$ird/init"
 rm -f "$dir/status" "$dir/out.log"
 cat >"$dir/guest.sh" <<EOF
 rdma link add rxe0 type rxe netdev eth0 >"$dir/out.log" 2>&1 || { echo setup >"$dir/status"; exit; }
+rdma link add far0 type rxe netdev dummy0 >>"$dir/out.log" 2>&1 || { echo setup >"$dir/status"; exit; }
 cd "$(pwd)" && ( $1 ) >>"$dir/out.log" 2>&1
 echo \$? >"$dir/status"
 EOF

@@ -142,6 +142,14 @@ int comm_gpu_ready(struct tp_comm *c)
 	return c->engine_later ? comm_take_engine(c) : SM_OK;
 }
 
+int comm_fall_back_to_tcp(struct tp_comm *c, const struct tp_options *opt)
+{
+	/* Nothing was registered or posted on the queue pair yet. */
+	c->ops->close(c);
+	c->ops = &tp_tcp_ops;
+	return comm_setup(c, opt);
+}
+
 int comm_setup(struct tp_comm *c, const struct tp_options *opt)
 {
 	struct smf_engine_options *eo = &c->engine_opt;

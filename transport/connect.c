@@ -20,7 +20,8 @@ enum conn_state {
 	CONN_CONNECTING,
 	CONN_HELLO,
 	CONN_REPLY,
-	CONN_READY,		/* ibverbs: telling the listener our queue pair is ready */
+	CONN_PROBE,		/* ibverbs: waiting for the probe write's answer */
+	CONN_VERDICT,		/* ibverbs: telling the listener how data will move */
 };
 
 struct pending {
@@ -31,6 +32,7 @@ struct pending {
 	int fd;
 	int memfd;
 	struct tp_handle_info info;
+	struct tp_options opt;	/* the first call's */
 	struct tp_comm *comm;
 	struct wire_hello hello;
 	size_t sent;
@@ -45,6 +47,9 @@ struct pending {
 	uint64_t backoff_ns;
 	char last_error[160];
 	const void *owner;	/* tp_options.owner */
+	uint64_t probe_until_ns;
+	char verdict;		/* enum wire_verdict */
+	char why[320];		/* VERDICT_FAIL: the error once it is sent */
 };
 
 #define RETRY_FIRST_NS (10ull * 1000 * 1000)	/* 10 ms, doubling ... */
@@ -139,6 +144,7 @@ static int pending_start(const struct tp_options *opt, const struct tp_handle_in
 		return sm_fail(SM_ERR_SYSTEM, "out of memory");
 	memcpy(p->token, info->token, 16);
 	p->info = *info;
+	p->opt = *opt;
 	p->fd = -1;
 	p->memfd = -1;
 	p->backend = choose_backend(opt, info, &ib_dev);
@@ -152,6 +158,7 @@ static int pending_start(const struct tp_options *opt, const struct tp_handle_in
 	memcpy(p->hello.token, info->token, 16);
 	p->hello.uid = (uint32_t)getuid();
 	p->hello.pid = (uint32_t)getpid();
+	p->hello.flags = opt->ib == 2 ? WIRE_IB_REQUIRED : 0;
 	p->next = pending_list;
 	pending_list = p;
 
@@ -220,11 +227,33 @@ static int check_listener(const struct pending *p)
 	return SM_OK;
 }
 
+/* The two RDMA ports cannot reach each other: this queue pair would not
+ * join the listener's, or the probe write went unanswered.  Unless either
+ * end requires ibverbs, the connection goes on over TCP, with one WARN
+ * (the same text for every channel to that peer, so the log shows it
+ * once); else it fails.  Sets the verdict the listener is sent. */
+static void unreachable(struct pending *p)
+{
+	int required = p->opt.ib == 2 || (p->reply.flags & WIRE_IB_REQUIRED);
+	char route[200];
+
+	ib_conn_route(p->comm, route, sizeof(route));
+	if (required) {
+		snprintf(p->why, sizeof(p->why), "RDMA %s cannot reach each other: %s "
+			 "(NCCL_SYMMEM_BACKEND=ib requires RDMA)", route, sm_last_error());
+		p->verdict = VERDICT_FAIL;
+		return;
+	}
+	sm_warn("RDMA %s cannot reach each other: %s; this connection uses TCP (NCCL_IB_HCA "
+		"selects ports, NCCL_SYMMEM_BACKEND=tcp skips ibverbs)", route, sm_last_error());
+	p->verdict = VERDICT_TCP;
+}
+
 /* Advances one step at a time; *done = 1 once the listener said yes. */
 static int pending_step(struct pending *p, int *done)
 {
 	ssize_t n;
-	int rc;
+	int rc, ok;
 
 	*done = 0;
 	if (p->state == CONN_CONNECTING) {
@@ -269,8 +298,10 @@ static int pending_step(struct pending *p, int *done)
 		}
 		p->state = CONN_REPLY;
 	}
-	if (p->state == CONN_READY)
-		goto ready;
+	if (p->state == CONN_PROBE)
+		goto probe;
+	if (p->state == CONN_VERDICT)
+		goto verdict;
 	n = sm_recv_some(p->fd, (uint8_t *)&p->reply + p->got, sizeof(p->reply) - p->got, NULL);
 	if (n < 0)
 		return sm_fail(SM_ERR_REMOTE, "listener hung up during setup: %s", sm_last_error());
@@ -287,18 +318,53 @@ static int pending_step(struct pending *p, int *done)
 		*done = 1;
 		return SM_OK;
 	}
-	/* The listener's queue pair may write to ours as soon as it has its
-	 * comm: it waits for this byte, sent once ours can take the writes
-	 * (a write into a queue pair not ready yet waits a retry, 67 ms). */
-	rc = ib_conn_connect(p->comm, &p->reply.ib);
-	if (rc)
+	if (p->reply.backend == TP_BACKEND_TCP) {
+		/* The listener's port could not join ours; its log says why. */
+		sm_info("the listener (pid %d) cannot reach this host's RDMA port: this "
+			"connection uses TCP", p->info.pid);
+		rc = comm_fall_back_to_tcp(p->comm, &p->opt);
+		*done = rc == SM_OK;
 		return rc;
-	p->state = CONN_READY;
-ready:
-	n = sm_send_some(p->fd, "R", 1, -1);
-	if (n < 0)
+	}
+	/* The listener's queue pair may write to ours as soon as it has its
+	 * comm: it waits for the verdict, sent once ours can take the writes
+	 * and the probe write came back. */
+	rc = ib_conn_connect(p->comm, &p->reply.ib);
+	if (rc == SM_OK)
+		rc = ib_conn_probe(p->comm);
+	if (rc) {
+		unreachable(p);
+		goto verdict;
+	}
+	p->probe_until_ns = sm_now_ns() + ib_probe_wait_ns(p->comm);
+	p->state = CONN_PROBE;
+probe:
+	rc = ib_conn_probe_done(p->comm, &ok);
+	if (rc == SM_OK && !ok) {
+		if (sm_now_ns() < p->probe_until_ns)
+			return SM_OK;
+		rc = sm_fail(SM_ERR_REMOTE, "no answer to the probe write within %.1f s",
+			     (double)ib_probe_wait_ns(p->comm) / 1e9);
+	}
+	if (rc)
+		unreachable(p);
+	else
+		p->verdict = VERDICT_IB;
+verdict:
+	p->state = CONN_VERDICT;
+	n = sm_send_some(p->fd, &p->verdict, 1, -1);
+	if (n < 0 && p->verdict != VERDICT_FAIL)
 		return sm_fail(SM_ERR_REMOTE, "listener hung up during setup: %s", sm_last_error());
-	*done = n == 1;
+	if (n == 0)
+		return SM_OK;
+	if (p->verdict == VERDICT_FAIL)
+		return sm_fail(SM_ERR_REMOTE, "%s", p->why);
+	if (p->verdict == VERDICT_TCP) {
+		rc = comm_fall_back_to_tcp(p->comm, &p->opt);
+		if (rc)
+			return rc;
+	}
+	*done = 1;
 	return SM_OK;
 }
 

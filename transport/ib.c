@@ -41,6 +41,10 @@ struct ib_fifo {
 #define SQ_DEPTH 128
 #define IMM_OVERSIZE 0xffffffffu	/* the sender refused the message */
 #define WR_FIFO (1ull << 63)		/* wr_id of a FIFO write (receiver) */
+#define WR_PROBE (1ull << 62)		/* wr_id of the connector's probe write */
+/* The probe's answer may take one lost packet's retry, 4.096 us x
+ * 2^timeout (4.3 s at NCCL's 20): it gets two of those, and 2 s at least. */
+#define PROBE_MIN_NS (2000ull * 1000 * 1000)
 /* NCCL's defaults for its own IB transport: 4.096 us x 2^20 = 4.3 s per
  * retry, 7 retries.  A dead peer is noticed sooner by the TCP socket
  * (comm_check_peer), so long timeouts cost nothing there. */
@@ -60,6 +64,9 @@ struct ib_conn {
 	uint64_t chunk;		/* the most one write moves */
 	uint32_t psn;
 	int timeout, retry, sl, tc;	/* NCCL_IB_TIMEOUT, _RETRY_CNT, _SL, _TC */
+	uint8_t peer_gid[16];		/* for messages */
+	uint16_t peer_lid;
+	int probing;			/* connector: the probe write is posted */
 };
 
 int ib_usable(const struct tp_options *opt, struct ib_dev **held)
@@ -159,6 +166,8 @@ int ib_conn_connect(struct tp_comm *c, const struct wire_ib *peer)
 			       peer->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
 			       ib->dev->name,
 			       ib->dev->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand");
+	memcpy(ib->peer_gid, peer->gid, 16);
+	ib->peer_lid = peer->lid;
 	if (!c->is_send) {
 		ib->peer_fifo = peer->fifo_addr;
 		ib->peer_rkey = peer->fifo_rkey;
@@ -194,6 +203,82 @@ int ib_conn_connect(struct tp_comm *c, const struct wire_ib *peer)
 	if (f->modify_qp(ib->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 			 IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
 		return sm_fail(SM_ERR_SYSTEM, "queue pair on %s to RTS failed", ib->dev->name);
+	return SM_OK;
+}
+
+/* "rxe0 port 1 (GID ::ffff:10.0.2.15) and the peer's (GID ...)", or LIDs
+ * on InfiniBand links, for messages about the path between the two. */
+void ib_conn_route(const struct tp_comm *c, char *buf, size_t len)
+{
+	const struct ib_conn *ib = c->ib;
+	char mine[INET6_ADDRSTRLEN] = "?", peer[INET6_ADDRSTRLEN] = "?";
+
+	if (!ib || !ib->dev) {
+		snprintf(buf, len, "(no RDMA port)");
+		return;
+	}
+	if (ib->dev->link_layer != IBV_LINK_LAYER_ETHERNET) {
+		snprintf(buf, len, "%s port %d (LID %u) and the peer's (LID %u)", ib->dev->name,
+			 ib->dev->port, ib->dev->lid, ib->peer_lid);
+		return;
+	}
+	inet_ntop(AF_INET6, ib->dev->gid, mine, sizeof(mine));
+	inet_ntop(AF_INET6, ib->peer_gid, peer, sizeof(peer));
+	snprintf(buf, len, "%s port %d (GID %s) and the peer's (GID %s)", ib->dev->name,
+		 ib->dev->port, mine, peer);
+}
+
+/* Connector, once both queue pairs are ready: a zero-byte RDMA write.  Its
+ * acknowledgement proves the two ports reach each other both ways; ports
+ * that cannot (separate fabrics or rails) would otherwise be found only
+ * at the first message, after the queue pair's retries (30 s). */
+int ib_conn_probe(struct tp_comm *c)
+{
+	struct ib_conn *ib = c->ib;
+	struct ibv_send_wr wr, *bad;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = WR_PROBE;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	if (ibv_post_send(ib->qp, &wr, &bad))
+		return sm_fail(SM_ERR_SYSTEM, "posting the probe write on %s failed", ib->dev->name);
+	ib->sq_used++;
+	ib->probing = 1;
+	return SM_OK;
+}
+
+uint64_t ib_probe_wait_ns(const struct tp_comm *c)
+{
+	uint64_t retry_ns = (4096ull << c->ib->timeout) / 1000 * 2;
+
+	return retry_ns > PROBE_MIN_NS ? retry_ns : PROBE_MIN_NS;
+}
+
+/* *done = 1 once the probe was acknowledged; fails if it came back with
+ * an error (the queue pair gave up, or the peer refused it). */
+int ib_conn_probe_done(struct tp_comm *c, int *done)
+{
+	struct ib_conn *ib = c->ib;
+	struct ibv_wc wc;
+	int n;
+
+	*done = 0;
+	n = ibv_poll_cq(ib->cq, 1, &wc);
+	if (n < 0)
+		return sm_fail(SM_ERR_SYSTEM, "polling the completion queue of %s failed",
+			       ib->dev->name);
+	if (n == 0)
+		return SM_OK;
+	ib->sq_used--;
+	ib->probing = 0;
+	if (wc.status != IBV_WC_SUCCESS)
+		return sm_fail(SM_ERR_REMOTE, "the probe write failed: %s",
+			       ib_fns()->wc_status_str(wc.status));
+	if (wc.wr_id != WR_PROBE)
+		return sm_fail(SM_ERR_INTERNAL, "unexpected completion %llu during the probe",
+			       (unsigned long long)wc.wr_id);
+	*done = 1;
 	return SM_OK;
 }
 
@@ -552,6 +637,31 @@ int ib_conn_connect(struct tp_comm *c, const struct wire_ib *peer)
 {
 	(void)c;
 	(void)peer;
+	return sm_fail(SM_ERR_SYSTEM, "this build has no ibverbs backend");
+}
+
+void ib_conn_route(const struct tp_comm *c, char *buf, size_t len)
+{
+	(void)c;
+	snprintf(buf, len, "(no RDMA port)");
+}
+
+int ib_conn_probe(struct tp_comm *c)
+{
+	(void)c;
+	return sm_fail(SM_ERR_SYSTEM, "this build has no ibverbs backend");
+}
+
+uint64_t ib_probe_wait_ns(const struct tp_comm *c)
+{
+	(void)c;
+	return 0;
+}
+
+int ib_conn_probe_done(struct tp_comm *c, int *done)
+{
+	(void)c;
+	*done = 0;
 	return sm_fail(SM_ERR_SYSTEM, "this build has no ibverbs backend");
 }
 

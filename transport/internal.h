@@ -14,7 +14,7 @@
 #define SHM_MAGIC 0x4d485353u		/* "SSHM" */
 #define SHM_VERSION 4
 #define WIRE_MAGIC 0x45524957u		/* "WIRE" */
-#define WIRE_VERSION 3
+#define WIRE_VERSION 4
 #define REGION_MAGIC 0x4e474552u	/* "REGN" */
 
 /* How long a connection waits for one of its copies: a close gives up
@@ -88,15 +88,30 @@ struct wire_hello {
 	uint64_t seg_size;		/* SHM: size of the passed segment */
 	uint32_t uid;
 	uint32_t pid;
+	uint32_t flags;			/* WIRE_IB_REQUIRED */
 	struct wire_ib ib;		/* TP_BACKEND_IB only */
 };
+
+/* NCCL_SYMMEM_BACKEND=ib on the sender's side: no TCP in its place. */
+#define WIRE_IB_REQUIRED 0x1u
 
 /* The listener's answer. */
 struct wire_reply {
 	uint32_t magic;
 	int32_t status;			/* 0 or an enum sm_status */
-	char reason[120];
+	char reason[256];
+	int32_t backend;		/* what the listener settled on: IB, or TCP when
+					 * its port cannot reach the connector's */
+	uint32_t flags;			/* WIRE_IB_REQUIRED */
 	struct wire_ib ib;		/* TP_BACKEND_IB only */
+};
+
+/* ibverbs: the connector's last word on the socket before data moves,
+ * once its probe write was answered (or not). */
+enum wire_verdict {
+	VERDICT_IB = 'R',		/* both queue pairs ready, ports reach each other */
+	VERDICT_TCP = 'T',		/* they do not: go on over this socket */
+	VERDICT_FAIL = 'X',		/* they do not and ibverbs was required */
 };
 
 /* Receiver to sender on the Unix socket: a GPU registration to map (with
@@ -330,6 +345,9 @@ int comm_engine(struct tp_comm *c);
  * thread, where making streams cannot block NCCL's kernels.  A TCP
  * connection takes it later, in comm_gpu_ready. */
 int comm_setup(struct tp_comm *c, const struct tp_options *opt);
+/* An ibverbs connection whose ports cannot reach each other goes on as a
+ * TCP one over the socket that set it up; both ends switch. */
+int comm_fall_back_to_tcp(struct tp_comm *c, const struct tp_options *opt);
 /* Before a GPU registration (NCCL's service thread): takes the engine a
  * TCP connection left for later; nothing otherwise. */
 int comm_gpu_ready(struct tp_comm *c);
@@ -443,6 +461,14 @@ void ib_dev_put(struct ib_dev *d);
 int ib_conn_open(struct tp_comm *c, const struct tp_options *opt, struct ib_dev *dev,
 		 struct wire_ib *mine);
 int ib_conn_connect(struct tp_comm *c, const struct wire_ib *peer);
+/* Both ports, for messages about the path between them. */
+void ib_conn_route(const struct tp_comm *c, char *buf, size_t len);
+/* Connector: a zero-byte write the peer's port must acknowledge, posted
+ * once both queue pairs are ready; ib_conn_probe_done polls for it (give
+ * up after ib_probe_wait_ns). */
+int ib_conn_probe(struct tp_comm *c);
+int ib_conn_probe_done(struct tp_comm *c, int *done);
+uint64_t ib_probe_wait_ns(const struct tp_comm *c);
 /* 1 if this process can open the RDMA device for opt (the listener's
  * offer in the handle), which *held then holds open until ib_dev_put:
  * a listener keeps it, so its connections do not open it again. */

@@ -115,6 +115,24 @@ static void refuse(struct tp_listener *l, int status, const char *why)
 	drop_candidate(l);
 }
 
+/* This queue pair would not join the connector's: the two RDMA ports
+ * cannot reach each other (Soft-RoCE and RoCE refuse a route they do not
+ * have here).  Unless either end requires ibverbs, the connection goes on
+ * over TCP and the reply says so; else the connection fails. */
+static int unreachable(struct tp_listener *l, const struct wire_hello *h)
+{
+	char route[200], msg[300];
+
+	ib_conn_route(l->comm, route, sizeof(route));
+	snprintf(msg, sizeof(msg), "RDMA %s cannot reach each other: %s", route, sm_last_error());
+	if (l->opt.ib == 2 || (h->flags & WIRE_IB_REQUIRED))
+		return sm_fail(SM_ERR_REMOTE, "%s (NCCL_SYMMEM_BACKEND=ib requires RDMA)", msg);
+	sm_warn("%s; this connection uses TCP (NCCL_IB_HCA selects ports, "
+		"NCCL_SYMMEM_BACKEND=tcp skips ibverbs)", msg);
+	l->reply.backend = TP_BACKEND_TCP;
+	return comm_fall_back_to_tcp(l->comm, &l->opt);
+}
+
 static int take_connection(struct tp_listener *l)
 {
 	int fd = accept4(l->uds_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -170,11 +188,13 @@ static int check_hello(struct tp_listener *l)
 		return sm_fail(SM_ERR_SYSTEM, "out of memory");
 	l->comm->peer_pid = (int)h->pid;	/* for log lines only: the peer says it */
 	memset(&l->reply, 0, sizeof(l->reply));
+	l->reply.backend = h->backend;
+	l->reply.flags = l->opt.ib == 2 ? WIRE_IB_REQUIRED : 0;
 	rc = comm_setup(l->comm, &l->opt);
 	if (!rc && h->backend == TP_BACKEND_IB)
 		rc = ib_conn_open(l->comm, &l->opt, l->ib_dev, &l->reply.ib);
-	if (!rc && h->backend == TP_BACKEND_IB)
-		rc = ib_conn_connect(l->comm, &h->ib);
+	if (!rc && h->backend == TP_BACKEND_IB && ib_conn_connect(l->comm, &h->ib))
+		rc = unreachable(l, h);
 	if (l->cand_uds) {
 		if (!rc)
 			rc = shm_comm_attach(l->comm, l->memfd, h->seg_size, l->opt.chunk_size);
@@ -182,7 +202,7 @@ static int check_hello(struct tp_listener *l)
 		l->memfd = -1;
 	}
 	if (rc) {
-		char why[160];
+		char why[sizeof(l->reply.reason)];
 
 		snprintf(why, sizeof(why), "%s", sm_last_error());
 		l->comm->fd = -1;	/* refuse() still needs the socket */
@@ -238,18 +258,29 @@ int tp_accept(struct tp_listener *l, struct tp_comm **out)
 	if (l->sent < sizeof(l->reply))
 		goto wait;
 	if (l->comm->ops == &tp_ib_ops) {
-		char ready;
+		char verdict, route[200];
 
 		/* No receive may be posted to the connector's queue pair
-		 * before it is ready for them (connect.c). */
-		n = sm_recv_some(l->cand_fd, &ready, 1, NULL);
-		if (n < 0) {
-			rc = sm_fail(SM_ERR_REMOTE, "connector hung up during setup");
+		 * before it is ready for them and its probe write came back
+		 * (connect.c). */
+		n = sm_recv_some(l->cand_fd, &verdict, 1, NULL);
+		if (n < 0 || (n == 1 && verdict == VERDICT_FAIL)) {
+			ib_conn_route(l->comm, route, sizeof(route));
+			rc = n < 0 ? sm_fail(SM_ERR_REMOTE, "connector hung up during setup") :
+			     sm_fail(SM_ERR_REMOTE, "RDMA %s cannot reach each other, the connector "
+				     "found (NCCL_SYMMEM_BACKEND=ib requires RDMA)", route);
 			drop_candidate(l);
 			return rc;
 		}
 		if (n == 0)
 			goto wait;
+		if (verdict == VERDICT_TCP) {
+			sm_info("the connector (pid %d) cannot reach this host's RDMA port: this "
+				"connection uses TCP", l->comm->peer_pid);
+			rc = comm_fall_back_to_tcp(l->comm, &l->opt);
+			if (rc)
+				return rc;
+		}
 	}
 	*out = l->comm;
 	l->comm = NULL;

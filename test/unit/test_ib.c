@@ -34,7 +34,7 @@ static void fill(uint8_t *p, size_t n, unsigned seed)
  * them through registrations, eight in flight at once. */
 static void test_ib_messages(void **state)
 {
-	struct tp_options o = ib_options("");
+	struct tp_options o = ib_options("rxe");
 	enum { BIG = 3 << 20, BATCH = 8 };
 	static const size_t sizes[] = { 0, 1, 7, 4096, 65537, 1 << 20, BIG };
 	uint8_t *src = malloc((size_t)BIG * BATCH), *dst = malloc((size_t)BIG * BATCH);
@@ -94,7 +94,7 @@ static void test_ib_messages(void **state)
 /* Larger than the posted receive: both sides fail, nothing lands. */
 static void test_ib_oversized_send(void **state)
 {
-	struct tp_options o = ib_options("");
+	struct tp_options o = ib_options("rxe");
 	uint8_t src[200], dst[100];
 	struct tp_comm *s, *r;
 	struct tp_req *sr = NULL, *rr;
@@ -125,7 +125,7 @@ static void test_ib_oversized_send(void **state)
  * with the way out in the message. */
 static void test_ib_gpu_memory_refused(void **state)
 {
-	struct tp_options o = ib_options("");
+	struct tp_options o = ib_options("rxe");
 	struct tp_region *reg = (struct tp_region *)1;
 	struct tp_comm *s, *r;
 	char buf[64];
@@ -144,7 +144,7 @@ static void test_ib_gpu_memory_refused(void **state)
  * open until it is: ASan and the driver would catch a use after free). */
 static void test_ib_region_outlives_comm(void **state)
 {
-	struct tp_options o = ib_options("");
+	struct tp_options o = ib_options("rxe");
 	struct tp_region *sreg, *rreg;
 	struct tp_comm *s, *r;
 	static uint8_t a[8192], b[8192];
@@ -163,7 +163,7 @@ static void test_ib_region_outlives_comm(void **state)
  * few seconds, from the socket's hang-up or the queue pair's error. */
 static void test_ib_peer_dies(void **state)
 {
-	struct tp_options o = ib_options("");
+	struct tp_options o = ib_options("rxe");
 	uint8_t h[TP_HANDLE_SIZE], dst[64];
 	struct tp_listener *l;
 	struct tp_comm *r = NULL;
@@ -205,7 +205,7 @@ static void test_ib_peer_dies(void **state)
 /* A GID index the port does not have: the connect fails and says so. */
 static void test_ib_bad_gid_index(void **state)
 {
-	struct tp_options o = ib_options("");
+	struct tp_options o = ib_options("rxe");
 	struct tp_comm *s, *r;
 
 	(void)state;
@@ -233,7 +233,130 @@ static void test_ib_named_port(void **state)
 static void test_ib_auto_between_hosts(void **state)
 {
 	(void)state;
-	auto_between_hosts("", 1, "ib");
+	auto_between_hosts("rxe", 1, "ib");
+}
+
+/* Two RDMA ports that cannot reach each other: rxe0 and far0, Soft-RoCE
+ * on two networks of one machine (scripts/rdma_vm.sh makes far0 on a
+ * dummy network card; one host's two Soft-RoCE devices do not route to
+ * each other).  The connector's probe write finds out at setup. */
+static int have_far(void)
+{
+	char found[256], selected[256], why[96];
+
+	return tp_rdma_devices("far", found, sizeof(found), selected, sizeof(selected), why,
+			       sizeof(why)) > 0;
+}
+
+static char warned[512];
+static char connector_error[512];
+
+static void keep_warning(int warn, const char *msg)
+{
+	if (warn)
+		snprintf(warned, sizeof(warned), "%s", msg);
+}
+
+/* Listener on `lhca`, connector on `chca` (rxe and far, one way or the
+ * other: which end finds out first differs), both ends driven here until
+ * both exist or one fails; returns the status and how long it took. */
+static int unreachable_pair(const char *lhca, const char *chca, int ib_mode, struct tp_comm **s,
+			    struct tp_comm **r, double *took)
+{
+	struct tp_options lo = ib_options(lhca), co = ib_options(chca);
+	struct tp_handle_info info;
+	uint8_t h[TP_HANDLE_SIZE];
+	struct tp_listener *l;
+	double start = now(), end = start + 30;
+	int rc = SM_OK, lrc = SM_OK;
+
+	lo.ib = co.ib = ib_mode;
+	if (ib_mode == 1)
+		lo.backend = co.backend = TP_BACKEND_AUTO;
+	/* 4.096 us x 2^12 = 17 ms per retry: the probe's wait is its floor, 2 s. */
+	lo.ib_timeout = co.ib_timeout = 12;
+	assert_int_equal(tp_listen(&lo, 0, h, &l), SM_OK);
+	assert_int_equal(tp_handle_decode(h, &info), SM_OK);
+	info.host_id ^= 0xffff;		/* a peer on another host */
+	tp_handle_encode(&info, h);
+	*s = *r = NULL;
+	while ((!*s || !*r) && now() < end && !rc) {
+		if (!*s && (rc = tp_connect(&co, h, s)) != SM_OK)
+			snprintf(connector_error, sizeof(connector_error), "%s", sm_last_error());
+		/* The listener keeps going after the connector failed: it
+		 * must fail too, not wait for its deadline. */
+		if (!*r && lrc == SM_OK)
+			lrc = tp_accept(l, r);
+	}
+	while (rc && !*r && lrc == SM_OK && now() < end)
+		lrc = tp_accept(l, r);
+	*took = now() - start;
+	print_message("# unreachable pair: connector %d (%s), listener %d (%s), %.2f s\n", rc,
+		      rc ? connector_error : "-", lrc, lrc ? sm_last_error() : "-", *took);
+	tp_close_listener(l);
+	if (rc && lrc == SM_OK)
+		return SM_ERR_INTERNAL;		/* the listener never noticed */
+	return rc ? rc : lrc;
+}
+
+/* The two ends, listener first: each way round a different end finds
+ * out (Soft-RoCE refuses the route when a queue pair joins the peer's). */
+static const char *const far_pairs[][2] = { { "rxe", "far" }, { "far", "rxe" } };
+
+/* Automatic choice: the connection falls back to TCP within seconds, says
+ * so in one WARN, and carries data. */
+static void test_ib_unreachable_falls_back_to_tcp(void **state)
+{
+	uint8_t src[3000], dst[3000];
+	struct tp_comm *s, *r;
+	struct tp_req *sr, *rr;
+	double took;
+
+	(void)state;
+	if (!have_far())
+		skip();
+	for (int i = 0; i < 2; i++) {
+		warned[0] = '\0';
+		sm_set_log_sink(keep_warning);
+		assert_int_equal(unreachable_pair(far_pairs[i][0], far_pairs[i][1], 1, &s, &r,
+						  &took), SM_OK);
+		sm_set_log_sink(NULL);
+		assert_true(took < 10);
+		assert_string_equal(tp_comm_backend(s), "tcp");
+		assert_string_equal(tp_comm_backend(r), "tcp");
+		assert_non_null(strstr(warned, "cannot reach each other"));
+		assert_non_null(strstr(warned, "this connection uses TCP"));
+		fill(src, sizeof(src), 9 + i);
+		memset(dst, 0xa5, sizeof(dst));
+		assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &rr), SM_OK);
+		sr = isend_when_posted(s, src, sizeof(src), now() + 10);
+		assert_int_equal(complete_both(sr, rr, now() + 10), sizeof(src));
+		assert_memory_equal(src, dst, sizeof(src));
+		tp_close(s);
+		tp_close(r);
+	}
+}
+
+/* Required ibverbs: both ends fail within seconds (not after the queue
+ * pair's retries), each naming both ports. */
+static void test_ib_unreachable_forced_fails(void **state)
+{
+	struct tp_comm *s, *r;
+	double took;
+
+	(void)state;
+	if (!have_far())
+		skip();
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(unreachable_pair(far_pairs[i][0], far_pairs[i][1], 2, &s, &r,
+						  &took), SM_ERR_REMOTE);
+		assert_true(took < 10);
+		assert_null(s);
+		assert_null(r);
+		assert_non_null(strstr(connector_error, "cannot reach each other"));
+		assert_non_null(strstr(connector_error, "NCCL_SYMMEM_BACKEND=ib requires RDMA"));
+		assert_non_null(strstr(sm_last_error(), "cannot reach each other"));
+	}
 }
 
 int main(void)
@@ -247,6 +370,8 @@ int main(void)
 		cmocka_unit_test(test_ib_bad_gid_index),
 		cmocka_unit_test(test_ib_named_port),
 		cmocka_unit_test(test_ib_auto_between_hosts),
+		cmocka_unit_test(test_ib_unreachable_falls_back_to_tcp),
+		cmocka_unit_test(test_ib_unreachable_forced_fails),
 	};
 
 	if (!have_rdma()) {
