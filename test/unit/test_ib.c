@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -359,6 +360,73 @@ static void test_ib_unreachable_forced_fails(void **state)
 	}
 }
 
+/* A probe nobody answers: the listener's process dies after its reply,
+ * taking its queue pair with it, before the connector probes.  The
+ * connector (ibverbs required) fails within the probe's wait, well before
+ * the 30 s of retries NCCL's timeout would give, and says why. */
+static void test_ib_probe_unanswered(void **state)
+{
+	struct tp_options o = ib_options("rxe");
+	uint8_t h[TP_HANDLE_SIZE];
+	struct tp_comm *s = NULL;
+	int fds[2], go[2], rc = SM_OK, status;
+	double start, end;
+	pid_t pid;
+
+	(void)state;
+	o.ib_timeout = 12;	/* 17 ms per retry: the queue pair gives up in 0.2 s */
+	assert_int_equal(pipe(fds), 0);
+	assert_int_equal(pipe(go), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct tp_listener *l;
+		struct tp_comm *r = NULL;
+		double stop = now() + 20;
+		char c;
+
+		if (tp_listen(&o, 0, h, &l) || write(fds[1], h, sizeof(h)) != sizeof(h))
+			_exit(1);
+		/* Answers only once the connector's hello waits in the socket. */
+		if (read(go[0], &c, 1) != 1)
+			_exit(2);
+		while (!r && now() < stop)
+			if (tp_accept(l, &r))
+				_exit(3);
+		_exit(4);	/* killed before this: the connector never says "ready" */
+	}
+	assert_int_equal(read(fds[0], h, sizeof(h)), (ssize_t)sizeof(h));
+	/* The socket connects and the hello goes out (the kernel's backlog
+	 * takes both); nothing can come back yet. */
+	for (int i = 0; i < 50 && rc == SM_OK; i++) {
+		rc = tp_connect(&o, h, &s);
+		usleep(2000);
+	}
+	assert_int_equal(rc, SM_OK);
+	assert_null(s);
+	/* The listener answers, then dies with its reply in the socket. */
+	assert_int_equal(write(go[1], "g", 1), 1);
+	usleep(1000000);
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status));
+	start = now();
+	end = start + 20;
+	while (rc == SM_OK && !s && now() < end)
+		rc = tp_connect(&o, h, &s);
+	print_message("# unanswered probe: %d (%s) after %.2f s\n", rc, sm_last_error(),
+		      now() - start);
+	assert_int_equal(rc, SM_ERR_REMOTE);
+	assert_null(s);
+	assert_true(now() - start < 5);
+	assert_non_null(strstr(sm_last_error(), "probe write"));
+	assert_non_null(strstr(sm_last_error(), "cannot reach each other"));
+	for (int i = 0; i < 2; i++) {
+		close(fds[i]);
+		close(go[i]);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -372,6 +440,7 @@ int main(void)
 		cmocka_unit_test(test_ib_auto_between_hosts),
 		cmocka_unit_test(test_ib_unreachable_falls_back_to_tcp),
 		cmocka_unit_test(test_ib_unreachable_forced_fails),
+		cmocka_unit_test(test_ib_probe_unanswered),
 	};
 
 	if (!have_rdma()) {
