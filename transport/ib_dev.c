@@ -145,11 +145,12 @@ static int pick_gid(struct ib_dev *d, int tbl_len, int want)
 }
 
 /* Opens device `dev` and finds its port (`want`, or else the first active
- * one) and address. */
-static int dev_open(struct ibv_device *dev, int want, int gid_index, struct ib_dev *d)
+ * one an exclusion list `spec` does not leave out) and address. */
+static int dev_open(struct ibv_device *dev, const char *spec, int want, int gid_index,
+		    struct ib_dev *d)
 {
 	struct ibv_device_attr da;
-	int rc;
+	int rc, left_out = 0;
 
 	snprintf(d->name, sizeof(d->name), "%s", fns.get_device_name(dev));
 	d->ctx = fns.open_device(dev);
@@ -167,6 +168,10 @@ static int dev_open(struct ibv_device *dev, int want, int gid_index, struct ib_d
 		if (fns.query_port(d->ctx, (uint8_t)p, (struct _compat_ibv_port_attr *)&pa) ||
 		    pa.state != IBV_PORT_ACTIVE)
 			continue;
+		if (tp_namelist_port_excluded(spec, d->name, p)) {
+			left_out++;
+			continue;
+		}
 		d->port = p;
 		d->lid = pa.lid;
 		d->mtu = pa.active_mtu;
@@ -185,6 +190,9 @@ static int dev_open(struct ibv_device *dev, int want, int gid_index, struct ib_d
 	if (want)
 		return sm_fail(SM_ERR_USAGE, "NCCL_IB_HCA names port %d of %s, which is not an "
 			       "active port (%d port(s))", want, d->name, da.phys_port_cnt);
+	if (left_out)
+		return sm_fail(SM_ERR_USAGE, "NCCL_IB_HCA=%s leaves out every active port of %s",
+			       spec, d->name);
 	return sm_fail(SM_ERR_SYSTEM, "%s has no active port", d->name);
 }
 
@@ -261,7 +269,7 @@ int ib_dev_get(const char *spec, int which, const char *gpu_pci, int gid_index,
 	d->want_gid = gid_index;
 	d->want_port = port;
 	d->pid = getpid();
-	rc = dev_open(pick, port, gid_index, d);
+	rc = dev_open(pick, spec, port, gid_index, d);
 	if (rc) {
 		dev_free(d);
 		goto out;

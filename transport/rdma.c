@@ -16,8 +16,9 @@ int tp_hca_selected(const char *spec, const char *name)
 {
 	if (!spec || !*spec)
 		return 1;		/* unset: every device */
-	/* A device matches whatever port an item names: ports are for the
-	 * data path. */
+	/* A device matches whatever port an item names, and stays in when an
+	 * exclusion item names one of its ports: ports are for the data path
+	 * (ib_dev.c). */
 	return tp_namelist_selects(spec, name, 1);
 }
 

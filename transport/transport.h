@@ -169,11 +169,15 @@ void tp_get_stats(const struct tp_comm *c, struct tp_stats *out);
 
 /* namelist.c: 1 if NCCL's list syntax `spec` ("[^][=]item,...": prefixes, or
  * exact names after '=', '^' excludes) selects `name`; with port_suffix an
- * item's ":port" is not part of the name.  An empty list selects nothing. */
+ * item's ":port" is not part of the name, and an exclusion item with a
+ * port leaves the device in.  An empty list selects nothing. */
 int tp_namelist_selects(const char *spec, const char *name, int port_suffix);
 /* namelist.c: the port an inclusion list names for `name` ("mlx5_0:2"
  * gives 2), or 0 where it names none (or is an exclusion list). */
 int tp_namelist_port(const char *spec, const char *name);
+/* namelist.c: 1 if an exclusion list leaves out port `port` of `name`
+ * ("^mlx5_0:1" leaves out port 1, "^mlx5_0" every port). */
+int tp_namelist_port_excluded(const char *spec, const char *name, int port);
 /* rdma.c: 1 if NCCL_IB_HCA `spec` ("" = all; NCCL's syntax: [^][=]name[:port],...,
  * a prefix match unless '=') selects the RDMA device `name`. */
 int tp_hca_selected(const char *spec, const char *name);

@@ -230,6 +230,22 @@ static void test_ib_named_port(void **state)
 	assert_non_null(strstr(sm_last_error(), "names port 2"));
 }
 
+/* An exclusion list that leaves out the only port of the one device it
+ * leaves in fails the connect and says so; one that leaves out a port
+ * the device lacks changes nothing. */
+static void test_ib_excluded_port(void **state)
+{
+	struct tp_options all_out = ib_options("^rxe0:1,far"), other = ib_options("^rxe0:2,far");
+	struct tp_comm *s, *r;
+
+	(void)state;
+	assert_int_equal(make_pair(&other, &s, &r), SM_OK);
+	tp_close(s);
+	tp_close(r);
+	assert_int_equal(make_pair(&all_out, &s, &r), SM_ERR_USAGE);
+	assert_non_null(strstr(sm_last_error(), "leaves out every active port of rxe0"));
+}
+
 /* With a device: automatic picks ibverbs for a peer on another host. */
 static void test_ib_auto_between_hosts(void **state)
 {
@@ -437,6 +453,7 @@ int main(void)
 		cmocka_unit_test(test_ib_region_outlives_comm),
 		cmocka_unit_test(test_ib_bad_gid_index),
 		cmocka_unit_test(test_ib_named_port),
+		cmocka_unit_test(test_ib_excluded_port),
 		cmocka_unit_test(test_ib_auto_between_hosts),
 		cmocka_unit_test(test_ib_unreachable_falls_back_to_tcp),
 		cmocka_unit_test(test_ib_unreachable_forced_fails),

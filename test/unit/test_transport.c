@@ -267,8 +267,9 @@ static void test_tcp_oversized_send_mid_message(void **state)
 }
 
 /* NCCL_IB_HCA as NCCL reads it: prefixes by default, '=' for exact names,
- * '^' to exclude, ':port' ignored for the choice of device; and the same
- * list syntax for NCCL_SOCKET_IFNAME. */
+ * '^' to exclude, ':port' ignored for the choice of device (an excluded
+ * port leaves its device in); and the same list syntax for
+ * NCCL_SOCKET_IFNAME. */
 static void test_hca_selection(void **state)
 {
 	(void)state;
@@ -287,7 +288,10 @@ static void test_hca_selection(void **state)
 	assert_true(tp_hca_selected("^mlx5_1", "mlx5_0"));
 	assert_false(tp_hca_selected("^mlx5", "mlx5_0"));
 	assert_true(tp_hca_selected("^=mlx5_1", "mlx5_10"));
-	assert_false(tp_hca_selected("^=mlx5_1:2", "mlx5_1"));
+	/* An excluded port leaves the device in, less that port. */
+	assert_true(tp_hca_selected("^=mlx5_1:2", "mlx5_1"));
+	assert_false(tp_hca_selected("^mlx5_0:1,mlx5_1", "mlx5_1"));
+	assert_true(tp_hca_selected("^mlx5_0:1,mlx5_1", "mlx5_0"));
 	assert_false(tp_hca_selected(":1", "mlx5_0"));		/* an empty name matches nothing */
 	/* NCCL_SOCKET_IFNAME: the same syntax, but ':' is part of a name. */
 	assert_true(tp_namelist_selects("eth", "eth0", 0));
@@ -1232,6 +1236,17 @@ static void test_hca_port(void **state)
 	assert_int_equal(tp_namelist_port("=mlx5_3:1", "mlx5_3"), 1);
 	assert_int_equal(tp_namelist_port("^mlx5_0:1", "mlx5_0"), 0);
 	assert_int_equal(tp_namelist_port("", "mlx5_0"), 0);
+	/* Exclusion lists leave out ports: one named, or all of a device. */
+	assert_true(tp_namelist_port_excluded("^mlx5_0:1", "mlx5_0", 1));
+	assert_false(tp_namelist_port_excluded("^mlx5_0:1", "mlx5_0", 2));
+	assert_true(tp_namelist_port_excluded("^mlx5_0:1,mlx5_0:2", "mlx5_0", 2));
+	assert_true(tp_namelist_port_excluded("^mlx5_0", "mlx5_0", 2));
+	assert_true(tp_namelist_port_excluded("^mlx5:2", "mlx5_3", 2));	/* a prefix */
+	assert_false(tp_namelist_port_excluded("^=mlx5:2", "mlx5_3", 2));
+	assert_false(tp_namelist_port_excluded("^mlx5_1:1", "mlx5_0", 1));
+	assert_false(tp_namelist_port_excluded("mlx5_0:1", "mlx5_0", 1));	/* inclusion */
+	assert_false(tp_namelist_port_excluded("", "mlx5_0", 1));
+	assert_false(tp_namelist_port_excluded(NULL, "mlx5_0", 1));
 }
 
 static void test_nic_closest(void **state)
