@@ -5,6 +5,8 @@
 # correctness checks are scripts/gpu_check.sh, which hands these modes on.
 #
 # Usage: scripts/gpu_experiments.sh MODE
+#        setup: what the plugin adds to ncclCommInitRank and to each op's first
+#        call (connections), 4 and 2 ranks, copy engines and TCP;
 #        chan, chan2: channel counts and step sizes against collective bandwidth;
 #        tuned: the full op list with TUNE's settings, native in the same run;
 #        pool-speed: NCCL_ZERO_COPY=0 and LL bandwidth/latency with native;
@@ -47,16 +49,32 @@
 #        value).
 #        NRANKS, PHASE_TIMEOUT, SKIP_BUILD: as in scripts/gpu_lib.sh.
 MODE=${1:-}
-case " hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
+case " setup hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
 *" $MODE "*) ;;
 *)
-	echo "usage: $0 MODE (one of: hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan)" >&2
+	echo "usage: $0 MODE (one of: setup hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan)" >&2
 	exit 2
 	;;
 esac
 set -u
 cd "$(dirname "$0")/.."
 . scripts/gpu_lib.sh
+
+# Session 23: setup cost.  nccl_bench times ncclCommInitRank and each op's
+# first call (NCCL connects at first use) on every rank started together,
+# natively and through the plugin; twice each, then on 2 ranks.
+if [ "$MODE" = setup ]; then
+	S="-o all_reduce,all_gather,alltoall,sendrecv -b 1024 -e 1024 -c none -i 2"
+	bench setup-a $S
+	bench setup-b $S
+	bench setup-tcp -m plugin $S -E NCCL_SYMMEM_BACKEND=tcp
+	NRANKS=2 bench setup-2 $S
+	for d in setup-a setup-b setup-tcp setup-2; do
+		echo "== $d"; sed -n '/# setup/,/^$/p' "$OUT/logs/$d/table.txt"
+	done
+	grep -h "copy helper .* drives GPU" "$OUT"/logs/setup-a/nccl.*.log | sed 's/.*NCCL INFO //' | head -2
+	finish
+fi
 
 # Session 20: a job across hosts, posed on this one.  Ranks 0..n/2-1 and
 # n/2..n-1 get different NCCL_HOSTIDs (nccl_bench -H 2), so NCCL joins the

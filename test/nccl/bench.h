@@ -66,7 +66,10 @@ struct bench_opts {
 	const char *stack_dir;		/* where hung ranks' stacks go (cuda-gdb), or NULL */
 };
 
-/* What a rank reports for one run (written to the results file). */
+/* What a rank reports for one run (written to the results file).  timed:
+ * 0 a check, 1 a timed size, BENCH_SETUP a setup step (op OP_COUNT:
+ * ncclCommInitRank; another op: its first call, when NCCL connects). */
+#define BENCH_SETUP 2
 struct bench_result {
 	int32_t phase, rank, op, dtype, redop, timed;
 	uint64_t bytes;

@@ -262,6 +262,28 @@ static double busbw(const struct bench_opts *o, const struct row *w, int phase)
 	return (double)w->bytes / (w->us[phase] * 1e-6) / 1e9 * s.bus_factor;
 }
 
+/* Setup times, slowest rank: ncclCommInitRank, and each op's first call
+ * (when NCCL connects: its first use), natively and through the plugin. */
+static void print_setup(const struct bench_opts *o, const struct row *rows, int nrows)
+{
+	int header = 0;
+
+	for (int i = 0; i < nrows; i++) {
+		const struct row *w = &rows[i];
+
+		if (w->timed != BENCH_SETUP)
+			continue;
+		if (!header++)
+			printf("\n# setup, slowest rank (ms): ncclCommInitRank, then each op's first "
+			       "call (NCCL connects at first use)\n# %-26s %10s %10s\n", "step",
+			       "native", "plugin");
+		printf("  %-26s %10.1f %10.1f\n",
+		       w->op == OP_COUNT ? "ncclCommInitRank" : bench_op_name(w->op),
+		       o->phases[PHASE_NATIVE] ? w->us[PHASE_NATIVE] / 1e3 : -1.0,
+		       o->phases[PHASE_PLUGIN] ? w->us[PHASE_PLUGIN] / 1e3 : -1.0);
+	}
+}
+
 /* Prints the tables; returns the number of runs with errors or missing ranks. */
 static int print_rows(const struct bench_opts *o, struct row *rows, int nrows)
 {
@@ -277,13 +299,14 @@ static int print_rows(const struct bench_opts *o, struct row *rows, int nrows)
 		for (int p = 0; p < PHASE_COUNT; p++) {
 			if (!o->phases[p])
 				continue;
-			checked++;
+			checked += w->timed != BENCH_SETUP;
 			errs += w->errors[p];
-			if (w->ranks[p] != expect)
+			/* Setup rows come once per rank, cycles or not. */
+			if (w->ranks[p] != (w->timed == BENCH_SETUP ? o->nranks : expect))
 				bad++;
 		}
 		bad += errs != 0;
-		if (!w->timed)
+		if (w->timed != 1)
 			continue;
 		if (w->op != last_op) {
 			printf("\n# %s, %s %s, %d ranks%s%s%s%s\n", bench_op_name(w->op),
@@ -308,6 +331,7 @@ static int print_rows(const struct bench_opts *o, struct row *rows, int nrows)
 		       (unsigned long long)w->bytes, w->us[PHASE_NATIVE], nb, w->us[PHASE_PLUGIN], pb,
 		       ratio, (unsigned long long)errs);
 	}
+	print_setup(o, rows, nrows);
 	printf("\n# extra checks (dtype:redop at 3 sizes):");
 	for (int i = 0, n = 0; i < nrows; i++) {
 		struct row *w = &rows[i];
@@ -418,7 +442,9 @@ int main(int argc, char **argv)
 		if (o.phases[p])
 			failed += run_phase(&o, p, fileno(results));
 	rewind(results);
-	rows = calloc(OP_COUNT * (MAX_SIZES + 3 * MAX_CASES), sizeof(*rows));
+	/* Per op: its sizes, its checks, the first call's check and setup time;
+	 * plus ncclCommInitRank's. */
+	rows = calloc((OP_COUNT + 1) * (MAX_SIZES + 3 * MAX_CASES + 2), sizeof(*rows));
 	if (!rows)
 		return 2;
 	while (fread(&rec, sizeof(rec), 1, results) == 1) {

@@ -251,10 +251,29 @@ static void leak_cycles(struct rank_ctx *c)
 	c->comm = parent;
 }
 
+/* Setup cost, every rank starting together: one checked call of each
+ * selected op at its smallest size, the first use of the op, which is
+ * when NCCL makes its connections (NCCL_RUNTIME_CONNECT).  Reported as
+ * timed == BENCH_SETUP rows. */
+static void first_calls(struct rank_ctx *c)
+{
+	for (int op = 0; op < OP_COUNT; op++) {
+		double t0;
+
+		if (!c->o->ops[op])
+			continue;
+		barrier(c);
+		t0 = bench_now();
+		one(c, op, 0, ncclSum, (size_t)c->o->nranks * sizeof(float), 0);
+		report(c, op, 0, ncclSum, 0, BENCH_SETUP, (bench_now() - t0) * 1e6, 0);
+	}
+}
+
 /* The whole matrix: every selected op at every size, then the extra
  * data types and reductions at three sizes. */
 static void matrix(struct rank_ctx *c)
 {
+	first_calls(c);
 	for (int op = 0; op < OP_COUNT; op++) {
 		if (!c->o->ops[op])
 			continue;
@@ -276,6 +295,7 @@ int bench_rank_main(const struct bench_opts *o, int phase, int rank, ncclUniqueI
 {
 	struct rank_ctx c = { .o = o, .rank = rank, .phase = phase, .out_fd = out_fd };
 	void *sreg = NULL, *rreg = NULL;
+	double t0;
 
 	for (int i = 0; i < o->nsizes; i++)
 		if (o->sizes[i] > c.cap)
@@ -289,7 +309,11 @@ int bench_rank_main(const struct bench_opts *o, int phase, int rank, ncclUniqueI
 		return 2;
 	/* -V: the only GPU this process sees is its own. */
 	CUDA_OK(cudaSetDevice(o->own_gpu_only ? 0 : rank));
+	CUDA_OK(cudaFree(NULL));	/* the CUDA context is not NCCL's setup */
+	barrier(&c);
+	t0 = bench_now();
 	NCCL_OK(ncclCommInitRank(&c.comm, o->nranks, id, rank));
+	report(&c, OP_COUNT, 0, ncclSum, 0, BENCH_SETUP, (bench_now() - t0) * 1e6, 0);
 	CUDA_OK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
 	if (o->cumem_bufs) {
 		NCCL_OK(ncclMemAlloc(&c.sbuf, c.cap));
