@@ -227,8 +227,15 @@ static void comm_note_wait(struct tp_comm *c, uint64_t now)
 					      r->size),
 			 r->direct ? ", copy engine in place" : "", copy[0] ? ": " : "", copy);
 	}
-	sm_warn("%s connection (%s) made no progress for %.0f s, still waiting; %llu posted here, "
-		"oldest in flight: %s; %s", c->is_send ? "sending" : "receiving", c->ops->name,
+	/* One WARN per peer: every channel's connection to a stuck peer
+	 * reports, and this text is the same for all of them (the log shows
+	 * it once); each connection's own state is an INFO line. */
+	sm_warn("connections to peer process %d made no progress for %.3g s, still waiting "
+		"(NCCL_SYMMEM_STALL_REPORT; INFO lines give each one's state)", c->peer_pid,
+		(double)c->stall_ns / 1e9);
+	sm_info("%s connection (%s) to peer process %d made no progress for %.3g s, still "
+		"waiting; %llu posted here, oldest in flight: %s; %s",
+		c->is_send ? "sending" : "receiving", c->ops->name, c->peer_pid,
 		(double)(now - c->wait_since_ns) / 1e9, (unsigned long long)c->posted, oldest, state);
 }
 
