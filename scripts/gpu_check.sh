@@ -22,7 +22,8 @@
 #        1 GiB, registered cudaMalloc and ncclMemAlloc buffers; floor:
 #        small-message latency natively, through the plugin, NCCL's Socket
 #        net, host memory only and in-process copies; death: a rank killed
-#        mid-collective (all_reduce, alltoall, sendrecv, TCP) and PyTorch's
+#        mid-collective (all_reduce, alltoall, sendrecv, TCP), one that stops
+#        taking part (stall reports, aborts return) and PyTorch's
 #        row and column groups.
 #        Any other mode is a session experiment: scripts/gpu_experiments.sh
 #        runs it (handed on from here, so commands in bench/results still work).
@@ -92,6 +93,7 @@ if [ "$MODE" = death ]; then
 	rank_death death-alltoall -o alltoall
 	rank_death death-sendrecv -o sendrecv -m plugin
 	rank_death death-tcp -o all_reduce -m plugin -E NCCL_SYMMEM_BACKEND=tcp
+	rank_death stuck-all_reduce -o all_reduce -s -t 10 -E NCCL_SYMMEM_STALL_REPORT=4
 	torch_check torch-groups scripts/torch_groups.py
 	finish
 fi

@@ -1,6 +1,7 @@
 /* GPU check: one rank of a job dies (SIGKILL) in the middle of a
  * collective, as a rank does when the kernel's OOM killer or a crash takes
- * it.  One process per GPU runs one op of one size back to back; the last
+ * it; or, with -s, stops taking part (stuck in its own code, alive, its
+ * connections open).  One process per GPU runs one op of one size back to back; the last
  * rank kills itself `delay` ms into that loop.  Every other rank polls
  * ncclCommGetAsyncError while its op is in flight (as PyTorch's watchdog
  * does), calls ncclCommAbort once it sees an error or once `deadline`
@@ -11,9 +12,11 @@
  * an error before the deadline (a neighbour of the dead rank from its
  * connection, the others from their neighbours' aborts closing theirs),
  * every abort must return, and no copy helper of the job may outlive it.
+ * With -s the survivors must see no error (a slow peer is not one: the
+ * wait goes on, reported in the log) and every abort must still return.
  * Exit status 0 only then.
  *
- * Usage: rank_death [-n ranks] [-o op] [-b bytes] [-d delay_ms]
+ * Usage: rank_death [-n ranks] [-o op] [-b bytes] [-d delay_ms] [-s]
  *                   [-t deadline_s] [-m native|plugin|both] [-P plugin]
  *                   [-E NAME=VALUE]... */
 #include <dirent.h>
@@ -51,6 +54,7 @@ struct board {
 
 struct death_opts {
 	int nranks, op, through_plugin;
+	int stuck;			/* -s: the victim stops taking part, alive */
 	size_t bytes;
 	double delay_ms, deadline_s;
 	const char *plugin;
@@ -108,7 +112,14 @@ static void victim(const struct death_opts *o, ncclComm_t comm, cudaStream_t str
 			usleep(100);
 	}
 	atomic_store(&o->board->killed_at, bench_now());
-	raise(SIGKILL);
+	if (!o->stuck)
+		raise(SIGKILL);
+	/* Stuck: no more ops from here, connections open, until the others
+	 * have given up and aborted. */
+	for (int r = 0; r < o->nranks - 1; r++)
+		while (!o->board->rank[r].aborted && bench_now() < kill_at + o->deadline_s + 120)
+			usleep(10000);
+	_exit(0);	/* as a process ends that nobody waits on */
 }
 
 /* A survivor: ops back to back until an error, or the deadline after the
@@ -282,25 +293,28 @@ static int run_phase(struct death_opts *o, const char *label)
 	left = helpers_left(before, nbefore);
 	for (int r = 0; r < o->nranks - 1; r++) {
 		const struct survivor *s = &o->board->rank[r];
-		int ok = s->outcome == OUTCOME_ERROR && s->aborted;
+		int ok = s->outcome == (o->stuck ? OUTCOME_DEADLINE : OUTCOME_ERROR) && s->aborted;
 
 		bad += !ok;
 		printf("  %-7s %4d %6d  %-28s %10.1f %10.1f\n", label, r, s->ops, outcome_name(s),
 		       s->outcome == OUTCOME_ERROR ? s->error_s * 1e3 : -1.0,
 		       s->aborted ? s->abort_s * 1e3 : -1.0);
 	}
-	printf("  %-7s %4d %6s  %-28s\n", label, o->nranks - 1, "-", "killed (SIGKILL)");
-	printf("# %s: %d survivor(s) without an error and an abort, %d rank process(es) "
-	       "failed besides the victim, %d copy helper(s) left\n",
-	       label, bad, failed - 1, left);
-	return bad || failed != 1 || left;
+	printf("  %-7s %4d %6s  %-28s\n", label, o->nranks - 1, "-",
+	       o->stuck ? "stuck (no more ops)" : "killed (SIGKILL)");
+	printf("# %s: %d survivor(s) without %s and an abort, %d rank process(es) failed%s, "
+	       "%d copy helper(s) left\n", label, bad, o->stuck ? "waiting out the deadline" :
+	       "an error", o->stuck ? failed : failed - 1, o->stuck ? "" : " besides the victim",
+	       left);
+	return bad || failed != (o->stuck ? 0 : 1) || left;
 }
 
 static void usage(const char *me)
 {
 	fprintf(stderr,
-		"usage: %s [-n ranks] [-o op] [-b bytes] [-d delay_ms] [-t deadline_s] "
-		"[-m native|plugin|both] [-P plugin] [-E NAME=VALUE]...\n", me);
+		"usage: %s [-n ranks] [-o op] [-b bytes] [-d delay_ms] [-s] [-t deadline_s] "
+		"[-m native|plugin|both] [-P plugin] [-E NAME=VALUE]...\n"
+		"  -s: the last rank stops taking part instead of dying\n", me);
 	exit(2);
 }
 
@@ -320,8 +334,9 @@ int main(int argc, char **argv)
 	};
 	int opt, native = 1, plugin = 1, rc = 0;
 
-	while ((opt = getopt(argc, argv, "n:o:b:d:t:m:P:E:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:o:b:d:st:m:P:E:")) != -1) {
 		switch (opt) {
+		case 's': o.stuck = 1; break;
 		case 'n': o.nranks = atoi(optarg); break;
 		case 'o': if ((o.op = find_op(optarg)) < 0) usage(argv[0]); break;
 		case 'b': o.bytes = strtoull(optarg, NULL, 0); break;
@@ -354,9 +369,9 @@ int main(int argc, char **argv)
 		perror("rank_death: shared memory");
 		return 2;
 	}
-	printf("# rank_death: %s of %zu B on %d ranks, rank %d killed %.0f ms into the loop, "
-	       "deadline %.0f s after the kill\n", bench_op_name(o.op), o.bytes, o.nranks,
-	       o.nranks - 1, o.delay_ms, o.deadline_s);
+	printf("# rank_death: %s of %zu B on %d ranks, rank %d %s %.0f ms into the loop, "
+	       "deadline %.0f s after that\n", bench_op_name(o.op), o.bytes, o.nranks,
+	       o.nranks - 1, o.stuck ? "stops taking part" : "killed", o.delay_ms, o.deadline_s);
 	printf("# %-7s %4s %6s  %-28s %10s %10s\n", "phase", "rank", "ops", "seen",
 	       "after_ms", "abort_ms");
 	fflush(stdout);
