@@ -1284,7 +1284,7 @@ static int intra_host_via_net(void)
  * 32 channels of 16 MiB buffers ran a 256 MiB all_reduce over TCP at 2.2
  * GB/s, NCCL's 4 channels at 2.9, and NCCL's Socket net with its 2 at 4.0
  * (2 x H200, session 18, bench/results/tcp.md). */
-int config_intra_host_by_copy_engine(const struct config *cfg)
+static int intra_host_by_copy_engine(const struct config *cfg)
 {
 	return intra_host_via_net() && cfg->backend != CONFIG_BACKEND_TCP &&
 	       cfg->backend != CONFIG_BACKEND_IB;
@@ -1295,7 +1295,7 @@ int config_apply_nccl_defaults(const struct config *cfg,
 					    const char *why, void *arg),
 			       void *arg)
 {
-	int applied = 0, intra = intra_host_via_net(), by_ce = config_intra_host_by_copy_engine(cfg);
+	int applied = 0, intra = intra_host_via_net(), by_ce = intra_host_by_copy_engine(cfg);
 
 	for (size_t i = 0; i < sizeof(nccl_defaults) / sizeof(nccl_defaults[0]); i++) {
 		const char *name = nccl_defaults[i].name;
@@ -1325,7 +1325,7 @@ int config_apply_nccl_defaults(const struct config *cfg,
 
 uint64_t config_ll128_chunk(const struct config *cfg)
 {
-	if (!cfg->nccl_defaults || cfg->user_proto || !config_intra_host_by_copy_engine(cfg))
+	if (!cfg->nccl_defaults || cfg->user_proto || !intra_host_by_copy_engine(cfg))
 		return 0;
 	return cfg->ll128_chunk;
 }
@@ -1344,7 +1344,7 @@ int config_nccl_advice(const struct config *cfg,
 {
 	int count = 0;
 
-	if (!cfg->nccl_defaults || !config_intra_host_by_copy_engine(cfg))
+	if (!cfg->nccl_defaults || !intra_host_by_copy_engine(cfg))
 		return 0;
 	for (size_t i = 0; i < sizeof(nccl_advice) / sizeof(nccl_advice[0]); i++) {
 		if (getenv(nccl_advice[i].name))

@@ -141,10 +141,6 @@ int config_ring_channels(const struct config *cfg);
  * stages in host memory between hosts), 0 = never (tcp or shm, or NCCL
  * may hand over GPU buffers, which it carries only over TCP). */
 int config_ib_mode(const struct config *cfg);
-/* 1 when the job routes GPU traffic of one host through the plugin
- * (NCCL_P2P_DISABLE=1) and the copy engines carry it (not
- * NCCL_SYMMEM_BACKEND=tcp or ib). */
-int config_intra_host_by_copy_engine(const struct config *cfg);
 
 /* How many whole GPUs CUDA_VISIBLE_DEVICES (NULL: unset) shows a process
  * when it lists whole GPUs only, as a scheduler's per-task binding does

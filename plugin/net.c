@@ -276,19 +276,6 @@ static void transport_options(const struct config *cfg, struct tp_options *opt)
 	opt->pool.legacy = cfg->cumem_enable == CONFIG_OFF;
 }
 
-/* GPU traffic of this host through the copy engines: the engine and its
- * helper are made now, beside NCCL's own setup, not in the first
- * collective (transport/warm.c). */
-static void warm_engine(const struct config *cfg)
-{
-	struct tp_options opt;
-
-	if (!config_intra_host_by_copy_engine(cfg))
-		return;
-	transport_options(cfg, &opt);
-	tp_engine_warm(&opt);
-}
-
 ncclResult_t net_init(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *config,
 		      ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction)
 {
@@ -305,7 +292,6 @@ ncclResult_t net_init(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *conf
 	announce(cfg);
 	pthread_once(&devices_once, build_devices);
 	announce_rdma(cfg);
-	warm_engine(cfg);
 	if (!ctx)
 		return ncclSuccess;	/* pre-v11 init: no per-comm context */
 	c = calloc(1, sizeof(*c));
@@ -686,7 +672,6 @@ ncclResult_t net_finalize(void *ctx)
 		return ncclSuccess;
 	if (registry_take(ctx, OBJ_CTX, "finalize"))
 		return ncclInternalError;
-	tp_engine_unwarm();	/* a warm engine no connection took */
 	abandoned = tp_connect_abandon(ctx);
 	if (abandoned)
 		LOG_INFO("NET/symmem: finalize freed %d connect(s) NCCL left unfinished", abandoned);

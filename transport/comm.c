@@ -134,7 +134,6 @@ static int comm_take_engine(struct tp_comm *c)
 	c->engine_later = 0;
 	if (rc)
 		return sm_fail(rc, "opening the copy engine: %s", sm_last_error());
-	tp_engine_unwarm();	/* a connection holds it now (warm.c) */
 	return c->ops->setup ? c->ops->setup(c) : SM_OK;
 }
 
@@ -151,20 +150,9 @@ int comm_fall_back_to_tcp(struct tp_comm *c, const struct tp_options *opt)
 	return comm_setup(c, opt);
 }
 
-void comm_engine_options(const struct tp_options *opt, struct smf_engine_options *eo)
-{
-	eo->nstreams = opt->copy_streams > 0 ? opt->copy_streams : 1;
-	eo->split_min = opt->split_min;
-	eo->helper = opt->copy_helper;
-	eo->copy_depth = opt->copy_depth > 0 ? opt->copy_depth : 2;
-	eo->merge_max = opt->merge_max;
-	eo->batch = opt->batch > 0 ? opt->batch : 1;
-	eo->phase_ns = opt->phase_ns;
-	eo->all_gpus = opt->helper_all_gpus;
-}
-
 int comm_setup(struct tp_comm *c, const struct tp_options *opt)
 {
+	struct smf_engine_options *eo = &c->engine_opt;
 	int rc;
 
 	c->stall_ns = opt->stall_report > 0 ? (uint64_t)(opt->stall_report * 1e9) : 0;
@@ -176,7 +164,14 @@ int comm_setup(struct tp_comm *c, const struct tp_options *opt)
 	c->pool_cfg = opt->pool;
 	if (!opt->gpu)
 		return SM_OK;
-	comm_engine_options(opt, &c->engine_opt);
+	eo->nstreams = opt->copy_streams > 0 ? opt->copy_streams : 1;
+	eo->split_min = opt->split_min;
+	eo->helper = opt->copy_helper;
+	eo->copy_depth = opt->copy_depth > 0 ? opt->copy_depth : 2;
+	eo->merge_max = opt->merge_max;
+	eo->batch = opt->batch > 0 ? opt->batch : 1;
+	eo->phase_ns = opt->phase_ns;
+	eo->all_gpus = opt->helper_all_gpus;
 	/* Over TCP the engine only serves GPU buffers, through the bounce
 	 * slots, and a job between hosts gives the plugin host buffers
 	 * unless GPUDirect is asked for (NCCL_NET_GDR_LEVEL): no copy

@@ -345,8 +345,6 @@ int comm_engine(struct tp_comm *c);
  * thread, where making streams cannot block NCCL's kernels.  A TCP
  * connection takes it later, in comm_gpu_ready. */
 int comm_setup(struct tp_comm *c, const struct tp_options *opt);
-/* The copy engine's options as connections with `opt` use them. */
-void comm_engine_options(const struct tp_options *opt, struct smf_engine_options *eo);
 /* An ibverbs connection whose ports cannot reach each other goes on as a
  * TCP one over the socket that set it up; both ends switch. */
 int comm_fall_back_to_tcp(struct tp_comm *c, const struct tp_options *opt);

@@ -167,16 +167,6 @@ struct tp_stats {
 };
 void tp_get_stats(const struct tp_comm *c, struct tp_stats *out);
 
-/* warm.c: where NCCL initialises the plugin, with the GPU's context
- * current on the calling thread: makes this GPU's copy engine, and starts
- * its copy helper, on a thread of its own while NCCL goes on (the helper's
- * start, 0.4-0.7 s, was inside the job's first collective).  Nothing
- * without a current context or a copy helper.  The first connection to
- * take the engine, or the next finalize, ends the warm-up's hold on it
- * (tp_engine_unwarm); once per process. */
-void tp_engine_warm(const struct tp_options *opt);
-void tp_engine_unwarm(void);
-
 /* namelist.c: 1 if NCCL's list syntax `spec` ("[^][=]item,...": prefixes, or
  * exact names after '=', '^' excludes) selects `name`; with port_suffix an
  * item's ":port" is not part of the name, and an exclusion item with a
