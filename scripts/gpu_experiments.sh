@@ -72,7 +72,8 @@ if [ "$MODE" = setup ]; then
 	for d in setup-a setup-b setup-tcp setup-2; do
 		echo "== $d"; sed -n '/# setup/,/^$/p' "$OUT/logs/$d/table.txt"
 	done
-	grep -h "copy helper .* drives GPU" "$OUT"/logs/setup-a/nccl.*.log | sed 's/.*NCCL INFO //' | head -2
+	grep -h "copy helper .* drives GPU" "$OUT"/logs/setup-*/nccl.*.log | sed 's/.*NCCL INFO //' |
+		sed 's/.*started in/started in/' | sort | uniq -c
 	finish
 fi
 

@@ -112,10 +112,15 @@ static void helper_start(struct smf_engine *e, const struct smf_engine_options *
 			.batch = o->batch, .phase_ns = o->phase_ns, .all_gpus = o->all_gpus,
 		};
 
+		uint64_t t0 = sm_now_ns();
+
 		rc = smf_helper_start(o->helper, pci, &p, &e->helper);
 		if (!rc) {
-			sm_info("copy helper %s (pid %d) drives GPU %s", o->helper,
-				(int)smf_helper_pid(e->helper), pci);
+			/* The start (a process and its CUDA context) is part of
+			 * the first collective's time (bench/results/setup.md). */
+			sm_info("copy helper %s (pid %d) drives GPU %s, started in %.0f ms",
+				o->helper, (int)smf_helper_pid(e->helper), pci,
+				(double)(sm_now_ns() - t0) / 1e6);
 			return;
 		}
 	}
