@@ -66,7 +66,6 @@ struct ib_conn {
 	int timeout, retry, sl, tc;	/* NCCL_IB_TIMEOUT, _RETRY_CNT, _SL, _TC */
 	uint8_t peer_gid[16];		/* for messages */
 	uint16_t peer_lid;
-	int probing;			/* connector: the probe write is posted */
 };
 
 int ib_usable(const struct tp_options *opt, struct ib_dev **held)
@@ -161,13 +160,13 @@ int ib_conn_connect(struct tp_comm *c, const struct wire_ib *peer)
 	struct ib_conn *ib = c->ib;
 	struct ibv_qp_attr a;
 
+	memcpy(ib->peer_gid, peer->gid, 16);
+	ib->peer_lid = peer->lid;
 	if (peer->link_layer != ib->dev->link_layer)
 		return sm_fail(SM_ERR_REMOTE, "the peer's RDMA port is %s, %s's is %s",
 			       peer->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
 			       ib->dev->name,
 			       ib->dev->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand");
-	memcpy(ib->peer_gid, peer->gid, 16);
-	ib->peer_lid = peer->lid;
 	if (!c->is_send) {
 		ib->peer_fifo = peer->fifo_addr;
 		ib->peer_rkey = peer->fifo_rkey;
@@ -244,7 +243,6 @@ int ib_conn_probe(struct tp_comm *c)
 	if (ibv_post_send(ib->qp, &wr, &bad))
 		return sm_fail(SM_ERR_SYSTEM, "posting the probe write on %s failed", ib->dev->name);
 	ib->sq_used++;
-	ib->probing = 1;
 	return SM_OK;
 }
 
@@ -271,7 +269,6 @@ int ib_conn_probe_done(struct tp_comm *c, int *done)
 	if (n == 0)
 		return SM_OK;
 	ib->sq_used--;
-	ib->probing = 0;
 	if (wc.status != IBV_WC_SUCCESS)
 		return sm_fail(SM_ERR_REMOTE, "the probe write failed: %s",
 			       ib_fns()->wc_status_str(wc.status));
