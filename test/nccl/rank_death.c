@@ -185,7 +185,7 @@ static int run_rank(void *arg, int rank, ncclUniqueId id)
 	    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
 		die(rank, "CUDA", "no device or stream");
 	if (cudaMalloc(&sb, s.send_count * sizeof(float)) != cudaSuccess ||
-	    cudaMalloc(&rb, s.recv_count * sizeof(float) + 1) != cudaSuccess ||
+	    cudaMalloc(&rb, s.recv_count * sizeof(float)) != cudaSuccess ||
 	    cudaMemset(sb, 0x3c, s.send_count * sizeof(float)) != cudaSuccess ||
 	    cudaMemset(rb, 0xa5, s.recv_count * sizeof(float)) != cudaSuccess)
 		die(rank, "buffers", "cudaMalloc or cudaMemset failed");
