@@ -3,10 +3,13 @@
 # drivers that are not part of the meson build because they need NCCL's
 # header and library, or cuBLAS, which CI machines lack.  Logs go to $1.
 
+# NCCL_FROM=wheel: the drivers link PyTorch's NCCL (the nvidia-nccl wheel
+# under /opt/torch, 2.28.9 there) instead of the system's (2.28.3).
 gpu_nccl_paths() {
 	NCCL_H=$(ls /usr/include/nccl.h 2>/dev/null || find /opt/torch -name nccl.h 2>/dev/null | head -1)
 	NCCL_SO=$(ls /usr/lib/x86_64-linux-gnu/libnccl.so.2 2>/dev/null ||
 		find /opt/torch -name 'libnccl.so.2' 2>/dev/null | head -1)
+	[ "${NCCL_FROM:-}" = wheel ] && NCCL_SO=$(find /opt/torch -name 'libnccl.so.2' 2>/dev/null | head -1)
 	GPU_CC="gcc -std=c11 -O2 -D_GNU_SOURCE -I$(dirname "$NCCL_H") -I/usr/local/cuda/include"
 	GPU_LD="$NCCL_SO -L/usr/local/cuda/lib64 -Wl,-rpath,$(dirname "$NCCL_SO"):/usr/local/cuda/lib64"
 }

@@ -28,6 +28,8 @@
 #        Any other mode is a session experiment: scripts/gpu_experiments.sh
 #        runs it (handed on from here, so commands in bench/results still work).
 #        NRANKS=n uses the first n GPUs (default: all).
+#        NCCL_FROM=wheel runs the NCCL drivers on PyTorch's NCCL (2.28.9 on the
+#        GPU hosts) instead of the system's (2.28.3).
 #        SKIP_GRAPH=1 leaves out the CUDA-graph runs.
 #        PHASE_TIMEOUT (s) per phase; a phase past it has its ranks' stacks
 #        taken (cuda-gdb) into its log folder before they are killed.
