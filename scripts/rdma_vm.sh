@@ -94,9 +94,7 @@ mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 hostroot /host
 ip link set lo up
 ip link set eth0 up
 ip addr add 10.0.2.15/24 dev eth0
-ip link add dummy0 type dummy
-ip link set dummy0 up
-ip addr add 10.9.9.1/24 dev dummy0
+ip link add dummy0 type dummy && ip link set dummy0 up && ip addr add 10.9.9.1/24 dev dummy0
 mount -t proc proc /host/proc
 mount -t sysfs sys /host/sys
 mount -t devtmpfs dev /host/dev
@@ -113,7 +111,7 @@ chmod +x "$ird/init"
 rm -f "$dir/status" "$dir/out.log"
 cat >"$dir/guest.sh" <<EOF
 rdma link add rxe0 type rxe netdev eth0 >"$dir/out.log" 2>&1 || { echo setup >"$dir/status"; exit; }
-rdma link add far0 type rxe netdev dummy0 >>"$dir/out.log" 2>&1 || { echo setup >"$dir/status"; exit; }
+rdma link add far0 type rxe netdev dummy0 >/dev/null 2>&1 || echo "rdma_vm: no far0 (its tests skip)"
 cd "$(pwd)" && ( $1 ) >>"$dir/out.log" 2>&1
 echo \$? >"$dir/status"
 EOF
