@@ -94,7 +94,9 @@ mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 hostroot /host
 ip link set lo up
 ip link set eth0 up
 ip addr add 10.0.2.15/24 dev eth0
-ip link add dummy0 type dummy && ip link set dummy0 up && ip addr add 10.9.9.1/24 dev dummy0
+# Loading "dummy" may have made dummy0 already.
+ip link show dummy0 >/dev/null 2>&1 || ip link add dummy0 type dummy
+ip link set dummy0 up && ip addr add 10.9.9.1/24 dev dummy0
 mount -t proc proc /host/proc
 mount -t sysfs sys /host/sys
 mount -t devtmpfs dev /host/dev
