@@ -49,7 +49,7 @@ struct pending {
 	const void *owner;	/* tp_options.owner */
 	uint64_t probe_until_ns;
 	char verdict;		/* enum wire_verdict */
-	char why[320];		/* VERDICT_FAIL: the error once it is sent */
+	char why[512];		/* VERDICT_FAIL: the error once it is sent */
 };
 
 #define RETRY_FIRST_NS (10ull * 1000 * 1000)	/* 10 ms, doubling ... */
@@ -235,17 +235,12 @@ static int check_listener(const struct pending *p)
 static void unreachable(struct pending *p)
 {
 	int required = p->opt.ib == 2 || (p->reply.flags & WIRE_IB_REQUIRED);
-	char route[200];
 
-	ib_conn_route(p->comm, route, sizeof(route));
-	if (required) {
-		snprintf(p->why, sizeof(p->why), "RDMA %s cannot reach each other: %s "
-			 "(NCCL_SYMMEM_BACKEND=ib requires RDMA)", route, sm_last_error());
+	if (ib_conn_unreachable(p->comm, required)) {
+		snprintf(p->why, sizeof(p->why), "%s", sm_last_error());
 		p->verdict = VERDICT_FAIL;
 		return;
 	}
-	sm_warn("RDMA %s cannot reach each other: %s; this connection uses TCP (NCCL_IB_HCA "
-		"selects ports, NCCL_SYMMEM_BACKEND=tcp skips ibverbs)", route, sm_last_error());
 	p->verdict = VERDICT_TCP;
 }
 

@@ -692,3 +692,18 @@ const struct tp_ops tp_ib_ops = {
 };
 
 #endif
+
+/* The two RDMA ports cannot reach each other; sm_last_error() says how that
+ * showed.  Both ends of a connection word it alike, naming both ports. */
+int ib_conn_unreachable(const struct tp_comm *c, int required)
+{
+	char route[200], msg[300];
+
+	ib_conn_route(c, route, sizeof(route));
+	snprintf(msg, sizeof(msg), "RDMA %s cannot reach each other: %s", route, sm_last_error());
+	if (required)
+		return sm_fail(SM_ERR_REMOTE, "%s (NCCL_SYMMEM_BACKEND=ib requires RDMA)", msg);
+	sm_warn("%s; this connection uses TCP (NCCL_IB_HCA selects ports, "
+		"NCCL_SYMMEM_BACKEND=tcp skips ibverbs)", msg);
+	return SM_OK;
+}

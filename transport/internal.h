@@ -463,6 +463,11 @@ int ib_conn_open(struct tp_comm *c, const struct tp_options *opt, struct ib_dev 
 int ib_conn_connect(struct tp_comm *c, const struct wire_ib *peer);
 /* Both ports, for messages about the path between them. */
 void ib_conn_route(const struct tp_comm *c, char *buf, size_t len);
+/* The two ports cannot reach each other (sm_last_error() says how that
+ * showed): with ibverbs `required`, fails saying so; else WARNs that the
+ * connection goes on over TCP and returns SM_OK for the caller to switch
+ * (comm_fall_back_to_tcp). */
+int ib_conn_unreachable(const struct tp_comm *c, int required);
 /* Connector: a zero-byte write the peer's port must acknowledge, posted
  * once both queue pairs are ready; ib_conn_probe_done polls for it (give
  * up after ib_probe_wait_ns). */

@@ -121,14 +121,10 @@ static void refuse(struct tp_listener *l, int status, const char *why)
  * over TCP and the reply says so; else the connection fails. */
 static int unreachable(struct tp_listener *l, const struct wire_hello *h)
 {
-	char route[200], msg[300];
+	int rc = ib_conn_unreachable(l->comm, l->opt.ib == 2 || (h->flags & WIRE_IB_REQUIRED));
 
-	ib_conn_route(l->comm, route, sizeof(route));
-	snprintf(msg, sizeof(msg), "RDMA %s cannot reach each other: %s", route, sm_last_error());
-	if (l->opt.ib == 2 || (h->flags & WIRE_IB_REQUIRED))
-		return sm_fail(SM_ERR_REMOTE, "%s (NCCL_SYMMEM_BACKEND=ib requires RDMA)", msg);
-	sm_warn("%s; this connection uses TCP (NCCL_IB_HCA selects ports, "
-		"NCCL_SYMMEM_BACKEND=tcp skips ibverbs)", msg);
+	if (rc)
+		return rc;
 	l->reply.backend = TP_BACKEND_TCP;
 	return comm_fall_back_to_tcp(l->comm, &l->opt);
 }
