@@ -11,22 +11,25 @@
 
 static _Atomic(ncclDebugLogger_t) nccl_logger;
 
-/* The last few WARN texts.  When a peer dies, each of NCCL's channels has
- * its own connection to it and each fails with the same text (16-32 lines
- * per process on 4 x H200): the first is the WARN, a repeat within a
- * minute goes to INFO. */
+/* The last few WARNs, by key.  When a peer dies, each of NCCL's channels
+ * has its own connection to it and each fails (16-32 lines per process on
+ * 4 x H200): the first is the WARN, a repeat within a minute goes to INFO.
+ * The key is the text itself, or for a connection's failure the peer it
+ * names (log_fail): send and receive connections to one dead peer fail
+ * with different texts. */
 #define RECENT_WARNS 8
 #define REPEAT_NS (60ull * 1000000000ull)
 
 static pthread_mutex_t recent_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
-	char text[1024];	/* log_msg's line */
+	char key[1024];		/* the line, or "(peer process N)" */
 	uint64_t ns;
 } recent[RECENT_WARNS];
 static unsigned recent_next;
 
-/* 1 when the same text was a WARN within REPEAT_NS; remembers it if not. */
-static int warned_lately(const char *text)
+/* 1 when a WARN of the same key was logged within REPEAT_NS; remembers
+ * the key if not. */
+static int warned_lately(const char *key)
 {
 	uint64_t now = sm_now_ns();
 	int seen = 0;
@@ -34,9 +37,9 @@ static int warned_lately(const char *text)
 	pthread_mutex_lock(&recent_lock);
 	for (int i = 0; i < RECENT_WARNS && !seen; i++)
 		seen = recent[i].ns && now - recent[i].ns < REPEAT_NS &&
-		       strncmp(recent[i].text, text, sizeof(recent[i].text) - 1) == 0;
+		       strncmp(recent[i].key, key, sizeof(recent[i].key) - 1) == 0;
 	if (!seen) {
-		snprintf(recent[recent_next].text, sizeof(recent[0].text), "%s", text);
+		snprintf(recent[recent_next].key, sizeof(recent[0].key), "%s", key);
 		recent[recent_next].ns = now;
 		recent_next = (recent_next + 1) % RECENT_WARNS;
 	}
@@ -60,17 +63,12 @@ void log_set_logger(ncclDebugLogger_t logger)
 	sm_set_log_sink(lower_layer_line);
 }
 
-void log_msg(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
-	     const char *fmt, ...)
+static void log_line(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+		     const char *key, const char *buf)
 {
 	ncclDebugLogger_t logger = atomic_load(&nccl_logger);
-	char buf[1024];
-	va_list ap;
 
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	if (level == NCCL_LOG_WARN && warned_lately(buf)) {
+	if (level == NCCL_LOG_WARN && warned_lately(key)) {
 		if (logger)
 			logger(NCCL_LOG_INFO, NCCL_INIT | NCCL_NET, file, line, "again: %s", buf);
 		return;
@@ -79,6 +77,18 @@ void log_msg(ncclDebugLogLevel level, unsigned long flags, const char *file, int
 		logger(level, flags, file, line, "%s", buf);
 	else if (level == NCCL_LOG_WARN)
 		fprintf(stderr, "NCCL WARN %s\n", buf);
+}
+
+void log_msg(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+	     const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	log_line(level, flags, file, line, buf, buf);
 }
 
 ncclResult_t log_result(int status)
@@ -103,6 +113,11 @@ ncclResult_t log_result(int status)
 
 ncclResult_t log_fail(int status, const char *what)
 {
-	LOG_WARN("NET/symmem: %s: %s", what, sm_last_error());
+	const char *err = sm_last_error();
+	const char *peer = status == SM_ERR_REMOTE ? strstr(err, "(peer process ") : NULL;
+	char buf[1024];
+
+	snprintf(buf, sizeof(buf), "NET/symmem: %s: %s", what, err);
+	log_line(NCCL_LOG_WARN, NCCL_ALL, __FILE__, __LINE__, peer ? peer : buf, buf);
 	return log_result(status);
 }

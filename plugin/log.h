@@ -1,7 +1,8 @@
 /* Logging through NCCL's logger.  INFO lines carry the NET subsystem flag
  * and the "NET/symmem" prefix; WARN lines also become NCCL's last error.
  * A WARN whose text was a WARN within the last minute is logged as INFO
- * "again: ..." (log.c). */
+ * "again: ..." (log.c), and so is a connection failure of a peer process
+ * that failed another connection within that minute. */
 #ifndef SYMMEM_PLUGIN_LOG_H
 #define SYMMEM_PLUGIN_LOG_H
 
@@ -21,7 +22,9 @@ void log_msg(ncclDebugLogLevel level, unsigned long flags, const char *file, int
 /* Maps a lower-layer sm_status to the NCCL result. */
 ncclResult_t log_result(int status);
 
-/* WARNs "NET/symmem: <what>: <sm_last_error()>" and returns the mapped code. */
+/* WARNs "NET/symmem: <what>: <sm_last_error()>" and returns the mapped
+ * code; a remote error that names its peer ("(peer process N)", from
+ * comm_fail) is a repeat of any earlier one naming the same peer. */
 ncclResult_t log_fail(int status, const char *what);
 
 #endif

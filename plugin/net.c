@@ -167,11 +167,14 @@ static void emit_nccl_default(const char *name, const char *value, int applied, 
 		LOG_INFO("NET/symmem %s=%s left as it is", name, value);
 }
 
+/* A WARN, not INFO: under the usual NCCL_DEBUG=WARN an INFO line is never
+ * seen, and what it names costs send/recv and alltoall most of their
+ * speed.  Once per process (build_devices). */
 static void emit_nccl_advice(const char *name, const char *value, const char *why, void *arg)
 {
 	(void)arg;
-	LOG_INFO("NET/symmem %s is unset; set %s=%s before the job starts (NCCL reads it before "
-		 "it loads the plugin): %s", name, name, value, why);
+	LOG_WARN("NET/symmem: %s is unset; set %s=%s before the job starts (NCCL reads it "
+		 "before it loads the plugin): %s", name, name, value, why);
 }
 
 /* Where GPU `ordinal` sits on the PCI tree ("/sys/devices/pci0000:00/

@@ -156,12 +156,14 @@ rank_death() {
 	fi
 	cat "$OUT/logs/$name/table.txt"
 	{ echo "## $name: rank_death $*"; cat "$OUT/logs/$name/table.txt"; echo; } >>"$OUT/tables.txt"
-	# NCCL_DEBUG=WARN, default subsystems: each survivor's log names why.
+	# NCCL_DEBUG=WARN, default subsystems: each survivor's log names why,
+	# with the peer process (the start-up advice WARNs do not count).
 	local ranks=${NRANKS:-$(nvidia-smi -L | wc -l)} warned=0 log
 	for log in "$OUT/logs/$name"/nccl.*.log; do
-		[ -e "$log" ] && grep -q "NCCL WARN NET/symmem" "$log" && warned=$((warned + 1))
+		[ -e "$log" ] && grep -q "NCCL WARN NET/symmem.*peer process" "$log" &&
+			warned=$((warned + 1))
 	done
-	echo "$name: $warned log(s) with a NET/symmem WARN, $((ranks - 1)) survivor(s)"
+	echo "$name: $warned log(s) with a NET/symmem WARN naming the peer, $((ranks - 1)) survivor(s)"
 	case " $* " in *" -m native "*) ;; *)
 		[ "$warned" -ge $((ranks - 1)) ] || { echo "FAILED: $name: a survivor logged no WARN"; fail=1; } ;;
 	esac

@@ -192,6 +192,7 @@ static int pending_start(const struct tp_options *opt, const struct tp_handle_in
 			rc = sm_fail(SM_ERR_SYSTEM, "out of memory");
 			goto fail;
 		}
+		p->comm->peer_pid = info->pid;	/* on its own host: for log lines */
 		rc = comm_setup(p->comm, opt);
 		if (!rc && ib)
 			rc = ib_conn_open(p->comm, opt, ib_dev, &p->hello.ib);

@@ -752,13 +752,15 @@ static void test_dead_receiver(void **state)
 /* A peer with several connections to this process dies, as a rank with
  * one connection per NCCL channel does: every connection fails with
  * ncclRemoteError, and the log has one WARN naming the peer's process, the
- * other failures being INFO "again:" lines. */
+ * other failures being INFO "again:" lines.  The peer also receives on one
+ * connection, whose failure reads differently ("receiving peer", in
+ * isend) and still counts as the same peer's. */
 #define DEAD_CONNS 4
 
 static int many_sender(int sock)
 {
-	char handle[DEAD_CONNS][NCCL_NET_HANDLE_MAXSIZE];
-	void *cctx = harness_init(), *send[DEAD_CONNS] = { 0 }, *req;
+	char handle[DEAD_CONNS][NCCL_NET_HANDLE_MAXSIZE], back[NCCL_NET_HANDLE_MAXSIZE];
+	void *cctx = harness_init(), *send[DEAD_CONNS] = { 0 }, *req, *lc, *recv = NULL;
 	uint8_t msg[4096];
 
 	if (!cctx || harness_recv_all(sock, handle, sizeof(handle)))
@@ -767,6 +769,11 @@ static int many_sender(int sock)
 		while (!send[i])
 			if (net->connect(cctx, 0, handle[i], &send[i], NULL))
 				return 3;
+	if (net->listen(cctx, 0, back, &lc) || harness_send_all(sock, back, sizeof(back)))
+		return 6;
+	while (!recv)
+		if (net->accept(lc, &recv, NULL))
+			return 7;
 	for (int i = 0; i < DEAD_CONNS; i++) {
 		pattern_fill(msg, sizeof(msg), (uint64_t)i);
 		if (harness_isend(send[i], msg, sizeof(msg), NULL, &req, 20) ||
@@ -779,10 +786,10 @@ static int many_sender(int sock)
 
 static void test_dead_peer_many_connections(void **state)
 {
-	char handle[DEAD_CONNS][NCCL_NET_HANDLE_MAXSIZE], who[64];
-	void *lc[DEAD_CONNS], *recv[DEAD_CONNS] = { 0 }, *req[DEAD_CONNS];
+	char handle[DEAD_CONNS][NCCL_NET_HANDLE_MAXSIZE], back[NCCL_NET_HANDLE_MAXSIZE], who[64];
+	void *lc[DEAD_CONNS], *recv[DEAD_CONNS] = { 0 }, *req[DEAD_CONNS], *send = NULL, *sreq;
 	uint8_t msg[DEAD_CONNS][4096];
-	int sv[2], status, got;
+	int sv[2], status, got, rc;
 	double end;
 	pid_t pid;
 
@@ -805,6 +812,10 @@ static void test_dead_peer_many_connections(void **state)
 		assert_non_null(recv[i]);
 		assert_int_equal(net->closeListen(lc[i]), ncclSuccess);
 	}
+	assert_int_equal(harness_recv_all(sv[0], back, sizeof(back)), 0);
+	while (!send && harness_now() < end)
+		assert_int_equal(net->connect(ctx, 0, back, &send, NULL), ncclSuccess);
+	assert_non_null(send);
 	/* One message each arrives whole; the next receives find it dead. */
 	for (int i = 0; i < DEAD_CONNS; i++) {
 		void *d = msg[i];
@@ -829,12 +840,17 @@ static void test_dead_peer_many_connections(void **state)
 			rc = harness_wait(req[i], NULL, 5);
 		assert_int_equal(rc, ncclRemoteError);
 	}
+	rc = harness_isend(send, msg[0], sizeof(msg[0]), NULL, &sreq, 5);
+	if (rc == ncclSuccess)
+		rc = harness_wait(sreq, NULL, 5);
+	assert_int_equal(rc, ncclRemoteError);
 	assert_int_equal(harness_warn_count(), 1);
-	assert_true(harness_repeat_count() >= DEAD_CONNS - 1);
+	assert_true(harness_repeat_count() >= DEAD_CONNS);
 	snprintf(who, sizeof(who), "(peer process %d)", (int)pid);
 	assert_non_null(strstr(harness_last_warn(), who));
 	for (int i = 0; i < DEAD_CONNS; i++)
 		assert_int_equal(net->closeRecv(recv[i]), ncclSuccess);
+	assert_int_equal(net->closeSend(send), ncclSuccess);
 	close(sv[0]);
 }
 
