@@ -5,6 +5,8 @@
 # correctness checks are scripts/gpu_check.sh, which hands these modes on.
 #
 # Usage: scripts/gpu_experiments.sh MODE
+#        abort: where ncclCommAbort's time goes after a rank died or got
+#        stuck: default, without the copy helper, the helper's exit time;
 #        setup: what the plugin adds to ncclCommInitRank and to each op's first
 #        call (connections), 4 and 2 ranks, copy engines and TCP;
 #        chan, chan2: channel counts and step sizes against collective bandwidth;
@@ -49,16 +51,36 @@
 #        value).
 #        NRANKS, PHASE_TIMEOUT, SKIP_BUILD: as in scripts/gpu_lib.sh.
 MODE=${1:-}
-case " setup hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
+case " abort setup hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
 *" $MODE "*) ;;
 *)
-	echo "usage: $0 MODE (one of: setup hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan)" >&2
+	echo "usage: $0 MODE (one of: abort setup hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan)" >&2
 	exit 2
 	;;
 esac
 set -u
 cd "$(dirname "$0")/.."
 . scripts/gpu_lib.sh
+
+# Session 24: ncclCommAbort took 0.6-0.9 s through the plugin against
+# 0.5 s natively (bench/results/failures.md).  The same killed and stuck
+# ranks, with INFO logs for the copy helper's exit time, and without the
+# helper (NCCL_SYMMEM_COPY_HELPER=0) for what is left.
+if [ "$MODE" = abort ]; then
+	for v in kill kill-nohelper stuck stuck-nohelper; do
+		a="-o all_reduce"
+		case $v in stuck*) a="$a -s -t 5" ;; esac
+		case $v in *nohelper) a="$a -m plugin -E NCCL_SYMMEM_COPY_HELPER=0" ;; esac
+		mkdir -p "$OUT/logs/abort-$v"
+		echo "== abort-$v: rank_death $a"
+		timeout 300 ./build-gpu/rank_death ${NRANKS:+-n $NRANKS} $a -E NCCL_DEBUG=INFO \
+			-E NCCL_DEBUG_SUBSYS=INIT,NET -E "NCCL_DEBUG_FILE=$OUT/logs/abort-$v/nccl.%p.log" \
+			2>"$OUT/logs/abort-$v/stderr.txt" || { echo "FAILED: abort-$v"; fail=1; }
+		grep -h "copy helper (pid .*) exited" "$OUT/logs/abort-$v"/nccl.*.log 2>/dev/null |
+			sed 's/.*exited/exited/'
+	done
+	finish
+fi
 
 # Session 23: setup cost.  nccl_bench times ncclCommInitRank and each op's
 # first call (NCCL connects at first use) on every rank started together,

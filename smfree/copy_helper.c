@@ -348,6 +348,7 @@ static int wait_exit(pid_t pid, int timeout_ms)
 
 void smf_helper_stop(struct smf_helper *h)
 {
+	uint64_t t0 = sm_now_ns();
 	pid_t pid;
 
 	if (!h)
@@ -365,6 +366,11 @@ void smf_helper_stop(struct smf_helper *h)
 			sm_warn("copy helper (pid %d) still there %d s after SIGKILL (stuck in "
 				"the driver?); left behind without being reaped", (int)pid,
 				KILL_TIMEOUT_MS / 1000);
+	} else if (pid > 0) {
+		/* Part of every ncclCommAbort/Destroy that closes the last
+		 * connection of this GPU (bench/results/failures.md). */
+		sm_info("copy helper (pid %d) exited %.0f ms after it was told to stop",
+			(int)pid, (double)(sm_now_ns() - t0) / 1e6);
 	}
 	if (h->ring) {
 		report_stats(h);
