@@ -5,6 +5,9 @@
 # correctness checks are scripts/gpu_check.sh, which hands these modes on.
 #
 # Usage: scripts/gpu_experiments.sh MODE
+#        table: the README's table: every op at 64 MiB-1 GiB with the
+#        defaults and with NCCL_NCHANNELS_PER_NET_PEER=16, registered cuMem
+#        send/recv and alltoall, 8-byte latency;
 #        abort: where ncclCommAbort's time goes after a rank died or got
 #        stuck: default, without the copy helper, the helper's exit time;
 #        setup: what the plugin adds to ncclCommInitRank and to each op's first
@@ -51,16 +54,29 @@
 #        value).
 #        NRANKS, PHASE_TIMEOUT, SKIP_BUILD: as in scripts/gpu_lib.sh.
 MODE=${1:-}
-case " abort setup hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
+case " table abort setup hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
 *" $MODE "*) ;;
 *)
-	echo "usage: $0 MODE (one of: abort setup hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan)" >&2
+	echo "usage: $0 MODE (one of: table abort setup hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan)" >&2
 	exit 2
 	;;
 esac
 set -u
 cd "$(dirname "$0")/.."
 . scripts/gpu_lib.sh
+
+# Session 24: the README's table from one tree: the defaults, the README's
+# one variable, registered ncclMemAlloc buffers, and 8-byte latency.
+if [ "$MODE" = table ]; then
+	S="-b 67108864 -e 1073741824 -f 4 -i ${ITERS:-10}"
+	ALL="-o all_reduce,all_gather,reduce_scatter,broadcast,reduce,sendrecv,alltoall"
+	bench table-default $ALL $S
+	bench table-p16 $ALL $S -E NCCL_NCHANNELS_PER_NET_PEER=16
+	bench table-reg -R -A -o sendrecv,alltoall $S -c none -E NCCL_NCHANNELS_PER_NET_PEER=16
+	bench table-8b -o all_reduce,all_gather,sendrecv -b 8 -e 8 -i 200 -c none \
+		-E NCCL_NCHANNELS_PER_NET_PEER=16
+	finish
+fi
 
 # Session 24: ncclCommAbort took 0.6-0.9 s through the plugin against
 # 0.5 s natively (bench/results/failures.md).  The same killed and stuck
