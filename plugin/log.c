@@ -16,7 +16,9 @@ static _Atomic(ncclDebugLogger_t) nccl_logger;
  * 4 x H200): the first is the WARN, a repeat within a minute goes to INFO.
  * The key is the text itself, or for a connection's failure the peer it
  * names (log_fail): send and receive connections to one dead peer fail
- * with different texts. */
+ * with different texts.  A pid names a process on its own host, so two
+ * peers on different hosts with the same pid failing within the minute
+ * get one WARN; the second one's lines are INFO. */
 #define RECENT_WARNS 8
 #define REPEAT_NS (60ull * 1000000000ull)
 
