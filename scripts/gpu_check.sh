@@ -84,22 +84,31 @@ if [ "$MODE" = pool ]; then
 	finish
 fi
 
-# Issue 3: where small-message latency goes.  The same 8 B-64 KiB ops
-# natively, through the plugin, through NCCL's own Socket net forced the
-# same way (NCCL's proxy path with no copy engine), through the plugin on
-# host memory only (NCCL_DMA_ENABLE=0: a CPU copy in the shared ring) and
-# with copies in NCCL's process; then native and plugin with
-# NCCL_PROTO=Simple (the plugin's default keeps LL off).
+# A rank killed or stuck mid-collective (test/nccl/rank_death.c,
+# bench/results/failures.md), over the copy engines and TCP, and the
+# survivors going on without it.
 if [ "$MODE" = death ]; then
 	rank_death death-all_reduce -o all_reduce
 	rank_death death-alltoall -o alltoall
 	rank_death death-sendrecv -o sendrecv -m plugin
 	rank_death death-tcp -o all_reduce -m plugin -E NCCL_SYMMEM_BACKEND=tcp
 	rank_death stuck-all_reduce -o all_reduce -s -t 10 -E NCCL_SYMMEM_STALL_REPORT=4
+	# Fault-tolerant training: the survivors drop the dead rank with
+	# ncclCommShrink and go on (3 GPUs at least).
+	if [ "${NRANKS:-$(nvidia-smi -L | wc -l)}" -ge 3 ]; then
+		rank_death shrink-all_reduce -o all_reduce -k -t 3
+		rank_death shrink-alltoall -o alltoall -k -t 3 -m plugin
+	fi
 	torch_check torch-groups scripts/torch_groups.py
 	finish
 fi
 
+# Issue 3: where small-message latency goes.  The same 8 B-64 KiB ops
+# natively, through the plugin, through NCCL's own Socket net forced the
+# same way (NCCL's proxy path with no copy engine), through the plugin on
+# host memory only (NCCL_DMA_ENABLE=0: a CPU copy in the shared ring) and
+# with copies in NCCL's process; then native and plugin with
+# NCCL_PROTO=Simple (the plugin's default keeps LL off).
 if [ "$MODE" = floor ]; then
 	L="-o sendrecv,all_reduce,all_gather -b 8 -e 65536 -f 8 -c none -i 200"
 	bench floor-plugin $L -E NCCL_SM_FREE_VERBOSE=1

@@ -14,9 +14,17 @@
  * every abort must return, and no copy helper of the job may outlive it.
  * With -s the survivors must see no error (a slow peer is not one: the
  * wait goes on, reported in the log) and every abort must still return.
- * Exit status 0 only then.
  *
- * Usage: rank_death [-n ranks] [-o op] [-b bytes] [-d delay_ms] [-s]
+ * With -k the survivors go on, as fault-tolerant training does: once a
+ * survivor sees the error (or the deadline passes: a rank with no
+ * connection to the victim learns nothing while its neighbours stop
+ * taking part), it calls ncclCommShrink with NCCL_SHRINK_ABORT to drop
+ * the victim, runs SHRINK_OPS ops on the new communicator (every element
+ * checked, poisoned output), destroys it and aborts the old one.  Through
+ * the plugin a neighbour must also have seen the error.  Exit status 0
+ * only when everything asked for held.
+ *
+ * Usage: rank_death [-n ranks] [-o op] [-b bytes] [-d delay_ms] [-s] [-k]
  *                   [-t deadline_s] [-m native|plugin|both] [-P plugin]
  *                   [-E NAME=VALUE]... */
 #include <dirent.h>
@@ -34,6 +42,8 @@
 
 #define MAX_RANKS 64
 #define MAX_HELPERS 256
+#define SHRINK_OPS 3
+#define SHRINK_OP_LIMIT_S 60.0
 
 /* What each rank saw, in memory the forked ranks share with the parent. */
 struct survivor {
@@ -43,6 +53,10 @@ struct survivor {
 	int32_t aborted;	/* ncclCommAbort returned */
 	double error_s;		/* seen this long after the kill */
 	double abort_s;		/* ncclCommAbort took this long */
+	int32_t shrink_error;	/* -k: ncclCommShrink's result, -1 before */
+	int32_t after_ok;	/* -k: ops on the new communicator all correct */
+	uint64_t after_wrong;	/* -k: wrong elements in them */
+	double shrink_s;	/* -k: ncclCommShrink took this long */
 };
 
 enum { OUTCOME_NONE, OUTCOME_ERROR, OUTCOME_DEADLINE, OUTCOME_NO_KILL };
@@ -55,6 +69,7 @@ struct board {
 struct death_opts {
 	int nranks, op, through_plugin;
 	int stuck;			/* -s: the victim stops taking part, alive */
+	int shrink;			/* -k: the survivors shrink and go on */
 	size_t bytes;
 	double delay_ms, deadline_s;
 	const char *plugin;
@@ -122,8 +137,95 @@ static void victim(const struct death_opts *o, ncclComm_t comm, cudaStream_t str
 	_exit(0);	/* as a process ends that nobody waits on */
 }
 
+/* Waits for the op on `stream` with a limit; 0 when it finished cleanly. */
+static int wait_op(ncclComm_t comm, cudaStream_t stream, double limit_s)
+{
+	double end = bench_now() + limit_s;
+	ncclResult_t err = ncclSuccess;
+	int state;
+
+	while ((state = poll_op(comm, stream, &err)) == 0 && bench_now() < end)
+		usleep(100);
+	return state == 1 ? 0 : -1;
+}
+
+/* -k: one op of the job's kind on the shrunk communicator, checked
+ * element by element; returns the wrong elements, or -1 when it failed. */
+static int64_t checked_op(const struct death_opts *o, ncclComm_t comm, cudaStream_t stream,
+			  int rank, int nranks, int round)
+{
+	int dtype = bench_dtype_find("float");
+	size_t step = (size_t)nranks * 4096, bytes = o->bytes / step * step;
+	struct bench_pattern pat;
+	struct bench_shape s;
+	uint8_t *host = NULL;
+	void *sb = NULL, *rb = NULL;
+	int64_t wrong = -1;
+
+	if (!bench_shape(o->op, nranks, sizeof(float), bytes, &s) ||
+	    bench_pattern_make(&pat, dtype, ncclSum, nranks, 7 + round))
+		return -1;
+	host = malloc((s.send_count > s.recv_count ? s.send_count : s.recv_count) * sizeof(float));
+	if (!host || cudaMalloc(&sb, s.send_count * sizeof(float)) != cudaSuccess ||
+	    cudaMalloc(&rb, s.recv_count * sizeof(float)) != cudaSuccess)
+		goto out;
+	bench_fill(&pat, rank, host, s.send_count);
+	if (cudaMemcpy(sb, host, s.send_count * sizeof(float), cudaMemcpyHostToDevice) !=
+	    cudaSuccess || cudaMemset(rb, 0xa5, s.recv_count * sizeof(float)) != cudaSuccess)
+		goto out;
+	if (bench_issue(comm, stream, o->op, dtype, ncclSum, &s, sb, rb, rank, nranks) !=
+	    ncclSuccess || wait_op(comm, stream, SHRINK_OP_LIMIT_S))
+		goto out;
+	if (cudaMemcpy(host, rb, s.recv_count * sizeof(float), cudaMemcpyDeviceToHost) ==
+	    cudaSuccess)
+		wrong = (int64_t)bench_check(&pat, o->op, rank, host, &s, 1);
+out:
+	cudaFree(sb);
+	cudaFree(rb);
+	free(host);
+	bench_pattern_free(&pat);
+	return wrong;
+}
+
+/* -k: drop the victim and go on with the others (the victim is the last
+ * rank, so every survivor keeps its rank number). */
+static void shrink_and_go_on(const struct death_opts *o, ncclComm_t comm, int rank,
+			     struct survivor *me)
+{
+	int victim_rank = o->nranks - 1, ok = 0;
+	ncclComm_t next = NULL;
+	cudaStream_t stream;
+	double t0 = bench_now();
+	ncclResult_t err;
+
+	me->shrink_error = -1;
+	err = ncclCommShrink(comm, &victim_rank, 1, &next, NULL, NCCL_SHRINK_ABORT);
+	me->shrink_s = bench_now() - t0;
+	me->shrink_error = err;
+	if (err != ncclSuccess)
+		return;
+	if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
+		ncclCommAbort(next);
+		return;
+	}
+	for (int i = 0; i < SHRINK_OPS; i++) {
+		int64_t wrong = checked_op(o, next, stream, rank, o->nranks - 1, i);
+
+		if (wrong < 0)
+			break;
+		me->after_wrong += (uint64_t)wrong;
+		ok += wrong == 0;
+	}
+	me->after_ok = ok;
+	if (ok == SHRINK_OPS)
+		ncclCommDestroy(next);
+	else
+		ncclCommAbort(next);
+	cudaStreamDestroy(stream);
+}
+
 /* A survivor: ops back to back until an error, or the deadline after the
- * kill; then the abort. */
+ * kill; then (-k) the shrink and the ops after it, and the abort. */
 static void survivor(const struct death_opts *o, ncclComm_t comm, cudaStream_t stream,
 		     const struct bench_shape *s, void *sb, void *rb, int rank)
 {
@@ -164,6 +266,8 @@ static void survivor(const struct death_opts *o, ncclComm_t comm, cudaStream_t s
 		if (state == 0)
 			usleep(100);
 	}
+	if (o->shrink && (me->outcome == OUTCOME_ERROR || me->outcome == OUTCOME_DEADLINE))
+		shrink_and_go_on(o, comm, rank, me);
 	t0 = bench_now();
 	ncclCommAbort(comm);
 	me->abort_s = bench_now() - t0;
@@ -285,7 +389,7 @@ static int run_phase(struct death_opts *o, const char *label)
 		.timeout = 180 + o->delay_ms / 1e3 + 2 * o->deadline_s,
 	};
 	pid_t before[MAX_HELPERS];
-	int nbefore = list_helpers(before, MAX_HELPERS), failed, left, bad = 0;
+	int nbefore = list_helpers(before, MAX_HELPERS), failed, left, bad = 0, errors = 0;
 
 	memset(o->board, 0, sizeof(*o->board));
 	bench_barrier_reset(o->barrier);
@@ -294,12 +398,27 @@ static int run_phase(struct death_opts *o, const char *label)
 	for (int r = 0; r < o->nranks - 1; r++) {
 		const struct survivor *s = &o->board->rank[r];
 		int ok = s->outcome == (o->stuck ? OUTCOME_DEADLINE : OUTCOME_ERROR) && s->aborted;
+		char after[64] = "";
 
+		if (o->shrink) {
+			/* A rank with no connection to the victim waits out the
+			 * deadline; any one survivor's error is enough. */
+			ok = (s->outcome == OUTCOME_ERROR || s->outcome == OUTCOME_DEADLINE) &&
+			     s->aborted && s->shrink_error == ncclSuccess &&
+			     s->after_ok == SHRINK_OPS;
+			errors += s->outcome == OUTCOME_ERROR;
+			snprintf(after, sizeof(after), " %10.1f  %d/%d ops right, %llu wrong",
+				 s->shrink_error == ncclSuccess ? s->shrink_s * 1e3 : -1.0,
+				 s->after_ok, SHRINK_OPS, (unsigned long long)s->after_wrong);
+		}
 		bad += !ok;
-		printf("  %-7s %4d %6d  %-28s %10.1f %10.1f\n", label, r, s->ops, outcome_name(s),
+		printf("  %-7s %4d %6d  %-28s %10.1f %10.1f%s\n", label, r, s->ops, outcome_name(s),
 		       s->outcome == OUTCOME_ERROR ? s->error_s * 1e3 : -1.0,
-		       s->aborted ? s->abort_s * 1e3 : -1.0);
+		       s->aborted ? s->abort_s * 1e3 : -1.0, after);
 	}
+	/* Through the plugin a neighbour of the victim must have seen it. */
+	if (o->shrink && o->through_plugin && !o->stuck && errors == 0)
+		bad++;
 	printf("  %-7s %4d %6s  %-28s\n", label, o->nranks - 1, "-",
 	       o->stuck ? "stuck (no more ops)" : "killed (SIGKILL)");
 	printf("# %s: %d survivor(s) without %s and an abort, %d rank process(es) failed%s, "
@@ -312,9 +431,10 @@ static int run_phase(struct death_opts *o, const char *label)
 static void usage(const char *me)
 {
 	fprintf(stderr,
-		"usage: %s [-n ranks] [-o op] [-b bytes] [-d delay_ms] [-s] [-t deadline_s] "
+		"usage: %s [-n ranks] [-o op] [-b bytes] [-d delay_ms] [-s] [-k] [-t deadline_s] "
 		"[-m native|plugin|both] [-P plugin] [-E NAME=VALUE]...\n"
-		"  -s: the last rank stops taking part instead of dying\n", me);
+		"  -s: the last rank stops taking part instead of dying\n"
+		"  -k: the survivors shrink the communicator and go on without it\n", me);
 	exit(2);
 }
 
@@ -334,9 +454,10 @@ int main(int argc, char **argv)
 	};
 	int opt, native = 1, plugin = 1, rc = 0;
 
-	while ((opt = getopt(argc, argv, "n:o:b:d:st:m:P:E:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:o:b:d:skt:m:P:E:")) != -1) {
 		switch (opt) {
 		case 's': o.stuck = 1; break;
+		case 'k': o.shrink = 1; break;
 		case 'n': o.nranks = atoi(optarg); break;
 		case 'o': if ((o.op = find_op(optarg)) < 0) usage(argv[0]); break;
 		case 'b': o.bytes = strtoull(optarg, NULL, 0); break;
@@ -357,9 +478,10 @@ int main(int argc, char **argv)
 	}
 	if (o.nranks <= 0)
 		o.nranks = bench_count_gpus();
-	if (o.nranks < 2 || o.nranks > MAX_RANKS || o.deadline_s <= 0 || o.delay_ms < 0) {
-		fprintf(stderr, "rank_death: needs 2 to %d GPUs and a positive deadline\n",
-			MAX_RANKS);
+	if (o.nranks < 2 + o.shrink || o.nranks > MAX_RANKS || o.deadline_s <= 0 ||
+	    o.delay_ms < 0) {
+		fprintf(stderr, "rank_death: needs %d to %d GPUs (-k: 3) and a positive deadline\n",
+			2 + o.shrink, MAX_RANKS);
 		return 2;
 	}
 	o.board = mmap(NULL, sizeof(*o.board), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
@@ -372,8 +494,8 @@ int main(int argc, char **argv)
 	printf("# rank_death: %s of %zu B on %d ranks, rank %d %s %.0f ms into the loop, "
 	       "deadline %.0f s after that\n", bench_op_name(o.op), o.bytes, o.nranks,
 	       o.nranks - 1, o.stuck ? "stops taking part" : "killed", o.delay_ms, o.deadline_s);
-	printf("# %-7s %4s %6s  %-28s %10s %10s\n", "phase", "rank", "ops", "seen",
-	       "after_ms", "abort_ms");
+	printf("# %-7s %4s %6s  %-28s %10s %10s%s\n", "phase", "rank", "ops", "seen",
+	       "after_ms", "abort_ms", o.shrink ? "  shrink_ms  then" : "");
 	fflush(stdout);
 	if (native) {
 		o.through_plugin = 0;
