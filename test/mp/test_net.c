@@ -788,6 +788,8 @@ static void test_dead_peer_many_connections(void **state)
 {
 	char handle[DEAD_CONNS][NCCL_NET_HANDLE_MAXSIZE], back[NCCL_NET_HANDLE_MAXSIZE], who[64];
 	void *lc[DEAD_CONNS], *recv[DEAD_CONNS] = { 0 }, *req[DEAD_CONNS], *send = NULL, *sreq;
+	void *fresh_send, *fresh_recv, *fresh_buf;
+	size_t fresh_cap;
 	uint8_t msg[DEAD_CONNS][4096];
 	int sv[2], status, got, rc;
 	double end;
@@ -848,6 +850,24 @@ static void test_dead_peer_many_connections(void **state)
 	assert_true(harness_repeat_count() >= DEAD_CONNS);
 	snprintf(who, sizeof(who), "(peer process %d)", (int)pid);
 	assert_non_null(strstr(harness_last_warn(), who));
+	/* The survivors go on (ncclCommShrink): a new connection works while
+	 * the dead ones are still open, and logs nothing. */
+	assert_int_equal(harness_pair(ctx, &fresh_send, &fresh_recv), ncclSuccess);
+	pattern_fill(msg[1], sizeof(msg[1]), 77);
+	memset(msg[0], 0, sizeof(msg[0]));
+	fresh_buf = msg[0];
+	fresh_cap = sizeof(msg[0]);
+	assert_int_equal(net->irecv(fresh_recv, 1, &fresh_buf, &fresh_cap, (int[]){ 0 }, NULL,
+				    NULL, &req[0]), ncclSuccess);
+	assert_int_equal(harness_isend(fresh_send, msg[1], sizeof(msg[1]), NULL, &sreq, 5),
+			 ncclSuccess);
+	assert_int_equal(harness_wait(sreq, NULL, 5), ncclSuccess);
+	assert_int_equal(harness_wait(req[0], &got, 5), ncclSuccess);
+	assert_int_equal(got, (int)sizeof(msg[0]));
+	assert_int_equal(pattern_check(msg[0], sizeof(msg[0]), 77), sizeof(msg[0]));
+	assert_int_equal(harness_warn_count(), 1);
+	assert_int_equal(net->closeSend(fresh_send), ncclSuccess);
+	assert_int_equal(net->closeRecv(fresh_recv), ncclSuccess);
 	for (int i = 0; i < DEAD_CONNS; i++)
 		assert_int_equal(net->closeRecv(recv[i]), ncclSuccess);
 	assert_int_equal(net->closeSend(send), ncclSuccess);
