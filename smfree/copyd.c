@@ -40,6 +40,10 @@
 #define ENGINE_RATE_SETTLE_NS (1000ull * 1000)
 /* How often it looks whether its client still lives. */
 #define PARENT_CHECK_NS (200ull * 1000 * 1000)
+/* At exit, how long queued copies may take to finish before the helper
+ * leaves its mappings to the end of the process; below the client's 5 s
+ * before it kills a helper that does not exit. */
+#define EXIT_DRAIN_NS (4000ull * 1000 * 1000)
 
 struct range {
 	uint32_t id;
@@ -839,6 +843,29 @@ static void serve(struct copyd *d)
 	}
 }
 
+/* At exit: queued copies finish before the mappings go.  Once every
+ * stream is idle no copy can name a range, so ranges still counted busy
+ * (copies whose end the loop never saw, when it stopped right after the
+ * client went) go too; range_del() would only mark them dying, and a loop
+ * over it would never end.  An engine still busy after EXIT_DRAIN_NS
+ * leaves the mappings to the end of the process. */
+static void drain_and_unmap(struct copyd *d)
+{
+	uint64_t limit = sm_now_ns() + EXIT_DRAIN_NS;
+
+	for (int i = 0; i < d->nstreams; i++) {
+		while (d->cu->stream_query(d->stream[i]) == CUDA_ERROR_NOT_READY) {
+			if (sm_now_ns() > limit)
+				return;
+			usleep(100);
+		}
+	}
+	while (d->nranges)
+		range_free(d, &d->ranges[d->nranges - 1]);
+	free(d->ranges);
+	d->ranges = NULL;
+}
+
 int main(int argc, char **argv)
 {
 	static struct copyd d;	/* large (per-slot tables): not on the stack */
@@ -854,11 +881,6 @@ int main(int argc, char **argv)
 		return 1;	/* started by someone else, or the client is already gone */
 	close_inherited();
 	serve(&d);
-	/* Queued copies finish before the mappings go. */
-	for (int i = 0; i < d.nstreams; i++)
-		d.cu->stream_synchronize(d.stream[i]);
-	while (d.nranges)
-		range_del(&d, d.ranges[d.nranges - 1].id);
-	free(d.ranges);
+	drain_and_unmap(&d);
 	return 0;
 }
