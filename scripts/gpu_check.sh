@@ -94,11 +94,9 @@ if [ "$MODE" = death ]; then
 	rank_death death-tcp -o all_reduce -m plugin -E NCCL_SYMMEM_BACKEND=tcp
 	rank_death stuck-all_reduce -o all_reduce -s -t 10 -E NCCL_SYMMEM_STALL_REPORT=4
 	# Fault-tolerant training: the survivors drop the dead rank with
-	# ncclCommShrink and go on (3 GPUs at least).
-	if [ "${NRANKS:-$(nvidia-smi -L | wc -l)}" -ge 3 ]; then
-		rank_death shrink-all_reduce -o all_reduce -k -t 3
-		rank_death shrink-alltoall -o alltoall -k -t 3 -m plugin
-	fi
+	# ncclCommShrink and go on (on 2 GPUs with one rank left).
+	rank_death shrink-all_reduce -o all_reduce -k -t 3
+	rank_death shrink-alltoall -o alltoall -k -t 3 -m plugin
 	torch_check torch-groups scripts/torch_groups.py
 	finish
 fi

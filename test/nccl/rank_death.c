@@ -21,8 +21,10 @@
  * taking part), it calls ncclCommShrink with NCCL_SHRINK_ABORT to drop
  * the victim, runs SHRINK_OPS ops on the new communicator (every element
  * checked, poisoned output), destroys it and aborts the old one.  Through
- * the plugin a neighbour must also have seen the error.  Exit status 0
- * only when everything asked for held.
+ * the plugin a neighbour must also have seen the error.  On 2 GPUs the new
+ * communicator has one rank: only the shrink and the old communicator's
+ * end go through the plugin.  Exit status 0 only when everything asked
+ * for held.
  *
  * Usage: rank_death [-n ranks] [-o op] [-b bytes] [-d delay_ms] [-s] [-k]
  *                   [-t deadline_s] [-m native|plugin|both] [-P plugin]
@@ -478,10 +480,9 @@ int main(int argc, char **argv)
 	}
 	if (o.nranks <= 0)
 		o.nranks = bench_count_gpus();
-	if (o.nranks < 2 + o.shrink || o.nranks > MAX_RANKS || o.deadline_s <= 0 ||
-	    o.delay_ms < 0) {
-		fprintf(stderr, "rank_death: needs %d to %d GPUs (-k: 3) and a positive deadline\n",
-			2 + o.shrink, MAX_RANKS);
+	if (o.nranks < 2 || o.nranks > MAX_RANKS || o.deadline_s <= 0 || o.delay_ms < 0) {
+		fprintf(stderr, "rank_death: needs 2 to %d GPUs and a positive deadline\n",
+			MAX_RANKS);
 		return 2;
 	}
 	o.board = mmap(NULL, sizeof(*o.board), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
