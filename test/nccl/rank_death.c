@@ -18,12 +18,18 @@
  * With -k the survivors go on, as fault-tolerant training does: once a
  * survivor sees the error (or the deadline passes: a rank with no
  * connection to the victim learns nothing while its neighbours stop
- * taking part), it calls ncclCommShrink with NCCL_SHRINK_ABORT to drop
- * the victim, runs SHRINK_OPS ops on the new communicator (every element
- * checked, poisoned output), destroys it and aborts the old one.  Through
- * the plugin a neighbour must also have seen the error.  On 2 GPUs the new
- * communicator has one rank: only the shrink and the old communicator's
- * end go through the plugin.  Exit status 0 only when everything asked
+ * taking part), the survivors meet on the board.  If none of them saw an
+ * error they call ncclCommShrink with NCCL_SHRINK_ABORT to drop the
+ * victim.  NCCL 2.28 refuses to shrink a communicator whose network
+ * reported an error (ncclCommEnsureReady returns it; measured with NCCL's
+ * own Socket net too), so where one saw it they all make a new
+ * communicator with ncclCommInitRank instead, as an elastic restart does
+ * (shrink is collective: one rank refused would leave the others waiting
+ * in it), after aborting the old one.  Either way they run SHRINK_OPS
+ * ops on the new communicator (every element checked, poisoned output),
+ * destroy it and abort the old one if it is still there.  Through the plugin a neighbour must also have seen the error.  On
+ * 2 GPUs the new communicator has one rank: only the old communicator's
+ * end goes through the plugin.  Exit status 0 only when everything asked
  * for held.
  *
  * Usage: rank_death [-n ranks] [-o op] [-b bytes] [-d delay_ms] [-s] [-k]
@@ -55,10 +61,11 @@ struct survivor {
 	int32_t aborted;	/* ncclCommAbort returned */
 	double error_s;		/* seen this long after the kill */
 	double abort_s;		/* ncclCommAbort took this long */
-	int32_t shrink_error;	/* -k: ncclCommShrink's result, -1 before */
+	int32_t shrink_error;	/* -k: ncclCommShrink's or ncclCommInitRank's result, -1 before */
+	int32_t reinit;		/* -k: went on with a new ncclCommInitRank */
 	int32_t after_ok;	/* -k: ops on the new communicator all correct */
 	uint64_t after_wrong;	/* -k: wrong elements in them */
-	double shrink_s;	/* -k: ncclCommShrink took this long */
+	double shrink_s;	/* -k: the new communicator took this long */
 };
 
 enum { OUTCOME_NONE, OUTCOME_ERROR, OUTCOME_DEADLINE, OUTCOME_NO_KILL };
@@ -66,6 +73,10 @@ enum { OUTCOME_NONE, OUTCOME_ERROR, OUTCOME_DEADLINE, OUTCOME_NO_KILL };
 struct board {
 	_Atomic double killed_at;	/* bench_now() of the kill, 0 before */
 	struct survivor rank[MAX_RANKS];
+	ncclUniqueId next_id;		/* -k: the survivors' new communicator */
+	_Atomic int next_id_ready;
+	_Atomic int survivors_in;	/* -k: survivors at the meeting */
+	_Atomic int any_error;		/* -k: one of them saw an error */
 };
 
 struct death_opts {
@@ -189,9 +200,28 @@ out:
 	return wrong;
 }
 
+/* -k: a new communicator of the survivors, as after an elastic restart:
+ * survivor 0 makes the id, the others take it from the board. */
+static ncclResult_t survivors_comm(const struct death_opts *o, int rank, ncclComm_t *next)
+{
+	double end = bench_now() + 60;
+
+	if (rank == 0) {
+		if (ncclGetUniqueId(&o->board->next_id) != ncclSuccess)
+			return ncclSystemError;
+		atomic_store(&o->board->next_id_ready, 1);
+	}
+	while (!atomic_load(&o->board->next_id_ready)) {
+		if (bench_now() > end)
+			return ncclSystemError;
+		usleep(1000);
+	}
+	return ncclCommInitRank(next, o->nranks - 1, o->board->next_id, rank);
+}
+
 /* -k: drop the victim and go on with the others (the victim is the last
  * rank, so every survivor keeps its rank number). */
-static void shrink_and_go_on(const struct death_opts *o, ncclComm_t comm, int rank,
+static void shrink_and_go_on(const struct death_opts *o, ncclComm_t *comm, int rank,
 			     struct survivor *me)
 {
 	int victim_rank = o->nranks - 1, ok = 0;
@@ -201,7 +231,28 @@ static void shrink_and_go_on(const struct death_opts *o, ncclComm_t comm, int ra
 	ncclResult_t err;
 
 	me->shrink_error = -1;
-	err = ncclCommShrink(comm, &victim_rank, 1, &next, NULL, NCCL_SHRINK_ABORT);
+	if (me->outcome == OUTCOME_ERROR)
+		atomic_store(&o->board->any_error, 1);
+	atomic_fetch_add(&o->board->survivors_in, 1);
+	while (atomic_load(&o->board->survivors_in) < o->nranks - 1) {
+		if (bench_now() - t0 > 60)
+			return;
+		usleep(1000);
+	}
+	if (atomic_load(&o->board->any_error)) {
+		/* The old communicator goes first, its kernels with it. */
+		t0 = bench_now();
+		ncclCommAbort(*comm);
+		*comm = NULL;
+		me->abort_s = bench_now() - t0;
+		me->aborted = 1;
+		me->reinit = 1;
+		t0 = bench_now();
+		err = survivors_comm(o, rank, &next);
+	} else {
+		t0 = bench_now();
+		err = ncclCommShrink(*comm, &victim_rank, 1, &next, NULL, NCCL_SHRINK_ABORT);
+	}
 	me->shrink_s = bench_now() - t0;
 	me->shrink_error = err;
 	if (err != ncclSuccess)
@@ -269,7 +320,9 @@ static void survivor(const struct death_opts *o, ncclComm_t comm, cudaStream_t s
 			usleep(100);
 	}
 	if (o->shrink && (me->outcome == OUTCOME_ERROR || me->outcome == OUTCOME_DEADLINE))
-		shrink_and_go_on(o, comm, rank, me);
+		shrink_and_go_on(o, &comm, rank, me);
+	if (!comm)
+		return;		/* aborted before its successor was made */
 	t0 = bench_now();
 	ncclCommAbort(comm);
 	me->abort_s = bench_now() - t0;
@@ -400,18 +453,19 @@ static int run_phase(struct death_opts *o, const char *label)
 	for (int r = 0; r < o->nranks - 1; r++) {
 		const struct survivor *s = &o->board->rank[r];
 		int ok = s->outcome == (o->stuck ? OUTCOME_DEADLINE : OUTCOME_ERROR) && s->aborted;
-		char after[64] = "";
+		char after[128] = "";
 
 		if (o->shrink) {
 			/* A rank with no connection to the victim waits out the
 			 * deadline; any one survivor's error is enough. */
 			ok = (s->outcome == OUTCOME_ERROR || s->outcome == OUTCOME_DEADLINE) &&
-			     s->aborted && s->shrink_error == ncclSuccess &&
-			     s->after_ok == SHRINK_OPS;
+			     s->aborted && s->shrink_error >= 0 && s->after_ok == SHRINK_OPS;
 			errors += s->outcome == OUTCOME_ERROR;
-			snprintf(after, sizeof(after), " %10.1f  %d/%d ops right, %llu wrong",
-				 s->shrink_error == ncclSuccess ? s->shrink_s * 1e3 : -1.0,
-				 s->after_ok, SHRINK_OPS, (unsigned long long)s->after_wrong);
+			ok = ok && s->shrink_error == ncclSuccess;
+			snprintf(after, sizeof(after), " %10.1f  %s %s: %d/%d ops right, %llu wrong",
+				 s->shrink_s * 1e3, s->reinit ? "ncclCommInitRank" : "ncclCommShrink",
+				 s->shrink_error == ncclSuccess ? "ok" : "failed", s->after_ok,
+				 SHRINK_OPS, (unsigned long long)s->after_wrong);
 		}
 		bad += !ok;
 		printf("  %-7s %4d %6d  %-28s %10.1f %10.1f%s\n", label, r, s->ops, outcome_name(s),
@@ -496,7 +550,7 @@ int main(int argc, char **argv)
 	       "deadline %.0f s after that\n", bench_op_name(o.op), o.bytes, o.nranks,
 	       o.nranks - 1, o.stuck ? "stops taking part" : "killed", o.delay_ms, o.deadline_s);
 	printf("# %-7s %4s %6s  %-28s %10s %10s%s\n", "phase", "rank", "ops", "seen",
-	       "after_ms", "abort_ms", o.shrink ? "  shrink_ms  then" : "");
+	       "after_ms", "abort_ms", o.shrink ? "  new_comm_ms  how, then 3 ops on it" : "");
 	fflush(stdout);
 	if (native) {
 		o.through_plugin = 0;
