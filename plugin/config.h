@@ -70,6 +70,8 @@ struct config {
 					 * (no MIG instance), else "": the helper runs without it */
 	int ngpus_visible;		/* how many it names (0 with "") */
 	int user_proto;			/* NCCL_PROTO was set before the plugin's defaults */
+	int kept_loaded;		/* NCCL_NET_PLUGIN_REF_COUNT is a positive integer:
+					 * NCCL never unloads the plugin */
 	/* NCCL's channel bounds as the user set them, read as NCCL reads
 	 * them, before the plugin's defaults: */
 	int user_min_channels;		/* NCCL_MIN_NCHANNELS (or _NRINGS), 0..64; -1 unset */

@@ -67,6 +67,7 @@ struct net_mr {
 
 static atomic_int announced;
 static atomic_int rdma_announced;
+static atomic_int live_contexts;	/* v11 contexts: one per communicator */
 
 static void emit_config_line(const char *line, void *arg)
 {
@@ -305,6 +306,7 @@ ncclResult_t net_init(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *conf
 	}
 	c->comm_id = commId;
 	c->traffic_class = config ? config->trafficClass : -1;
+	atomic_fetch_add(&live_contexts, 1);
 	*ctx = c;
 	return ncclSuccess;
 }
@@ -666,6 +668,23 @@ ncclResult_t net_close_listen(void *listenComm)
 	return ncclSuccess;
 }
 
+/* NCCL 2.28 unloads an external net plugin with the process's last
+ * communicator and clears its name, so the next ncclCommInitRank looks for
+ * libnccl-net.so instead (bench/results/failures.md, run 8).  Said at
+ * INFO: it is also how every job ends, and it explains the "Failed to
+ * initialize any NET plugin" that may follow. */
+static void note_unload(void)
+{
+	const struct config *cfg = config_get();
+
+	if (!cfg || cfg->kept_loaded)
+		return;
+	LOG_INFO("NET/symmem: the last communicator of this process is gone: NCCL 2.28 unloads "
+		 "the plugin now and forgets NCCL_NET_PLUGIN, so a later ncclCommInitRank in this "
+		 "process does not find it; NCCL_NET_PLUGIN_REF_COUNT=1, set before the job "
+		 "starts, keeps it loaded");
+}
+
 ncclResult_t net_finalize(void *ctx)
 {
 	int abandoned;
@@ -680,5 +699,7 @@ ncclResult_t net_finalize(void *ctx)
 		LOG_INFO("NET/symmem: finalize freed %d connect(s) NCCL left unfinished", abandoned);
 	registry_retire(ctx);
 	monitor_finalize();
+	if (atomic_fetch_sub(&live_contexts, 1) == 1)
+		note_unload();
 	return ncclSuccess;
 }

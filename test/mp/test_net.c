@@ -935,6 +935,34 @@ static int child_abandoned_connect(void)
 	return 0;
 }
 
+/* The last context's finalize says that NCCL unloads the plugin now and
+ * how to keep it (once, INFO); not while another context lives, and not
+ * with NCCL_NET_PLUGIN_REF_COUNT set. */
+static int child_last_finalize(void)
+{
+	const char *needle = "NCCL_NET_PLUGIN_REF_COUNT=1";
+	int expect = getenv("NCCL_NET_PLUGIN_REF_COUNT") ? 0 : 1;
+	void *a, *b;
+
+	if (!harness_open() || !(a = harness_init()) || !(b = harness_init()))
+		return 10;
+	if (net->finalize(a) != ncclSuccess || harness_info_count(needle) != 0)
+		return 11;
+	if (net->finalize(b) != ncclSuccess || harness_info_count(needle) != expect)
+		return 12;
+	return 0;
+}
+
+static void test_last_finalize_says_unload(void **state)
+{
+	const char *plain[] = { NULL };
+	const char *kept[] = { "NCCL_NET_PLUGIN_REF_COUNT", "1", NULL };
+
+	(void)state;
+	assert_int_equal(run_child("--child-last-finalize", plain), 0);
+	assert_int_equal(run_child("--child-last-finalize", kept), 0);
+}
+
 static void test_finalize_frees_abandoned_connect(void **state)
 {
 	const char *env[] = { NULL };
@@ -1221,6 +1249,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_dead_peer_many_connections),
 		cmocka_unit_test(test_bad_env_fails_init),
 		cmocka_unit_test(test_finalize_frees_abandoned_connect),
+		cmocka_unit_test(test_last_finalize_says_unload),
 		cmocka_unit_test(test_accept_timeout),
 		cmocka_unit_test(test_ib_hca_reported),
 		cmocka_unit_test(test_ib_forced_without_device),
@@ -1234,6 +1263,8 @@ int main(int argc, char **argv)
 		return child_accept_timeout();
 	if (argc > 1 && !strcmp(argv[1], "--child-monitor"))
 		return child_monitor();
+	if (argc > 1 && !strcmp(argv[1], "--child-last-finalize"))
+		return child_last_finalize();
 	if (argc > 1 && !strcmp(argv[1], "--child-abandoned-connect"))
 		return child_abandoned_connect();
 	if (argc > 1 && !strcmp(argv[1], "--child-paths"))

@@ -1998,6 +1998,30 @@ static void test_channel_bounds(void **state)
 	}
 }
 
+/* NCCL_NET_PLUGIN_REF_COUNT is NCCL's, read for one INFO line: a positive
+ * integer keeps the plugin loaded, anything else is as if unset, never an
+ * error (NCCL, not the plugin, judges its own variable). */
+static void test_plugin_ref_count(void **state)
+{
+	static const struct {
+		const char *value;
+		int kept;
+	} cases[] = {
+		{ "1", 1 }, { "3", 1 }, { "0", 0 }, { "-1", 0 }, { "", 0 }, { "one", 0 },
+		{ "1x", 0 }, { "99999999999999999999", 0 },
+	};
+	struct config cfg;
+	char err[ERRLEN];
+
+	(void)state;
+	assert_int_equal(config_parse(&cfg, table_get, NULL, err, sizeof(err)), 0);
+	assert_int_equal(cfg.kept_loaded, 0);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(parse_one("NCCL_NET_PLUGIN_REF_COUNT", cases[i].value, &cfg, err), 0);
+		assert_int_equal(cfg.kept_loaded, cases[i].kept);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2044,6 +2068,7 @@ int main(void)
 		cmocka_unit_test(test_nccl_defaults),
 		cmocka_unit_test(test_nccl_channel_defaults),
 		cmocka_unit_test(test_config_get_defaults),
+		cmocka_unit_test(test_plugin_ref_count),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
