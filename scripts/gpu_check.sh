@@ -101,6 +101,7 @@ if [ "$MODE" = death ]; then
 	rank_death shrink-all_reduce -o all_reduce -k -t 3 -E NCCL_NET_PLUGIN_REF_COUNT=1
 	rank_death shrink-alltoall -o alltoall -k -t 3 -m plugin -E NCCL_NET_PLUGIN_REF_COUNT=1
 	torch_check torch-groups scripts/torch_groups.py
+	torch_reinit
 	finish
 fi
 
@@ -233,5 +234,6 @@ rank_death death-alltoall -o alltoall -m plugin
 
 torch_check torch scripts/torch_allreduce.py
 torch_check torch-groups scripts/torch_groups.py
+torch_reinit
 
 finish

@@ -175,13 +175,27 @@ rank_death() {
 		sed 's/[0-9][0-9]*/N/g' | sort | uniq -c | sort -rn | head -8
 }
 
-# torch_check NAME SCRIPT: a PyTorch script through the plugin, its output
-# line and the proof that its traffic went through the plugin.
+# torch_reinit: PyTorch's process group destroyed and made again in the same
+# processes, with NCCL_NET_PLUGIN_REF_COUNT=1 as the README asks; each
+# process's log must show the plugin in use for both groups.
+torch_reinit() {
+	local log n
+	torch_check torch-reinit scripts/torch_reinit.py NCCL_NET_PLUGIN_REF_COUNT=1
+	for log in "$OUT/logs/torch-reinit"/nccl.*.log; do
+		n=$(grep -c "Using network symmem" "$log")
+		[ "$n" -ge 2 ] || { echo "FAILED: torch-reinit: ${log##*/} used the plugin $n time(s), not 2"; fail=1; }
+	done
+}
+
+# torch_check NAME SCRIPT [NAME=VALUE...]: a PyTorch script through the
+# plugin (with the extra variables), its output line and the proof that its
+# traffic went through the plugin.
 torch_check() {
 	local name=$1 script=$2
-	note "$name: $script through the plugin"
+	shift 2
+	note "$name: $script through the plugin${*:+ ($*)}"
 	mkdir -p "$OUT/logs/$name"
-	if ! env NCCL_NET_PLUGIN=symmem NCCL_NET=symmem NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \
+	if ! env "$@" NCCL_NET_PLUGIN=symmem NCCL_NET=symmem NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \
 		NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV,NET NCCL_DEBUG_FILE="$OUT/logs/$name/nccl.%p.log" \
 		timeout 300 "$PY" "$script" >"$OUT/logs/$name/out.txt" 2>&1; then
 		echo "FAILED: $name"; tail -20 "$OUT/logs/$name/out.txt"; fail=1
