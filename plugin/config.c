@@ -933,21 +933,10 @@ static void note_channel_bounds(struct config *cfg, config_getenv_fn get, void *
 
 /* NCCL_NET_PLUGIN_REF_COUNT starts NCCL's count of the plugin's users
  * (NCCL reads it as a number; anything else counts as unset here). */
-static int positive_int(const char *s)
-{
-	char *end;
-	long v;
-
-	if (!s || !*s)
-		return 0;
-	errno = 0;
-	v = strtol(s, &end, 10);
-	return errno == 0 && *end == '\0' && v > 0;
-}
-
 int config_parse(struct config *cfg, config_getenv_fn get, void *arg, char *err, size_t errlen)
 {
 	char problem[96];
+	long long ref_count;
 
 	set_defaults(cfg);
 	if (err && errlen)
@@ -970,7 +959,9 @@ int config_parse(struct config *cfg, config_getenv_fn get, void *arg, char *err,
 	/* Read before the plugin sets its own NCCL_PROTO and
 	 * NCCL_MIN_NCHANNELS defaults. */
 	cfg->user_proto = get("NCCL_PROTO", arg) != NULL;
-	cfg->kept_loaded = positive_int(get("NCCL_NET_PLUGIN_REF_COUNT", arg));
+	/* Read the way NCCL reads its own integers (strtoll, base 0). */
+	cfg->kept_loaded = nccl_int_var(get, arg, "NCCL_NET_PLUGIN_REF_COUNT", &ref_count) &&
+			   ref_count > 0;
 	note_channel_bounds(cfg, get, arg);
 	return check_size_order(cfg, get, arg, err, errlen);
 }

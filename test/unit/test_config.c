@@ -1998,8 +1998,9 @@ static void test_channel_bounds(void **state)
 	}
 }
 
-/* NCCL_NET_PLUGIN_REF_COUNT is NCCL's, read for one INFO line: a positive
- * integer keeps the plugin loaded, anything else is as if unset, never an
+/* NCCL_NET_PLUGIN_REF_COUNT is NCCL's, read for one INFO line the way NCCL
+ * reads its integers (strtoll base 0, trailing text ignored): a positive
+ * value keeps the plugin loaded, anything else is as if unset, never an
  * error (NCCL, not the plugin, judges its own variable). */
 static void test_plugin_ref_count(void **state)
 {
@@ -2008,7 +2009,7 @@ static void test_plugin_ref_count(void **state)
 		int kept;
 	} cases[] = {
 		{ "1", 1 }, { "3", 1 }, { "0", 0 }, { "-1", 0 }, { "", 0 }, { "one", 0 },
-		{ "1x", 0 }, { "99999999999999999999", 0 },
+		{ "1x", 1 }, { "0x10", 1 }, { "99999999999999999999", 0 },
 	};
 	struct config cfg;
 	char err[ERRLEN];
