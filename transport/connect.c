@@ -111,7 +111,7 @@ static int choose_backend(const struct tp_options *opt, const struct tp_handle_i
 		return TP_BACKEND_SHM;
 	/* The device is opened here first, so that a failure names this
 	 * host's reason rather than the peer's missing offer. */
-	if (opt->ib && ib_usable(opt, &d)) {
+	if (opt->ib && ib_usable(opt, info->ib ? info->ib_gid : NULL, &d)) {
 		if (info->ib) {
 			*ib_dev = d;
 			return TP_BACKEND_IB;

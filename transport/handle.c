@@ -11,7 +11,7 @@
 #include "transport.h"
 
 #define HANDLE_MAGIC 0x4d4d5953u	/* "SYMM" */
-#define HANDLE_VERSION 2
+#define HANDLE_VERSION 3
 
 /* Byte layout (little endian host order; both ends are the same library). */
 #define HANDLE_IB 1u		/* the listener takes ibverbs connections */
@@ -28,8 +28,9 @@ enum {
 	OFF_PORT = 72,		/* u16 */
 	OFF_ADDR = 74,		/* 16 bytes */
 	OFF_FLAGS = 92,		/* u32: HANDLE_IB */
-	OFF_CRC = 96,		/* u32 over bytes [0, OFF_CRC) */
-	HANDLE_USED = 100,	/* the rest stays zero */
+	OFF_IB_GID = 96,	/* 16 bytes: the listener's RDMA port address */
+	OFF_CRC = 112,		/* u32 over bytes [0, OFF_CRC) */
+	HANDLE_USED = 116,	/* the rest stays zero */
 };
 
 static uint32_t crc32(const uint8_t *p, size_t n)
@@ -74,6 +75,8 @@ void tp_handle_encode(const struct tp_handle_info *info, void *handle)
 	put(h, OFF_PORT, &info->port, 2);
 	put(h, OFF_ADDR, info->addr, 16);
 	put(h, OFF_FLAGS, &flags, 4);
+	if (info->ib)
+		put(h, OFF_IB_GID, info->ib_gid, 16);
 	crc = crc32(h, OFF_CRC);
 	put(h, OFF_CRC, &crc, 4);
 }
@@ -114,6 +117,7 @@ int tp_handle_decode(const void *handle, struct tp_handle_info *info)
 	get(h, OFF_PORT, &info->port, 2);
 	get(h, OFF_ADDR, info->addr, 16);
 	get(h, OFF_FLAGS, &flags, 4);
+	get(h, OFF_IB_GID, info->ib_gid, 16);
 	info->family = family;
 	info->dev = dev;
 	info->pid = pid;
@@ -129,5 +133,9 @@ int tp_handle_decode(const void *handle, struct tp_handle_info *info)
 	if (flags & ~HANDLE_IB)
 		return sm_fail(SM_ERR_INVALID, "connection handle has unknown flags 0x%x", flags);
 	info->ib = (flags & HANDLE_IB) != 0;
+	for (int i = 0; i < 16 && !info->ib; i++)
+		if (info->ib_gid[i])
+			return sm_fail(SM_ERR_INVALID, "connection handle has an RDMA address but "
+				       "no RDMA offer");
 	return SM_OK;
 }

@@ -68,12 +68,18 @@ struct ib_conn {
 	uint16_t peer_lid;
 };
 
-int ib_usable(const struct tp_options *opt, struct ib_dev **held)
+int ib_usable(const struct tp_options *opt, const uint8_t *peer_gid, struct ib_dev **held)
 {
 	*held = NULL;
 	if (!opt->ib)
 		return 0;
-	return ib_dev_get(opt->ib_hca, opt->dev, opt->gpu_pci, opt->ib_gid_index, held) == SM_OK;
+	return ib_dev_get(opt->ib_hca, opt->dev, opt->gpu_pci, opt->ib_gid_index, peer_gid,
+			  held) == SM_OK;
+}
+
+void ib_dev_gid(const struct ib_dev *d, uint8_t gid[16])
+{
+	memcpy(gid, d->gid, 16);
 }
 
 static int qp_init(const struct ib_fns *f, struct ib_conn *ib)
@@ -613,11 +619,18 @@ const struct tp_ops tp_ib_ops = {
 
 #else	/* built without <infiniband/verbs.h> */
 
-int ib_usable(const struct tp_options *opt, struct ib_dev **held)
+int ib_usable(const struct tp_options *opt, const uint8_t *peer_gid, struct ib_dev **held)
 {
 	(void)opt;
+	(void)peer_gid;
 	*held = NULL;
 	return 0;
+}
+
+void ib_dev_gid(const struct ib_dev *d, uint8_t gid[16])
+{
+	(void)d;
+	memset(gid, 0, 16);
 }
 
 int ib_conn_open(struct tp_comm *c, const struct tp_options *opt, struct ib_dev *dev,

@@ -12,6 +12,7 @@
  * (what routes on an IPv4 RoCE fabric), then any RoCE v2 GID, then any GID
  * at all; on an InfiniBand link the LID addresses the peer and no GID is
  * needed. */
+#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
@@ -207,13 +208,106 @@ static void dev_free(struct ib_dev *d)
 	free(d);
 }
 
+/* The process's open device for `dev` and the port `spec` names for it,
+ * opened now if none is; devs_lock held. */
+static int dev_get_locked(struct ibv_device *dev, const char *spec, int gid_index,
+			  struct ib_dev **out)
+{
+	int port = tp_namelist_port(spec, fns.get_device_name(dev)), rc;
+	struct ib_dev *d;
+
+	for (d = devs; d; d = d->next) {
+		/* A context opened before a fork is the parent's: objects a
+		 * child made in it would pin the parent's protection domain. */
+		if (!strcmp(d->name, fns.get_device_name(dev)) && d->want_gid == gid_index &&
+		    d->want_port == port && d->pid == getpid()) {
+			d->refs++;
+			*out = d;
+			return SM_OK;
+		}
+	}
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return sm_fail(SM_ERR_SYSTEM, "out of memory");
+	d->want_gid = gid_index;
+	d->want_port = port;
+	d->pid = getpid();
+	rc = dev_open(dev, spec, port, gid_index, d);
+	if (rc) {
+		dev_free(d);
+		return rc;
+	}
+	d->refs = 1;
+	d->next = devs;
+	devs = d;
+	*out = d;
+	return SM_OK;
+}
+
+static void dev_put_locked(struct ib_dev *d)
+{
+	struct ib_dev **pp;
+
+	if (--d->refs)
+		return;
+	for (pp = &devs; *pp; pp = &(*pp)->next) {
+		if (*pp == d) {
+			*pp = d->next;
+			break;
+		}
+	}
+	dev_free(d);
+}
+
+/* "10.0.2.15" for an IPv4 GID, the IPv6 form otherwise. */
+static void gid_text(const uint8_t *g, char *buf, size_t len)
+{
+	static const uint8_t v4[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	if (!memcmp(g, v4, 12))
+		inet_ntop(AF_INET, g + 12, buf, (socklen_t)len);
+	else
+		inet_ntop(AF_INET6, g, buf, (socklen_t)len);
+}
+
+/* The closest device `d` is on another network than the listener's port
+ * `peer_gid`: another selected device that is on it replaces d (rails;
+ * gid_net.c).  Devices that are not are closed again.  devs_lock held. */
+static struct ib_dev *same_rail(struct ib_dev *d, struct ibv_device **sel, int nsel,
+				const char *spec, int gid_index, const uint8_t *peer_gid)
+{
+	char near[INET6_ADDRSTRLEN], taken[INET6_ADDRSTRLEN], theirs[INET6_ADDRSTRLEN];
+
+	for (int i = 0; i < nsel; i++) {
+		struct ib_dev *c;
+
+		if (!strcmp(fns.get_device_name(sel[i]), d->name))
+			continue;
+		if (dev_get_locked(sel[i], spec, gid_index, &c))
+			continue;	/* not usable here: no reason to name it */
+		if (tp_gid_same_net(c->gid, peer_gid) != 1) {
+			dev_put_locked(c);
+			continue;
+		}
+		gid_text(d->gid, near, sizeof(near));
+		gid_text(c->gid, taken, sizeof(taken));
+		gid_text(peer_gid, theirs, sizeof(theirs));
+		sm_info("RDMA: the listener's port (%s) is on the network of %s port %d (%s), not "
+			"on that of the closest, %s port %d (%s): the connection takes %s",
+			theirs, c->name, c->port, taken, d->name, d->port, near, c->name);
+		dev_put_locked(d);
+		return c;
+	}
+	return d;
+}
+
 int ib_dev_get(const char *spec, int which, const char *gpu_pci, int gid_index,
-	       struct ib_dev **out)
+	       const uint8_t *peer_gid, struct ib_dev **out)
 {
 	struct ibv_device **list = NULL, *pick = NULL, **sel = NULL;
 	char **paths = NULL;
 	struct ib_dev *d;
-	int n = 0, nsel = 0, port, rc = SM_OK;
+	int n = 0, nsel = 0, rc = SM_OK;
 
 	*out = NULL;
 	if (!ib_fns())
@@ -250,33 +344,11 @@ int ib_dev_get(const char *spec, int which, const char *gpu_pci, int gid_index,
 			     "device(s)", spec && *spec ? spec : "(unset)", n);
 		goto out;
 	}
-	port = tp_namelist_port(spec, fns.get_device_name(pick));
-	for (d = devs; d; d = d->next) {
-		/* A context opened before a fork is the parent's: objects a
-		 * child made in it would pin the parent's protection domain. */
-		if (!strcmp(d->name, fns.get_device_name(pick)) && d->want_gid == gid_index &&
-		    d->want_port == port && d->pid == getpid()) {
-			d->refs++;
-			*out = d;
-			goto out;
-		}
-	}
-	d = calloc(1, sizeof(*d));
-	if (!d) {
-		rc = sm_fail(SM_ERR_SYSTEM, "out of memory");
+	rc = dev_get_locked(pick, spec, gid_index, &d);
+	if (rc)
 		goto out;
-	}
-	d->want_gid = gid_index;
-	d->want_port = port;
-	d->pid = getpid();
-	rc = dev_open(pick, spec, port, gid_index, d);
-	if (rc) {
-		dev_free(d);
-		goto out;
-	}
-	d->refs = 1;
-	d->next = devs;
-	devs = d;
+	if (peer_gid && tp_gid_same_net(d->gid, peer_gid) == 0)
+		d = same_rail(d, sel, nsel, spec, gid_index, peer_gid);
 	*out = d;
 out:
 	for (int i = 0; paths && i < nsel; i++)
@@ -298,20 +370,10 @@ void ib_dev_hold(struct ib_dev *d)
 
 void ib_dev_put(struct ib_dev *d)
 {
-	struct ib_dev **pp;
-
 	if (!d)
 		return;
 	pthread_mutex_lock(&devs_lock);
-	if (--d->refs == 0) {
-		for (pp = &devs; *pp; pp = &(*pp)->next) {
-			if (*pp == d) {
-				*pp = d->next;
-				break;
-			}
-		}
-		dev_free(d);
-	}
+	dev_put_locked(d);
 	pthread_mutex_unlock(&devs_lock);
 }
 
@@ -323,8 +385,9 @@ const struct ib_fns *ib_fns(void)
 }
 
 int ib_dev_get(const char *spec, int which, const char *gpu_pci, int gid_index,
-	       struct ib_dev **out)
+	       const uint8_t *peer_gid, struct ib_dev **out)
 {
+	(void)peer_gid;
 	(void)spec;
 	(void)which;
 	(void)gpu_pci;

@@ -448,11 +448,15 @@ int tp_ibv_symbol(void *lib, const char *name, void *fn, size_t size);
 /* ib_dev.c: the RDMA device for the plugin's device `which` (its GPU at
  * sysfs path gpu_pci, or NULL), among those NCCL_IB_HCA `spec` selects,
  * opened once per process and held until the last put; gid_index < 0
- * picks the port's GID. */
+ * picks the port's GID.  A connector passes the listener's port address
+ * `peer_gid` (else NULL): when the closest device is on another network,
+ * a selected one on the listener's is taken instead (rails). */
 struct ib_dev;
 int ib_dev_get(const char *spec, int which, const char *gpu_pci, int gid_index,
-	       struct ib_dev **out);
+	       const uint8_t *peer_gid, struct ib_dev **out);
 void ib_dev_put(struct ib_dev *d);
+/* The device's port address (zero on an InfiniBand port without a GID). */
+void ib_dev_gid(const struct ib_dev *d, uint8_t gid[16]);
 
 /* ib.c: the ibverbs data path.  ib_conn_open makes c's queue pair on
  * `dev` (the caller's, from ib_usable: the comm takes a reference of its
@@ -476,8 +480,10 @@ int ib_conn_probe_done(struct tp_comm *c, int *done);
 uint64_t ib_probe_wait_ns(const struct tp_comm *c);
 /* 1 if this process can open the RDMA device for opt (the listener's
  * offer in the handle), which *held then holds open until ib_dev_put:
- * a listener keeps it, so its connections do not open it again. */
-int ib_usable(const struct tp_options *opt, struct ib_dev **held);
+ * a listener keeps it, so its connections do not open it again.  A
+ * connector passes the listener's port address (ib_dev_get), a listener
+ * NULL. */
+int ib_usable(const struct tp_options *opt, const uint8_t *peer_gid, struct ib_dev **held);
 /* Registers host memory for r (GPU memory is refused: no GPUDirect RDMA
  * yet); ib_region_release undoes it, also after c closed. */
 int ib_region_register(struct tp_comm *c, struct tp_region *r);

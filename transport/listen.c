@@ -66,7 +66,9 @@ int tp_listen(const struct tp_options *opt, int dev, void *handle, struct tp_lis
 	if (rc)
 		goto fail;
 	l->opt.dev = dev;
-	info.ib = ib_usable(&l->opt, &l->ib_dev);
+	info.ib = ib_usable(&l->opt, NULL, &l->ib_dev);
+	if (info.ib)
+		ib_dev_gid(l->ib_dev, info.ib_gid);
 	info.host_id = tp_host_id();
 	memcpy(info.token, l->token, 16);
 	info.dev = dev;

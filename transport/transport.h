@@ -91,6 +91,7 @@ struct tp_handle_info {
 	uint16_t port;			/* host byte order */
 	uint8_t addr[16];
 	int ib;				/* the listener takes ibverbs connections */
+	uint8_t ib_gid[16];		/* ... on the RDMA port with this address (0: unknown) */
 };
 
 void tp_handle_encode(const struct tp_handle_info *info, void *handle);
@@ -193,6 +194,18 @@ int tp_rdma_devices(const char *spec, char *found, size_t flen, char *selected, 
  * (the plugin's device number) in turn, and so is every device when the
  * GPU's path is unknown. */
 int tp_nic_closest(const char *gpu, const char *const *nics, int n, int which);
+
+/* gid_net.c: whether RDMA port address `mine` is on the network of the
+ * peer's `peer` (1), is not (0), or cannot be told (-1: a zero address,
+ * an IPv4 GID against another kind, or an IPv4 address no interface here
+ * holds).  IPv4 GIDs compare under the local interface's netmask, others
+ * by their 64-bit subnet prefix. */
+int tp_gid_same_net(const uint8_t mine[16], const uint8_t peer[16]);
+/* The rule underneath: the first prefix_bits bits agree (-1 as above). */
+int tp_gid_net_match(const uint8_t mine[16], const uint8_t peer[16], int prefix_bits);
+/* The netmask length of the local interface holding IPv4 address `addr`
+ * (network order), -1 when none does. */
+int tp_ipv4_prefix_len(const uint8_t addr[4]);
 
 /* Counters for the leak checks: live connections' remote regions. */
 int tp_remote_region_count(const struct tp_comm *c);

@@ -274,22 +274,18 @@ static void keep_warning(int warn, const char *msg)
 		snprintf(warned, sizeof(warned), "%s", msg);
 }
 
-/* Listener on `lhca`, connector on `chca` (rxe and far, one way or the
- * other: which end finds out first differs), both ends driven here until
- * both exist or one fails; returns the status and how long it took. */
-static int unreachable_pair(const char *lhca, const char *chca, int ib_mode, struct tp_comm **s,
-			    struct tp_comm **r, double *took)
+/* Listener with `lo`, connector with `co`, posed on two hosts; both ends
+ * driven here until both exist or one fails; returns the status and how
+ * long it took. */
+static int two_hosts(struct tp_options lo, struct tp_options co, struct tp_comm **s,
+		     struct tp_comm **r, double *took)
 {
-	struct tp_options lo = ib_options(lhca), co = ib_options(chca);
 	struct tp_handle_info info;
 	uint8_t h[TP_HANDLE_SIZE];
 	struct tp_listener *l;
 	double start = now(), end = start + 30;
 	int rc = SM_OK, lrc = SM_OK;
 
-	lo.ib = co.ib = ib_mode;
-	if (ib_mode == 1)
-		lo.backend = co.backend = TP_BACKEND_AUTO;
 	/* 4.096 us x 2^12 = 17 ms per retry: the probe's wait is its floor, 2 s. */
 	lo.ib_timeout = co.ib_timeout = 12;
 	assert_int_equal(tp_listen(&lo, 0, h, &l), SM_OK);
@@ -308,12 +304,25 @@ static int unreachable_pair(const char *lhca, const char *chca, int ib_mode, str
 	while (rc && !*r && lrc == SM_OK && now() < end)
 		lrc = tp_accept(l, r);
 	*took = now() - start;
-	print_message("# unreachable pair: connector %d (%s), listener %d (%s), %.2f s\n", rc,
+	print_message("# pair: connector %d (%s), listener %d (%s), %.2f s\n", rc,
 		      rc ? connector_error : "-", lrc, lrc ? sm_last_error() : "-", *took);
 	tp_close_listener(l);
 	if (rc && lrc == SM_OK)
 		return SM_ERR_INTERNAL;		/* the listener never noticed */
 	return rc ? rc : lrc;
+}
+
+/* Listener on `lhca`, connector on `chca` (rxe and far, one way or the
+ * other: which end finds out first differs). */
+static int unreachable_pair(const char *lhca, const char *chca, int ib_mode, struct tp_comm **s,
+			    struct tp_comm **r, double *took)
+{
+	struct tp_options lo = ib_options(lhca), co = ib_options(chca);
+
+	lo.ib = co.ib = ib_mode;
+	if (ib_mode == 1)
+		lo.backend = co.backend = TP_BACKEND_AUTO;
+	return two_hosts(lo, co, s, r, took);
 }
 
 /* The two ends, listener first: each way round a different end finds
@@ -374,6 +383,73 @@ static void test_ib_unreachable_forced_fails(void **state)
 		assert_non_null(strstr(connector_error, "NCCL_SYMMEM_BACKEND=ib requires RDMA"));
 		assert_non_null(strstr(sm_last_error(), "cannot reach each other"));
 	}
+}
+
+static char infos[2048];
+
+static void keep_infos(int warn, const char *msg)
+{
+	size_t used = strlen(infos);
+
+	if (!warn && used + 1 < sizeof(infos))
+		snprintf(infos + used, sizeof(infos) - used, "%s\n", msg);
+}
+
+/* Rails: the connector's closest port (far0, as this plugin device's turn
+ * gives it) is on another network than the listener's (rxe0), and another
+ * port it may use (rxe0) is on that one.  It takes that port, says so in
+ * one INFO line, and the connection runs on ibverbs, required here, so a
+ * connector that kept far0 would fail. */
+static void test_ib_rail_match(void **state)
+{
+	struct tp_options lo = ib_options("rxe"), co = ib_options("");
+	char found[256], selected[256], why[96];
+	uint8_t src[5000], dst[5000];
+	struct tp_comm *s, *r;
+	struct tp_req *sr, *rr;
+	const char *p;
+	double took;
+
+	(void)state;
+	if (!have_far())
+		skip();
+	/* Software devices have no PCI place: the plugin's devices take the
+	 * selected ones in turn, so device k of the list goes to dev k. */
+	tp_rdma_devices("", found, sizeof(found), selected, sizeof(selected), why, sizeof(why));
+	p = strstr(selected, "far");
+	assert_non_null(p);
+	co.dev = 0;
+	for (const char *q = selected; q < p; q++)
+		co.dev += *q == ',';
+	infos[0] = '\0';
+	sm_set_log_sink(keep_infos);
+	assert_int_equal(two_hosts(lo, co, &s, &r, &took), SM_OK);
+	sm_set_log_sink(NULL);
+	print_message("# %s", infos);
+	assert_string_equal(tp_comm_backend(s), "ib");
+	assert_string_equal(tp_comm_backend(r), "ib");
+	assert_non_null(strstr(infos, "is on the network of rxe0"));
+	assert_non_null(strstr(infos, "not on that of the closest, far0"));
+	assert_non_null(strstr(infos, "the connection takes rxe0"));
+	fill(src, sizeof(src), 21);
+	memset(dst, 0xa5, sizeof(dst));
+	assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &rr), SM_OK);
+	sr = isend_when_posted(s, src, sizeof(src), now() + 10);
+	assert_int_equal(complete_both(sr, rr, now() + 10), sizeof(src));
+	assert_memory_equal(src, dst, sizeof(src));
+	tp_close(s);
+	tp_close(r);
+
+	/* Its own closest port on the listener's network: no switch, no line. */
+	co.dev = (co.dev + 1) % 2;
+	infos[0] = '\0';
+	sm_set_log_sink(keep_infos);
+	assert_int_equal(two_hosts(lo, co, &s, &r, &took), SM_OK);
+	sm_set_log_sink(NULL);
+	assert_string_equal(tp_comm_backend(s), "ib");
+	assert_null(strstr(infos, "the connection takes"));
+	tp_close(s);
+	tp_close(r);
 }
 
 /* A probe nobody answers: the listener's process dies after its reply,
@@ -458,6 +534,7 @@ int main(void)
 		cmocka_unit_test(test_ib_unreachable_falls_back_to_tcp),
 		cmocka_unit_test(test_ib_unreachable_forced_fails),
 		cmocka_unit_test(test_ib_probe_unanswered),
+		cmocka_unit_test(test_ib_rail_match),
 	};
 
 	if (!have_rdma()) {

@@ -60,9 +60,12 @@ static void test_handle_roundtrip(void **state)
 	assert_memory_equal(out.addr, in.addr, 16);
 	assert_int_equal(out.ib, 0);
 	in.ib = 1;
+	for (int i = 0; i < 16; i++)
+		in.ib_gid[i] = (uint8_t)(0xf0 + i);
 	tp_handle_encode(&in, h);
 	assert_int_equal(tp_handle_decode(h, &out), SM_OK);
 	assert_int_equal(out.ib, 1);
+	assert_memory_equal(out.ib_gid, in.ib_gid, 16);
 }
 
 static void test_handle_every_bit_flip_rejected(void **state)
@@ -81,6 +84,21 @@ static void test_handle_every_bit_flip_rejected(void **state)
 		}
 	}
 	assert_int_equal(tp_handle_decode(NULL, &out), SM_ERR_INVALID);
+}
+
+/* A handle edited by hand gets a checksum that fits again (the CRC-32 of
+ * bytes 0-111, at 112: handle.c's layout), to reach the field checks. */
+static void reseal(uint8_t *h)
+{
+	uint32_t crc = 0xffffffffu;
+
+	for (int i = 0; i < 112; i++) {
+		crc ^= h[i];
+		for (int k = 0; k < 8; k++)
+			crc = (crc >> 1) ^ (0xedb88320u & -(crc & 1));
+	}
+	crc = ~crc;
+	memcpy(h + 112, &crc, 4);
 }
 
 /* Fields that pass the checksum but make no sense are refused too: the
@@ -111,6 +129,84 @@ static void test_handle_bad_fields(void **state)
 	in.uds_name[0] = '\0';
 	tp_handle_encode(&in, h);
 	assert_int_equal(tp_handle_decode(h, &out), SM_ERR_INVALID);
+
+	/* The encoder leaves an address without an offer out; a handle that
+	 * carries one anyway (the CRC made to fit) is refused. */
+	sample_info(&in);
+	in.ib = 1;
+	in.ib_gid[15] = 7;
+	tp_handle_encode(&in, h);
+	assert_int_equal(tp_handle_decode(h, &out), SM_OK);
+	in.ib = 0;
+	tp_handle_encode(&in, h);
+	assert_int_equal(tp_handle_decode(h, &out), SM_OK);
+	assert_int_equal(out.ib_gid[15], 0);
+	h[92] = 0;			/* the flags: no HANDLE_IB */
+	h[96 + 15] = 7;			/* the address */
+	reseal(h);
+	assert_int_equal(tp_handle_decode(h, &out), SM_ERR_INVALID);
+	assert_non_null(strstr(sm_last_error(), "RDMA address"));
+}
+
+/* RDMA port addresses on one network or not (rails): IPv4 GIDs under the
+ * local interface's netmask, others by their 64-bit prefix. */
+static void v4_gid(uint8_t g[16], int a, int b, int c, int d)
+{
+	memset(g, 0, 16);
+	g[10] = g[11] = 0xff;
+	g[12] = (uint8_t)a;
+	g[13] = (uint8_t)b;
+	g[14] = (uint8_t)c;
+	g[15] = (uint8_t)d;
+}
+
+static void test_gid_networks(void **state)
+{
+	uint8_t a[16], b[16], zero[16] = { 0 };
+	static const uint8_t lo4[4] = { 127, 0, 0, 1 }, none4[4] = { 192, 0, 2, 77 };
+
+	(void)state;
+	/* The rule itself. */
+	v4_gid(a, 10, 1, 2, 3);
+	v4_gid(b, 10, 1, 2, 200);
+	assert_int_equal(tp_gid_net_match(a, b, 96 + 24), 1);
+	assert_int_equal(tp_gid_net_match(a, b, 96 + 25), 0);	/* .3 and .200 split at /25 */
+	v4_gid(b, 10, 1, 3, 3);
+	assert_int_equal(tp_gid_net_match(a, b, 96 + 24), 0);
+	assert_int_equal(tp_gid_net_match(a, b, 96 + 16), 1);
+	assert_int_equal(tp_gid_net_match(a, b, 96 + 23), 1);	/* 2 and 3 share 7 bits */
+	assert_int_equal(tp_gid_net_match(a, zero, 64), -1);
+	assert_int_equal(tp_gid_net_match(a, b, 129), -1);
+	assert_int_equal(tp_gid_net_match(a, b, -1), -1);
+
+	/* The loopback interface holds 127.0.0.1 (/8 everywhere Linux runs). */
+	assert_int_equal(tp_ipv4_prefix_len(lo4), 8);
+	assert_int_equal(tp_ipv4_prefix_len(none4), -1);
+	v4_gid(a, 127, 0, 0, 1);
+	v4_gid(b, 127, 9, 9, 9);
+	assert_int_equal(tp_gid_same_net(a, b), 1);
+	v4_gid(b, 10, 9, 9, 9);
+	assert_int_equal(tp_gid_same_net(a, b), 0);
+	/* An address no interface here holds: the mask is unknown. */
+	v4_gid(a, 192, 0, 2, 77);
+	assert_int_equal(tp_gid_same_net(a, b), -1);
+
+	/* InfiniBand / IPv6: the subnet prefix.  fe80::/64 on both (one
+	 * default subnet) counts as one network. */
+	memset(a, 0, 16);
+	memset(b, 0, 16);
+	a[0] = b[0] = 0xfe;
+	a[1] = b[1] = 0x80;
+	a[15] = 1;
+	b[15] = 2;
+	assert_int_equal(tp_gid_same_net(a, b), 1);
+	b[7] = 5;
+	assert_int_equal(tp_gid_same_net(a, b), 0);
+	/* An IPv4 GID against an IPv6 one, or a missing address: cannot tell. */
+	v4_gid(b, 127, 0, 0, 1);
+	assert_int_equal(tp_gid_same_net(a, b), -1);
+	assert_int_equal(tp_gid_same_net(zero, b), -1);
+	assert_int_equal(tp_gid_same_net(b, zero), -1);
 }
 
 static void test_host_id_stable(void **state)
@@ -1300,6 +1396,7 @@ int main(void)
 		cmocka_unit_test(test_handle_roundtrip),
 		cmocka_unit_test(test_handle_every_bit_flip_rejected),
 		cmocka_unit_test(test_handle_bad_fields),
+		cmocka_unit_test(test_gid_networks),
 		cmocka_unit_test(test_host_id_stable),
 		cmocka_unit_test(test_ring_wraps_shm),
 		cmocka_unit_test(test_ring_wraps_tcp),
