@@ -274,6 +274,21 @@ static void keep_warning(int warn, const char *msg)
 		snprintf(warned, sizeof(warned), "%s", msg);
 }
 
+/* One 3000-byte message from s to r, every byte checked against a
+ * poisoned buffer. */
+static void one_checked_message(struct tp_comm *s, struct tp_comm *r, unsigned seed)
+{
+	uint8_t src[3000], dst[3000];
+	struct tp_req *sr, *rr;
+
+	fill(src, sizeof(src), seed);
+	memset(dst, 0xa5, sizeof(dst));
+	assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &rr), SM_OK);
+	sr = isend_when_posted(s, src, sizeof(src), now() + 10);
+	assert_int_equal(complete_both(sr, rr, now() + 10), sizeof(src));
+	assert_memory_equal(src, dst, sizeof(src));
+}
+
 /* Listener with `lo`, connector with `co`, posed on two hosts; both ends
  * driven here until both exist or one fails; returns the status and how
  * long it took. */
@@ -333,9 +348,7 @@ static const char *const far_pairs[][2] = { { "rxe", "far" }, { "far", "rxe" } }
  * so in one WARN, and carries data. */
 static void test_ib_unreachable_falls_back_to_tcp(void **state)
 {
-	uint8_t src[3000], dst[3000];
 	struct tp_comm *s, *r;
-	struct tp_req *sr, *rr;
 	double took;
 
 	(void)state;
@@ -352,12 +365,7 @@ static void test_ib_unreachable_falls_back_to_tcp(void **state)
 		assert_string_equal(tp_comm_backend(r), "tcp");
 		assert_non_null(strstr(warned, "cannot reach each other"));
 		assert_non_null(strstr(warned, "this connection uses TCP"));
-		fill(src, sizeof(src), 9 + i);
-		memset(dst, 0xa5, sizeof(dst));
-		assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &rr), SM_OK);
-		sr = isend_when_posted(s, src, sizeof(src), now() + 10);
-		assert_int_equal(complete_both(sr, rr, now() + 10), sizeof(src));
-		assert_memory_equal(src, dst, sizeof(src));
+		one_checked_message(s, r, 9 + (unsigned)i);
 		tp_close(s);
 		tp_close(r);
 	}
@@ -404,9 +412,7 @@ static void test_ib_rail_match(void **state)
 {
 	struct tp_options lo = ib_options("rxe"), co = ib_options("");
 	char found[256], selected[256], why[96];
-	uint8_t src[5000], dst[5000];
 	struct tp_comm *s, *r;
-	struct tp_req *sr, *rr;
 	const char *p;
 	double took;
 
@@ -431,12 +437,7 @@ static void test_ib_rail_match(void **state)
 	assert_non_null(strstr(infos, "is on the network of rxe0"));
 	assert_non_null(strstr(infos, "not on that of the closest, far0"));
 	assert_non_null(strstr(infos, "the connection takes rxe0"));
-	fill(src, sizeof(src), 21);
-	memset(dst, 0xa5, sizeof(dst));
-	assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &rr), SM_OK);
-	sr = isend_when_posted(s, src, sizeof(src), now() + 10);
-	assert_int_equal(complete_both(sr, rr, now() + 10), sizeof(src));
-	assert_memory_equal(src, dst, sizeof(src));
+	one_checked_message(s, r, 21);
 	tp_close(s);
 	tp_close(r);
 
