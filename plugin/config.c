@@ -929,6 +929,8 @@ static void note_channel_bounds(struct config *cfg, config_getenv_fn get, void *
 			cfg->user_min_ctas = max_ctas;
 	}
 	cfg->user_max_channels = max;
+	if (nccl_int_var(get, arg, "NCCL_MIN_P2P_NCHANNELS", &v))
+		cfg->user_min_p2p_channels = clamp_channels(v, 1);
 }
 
 /* NCCL_NET_PLUGIN_REF_COUNT starts NCCL's count of the plugin's users
@@ -1130,6 +1132,31 @@ static const char *min_channels_value(const struct config *cfg, char *buf, size_
 	return buf;
 }
 
+/* NCCL sizes the pool of send/recv buffers it shares among a process's
+ * peers as an int: p2p channels x 16 steps x NCCL_P2P_NET_CHUNKSIZE
+ * (sharedNetBuffersInit, net.cc).  With 64 p2p channels, 2 MiB steps make
+ * it 2 GiB, one past INT_MAX, and NCCL's allocation fails ("Cuda failure
+ * 2 'out of memory'") before any op: NCCL_MIN_NCHANNELS=64 on 2 x H200,
+ * session 25 (bench/results/channels.md).  NCCL rounds its p2p channels
+ * up to a power of two, so any minimum above 32 means 64: 1 MiB steps
+ * there. */
+#define P2P_CHUNK_BYTES (2 << 20)
+#define P2P_CHUNK_BYTES_AT_64 (1 << 20)
+
+static const char *p2p_chunk_value(const struct config *cfg, char *buf, size_t len)
+{
+	int lo = cfg->user_min_channels;
+
+	/* A minimum wins over NCCL's maxima (user_min_ctas is already
+	 * lowered to NCCL_MAX_CTAS, as NCCL does). */
+	if (cfg->user_min_ctas > lo)
+		lo = cfg->user_min_ctas;
+	if (cfg->user_min_p2p_channels > lo)
+		lo = cfg->user_min_p2p_channels;
+	snprintf(buf, len, "%d", lo > 32 ? P2P_CHUNK_BYTES_AT_64 : P2P_CHUNK_BYTES);
+	return buf;
+}
+
 /* The channels NCCL sizes its rings to on this path before any minimum:
  * 4 (2 x H200, bench/results/channels.md). */
 #define NCCL_OWN_RING_CHANNELS 4
@@ -1215,8 +1242,9 @@ static const struct {
 	{ "NCCL_BUFFSIZE", "16777216", INTRA_HOST_CE,
 	  "16 MiB per channel and connection: fewer, larger copies (about 1 GiB of GPU memory "
 	  "per GPU for 32 ring channels)", NULL },
-	{ "NCCL_P2P_NET_CHUNKSIZE", "2097152", INTRA_HOST_CE,
-	  "2 MiB send/recv steps instead of 128 KiB", NULL },
+	{ "NCCL_P2P_NET_CHUNKSIZE", NULL, INTRA_HOST_CE,
+	  "2 MiB send/recv steps instead of 128 KiB (1 MiB where NCCL opens 64 send/recv "
+	  "channels: its shared buffer pool would overflow)", p2p_chunk_value },
 	/* NCCL spreads a collective over every channel from a few KiB up
 	 * (ring or tree, threads x threshold bytes per channel: 512 x 64 for
 	 * Simple, 640 x 8 for LL128).  Each channel's steps are copies of

@@ -78,6 +78,7 @@ struct config {
 	int user_min_ctas;		/* NCCL_MIN_CTAS, 1..64; 0 unset */
 	int user_max_channels;		/* the lowest of NCCL_MAX_NCHANNELS (or _NRINGS) and
 					 * NCCL_MAX_CTAS, 1..64; 0 unset */
+	int user_min_p2p_channels;	/* NCCL_MIN_P2P_NCHANNELS, 1..64; 0 unset */
 };
 
 /* Looks a name up; getenv in production, a table in tests. */

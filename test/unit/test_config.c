@@ -1921,6 +1921,57 @@ static void test_ib_mode(void **state)
 	defaults_end();
 }
 
+/* NCCL's shared send/recv pool is p2p channels x 16 x the step, in an
+ * int: with 64 p2p channels the plugin's 2 MiB steps overflow it, so any
+ * minimum that makes NCCL open 64 (above 32: it rounds up to a power of
+ * two) gets 1 MiB steps.  A step size of the user's stays. */
+static void test_p2p_chunk_fits_nccl_pool(void **state)
+{
+	static const struct {
+		const char *name[2], *value[2];
+		const char *chunk;
+	} rows[] = {
+		{ { NULL, NULL }, { NULL, NULL }, "2097152" },
+		{ { "NCCL_MIN_NCHANNELS", NULL }, { "32", NULL }, "2097152" },
+		{ { "NCCL_MIN_NCHANNELS", NULL }, { "33", NULL }, "1048576" },
+		{ { "NCCL_MIN_NCHANNELS", NULL }, { "64", NULL }, "1048576" },
+		{ { "NCCL_MIN_NRINGS", NULL }, { "64", NULL }, "1048576" },
+		/* NCCL's minimum beats its maximum. */
+		{ { "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS" }, { "64", "8" }, "1048576" },
+		{ { "NCCL_MIN_CTAS", NULL }, { "48", NULL }, "1048576" },
+		/* ... but a minCTAs above maxCTAs is lowered to it. */
+		{ { "NCCL_MIN_CTAS", "NCCL_MAX_CTAS" }, { "48", "16" }, "2097152" },
+		{ { "NCCL_MIN_P2P_NCHANNELS", NULL }, { "64", NULL }, "1048576" },
+		{ { "NCCL_MIN_P2P_NCHANNELS", NULL }, { "16", NULL }, "2097152" },
+		{ { "NCCL_MIN_NCHANNELS", "NCCL_P2P_NET_CHUNKSIZE" }, { "64", "4194304" }, "4194304" },
+	};
+	char err[ERRLEN];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct kv env[3] = { { NULL, NULL } };
+		struct config cfg;
+		int n = 0;
+
+		defaults_start(&cfg);
+		for (int k = 0; k < 2 && rows[i].name[k]; k++) {
+			env[n].name = rows[i].name[k];
+			env[n++].value = rows[i].value[k];
+		}
+		assert_int_equal(config_parse(&cfg, table_get, env, err, sizeof(err)), 0);
+		for (int k = 0; k < n; k++)
+			setenv(env[k].name, env[k].value, 1);
+		setenv("NCCL_P2P_DISABLE", "1", 1);
+		config_apply_nccl_defaults(&cfg, NULL, NULL);
+		if (strcmp(getenv("NCCL_P2P_NET_CHUNKSIZE"), rows[i].chunk))
+			fail_msg("row %zu: NCCL_P2P_NET_CHUNKSIZE=%s, expected %s", i,
+				 getenv("NCCL_P2P_NET_CHUNKSIZE"), rows[i].chunk);
+		for (int k = 0; k < n; k++)
+			unsetenv(env[k].name);
+		defaults_end();
+	}
+}
+
 /* A user's bound on NCCL's channels, and the minimum the plugin sets:
  * NCCL applies its maximum first and then copies channels up to the
  * minimum, so the plugin's 32 must follow a lower cap of the user's.
@@ -2035,6 +2086,7 @@ int main(void)
 		cmocka_unit_test(test_ll_max),
 		cmocka_unit_test(test_ib_mode),
 		cmocka_unit_test(test_channel_bounds),
+		cmocka_unit_test(test_p2p_chunk_fits_nccl_pool),
 		cmocka_unit_test(test_parse_bool_rejects),
 		cmocka_unit_test(test_bool_vars_accept),
 		cmocka_unit_test(test_bool_vars_reject),
