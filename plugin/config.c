@@ -933,8 +933,6 @@ static void note_channel_bounds(struct config *cfg, config_getenv_fn get, void *
 		cfg->user_min_p2p_channels = clamp_channels(v, 1);
 }
 
-/* NCCL_NET_PLUGIN_REF_COUNT starts NCCL's count of the plugin's users
- * (NCCL reads it as a number; anything else counts as unset here). */
 int config_parse(struct config *cfg, config_getenv_fn get, void *arg, char *err, size_t errlen)
 {
 	char problem[96];
@@ -961,7 +959,8 @@ int config_parse(struct config *cfg, config_getenv_fn get, void *arg, char *err,
 	/* Read before the plugin sets its own NCCL_PROTO and
 	 * NCCL_MIN_NCHANNELS defaults. */
 	cfg->user_proto = get("NCCL_PROTO", arg) != NULL;
-	/* Read the way NCCL reads its own integers (strtoll, base 0). */
+	/* NCCL_NET_PLUGIN_REF_COUNT starts NCCL's count of the plugin's
+	 * users; read the way NCCL reads its own integers (strtoll, base 0). */
 	cfg->kept_loaded = nccl_int_var(get, arg, "NCCL_NET_PLUGIN_REF_COUNT", &ref_count) &&
 			   ref_count > 0;
 	note_channel_bounds(cfg, get, arg);

@@ -24,14 +24,14 @@
 
 static const uint8_t v4_mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 
-static int gid_zero(const uint8_t g[16])
+int tp_gid_zero(const uint8_t g[16])
 {
 	static const uint8_t zero[16];
 
 	return memcmp(g, zero, 16) == 0;
 }
 
-static int gid_v4(const uint8_t g[16])
+int tp_gid_ipv4(const uint8_t g[16])
 {
 	return memcmp(g, v4_mapped, 12) == 0;
 }
@@ -62,7 +62,7 @@ int tp_gid_net_match(const uint8_t mine[16], const uint8_t peer[16], int prefix_
 {
 	int whole, rest;
 
-	if (gid_zero(mine) || gid_zero(peer) || prefix_bits < 0 || prefix_bits > 128)
+	if (tp_gid_zero(mine) || tp_gid_zero(peer) || prefix_bits < 0 || prefix_bits > 128)
 		return -1;
 	whole = prefix_bits / 8;
 	rest = prefix_bits % 8;
@@ -77,11 +77,11 @@ int tp_gid_same_net(const uint8_t mine[16], const uint8_t peer[16])
 {
 	int bits;
 
-	if (gid_zero(mine) || gid_zero(peer))
+	if (tp_gid_zero(mine) || tp_gid_zero(peer))
 		return -1;
-	if (gid_v4(mine) != gid_v4(peer))
+	if (tp_gid_ipv4(mine) != tp_gid_ipv4(peer))
 		return -1;	/* an IPv4 GID against another kind: no common rule */
-	if (!gid_v4(mine))
+	if (!tp_gid_ipv4(mine))
 		return tp_gid_net_match(mine, peer, 64);
 	bits = tp_ipv4_prefix_len(mine + 12);
 	if (bits < 0)

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "internal.h"
 #include "symmem.h"
 #include "transport.h"
 
@@ -133,9 +134,8 @@ int tp_handle_decode(const void *handle, struct tp_handle_info *info)
 	if (flags & ~HANDLE_IB)
 		return sm_fail(SM_ERR_INVALID, "connection handle has unknown flags 0x%x", flags);
 	info->ib = (flags & HANDLE_IB) != 0;
-	for (int i = 0; i < 16 && !info->ib; i++)
-		if (info->ib_gid[i])
-			return sm_fail(SM_ERR_INVALID, "connection handle has an RDMA address but "
-				       "no RDMA offer");
+	if (!info->ib && !tp_gid_zero(info->ib_gid))
+		return sm_fail(SM_ERR_INVALID, "connection handle has an RDMA address but no RDMA "
+			       "offer");
 	return SM_OK;
 }

@@ -95,21 +95,6 @@ static int gid_is_v2(const char *dev, int port, int index)
 	return strncmp(type, "RoCE v2", 7) == 0;
 }
 
-static int gid_is_ipv4(const uint8_t *g)
-{
-	static const uint8_t prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-
-	return memcmp(g, prefix, 12) == 0;
-}
-
-/* The table has room for more GIDs than the port has: an all-zero entry
- * is no address. */
-static int gid_empty(const uint8_t *g)
-{
-	static const uint8_t zero[16];
-
-	return memcmp(g, zero, 16) == 0;
-}
 
 static int pick_gid(struct ib_dev *d, int tbl_len, int want)
 {
@@ -118,7 +103,7 @@ static int pick_gid(struct ib_dev *d, int tbl_len, int want)
 	if (want >= 0) {
 		if (want >= tbl_len || fns.query_gid(d->ctx, (uint8_t)d->port, want,
 						     (union ibv_gid *)d->gid) ||
-		    gid_empty(d->gid))
+		    tp_gid_zero(d->gid))
 			return sm_fail(SM_ERR_USAGE, "NCCL_IB_GID_INDEX=%d: %s port %d has no GID "
 				       "there (%d entries)", want, d->name, d->port, tbl_len);
 		d->gid_index = want;
@@ -128,11 +113,13 @@ static int pick_gid(struct ib_dev *d, int tbl_len, int want)
 		union ibv_gid g;
 		int score;
 
-		if (fns.query_gid(d->ctx, (uint8_t)d->port, i, &g) || gid_empty(g.raw))
+		/* The table has room for more GIDs than the port has: an
+		 * all-zero entry is no address. */
+		if (fns.query_gid(d->ctx, (uint8_t)d->port, i, &g) || tp_gid_zero(g.raw))
 			continue;
 		score = 1;
 		if (gid_is_v2(d->name, d->port, i))
-			score = gid_is_ipv4(g.raw) ? 3 : 2;
+			score = tp_gid_ipv4(g.raw) ? 3 : 2;
 		if (score > best_score) {
 			best = i;
 			best_score = score;
@@ -262,9 +249,7 @@ static void dev_put_locked(struct ib_dev *d)
 /* "10.0.2.15" for an IPv4 GID, the IPv6 form otherwise. */
 static void gid_text(const uint8_t *g, char *buf, size_t len)
 {
-	static const uint8_t v4[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-
-	if (!memcmp(g, v4, 12))
+	if (tp_gid_ipv4(g))
 		inet_ntop(AF_INET, g + 12, buf, (socklen_t)len);
 	else
 		inet_ntop(AF_INET6, g, buf, (socklen_t)len);

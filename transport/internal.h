@@ -455,6 +455,9 @@ struct ib_dev;
 int ib_dev_get(const char *spec, int which, const char *gpu_pci, int gid_index,
 	       const uint8_t *peer_gid, struct ib_dev **out);
 void ib_dev_put(struct ib_dev *d);
+/* gid_net.c: an all-zero GID (no address), an IPv4-mapped one (::ffff:a.b.c.d). */
+int tp_gid_zero(const uint8_t g[16]);
+int tp_gid_ipv4(const uint8_t g[16]);
 /* The device's port address (zero on an InfiniBand port without a GID). */
 void ib_dev_gid(const struct ib_dev *d, uint8_t gid[16]);
 
