@@ -29,6 +29,11 @@
 //   ce_probe multi-proc One process per GPU (MULTI_GPUS, default 4) writing
 //                       into the others' memory imported from POSIX fds, as
 //                       the plugin's copies do.
+//   ce_probe ipc        Where registered cudaMalloc buffers lose speed: two
+//                       owner processes (GPU0, GPU1) each export a cudaMalloc
+//                       and a cuMem buffer; this process (as the copy helper)
+//                       copies GPU0 -> GPU1 between every mix of imported
+//                       legacy-IPC, imported cuMem-fd and its own memory.
 //   ce_probe graph [H]  One process: a graph whose kernel waits on a host flag
 //                       (H=1: plus a host node, as NCCL's proxy graphs have),
 //                       launched 32 times back to back; a second thread issues
@@ -919,6 +924,112 @@ static int graph(int with_host_node, int launches)
 	return 0;
 }
 
+// ---- ipc: legacy CUDA IPC against cuMem fds, as the copy helper maps them ----
+
+#define IPC_BYTES (256ull << 20)
+
+struct ipc_export {
+	cudaIpcMemHandle_t legacy;
+};
+
+// Owner of GPU g: a cudaMalloc buffer (legacy handle over the pipe) and a
+// cuMem one (fd over the socket), both filled; waits until told to go.
+static void ipc_owner(int g, int sock, int out, int done)
+{
+	struct ipc_export e;
+	void *legacy;
+	CUmemAllocationProp prop;
+	CUmemGenericAllocationHandle h;
+	int fd;
+	char c;
+
+	CK(cudaSetDevice(g));
+	CK(cudaMalloc(&legacy, IPC_BYTES));
+	CK(cudaMemset(legacy, 0x21 + g, IPC_BYTES));
+	CK(cudaIpcGetMemHandle(&e.legacy, legacy));
+	size_t gran = cumem_prop(g, &prop);
+	size_t size = (IPC_BYTES + gran - 1) / gran * gran;
+	CUCK(cuMemCreate(&h, size, &prop, 0));
+	CUCK(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+	CK(cudaDeviceSynchronize());
+	if (write(out, &e, sizeof(e)) != sizeof(e))
+		_exit(1);
+	send_fd(sock, fd);
+	if (read(done, &c, 1) != 1)
+		_exit(1);
+	_exit(0);
+}
+
+static char *ipc_import_fd(int sock, int owner_dev)
+{
+	CUmemAllocationProp prop;
+	CUmemGenericAllocationHandle h;
+	int fd = recv_fd(sock);
+	size_t gran = cumem_prop(owner_dev, &prop);
+	size_t size = (IPC_BYTES + gran - 1) / gran * gran;
+	CUCK(cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)fd,
+					    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+	CUdeviceptr va = mp_map(h, size, gran, 0);
+	CUmemAccessDesc acc = { { CU_MEM_LOCATION_TYPE_DEVICE, 1 }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+	CUCK(cuMemSetAccess(va, size, &acc, 1));
+	close(fd);
+	return (char *)va;
+}
+
+static int ipc(void)
+{
+	int sock[2][2], pipes[2][2], done[2];
+	pid_t pid[2];
+
+	if (pipe(done))
+		return 1;
+	for (int g = 0; g < 2; g++) {
+		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sock[g]) || pipe(pipes[g]))
+			return 1;
+		pid[g] = fork();
+		if (pid[g] == 0) {
+			CUCK(cuInit(0));
+			ipc_owner(g, sock[g][1], pipes[g][1], done[0]);
+		}
+	}
+	struct ipc_export e[2];
+	for (int g = 0; g < 2; g++)
+		if (read(pipes[g][0], &e[g], sizeof(e[g])) != sizeof(e[g]))
+			return 1;
+	CK(cudaSetDevice(1));
+	CK(cudaDeviceEnablePeerAccess(0, 0));
+	void *own1;
+	CK(cudaMalloc(&own1, IPC_BYTES));
+	CK(cudaSetDevice(0));
+	CK(cudaDeviceEnablePeerAccess(1, 0));
+	void *own0, *leg[2];
+	char *fdm[2];
+	CK(cudaMalloc(&own0, IPC_BYTES));
+	CK(cudaMemset(own0, 0x5a, IPC_BYTES));
+	for (int g = 0; g < 2; g++) {
+		CK(cudaIpcOpenMemHandle(&leg[g], e[g].legacy, cudaIpcMemLazyEnablePeerAccess));
+		fdm[g] = ipc_import_fd(sock[g][0], g);
+	}
+	cudaStream_t s;
+	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	for (int round = 0; round < 2; round++) {
+		time_copies("own -> own", own1, own0, IPC_BYTES, 20, s);
+		time_copies("legacy -> legacy", leg[1], leg[0], IPC_BYTES, 20, s);
+		time_copies("own -> legacy", leg[1], own0, IPC_BYTES, 20, s);
+		time_copies("legacy -> own", own1, leg[0], IPC_BYTES, 20, s);
+		time_copies("cumem -> cumem", fdm[1], fdm[0], IPC_BYTES, 20, s);
+		time_copies("legacy -> cumem", fdm[1], leg[0], IPC_BYTES, 20, s);
+		time_copies("cumem -> legacy", leg[1], fdm[0], IPC_BYTES, 20, s);
+		time_copies("legacy -> legacy 16M", leg[1], leg[0], 16u << 20, 100, s);
+		time_copies("cumem -> cumem 16M", fdm[1], fdm[0], 16u << 20, 100, s);
+	}
+	if (write(done[1], "dd", 2) != 2)
+		return 1;
+	for (int g = 0; g < 2; g++)
+		waitpid(pid[g], NULL, 0);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "xproc") == 0)
@@ -939,8 +1050,10 @@ int main(int argc, char **argv)
 		multi_mem = "cumem";
 		return multi(1);
 	}
+	if (argc > 1 && strcmp(argv[1], "ipc") == 0)
+		return ipc();
 	if (argc > 1 && strcmp(argv[1], "graph") == 0)
 		return graph(argc > 2 ? atoi(argv[2]) : 0, argc > 3 ? atoi(argv[3]) : 32);
-	fprintf(stderr, "usage: ce_probe xproc | kinds | kinds-sizes | kinds-small | bidir | multi | multi-cumem | multi-proc | graph [host_node] [launches]\n");
+	fprintf(stderr, "usage: ce_probe xproc | kinds | kinds-sizes | kinds-small | bidir | multi | multi-cumem | multi-proc | ipc | graph [host_node] [launches]\n");
 	return 2;
 }
