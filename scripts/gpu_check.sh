@@ -135,6 +135,7 @@ if [ "$MODE" = table ]; then
 	bench table-all -o all_reduce,broadcast,reduce,all_gather,reduce_scatter,alltoall,sendrecv \
 		-b 16 -e 1073741824 -f 4 -c none -i 8 $P16
 	bench table-reg -R -o sendrecv,alltoall -b 1048576 -e 1073741824 -f 8 -c none -i 8 $P16
+	expect_phases table-reg
 	bench table-regmem -R -A -o sendrecv,alltoall -b 1048576 -e 1073741824 -f 8 -c none -i 8 $P16
 	helper_lines table- 4
 	finish
@@ -204,7 +205,10 @@ for proto in Simple LL LL128; do
 done
 [ -z "${SKIP_GRAPH:-}" ] && bench graph -G -b 0 -e $MAX -c none
 bench registered -R -b 8 -e $MAX -c none
-[ -z "${SKIP_GRAPH:-}" ] && bench registered-graph -R -G -o sendrecv,alltoall -b 1048576 -e $MAX -c none
+if [ -z "${SKIP_GRAPH:-}" ]; then
+	bench registered-graph -R -G -o sendrecv,alltoall -b 1048576 -e $MAX -c none
+	expect_phases registered-graph
+fi
 # GPU buffers over TCP go through the pinned bounce slots (tcp_bounce.c):
 # several messages in flight, registered buffers too.
 bench tcp -E NCCL_SYMMEM_BACKEND=tcp -E NCCL_IB_HCA=mlx5 -o all_reduce,alltoall,sendrecv -b 8 -e 67108864 -c none -i 3

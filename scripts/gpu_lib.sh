@@ -97,6 +97,19 @@ prove() {
 	grep -h -m1 'via NET/symmem' "$dir"/nccl.*.log 2>/dev/null | head -1
 }
 
+# expect_phases NAME: on 3 or more GPUs an alltoall run's copy helpers
+# take their copies in phases (one destination GPU at a time, all helpers
+# in step), and say so in a 'phases:' line.  Registered cudaMalloc buffers
+# went without them until session 26: the driver names the importing GPU
+# for a legacy IPC mapping, not the one the memory is on.
+expect_phases() {
+	local ranks=${NRANKS:-$(nvidia-smi -L | wc -l)}
+	[ "$ranks" -ge 3 ] || return 0
+	if ! grep -qh 'copy helper (pid [0-9]*): phases:' "$OUT/logs/$1"/nccl.*.log; then
+		echo "no copy helper took its copies in phases in $1 ($ranks GPUs)"; fail=1
+	fi
+}
+
 # gpu_apps NAME CMD...: runs CMD while nvidia-smi samples the GPU memory
 # of every process each second, then prints per process name how many
 # processes held GPU memory and the most one of them held.

@@ -18,7 +18,7 @@ fi
 [ "${1:-}" = kinds ] && { timeout 300 ./build-gpu/ce_probe kinds; exit; }
 [ "${1:-}" = kinds-sizes ] && { timeout 300 ./build-gpu/ce_probe kinds-sizes; exit; }
 [ "${1:-}" = kinds-small ] && { timeout 300 ./build-gpu/ce_probe kinds-small; exit; }
-[ "${1:-}" = ipc ] && { timeout 300 ./build-gpu/ce_probe ipc; exit; }
+[ "${1:-}" = ipc ] && { timeout 300 ./build-gpu/ce_probe ipc; timeout 300 ./build-gpu/ce_probe ipc-bidir; exit; }
 [ "${1:-}" = bidir ] && { timeout 300 ./build-gpu/ce_probe bidir; exit; }
 [ "${1:-}" = multi ] && { timeout 300 ./build-gpu/ce_probe multi; timeout 300 ./build-gpu/ce_probe multi-cumem; MULTI_GPUS=$(nvidia-smi -L | wc -l) timeout 300 ./build-gpu/ce_probe multi-proc; exit; }
 timeout 120 ./build-gpu/ce_probe xproc

@@ -88,6 +88,19 @@ static int export_ipc(const struct sm_cuda_api *cu, struct sm_export *e)
 	return SM_OK;
 }
 
+/* The PCI bus id of GPU `ordinal` of this process, "" when the driver will
+ * not say; only the copy helper's scheduling depends on it. */
+static void bus_id_of(const struct sm_cuda_api *cu, int ordinal, char *out, int len)
+{
+	CUdevice dev;
+
+	out[0] = '\0';
+	if (ordinal < 0 || cu->device_get(&dev, ordinal) != CUDA_SUCCESS ||
+	    cu->device_get_pci_bus_id(out, len, dev) != CUDA_SUCCESS)
+		out[0] = '\0';
+	out[len - 1] = '\0';
+}
+
 static struct sm_export *export_find(CUdeviceptr base, size_t size)
 {
 	for (struct sm_export *e = exports; e; e = e->next)
@@ -125,6 +138,7 @@ static int export_create(const struct sm_cuda_api *cu, CUdeviceptr base, size_t 
 	e->info.alloc_id = next_alloc_id++;	/* export_lock is held */
 	e->info.alloc_size = size;
 	e->info.device = ordinal;
+	bus_id_of(cu, ordinal, e->info.bus_id, sizeof(e->info.bus_id));
 	e->info.addr = (uint64_t)base;
 	e->refs = 1;
 	e->next = exports;

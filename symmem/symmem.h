@@ -156,6 +156,10 @@ struct sm_share_info {
 	uint64_t alloc_size;	/* bytes mapped from the allocation's start */
 	uint32_t kind;		/* enum sm_share_kind */
 	int32_t device;		/* exporter's GPU ordinal, for messages */
+	char bus_id[16];	/* exporter's GPU as cuDeviceGetPCIBusId names it, "" for
+				 * host memory: ordinals differ between processes, and
+				 * the driver will not say where a legacy IPC import
+				 * lives (the copy helper's phases need it) */
 	uint64_t addr;		/* the allocation's address in the exporter */
 	uint8_t ipc[64];	/* SM_SHARE_LEGACY_IPC: the CUipcMemHandle bytes */
 };

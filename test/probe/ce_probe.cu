@@ -34,6 +34,12 @@
 //                       and a cuMem buffer; this process (as the copy helper)
 //                       copies GPU0 -> GPU1 between every mix of imported
 //                       legacy-IPC, imported cuMem-fd and its own memory.
+//   ce_probe ipc-bidir  The plugin's shape: two owners (GPU0, GPU1) export a
+//                       1 GiB source and destination each, as cudaMalloc
+//                       (legacy IPC) and as cuMem (fd); two helper processes,
+//                       one per GPU, import their owner's source and the
+//                       peer's destination and copy 1 GiB in 16 MiB pieces
+//                       (or whole) one way, then both ways at once.
 //   ce_probe graph [H]  One process: a graph whose kernel waits on a host flag
 //                       (H=1: plus a host node, as NCCL's proxy graphs have),
 //                       launched 32 times back to back; a second thread issues
@@ -1010,6 +1016,18 @@ static int ipc(void)
 		CK(cudaIpcOpenMemHandle(&leg[g], e[g].legacy, cudaIpcMemLazyEnablePeerAccess));
 		fdm[g] = ipc_import_fd(sock[g][0], g);
 	}
+	// Which GPU the driver says each mapping lives on (the helper's phases
+	// need the destination GPU of every copy).
+	const char *names[6] = { "own GPU0", "own GPU1", "legacy GPU0", "legacy GPU1", "cumem GPU0",
+				 "cumem GPU1" };
+	void *ptrs[6] = { own0, own1, leg[0], leg[1], fdm[0], fdm[1] };
+	for (int i = 0; i < 6; i++) {
+		int ordinal = -9;
+		CUresult r = cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+						   (CUdeviceptr)ptrs[i]);
+		printf("%-12s CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: rc %d, ordinal %d\n", names[i], (int)r,
+		       ordinal);
+	}
 	cudaStream_t s;
 	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 	for (int round = 0; round < 2; round++) {
@@ -1027,6 +1045,146 @@ static int ipc(void)
 		return 1;
 	for (int g = 0; g < 2; g++)
 		waitpid(pid[g], NULL, 0);
+	return 0;
+}
+
+// ---- ipc-bidir: one copy helper per GPU, both directions at once ----
+
+#define BI_BYTES (1ull << 30)
+
+struct bi_export {
+	cudaIpcMemHandle_t legacy[2];	// source, destination
+};
+
+// Owner of GPU g: source and destination, cudaMalloc and cuMem, filled.
+static void bi_owner(int g, int sock, int out, int done)
+{
+	struct bi_export e;
+	CUmemAllocationProp prop;
+	size_t gran;
+	char c;
+
+	CK(cudaSetDevice(g));
+	gran = cumem_prop(g, &prop);
+	for (int k = 0; k < 2; k++) {
+		void *p;
+		CUmemGenericAllocationHandle h;
+		int fd;
+
+		CK(cudaMalloc(&p, BI_BYTES));
+		CK(cudaMemset(p, 0x31 + g, BI_BYTES));
+		CK(cudaIpcGetMemHandle(&e.legacy[k], p));
+		CUCK(cuMemCreate(&h, (BI_BYTES + gran - 1) / gran * gran, &prop, 0));
+		CUCK(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+		send_fd(sock, fd);
+		close(fd);
+	}
+	CK(cudaDeviceSynchronize());
+	if (write(out, &e, sizeof(e)) != sizeof(e))
+		_exit(1);
+	if (read(done, &c, 1) != 1)
+		_exit(1);
+	_exit(0);
+}
+
+static char *bi_import_fd(int fd, int owner, int dev)
+{
+	CUmemAllocationProp prop;
+	CUmemGenericAllocationHandle h;
+	size_t gran = cumem_prop(owner, &prop);
+
+	CUCK(cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)fd,
+					    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+	close(fd);
+	return (char *)mp_map(h, (BI_BYTES + gran - 1) / gran * gran, gran, dev);
+}
+
+// Helper of GPU g: its owner's source and the peer's destination, both
+// kinds; on each command ('l'/'c' pieces, 'L'/'C' whole) one timed pass
+// over 1 GiB, the GB/s written back.
+static void bi_helper(int g, struct bi_export *e, int src_fd, int dst_fd, int cmd, int res)
+{
+	void *leg_src, *leg_dst;
+	char *cm_src, *cm_dst, c;
+	cudaStream_t s;
+
+	CK(cudaSetDevice(g));
+	CK(cudaIpcOpenMemHandle(&leg_src, e[g].legacy[0], cudaIpcMemLazyEnablePeerAccess));
+	CK(cudaIpcOpenMemHandle(&leg_dst, e[1 - g].legacy[1], cudaIpcMemLazyEnablePeerAccess));
+	cm_src = bi_import_fd(src_fd, g, g);
+	cm_dst = bi_import_fd(dst_fd, 1 - g, g);
+	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	while (read(cmd, &c, 1) == 1) {
+		char *src = (char *)(c == 'l' || c == 'L' ? leg_src : cm_src);
+		char *dst = (char *)(c == 'l' || c == 'L' ? leg_dst : cm_dst);
+		size_t piece = c == 'l' || c == 'c' ? 16u << 20 : BI_BYTES;
+		double t0 = now_us(), gbs;
+
+		for (size_t off = 0; off < BI_BYTES; off += piece)
+			CK(cudaMemcpyAsync(dst + off, src + off, piece, cudaMemcpyDefault, s));
+		CK(cudaStreamSynchronize(s));
+		gbs = BI_BYTES / (now_us() - t0) / 1e3;
+		if (write(res, &gbs, sizeof(gbs)) != sizeof(gbs))
+			_exit(1);
+	}
+	_exit(0);
+}
+
+static int ipc_bidir(void)
+{
+	int sock[2][2], out[2][2], cmd[2][2], res[2][2], done[2], fds[2][2];
+	struct bi_export e[2];
+	pid_t pid[4];
+
+	if (pipe(done))
+		return 1;
+	for (int g = 0; g < 2; g++) {
+		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sock[g]) || pipe(out[g]))
+			return 1;
+		pid[g] = fork();
+		if (pid[g] == 0) {
+			CUCK(cuInit(0));
+			bi_owner(g, sock[g][1], out[g][1], done[0]);
+		}
+		fds[g][0] = recv_fd(sock[g][0]);
+		fds[g][1] = recv_fd(sock[g][0]);
+		if (read(out[g][0], &e[g], sizeof(e[g])) != sizeof(e[g]))
+			return 1;
+	}
+	for (int g = 0; g < 2; g++) {
+		if (pipe(cmd[g]) || pipe(res[g]))
+			return 1;
+		pid[2 + g] = fork();
+		if (pid[2 + g] == 0) {
+			CUCK(cuInit(0));
+			bi_helper(g, e, fds[g][0], fds[1 - g][1], cmd[g][0], res[g][1]);
+		}
+	}
+	const char *kinds = "lcLC";
+	for (int round = 0; round < 3; round++) {
+		for (int k = 0; k < 4; k++) {
+			for (int both = 0; both < 2; both++) {
+				double gbs[2] = { 0, 0 };
+
+				for (int g = 0; g <= both; g++)
+					if (write(cmd[g][1], &kinds[k], 1) != 1)
+						return 1;
+				for (int g = 0; g <= both; g++)
+					if (read(res[g][0], &gbs[g], sizeof(gbs[g])) != sizeof(gbs[g]))
+						return 1;
+				printf("%-7s %-6s %-9s GPU0->1 %6.1f GB/s  GPU1->0 %6.1f GB/s\n",
+				       k % 2 ? "cumem" : "legacy", k < 2 ? "16 MiB" : "1 GiB",
+				       both ? "both ways" : "one way", gbs[0], gbs[1]);
+				fflush(stdout);
+			}
+		}
+	}
+	for (int g = 0; g < 2; g++)
+		close(cmd[g][1]);
+	if (write(done[1], "dd", 2) != 2)
+		return 1;
+	for (int i = 0; i < 4; i++)
+		waitpid(pid[i], NULL, 0);
 	return 0;
 }
 
@@ -1052,8 +1210,10 @@ int main(int argc, char **argv)
 	}
 	if (argc > 1 && strcmp(argv[1], "ipc") == 0)
 		return ipc();
+	if (argc > 1 && strcmp(argv[1], "ipc-bidir") == 0)
+		return ipc_bidir();
 	if (argc > 1 && strcmp(argv[1], "graph") == 0)
 		return graph(argc > 2 ? atoi(argv[2]) : 0, argc > 3 ? atoi(argv[3]) : 32);
-	fprintf(stderr, "usage: ce_probe xproc | kinds | kinds-sizes | kinds-small | bidir | multi | multi-cumem | multi-proc | ipc | graph [host_node] [launches]\n");
+	fprintf(stderr, "usage: ce_probe xproc | kinds | kinds-sizes | kinds-small | bidir | multi | multi-cumem | multi-proc | ipc | ipc-bidir | graph [host_node] [launches]\n");
 	return 2;
 }
