@@ -32,6 +32,11 @@ gpu_build() {
 	# The plugin through its exported table, no NCCL (plugin/nccl_abi.h).
 	$GPU_CC -Iplugin test/nccl/dereg_inflight.c test/mp/harness.c $GPU_LD -lcudart -ldl \
 		-o build-gpu/dereg_inflight >>"$log" 2>&1 || { tail -30 "$log"; return 1; }
+	# Registered send/recv through the exported table, no NCCL:
+	# cudaMalloc against cuMem buffers (bench/results/coalesce.md).
+	$GPU_CC -Iplugin test/nccl/reg_bw.c test/mp/harness.c $GPU_LD -lcudart \
+		-L/usr/local/cuda/lib64/stubs -lcuda -ldl -o build-gpu/reg_bw >>"$log" 2>&1 ||
+		{ tail -30 "$log"; return 1; }
 	# A rank killed mid-collective (its own main, nccl_bench's fork and ops).
 	$GPU_CC test/nccl/rank_death.c test/nccl/bench_data.c test/nccl/bench_issue.c \
 		test/nccl/bench_fork.c $GPU_LD -lcudart -lm -o build-gpu/rank_death >>"$log" 2>&1 ||

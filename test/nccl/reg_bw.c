@@ -1,0 +1,219 @@
+/* GPU experiment: registered send/recv through the plugin's exported v11
+ * table, without NCCL.  Two processes (GPU 0 and GPU 1) each send 1 GiB to
+ * the other and receive 1 GiB from it at the same time, in PIECE-sized
+ * messages with DEPTH in flight each way, from and into registered
+ * buffers made one of two ways:
+ *   malloc  cudaMalloc (the plugin shares it as a legacy IPC handle);
+ *   cumem   cuMemCreate with a POSIX-fd handle type, as ncclMemAlloc makes it.
+ * Every byte is checked after each pass (pattern in, poison out).  Prints
+ * GB/s per direction; NCCL through the plugin moves registered cudaMalloc
+ * send/recv at 0.70 of cuMem's, and this tells whether NCCL has a part in it.
+ * Usage: SYMMEM_PLUGIN=... reg_bw [piece_MiB] [depth] [passes] */
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../mp/harness.h"
+
+#define SIZE (1ull << 30)
+#define MAX_DEPTH 64
+
+static size_t piece = 16u << 20;
+static int depth = 8, passes = 5;
+static uint8_t *host;
+
+/* cuMem memory as ncclMemAlloc makes it, readable and writable by both GPUs. */
+static void *cumem_buffer(int dev)
+{
+	CUmemAllocationProp prop;
+	CUmemGenericAllocationHandle h;
+	CUmemAccessDesc acc[2];
+	CUdeviceptr va = 0;
+	size_t gran;
+
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = dev;
+	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	prop.allocFlags.gpuDirectRDMACapable = 1;
+	if (cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) ||
+	    cuMemCreate(&h, SIZE, &prop, 0) || cuMemAddressReserve(&va, SIZE, gran, 0, 0) ||
+	    cuMemMap(va, SIZE, 0, h, 0))
+		return NULL;
+	for (int g = 0; g < 2; g++) {
+		acc[g].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		acc[g].location.id = g;
+		acc[g].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	}
+	if (cuMemSetAccess(va, SIZE, acc, 2))
+		return NULL;
+	cuMemRelease(h);	/* the mapping holds it; the process exits without unmapping */
+	return (void *)va;
+}
+
+static void *gpu_buffer(int dev, int use_cumem)
+{
+	void *p = NULL;
+
+	if (use_cumem)
+		return cumem_buffer(dev);
+	return cudaMalloc(&p, SIZE) == cudaSuccess ? p : NULL;
+}
+
+struct way {
+	void *comm, *mh;
+	uint8_t *buf;
+	void *req[MAX_DEPTH];
+	size_t next, done, n;
+	int recv;
+};
+
+/* Posts what fits, tests what is posted; -1 on an error. */
+static int step(struct way *w)
+{
+	for (int s = 0; s < depth && w->next < w->n; s++) {
+		void *ptr;
+		size_t size = piece;
+		int tag = 0, rc;
+
+		if (w->req[s])
+			continue;
+		ptr = w->buf + w->next * piece;
+		rc = w->recv ? net->irecv(w->comm, 1, &ptr, &size, &tag, &w->mh, NULL, &w->req[s]) :
+			       net->isend(w->comm, ptr, piece, 0, w->mh, NULL, &w->req[s]);
+		if (rc)
+			return -1;
+		if (!w->req[s])
+			break;	/* the receiver has not posted yet */
+		w->next++;
+	}
+	for (int s = 0; s < depth; s++) {
+		int done = 0, size = 0;
+
+		if (!w->req[s])
+			continue;
+		if (net->test(w->req[s], &done, &size))
+			return -1;
+		if (done) {
+			w->req[s] = NULL;
+			w->done++;
+		}
+	}
+	return 0;
+}
+
+static int rank_main(int me, int sock, int use_cumem)
+{
+	char mine[NCCL_NET_HANDLE_MAXSIZE], theirs[NCCL_NET_HANDLE_MAXSIZE];
+	struct way out, in;
+	void *ctx, *lc, *sbuf, *rbuf;
+
+	memset(&out, 0, sizeof(out));
+	memset(&in, 0, sizeof(in));
+	if (cudaSetDevice(me) != cudaSuccess || cudaFree(NULL) != cudaSuccess ||
+	    !(ctx = harness_init()) || net->listen(ctx, me, mine, &lc) ||
+	    harness_send_all(sock, mine, sizeof(mine)) || harness_recv_all(sock, theirs, sizeof(theirs)))
+		return 2;
+	while (!out.comm || !in.comm) {
+		if (!out.comm && net->connect(ctx, me, theirs, &out.comm, NULL))
+			return 3;
+		if (!in.comm && net->accept(lc, &in.comm, NULL))
+			return 3;
+	}
+	if (!(sbuf = gpu_buffer(me, use_cumem)) || !(rbuf = gpu_buffer(me, use_cumem)))
+		return 4;
+	pattern_fill(host, SIZE, (uint64_t)me + 1);
+	if (cudaMemcpy(sbuf, host, SIZE, cudaMemcpyHostToDevice) != cudaSuccess ||
+	    net->regMr(out.comm, sbuf, SIZE, NCCL_PTR_CUDA, &out.mh) ||
+	    net->regMr(in.comm, rbuf, SIZE, NCCL_PTR_CUDA, &in.mh))
+		return 5;
+	out.buf = sbuf;
+	in.buf = rbuf;
+	in.recv = 1;
+	out.n = in.n = SIZE / piece;
+	for (int p = 0; p < passes; p++) {
+		double t0;
+		char go = 'g';
+
+		if (cudaMemset(rbuf, 0xa5, SIZE) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
+			return 6;
+		/* Both ranks start a pass together. */
+		if (harness_send_all(sock, &go, 1) || harness_recv_all(sock, &go, 1))
+			return 6;
+		out.next = out.done = in.next = in.done = 0;
+		t0 = harness_now();
+		while (out.done < out.n || in.done < in.n)
+			if (step(&out) || step(&in))
+				return 7;
+		printf("%-6s piece %4zu MiB depth %2d  GPU%d -> GPU%d  %6.1f GB/s\n",
+		       use_cumem ? "cumem" : "malloc", piece >> 20, depth, 1 - me, me,
+		       SIZE / (harness_now() - t0) / 1e9);
+		if (cudaMemcpy(host, rbuf, SIZE, cudaMemcpyDeviceToHost) != cudaSuccess ||
+		    pattern_check(host, SIZE, (uint64_t)(1 - me) + 1) != SIZE) {
+			printf("GPU%d: pass %d arrived wrong\n", me, p);
+			return 8;
+		}
+	}
+	fflush(stdout);
+	if (net->deregMr(out.comm, out.mh) || net->deregMr(in.comm, in.mh) ||
+	    net->closeSend(out.comm) || net->closeRecv(in.comm) || net->closeListen(lc))
+		return 9;
+	return net->finalize(ctx) ? 10 : 0;
+}
+
+/* Both ranks in child processes: this one never touches CUDA, so the
+ * next kind forks cleanly. */
+static int run(int use_cumem)
+{
+	int sv[2], status[2], bad = 0;
+	pid_t pid[2];
+
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+		return 1;
+	for (int r = 0; r < 2; r++) {
+		pid[r] = fork();
+		if (pid[r] == 0) {
+			int rc = rank_main(r, sv[r], use_cumem);
+
+			fflush(stdout);
+			_exit(rc);
+		}
+	}
+	close(sv[0]);
+	close(sv[1]);
+	for (int r = 0; r < 2; r++) {
+		if (waitpid(pid[r], &status[r], 0) != pid[r] || !WIFEXITED(status[r]))
+			status[r] = 255 << 8;
+		bad |= WEXITSTATUS(status[r]) != 0;
+	}
+	if (bad)
+		printf("reg_bw %s: rank 0 %d, rank 1 %d: FAIL\n", use_cumem ? "cumem" : "malloc",
+		       WEXITSTATUS(status[0]), WEXITSTATUS(status[1]));
+	return bad;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1)
+		piece = (size_t)atoi(argv[1]) << 20;
+	if (argc > 2)
+		depth = atoi(argv[2]);
+	if (argc > 3)
+		passes = atoi(argv[3]);
+	if (!piece || SIZE % piece || depth < 1 || depth > MAX_DEPTH || passes < 1) {
+		fprintf(stderr, "usage: reg_bw [piece_MiB dividing 1024] [depth 1-%d] [passes]\n",
+			MAX_DEPTH);
+		return 2;
+	}
+	host = malloc(SIZE);
+	if (!host || !harness_open())
+		return 1;
+	/* Each kind in its own pair of processes: a fresh helper per kind. */
+	return run(0) || run(1) ? 1 : 0;
+}
