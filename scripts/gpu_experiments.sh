@@ -49,15 +49,18 @@
 #        tcp: GPU buffers between "hosts" over TCP (two GPUs forced through
 #        NCCL_SYMMEM_BACKEND=tcp) against NCCL's own Socket net, OLD_TREE
 #        beside, registered buffers and CUDA graphs (session 18);
+#        reg-bw: registered send/recv between GPU 0 and 1 through the
+#        plugin's table without NCCL (test/nccl/reg_bw.c), cudaMalloc against
+#        cuMem buffers, REG_BW_ARGS ("16 8 5": piece MiB, depth, passes);
 #        sweep: any VARIANTS of settings against the defaults (variants apart
 #        by spaces, settings by commas before NCCL_, '+' for a space inside a
 #        value).
 #        NRANKS, PHASE_TIMEOUT, SKIP_BUILD: as in scripts/gpu_lib.sh.
 MODE=${1:-}
-case " table abort setup hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan " in
+case " table abort setup hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan reg-bw " in
 *" $MODE "*) ;;
 *)
-	echo "usage: $0 MODE (one of: table abort setup hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan)" >&2
+	echo "usage: $0 MODE (one of: table abort setup hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan reg-bw)" >&2
 	exit 2
 	;;
 esac
@@ -82,6 +85,15 @@ fi
 # 0.5 s natively (bench/results/failures.md).  The same killed and stuck
 # ranks, with INFO logs for the copy helper's exit time, and without the
 # helper (NCCL_SYMMEM_COPY_HELPER=0) for what is left.
+# Session 26: registered cudaMalloc send/recv runs at 0.70 of native inside
+# NCCL; this is the plugin's part alone, both kinds, every byte checked.
+if [ "$MODE" = reg-bw ]; then
+	note "reg_bw ${REG_BW_ARGS:-16 8 5}"
+	SYMMEM_PLUGIN=build-gpu/libnccl-net-symmem.so timeout 300 ./build-gpu/reg_bw \
+		${REG_BW_ARGS:-16 8 5} || { echo "FAILED: reg_bw"; fail=1; }
+	finish
+fi
+
 if [ "$MODE" = abort ]; then
 	for v in kill kill-nohelper stuck stuck-nohelper; do
 		a="-o all_reduce"
