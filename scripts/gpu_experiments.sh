@@ -51,7 +51,8 @@
 #        beside, registered buffers and CUDA graphs (session 18);
 #        reg-bw: registered send/recv between GPU 0 and 1 through the
 #        plugin's table without NCCL (test/nccl/reg_bw.c), cudaMalloc against
-#        cuMem buffers, REG_BW_ARGS ("16 8 5": piece MiB, depth, passes);
+#        cuMem buffers, REG_BW_ARGS ("16 8 5 1": piece MiB, depth, passes,
+#        connections each way; NCCL with 16 channels per peer: "16 8 5 16");
 #        sweep: any VARIANTS of settings against the defaults (variants apart
 #        by spaces, settings by commas before NCCL_, '+' for a space inside a
 #        value).

@@ -8,7 +8,10 @@
  * Every byte is checked after each pass (pattern in, poison out).  Prints
  * GB/s per direction; NCCL through the plugin moves registered cudaMalloc
  * send/recv at 0.70 of cuMem's, and this tells whether NCCL has a part in it.
- * Usage: SYMMEM_PLUGIN=... reg_bw [piece_MiB] [depth] [passes] */
+ * With CONNECTIONS > 1 each direction has that many connections, each
+ * registering the whole buffers and carrying its own part of them, as
+ * NCCL's channels do (NCCL_NCHANNELS_PER_NET_PEER=16: 16).
+ * Usage: SYMMEM_PLUGIN=... reg_bw [piece_MiB] [depth] [passes] [connections] */
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -22,9 +25,10 @@
 
 #define SIZE (1ull << 30)
 #define MAX_DEPTH 64
+#define MAX_CONNS 32
 
 static size_t piece = 16u << 20;
-static int depth = 8, passes = 5;
+static int depth = 8, passes = 5, conns = 1;
 static uint8_t *host;
 
 /* cuMem memory as ncclMemAlloc makes it, readable and writable by both GPUs. */
@@ -108,35 +112,67 @@ static int step(struct way *w)
 	return 0;
 }
 
+/* One pass: every connection's part, both ways, until all landed. */
+static int one_pass(struct way *out, struct way *in)
+{
+	size_t left;
+
+	for (int c = 0; c < conns; c++)
+		out[c].next = out[c].done = in[c].next = in[c].done = 0;
+	do {
+		left = 0;
+		for (int c = 0; c < conns; c++) {
+			if (step(&out[c]) || step(&in[c]))
+				return -1;
+			left += (out[c].n - out[c].done) + (in[c].n - in[c].done);
+		}
+	} while (left);
+	return 0;
+}
+
 static int rank_main(int me, int sock, int use_cumem)
 {
-	char mine[NCCL_NET_HANDLE_MAXSIZE], theirs[NCCL_NET_HANDLE_MAXSIZE];
-	struct way out, in;
-	void *ctx, *lc, *sbuf, *rbuf;
+	char mine[MAX_CONNS][NCCL_NET_HANDLE_MAXSIZE], theirs[MAX_CONNS][NCCL_NET_HANDLE_MAXSIZE];
+	struct way out[MAX_CONNS], in[MAX_CONNS];
+	void *ctx, *lc[MAX_CONNS], *sbuf, *rbuf;
+	size_t part = SIZE / (size_t)conns, open;
 
-	memset(&out, 0, sizeof(out));
-	memset(&in, 0, sizeof(in));
+	memset(out, 0, sizeof(out));
+	memset(in, 0, sizeof(in));
 	if (cudaSetDevice(me) != cudaSuccess || cudaFree(NULL) != cudaSuccess ||
-	    !(ctx = harness_init()) || net->listen(ctx, me, mine, &lc) ||
-	    harness_send_all(sock, mine, sizeof(mine)) || harness_recv_all(sock, theirs, sizeof(theirs)))
+	    !(ctx = harness_init()))
 		return 2;
-	while (!out.comm || !in.comm) {
-		if (!out.comm && net->connect(ctx, me, theirs, &out.comm, NULL))
-			return 3;
-		if (!in.comm && net->accept(lc, &in.comm, NULL))
-			return 3;
-	}
+	for (int c = 0; c < conns; c++)
+		if (net->listen(ctx, me, mine[c], &lc[c]))
+			return 2;
+	if (harness_send_all(sock, mine, sizeof(mine)) || harness_recv_all(sock, theirs, sizeof(theirs)))
+		return 2;
+	do {
+		open = 0;
+		for (int c = 0; c < conns; c++) {
+			if (!out[c].comm && net->connect(ctx, me, theirs[c], &out[c].comm, NULL))
+				return 3;
+			if (!in[c].comm && net->accept(lc[c], &in[c].comm, NULL))
+				return 3;
+			open += (out[c].comm != NULL) + (in[c].comm != NULL);
+		}
+	} while (open < 2 * (size_t)conns);
 	if (!(sbuf = gpu_buffer(me, use_cumem)) || !(rbuf = gpu_buffer(me, use_cumem)))
 		return 4;
 	pattern_fill(host, SIZE, (uint64_t)me + 1);
-	if (cudaMemcpy(sbuf, host, SIZE, cudaMemcpyHostToDevice) != cudaSuccess ||
-	    net->regMr(out.comm, sbuf, SIZE, NCCL_PTR_CUDA, &out.mh) ||
-	    net->regMr(in.comm, rbuf, SIZE, NCCL_PTR_CUDA, &in.mh))
+	if (cudaMemcpy(sbuf, host, SIZE, cudaMemcpyHostToDevice) != cudaSuccess)
 		return 5;
-	out.buf = sbuf;
-	in.buf = rbuf;
-	in.recv = 1;
-	out.n = in.n = SIZE / piece;
+	/* Like NCCL's channels: each connection registers the whole buffer
+	 * and carries its own part of it. */
+	for (int c = 0; c < conns; c++) {
+		if (net->regMr(out[c].comm, sbuf, SIZE, NCCL_PTR_CUDA, &out[c].mh) ||
+		    net->regMr(in[c].comm, rbuf, SIZE, NCCL_PTR_CUDA, &in[c].mh))
+			return 5;
+		out[c].buf = (uint8_t *)sbuf + (size_t)c * part;
+		in[c].buf = (uint8_t *)rbuf + (size_t)c * part;
+		in[c].recv = 1;
+		out[c].n = in[c].n = part / piece;
+	}
 	for (int p = 0; p < passes; p++) {
 		double t0;
 		char go = 'g';
@@ -146,13 +182,11 @@ static int rank_main(int me, int sock, int use_cumem)
 		/* Both ranks start a pass together. */
 		if (harness_send_all(sock, &go, 1) || harness_recv_all(sock, &go, 1))
 			return 6;
-		out.next = out.done = in.next = in.done = 0;
 		t0 = harness_now();
-		while (out.done < out.n || in.done < in.n)
-			if (step(&out) || step(&in))
-				return 7;
-		printf("%-6s piece %4zu MiB depth %2d  GPU%d -> GPU%d  %6.1f GB/s\n",
-		       use_cumem ? "cumem" : "malloc", piece >> 20, depth, 1 - me, me,
+		if (one_pass(out, in))
+			return 7;
+		printf("%-6s piece %4zu MiB depth %2d connections %2d  GPU%d -> GPU%d  %6.1f GB/s\n",
+		       use_cumem ? "cumem" : "malloc", piece >> 20, depth, conns, 1 - me, me,
 		       SIZE / (harness_now() - t0) / 1e9);
 		if (cudaMemcpy(host, rbuf, SIZE, cudaMemcpyDeviceToHost) != cudaSuccess ||
 		    pattern_check(host, SIZE, (uint64_t)(1 - me) + 1) != SIZE) {
@@ -161,9 +195,11 @@ static int rank_main(int me, int sock, int use_cumem)
 		}
 	}
 	fflush(stdout);
-	if (net->deregMr(out.comm, out.mh) || net->deregMr(in.comm, in.mh) ||
-	    net->closeSend(out.comm) || net->closeRecv(in.comm) || net->closeListen(lc))
-		return 9;
+	for (int c = 0; c < conns; c++)
+		if (net->deregMr(out[c].comm, out[c].mh) || net->deregMr(in[c].comm, in[c].mh) ||
+		    net->closeSend(out[c].comm) || net->closeRecv(in[c].comm) ||
+		    net->closeListen(lc[c]))
+			return 9;
 	return net->finalize(ctx) ? 10 : 0;
 }
 
@@ -206,9 +242,12 @@ int main(int argc, char **argv)
 		depth = atoi(argv[2]);
 	if (argc > 3)
 		passes = atoi(argv[3]);
-	if (!piece || SIZE % piece || depth < 1 || depth > MAX_DEPTH || passes < 1) {
-		fprintf(stderr, "usage: reg_bw [piece_MiB dividing 1024] [depth 1-%d] [passes]\n",
-			MAX_DEPTH);
+	if (argc > 4)
+		conns = atoi(argv[4]);
+	if (!piece || depth < 1 || depth > MAX_DEPTH || passes < 1 || conns < 1 ||
+	    conns > MAX_CONNS || SIZE % (piece * (size_t)conns)) {
+		fprintf(stderr, "usage: reg_bw [piece_MiB] [depth 1-%d] [passes] [connections 1-%d]; "
+			"pieces x connections must divide 1 GiB\n", MAX_DEPTH, MAX_CONNS);
 		return 2;
 	}
 	host = malloc(SIZE);
