@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "../mp/harness.h"
+#include "../probe/probe_cumem.h"
 
 #define SIZE (1ull << 30)
 #define MAX_DEPTH 64
@@ -38,16 +39,9 @@ static void *cumem_buffer(int dev)
 	CUmemGenericAllocationHandle h;
 	CUmemAccessDesc acc[2];
 	CUdeviceptr va = 0;
-	size_t gran;
+	size_t gran = probe_cumem_prop(dev, &prop);
 
-	memset(&prop, 0, sizeof(prop));
-	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	prop.location.id = dev;
-	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-	prop.allocFlags.gpuDirectRDMACapable = 1;
-	if (cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) ||
-	    cuMemCreate(&h, SIZE, &prop, 0) || cuMemAddressReserve(&va, SIZE, gran, 0, 0) ||
+	if (cuMemCreate(&h, SIZE, &prop, 0) || cuMemAddressReserve(&va, SIZE, gran, 0, 0) ||
 	    cuMemMap(va, SIZE, 0, h, 0))
 		return NULL;
 	for (int g = 0; g < 2; g++) {

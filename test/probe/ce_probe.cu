@@ -564,27 +564,11 @@ static void multi_case(int n, char *src[], char *dst[], cudaStream_t st[][MULTI_
 	fflush(stdout);
 }
 
-
-// Memory as ncclMemAlloc makes it: cuMem, POSIX-fd exportable, GPUDirect
-// RDMA capable, at the recommended granularity (returned).
-static size_t cumem_prop(int dev, CUmemAllocationProp *prop)
-{
-	size_t gran;
-	memset(prop, 0, sizeof(*prop));
-	prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
-	prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	prop->location.id = dev;
-	prop->requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-	prop->allocFlags.gpuDirectRDMACapable = 1;
-	CUCK(cuMemGetAllocationGranularity(&gran, prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
-	return gran;
-}
-
 // Such memory, mapped read-write for every GPU.
 static char *cumem_alloc(int dev, int n, size_t size)
 {
 	CUmemAllocationProp prop;
-	size_t gran = cumem_prop(dev, &prop);
+	size_t gran = probe_cumem_prop(dev, &prop);
 	size = (size + gran - 1) / gran * gran;
 	CUmemGenericAllocationHandle h;
 	CUdeviceptr va;
@@ -723,7 +707,7 @@ static void mp_child(struct mp_shared *s, int sock, int n, int g)
 	CUCK(cuDevicePrimaryCtxRetain(&ctx, dev));
 	CUCK(cuCtxSetCurrent(ctx));
 	CUmemAllocationProp prop;
-	size_t gran = cumem_prop(g, &prop);
+	size_t gran = probe_cumem_prop(g, &prop);
 	size_t dsize = ((size_t)(n - 1) * MULTI_BYTES + gran - 1) / gran * gran;
 	CUmemGenericAllocationHandle hs, hd;
 	CUCK(cuMemCreate(&hs, MULTI_BYTES, &prop, 0));
@@ -953,7 +937,7 @@ static void ipc_owner(int g, int sock, int out, int done)
 	CK(cudaMalloc(&legacy, IPC_BYTES));
 	CK(cudaMemset(legacy, 0x21 + g, IPC_BYTES));
 	CK(cudaIpcGetMemHandle(&e.legacy, legacy));
-	size_t gran = cumem_prop(g, &prop);
+	size_t gran = probe_cumem_prop(g, &prop);
 	size_t size = (IPC_BYTES + gran - 1) / gran * gran;
 	CUCK(cuMemCreate(&h, size, &prop, 0));
 	CUCK(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
@@ -971,7 +955,7 @@ static char *ipc_import_fd(int sock, int owner_dev)
 	CUmemAllocationProp prop;
 	CUmemGenericAllocationHandle h;
 	int fd = recv_fd(sock);
-	size_t gran = cumem_prop(owner_dev, &prop);
+	size_t gran = probe_cumem_prop(owner_dev, &prop);
 	size_t size = (IPC_BYTES + gran - 1) / gran * gran;
 	CUCK(cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)fd,
 					    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
@@ -982,22 +966,35 @@ static char *ipc_import_fd(int sock, int owner_dev)
 	return (char *)va;
 }
 
+// Forks the owners of GPU 0 and GPU 1 (owner(g, fd socket, export pipe,
+// done pipe)); they live until done[1] is written.  Before any CUDA call
+// of this process, so the children start clean.
+static int fork_owners(void (*owner)(int, int, int, int), int sock[2][2], int pipes[2][2],
+		       int done[2], pid_t pid[2])
+{
+	if (pipe(done))
+		return -1;
+	for (int g = 0; g < 2; g++) {
+		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sock[g]) || pipe(pipes[g]))
+			return -1;
+		pid[g] = fork();
+		if (pid[g] < 0)
+			return -1;
+		if (pid[g] == 0) {
+			CUCK(cuInit(0));
+			owner(g, sock[g][1], pipes[g][1], done[0]);
+		}
+	}
+	return 0;
+}
+
 static int ipc(void)
 {
 	int sock[2][2], pipes[2][2], done[2];
 	pid_t pid[2];
 
-	if (pipe(done))
+	if (fork_owners(ipc_owner, sock, pipes, done, pid))
 		return 1;
-	for (int g = 0; g < 2; g++) {
-		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sock[g]) || pipe(pipes[g]))
-			return 1;
-		pid[g] = fork();
-		if (pid[g] == 0) {
-			CUCK(cuInit(0));
-			ipc_owner(g, sock[g][1], pipes[g][1], done[0]);
-		}
-	}
 	struct ipc_export e[2];
 	for (int g = 0; g < 2; g++)
 		if (read(pipes[g][0], &e[g], sizeof(e[g])) != sizeof(e[g]))
@@ -1065,7 +1062,7 @@ static void bi_owner(int g, int sock, int out, int done)
 	char c;
 
 	CK(cudaSetDevice(g));
-	gran = cumem_prop(g, &prop);
+	gran = probe_cumem_prop(g, &prop);
 	for (int k = 0; k < 2; k++) {
 		void *p;
 		CUmemGenericAllocationHandle h;
@@ -1091,7 +1088,7 @@ static char *bi_import_fd(int fd, int owner, int dev)
 {
 	CUmemAllocationProp prop;
 	CUmemGenericAllocationHandle h;
-	size_t gran = cumem_prop(owner, &prop);
+	size_t gran = probe_cumem_prop(owner, &prop);
 
 	CUCK(cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)fd,
 					    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
@@ -1136,16 +1133,9 @@ static int ipc_bidir(void)
 	struct bi_export e[2];
 	pid_t pid[4];
 
-	if (pipe(done))
+	if (fork_owners(bi_owner, sock, out, done, pid))
 		return 1;
 	for (int g = 0; g < 2; g++) {
-		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sock[g]) || pipe(out[g]))
-			return 1;
-		pid[g] = fork();
-		if (pid[g] == 0) {
-			CUCK(cuInit(0));
-			bi_owner(g, sock[g][1], out[g][1], done[0]);
-		}
 		fds[g][0] = recv_fd(sock[g][0]);
 		fds[g][1] = recv_fd(sock[g][0]);
 		if (read(out[g][0], &e[g], sizeof(e[g])) != sizeof(e[g]))

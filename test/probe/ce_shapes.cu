@@ -65,12 +65,7 @@ static char *spaced_alloc(int dev, int n, size_t size, size_t pitch)
 	CUdeviceptr base;
 	size_t gran;
 
-	memset(&prop, 0, sizeof(prop));
-	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	prop.location.id = dev;
-	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-	CUCK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+	gran = probe_cumem_prop(dev, &prop);
 	if (size % gran || pitch % gran) {
 		fprintf(stderr, "size/pitch not a multiple of %zu\n", gran);
 		exit(2);
