@@ -14,7 +14,7 @@
 #define SHM_MAGIC 0x4d485353u		/* "SSHM" */
 #define SHM_VERSION 4
 #define WIRE_MAGIC 0x45524957u		/* "WIRE" */
-#define WIRE_VERSION 4
+#define WIRE_VERSION 5		/* 5: sm_share_info carries the GPU's bus id */
 #define REGION_MAGIC 0x4e474552u	/* "REGN" */
 
 /* How long a connection waits for one of its copies: a close gives up
