@@ -162,9 +162,10 @@ static void order_gpus(struct copyd *d, CUdevice own)
 /* The GPU a mapping lives on, as a bus place; -1 for host memory, when
  * nobody can say, or when there are no phases to use it for.  The
  * exporter's bus id comes first: for a legacy IPC import (registered
- * cudaMalloc buffers) the driver's answer is not the GPU the memory is
- * on, and such copies then went unscheduled (4 x H200 registered
- * alltoall on cudaMalloc buffers 0.55 of native, on cuMem ones 0.86). */
+ * cudaMalloc buffers) the driver names the importing context's GPU, not
+ * the one the memory is on, and such copies went unscheduled (4 x H200,
+ * registered cudaMalloc alltoall at 1 GiB: 0.57 of native without the
+ * phases, 0.62 with them; bench/results/coalesce.md). */
 static int range_gpu(struct copyd *d, const struct range *r, const char *bus_id)
 {
 	CUdevice dev;

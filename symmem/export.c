@@ -94,7 +94,6 @@ static void bus_id_of(const struct sm_cuda_api *cu, int ordinal, char *out, int 
 {
 	CUdevice dev;
 
-	out[0] = '\0';
 	if (ordinal < 0 || cu->device_get(&dev, ordinal) != CUDA_SUCCESS ||
 	    cu->device_get_pci_bus_id(out, len, dev) != CUDA_SUCCESS)
 		out[0] = '\0';
