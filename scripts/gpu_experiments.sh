@@ -82,19 +82,19 @@ if [ "$MODE" = table ]; then
 	finish
 fi
 
+# Session 26: registered cudaMalloc send/recv runs at 0.70 of native inside
+# NCCL; this is the plugin's part alone, both kinds, every byte checked.
+if [ "$MODE" = reg-bw ]; then
+	note "reg_bw ${REG_BW_ARGS:-16 8 5 1}"
+	SYMMEM_PLUGIN=build-gpu/libnccl-net-symmem.so timeout 300 ./build-gpu/reg_bw \
+		${REG_BW_ARGS:-16 8 5 1} || { echo "FAILED: reg_bw"; fail=1; }
+	finish
+fi
+
 # Session 24: ncclCommAbort took 0.6-0.9 s through the plugin against
 # 0.5 s natively (bench/results/failures.md).  The same killed and stuck
 # ranks, with INFO logs for the copy helper's exit time, and without the
 # helper (NCCL_SYMMEM_COPY_HELPER=0) for what is left.
-# Session 26: registered cudaMalloc send/recv runs at 0.70 of native inside
-# NCCL; this is the plugin's part alone, both kinds, every byte checked.
-if [ "$MODE" = reg-bw ]; then
-	note "reg_bw ${REG_BW_ARGS:-16 8 5}"
-	SYMMEM_PLUGIN=build-gpu/libnccl-net-symmem.so timeout 300 ./build-gpu/reg_bw \
-		${REG_BW_ARGS:-16 8 5} || { echo "FAILED: reg_bw"; fail=1; }
-	finish
-fi
-
 if [ "$MODE" = abort ]; then
 	for v in kill kill-nohelper stuck stuck-nohelper; do
 		a="-o all_reduce"

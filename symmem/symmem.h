@@ -156,7 +156,7 @@ struct sm_share_info {
 	uint64_t alloc_size;	/* bytes mapped from the allocation's start */
 	uint32_t kind;		/* enum sm_share_kind */
 	int32_t device;		/* exporter's GPU ordinal, for messages */
-	char bus_id[16];	/* exporter's GPU as cuDeviceGetPCIBusId names it, "" for
+	char bus_id[32];	/* exporter's GPU as cuDeviceGetPCIBusId names it, "" for
 				 * host memory: ordinals differ between processes, and
 				 * the driver will not say where a legacy IPC import
 				 * lives (the copy helper's phases need it) */

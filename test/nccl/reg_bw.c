@@ -27,6 +27,8 @@
 #define SIZE (1ull << 30)
 #define MAX_DEPTH 64
 #define MAX_CONNS 32
+#define SETUP_S 30.0		/* connecting, at most */
+#define PASS_S 30.0		/* one pass of 1 GiB each way, at most */
 
 static size_t piece = 16u << 20;
 static int depth = 8, passes = 5, conns = 1;
@@ -109,6 +111,7 @@ static int step(struct way *w)
 /* One pass: every connection's part, both ways, until all landed. */
 static int one_pass(struct way *out, struct way *in)
 {
+	double end = harness_now() + PASS_S;
 	size_t left;
 
 	for (int c = 0; c < conns; c++)
@@ -120,6 +123,10 @@ static int one_pass(struct way *out, struct way *in)
 				return -1;
 			left += (out[c].n - out[c].done) + (in[c].n - in[c].done);
 		}
+		if (left && harness_now() > end) {
+			fprintf(stderr, "a pass did not end within %.0f s\n", PASS_S);
+			return -1;
+		}
 	} while (left);
 	return 0;
 }
@@ -130,6 +137,7 @@ static int rank_main(int me, int sock, int use_cumem)
 	struct way out[MAX_CONNS], in[MAX_CONNS];
 	void *ctx, *lc[MAX_CONNS], *sbuf, *rbuf;
 	size_t part = SIZE / (size_t)conns, open;
+	double end;
 
 	memset(out, 0, sizeof(out));
 	memset(in, 0, sizeof(in));
@@ -141,6 +149,7 @@ static int rank_main(int me, int sock, int use_cumem)
 			return 2;
 	if (harness_send_all(sock, mine, sizeof(mine)) || harness_recv_all(sock, theirs, sizeof(theirs)))
 		return 2;
+	end = harness_now() + SETUP_S;
 	do {
 		open = 0;
 		for (int c = 0; c < conns; c++) {
@@ -150,6 +159,8 @@ static int rank_main(int me, int sock, int use_cumem)
 				return 3;
 			open += (out[c].comm != NULL) + (in[c].comm != NULL);
 		}
+		if (open < 2 * (size_t)conns && harness_now() > end)
+			return 3;
 	} while (open < 2 * (size_t)conns);
 	if (!(sbuf = gpu_buffer(me, use_cumem)) || !(rbuf = gpu_buffer(me, use_cumem)))
 		return 4;
@@ -209,7 +220,10 @@ static int run(int use_cumem)
 	for (int r = 0; r < 2; r++) {
 		pid[r] = fork();
 		if (pid[r] == 0) {
-			int rc = rank_main(r, sv[r], use_cumem);
+			int rc;
+
+			close(sv[1 - r]);	/* EOF here if the other rank dies */
+			rc = rank_main(r, sv[r], use_cumem);
 
 			fflush(stdout);
 			_exit(rc);
@@ -230,6 +244,8 @@ static int run(int use_cumem)
 
 int main(int argc, char **argv)
 {
+	int bad;
+
 	if (argc > 1)
 		piece = (size_t)atoi(argv[1]) << 20;
 	if (argc > 2)
@@ -248,5 +264,7 @@ int main(int argc, char **argv)
 	if (!host || !harness_open())
 		return 1;
 	/* Each kind in its own pair of processes: a fresh helper per kind. */
-	return run(0) || run(1) ? 1 : 0;
+	bad = run(0);
+	bad |= run(1);
+	return bad;
 }

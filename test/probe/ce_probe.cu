@@ -50,8 +50,10 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -923,7 +925,8 @@ struct ipc_export {
 };
 
 // Owner of GPU g: a cudaMalloc buffer (legacy handle over the pipe) and a
-// cuMem one (fd over the socket), both filled; waits until told to go.
+// cuMem one (fd over the socket; left unwritten: only timed); waits until
+// told to go.
 static void ipc_owner(int g, int sock, int out, int done)
 {
 	struct ipc_export e;
@@ -981,6 +984,10 @@ static int fork_owners(void (*owner)(int, int, int, int), int sock[2][2], int pi
 		if (pid[g] < 0)
 			return -1;
 		if (pid[g] == 0) {
+			// Gone with the parent, and end of file on done[0] when it
+			// stops, however it stops.
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			close(done[1]);
 			CUCK(cuInit(0));
 			owner(g, sock[g][1], pipes[g][1], done[0]);
 		}
@@ -1053,7 +1060,8 @@ struct bi_export {
 	cudaIpcMemHandle_t legacy[2];	// source, destination
 };
 
-// Owner of GPU g: source and destination, cudaMalloc and cuMem, filled.
+// Owner of GPU g: source and destination, cudaMalloc (filled) and cuMem
+// (left unwritten: only timed).
 static void bi_owner(int g, int sock, int out, int done)
 {
 	struct bi_export e;
@@ -1147,6 +1155,13 @@ static int ipc_bidir(void)
 		pid[2 + g] = fork();
 		if (pid[2 + g] == 0) {
 			CUCK(cuInit(0));
+			// Only its own command and result ends, so that the
+			// parent closing cmd[g][1] ends its loop.
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			for (int k = 0; k <= g; k++) {
+				close(cmd[k][1]);
+				close(res[k][0]);
+			}
 			bi_helper(g, e, fds[g][0], fds[1 - g][1], cmd[g][0], res[g][1]);
 		}
 	}
