@@ -95,7 +95,6 @@ static int gid_is_v2(const char *dev, int port, int index)
 	return strncmp(type, "RoCE v2", 7) == 0;
 }
 
-
 static int pick_gid(struct ib_dev *d, int tbl_len, int want)
 {
 	int best = -1, best_score = 0;

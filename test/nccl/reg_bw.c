@@ -39,20 +39,13 @@ static void *cumem_buffer(int dev)
 {
 	CUmemAllocationProp prop;
 	CUmemGenericAllocationHandle h;
-	CUmemAccessDesc acc[2];
 	CUdeviceptr va = 0;
 	size_t gran = probe_cumem_prop(dev, &prop);
 
 	if (cuMemCreate(&h, SIZE, &prop, 0) || cuMemAddressReserve(&va, SIZE, gran, 0, 0) ||
 	    cuMemMap(va, SIZE, 0, h, 0))
 		return NULL;
-	for (int g = 0; g < 2; g++) {
-		acc[g].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-		acc[g].location.id = g;
-		acc[g].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	}
-	if (cuMemSetAccess(va, SIZE, acc, 2))
-		return NULL;
+	grant_gpus(va, SIZE, 2);
 	cuMemRelease(h);	/* the mapping holds it; the process exits without unmapping */
 	return (void *)va;
 }

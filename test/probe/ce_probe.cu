@@ -698,6 +698,24 @@ static CUdeviceptr mp_map(CUmemGenericAllocationHandle h, size_t size, size_t gr
 	return va;
 }
 
+// Maps `bytes` of GPU `owner`'s cuMem export `fd` (consumed) for GPU dev,
+// or for GPUs 0 and 1 with `both`.
+static char *import_fd(int fd, int owner, int dev, size_t bytes, int both)
+{
+	CUmemAllocationProp prop;
+	CUmemGenericAllocationHandle h;
+	size_t gran = probe_cumem_prop(owner, &prop);
+	size_t size = (bytes + gran - 1) / gran * gran;
+
+	CUCK(cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)fd,
+					    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+	close(fd);
+	CUdeviceptr va = mp_map(h, size, gran, dev);
+	if (both)
+		grant_gpus(va, size, 2);
+	return (char *)va;
+}
+
 // Child g: export its receive buffer, import every peer's, then time the
 // patterns against the others (barriers in shared memory).
 static void mp_child(struct mp_shared *s, int sock, int n, int g)
@@ -727,11 +745,7 @@ static void mp_child(struct mp_shared *s, int sock, int n, int g)
 			close(pfd);
 			continue;
 		}
-		CUmemGenericAllocationHandle ph;
-		CUCK(cuMemImportFromShareableHandle(&ph, (void *)(uintptr_t)pfd,
-						    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
-		close(pfd);
-		peer[p] = (char *)mp_map(ph, dsize, gran, g);
+		peer[p] = import_fd(pfd, p, g, dsize, 0);
 	}
 	cudaStream_t st[MULTI_MAX];
 	for (int k = 0; k < MULTI_MAX; k++)
@@ -953,22 +967,6 @@ static void ipc_owner(int g, int sock, int out, int done)
 	_exit(0);
 }
 
-static char *ipc_import_fd(int sock, int owner_dev)
-{
-	CUmemAllocationProp prop;
-	CUmemGenericAllocationHandle h;
-	int fd = recv_fd(sock);
-	size_t gran = probe_cumem_prop(owner_dev, &prop);
-	size_t size = (IPC_BYTES + gran - 1) / gran * gran;
-	CUCK(cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)fd,
-					    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
-	CUdeviceptr va = mp_map(h, size, gran, 0);
-	CUmemAccessDesc acc = { { CU_MEM_LOCATION_TYPE_DEVICE, 1 }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
-	CUCK(cuMemSetAccess(va, size, &acc, 1));
-	close(fd);
-	return (char *)va;
-}
-
 // Forks the owners of GPU 0 and GPU 1 (owner(g, fd socket, export pipe,
 // done pipe)); they live until done[1] is written.  Before any CUDA call
 // of this process, so the children start clean.
@@ -1018,7 +1016,7 @@ static int ipc(void)
 	CK(cudaMemset(own0, 0x5a, IPC_BYTES));
 	for (int g = 0; g < 2; g++) {
 		CK(cudaIpcOpenMemHandle(&leg[g], e[g].legacy, cudaIpcMemLazyEnablePeerAccess));
-		fdm[g] = ipc_import_fd(sock[g][0], g);
+		fdm[g] = import_fd(recv_fd(sock[g][0]), g, 0, IPC_BYTES, 1);
 	}
 	// Which GPU the driver says each mapping lives on (the helper's phases
 	// need the destination GPU of every copy).
@@ -1092,18 +1090,6 @@ static void bi_owner(int g, int sock, int out, int done)
 	_exit(0);
 }
 
-static char *bi_import_fd(int fd, int owner, int dev)
-{
-	CUmemAllocationProp prop;
-	CUmemGenericAllocationHandle h;
-	size_t gran = probe_cumem_prop(owner, &prop);
-
-	CUCK(cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)fd,
-					    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
-	close(fd);
-	return (char *)mp_map(h, (BI_BYTES + gran - 1) / gran * gran, gran, dev);
-}
-
 // Helper of GPU g: its owner's source and the peer's destination, both
 // kinds; on each command ('l'/'c' pieces, 'L'/'C' whole) one timed pass
 // over 1 GiB, the GB/s written back.
@@ -1116,8 +1102,8 @@ static void bi_helper(int g, struct bi_export *e, int src_fd, int dst_fd, int cm
 	CK(cudaSetDevice(g));
 	CK(cudaIpcOpenMemHandle(&leg_src, e[g].legacy[0], cudaIpcMemLazyEnablePeerAccess));
 	CK(cudaIpcOpenMemHandle(&leg_dst, e[1 - g].legacy[1], cudaIpcMemLazyEnablePeerAccess));
-	cm_src = bi_import_fd(src_fd, g, g);
-	cm_dst = bi_import_fd(dst_fd, 1 - g, g);
+	cm_src = import_fd(src_fd, g, g, BI_BYTES, 0);
+	cm_dst = import_fd(dst_fd, 1 - g, g, BI_BYTES, 0);
 	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 	while (read(cmd, &c, 1) == 1) {
 		char *src = (char *)(c == 'l' || c == 'L' ? leg_src : cm_src);
