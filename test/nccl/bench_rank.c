@@ -13,6 +13,7 @@
 
 #define CUDA_OK(call) cuda_ok((call), #call, __LINE__)
 #define NCCL_OK(call) nccl_ok((call), #call, __LINE__)
+#define BUF_ROUND ((size_t)2 << 20)	/* buffers come in whole 2 MiB pages */
 
 static void cuda_ok(cudaError_t e, const char *what, int line)
 {
@@ -303,7 +304,12 @@ int bench_rank_main(const struct bench_opts *o, int phase, int rank, ncclUniqueI
 	for (int i = 0; i < 3; i++)
 		if (o->case_sizes[i] > c.cap)
 			c.cap = o->case_sizes[i];
-	c.cap += 4096;
+	/* Room past the largest op for the overrun check, in whole 2 MiB
+	 * pages as PyTorch's caching allocator cuts its segments: copy engines
+	 * move registered cudaMalloc memory of a size that is not a multiple
+	 * of 64 KiB at about 0.65 of full speed (bench/results/coalesce.md,
+	 * section 5), which is the allocation's shape and not the plugin's. */
+	c.cap = (c.cap + 4096 + BUF_ROUND - 1) / BUF_ROUND * BUF_ROUND;
 	c.host = malloc(c.cap);
 	if (!c.host)
 		return 2;

@@ -10,8 +10,11 @@
  * send/recv at 0.70 of cuMem's, and this tells whether NCCL has a part in it.
  * With CONNECTIONS > 1 each direction has that many connections, each
  * registering the whole buffers and carrying its own part of them, as
- * NCCL's channels do (NCCL_NCHANNELS_PER_NET_PEER=16: 16).
- * Usage: SYMMEM_PLUGIN=... reg_bw [piece_MiB] [depth] [passes] [connections] */
+ * NCCL's channels do (NCCL_NCHANNELS_PER_NET_PEER=16: 16).  EXTRA_KiB
+ * makes each allocation that much larger than the 1 GiB it carries, as
+ * nccl_bench's are (1 GiB + 4 KiB); WHICH says which buffers: both (the
+ * default), send or recv.
+ * Usage: SYMMEM_PLUGIN=... reg_bw [piece_MiB] [depth] [passes] [connections] [extra_KiB] [which] */
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -32,31 +35,34 @@
 
 static size_t piece = 16u << 20;
 static int depth = 8, passes = 5, conns = 1;
+static size_t extra;		/* bytes allocated past SIZE ... */
+static int extra_send = 1, extra_recv = 1;	/* ... for these buffers */
 static uint8_t *host;
 
 /* cuMem memory as ncclMemAlloc makes it, readable and writable by both GPUs. */
-static void *cumem_buffer(int dev)
+static void *cumem_buffer(int dev, size_t alloc)
 {
 	CUmemAllocationProp prop;
 	CUmemGenericAllocationHandle h;
 	CUdeviceptr va = 0;
 	size_t gran = probe_cumem_prop(dev, &prop);
+	size_t size = (alloc + gran - 1) / gran * gran;
 
-	if (cuMemCreate(&h, SIZE, &prop, 0) || cuMemAddressReserve(&va, SIZE, gran, 0, 0) ||
-	    cuMemMap(va, SIZE, 0, h, 0))
+	if (cuMemCreate(&h, size, &prop, 0) || cuMemAddressReserve(&va, size, gran, 0, 0) ||
+	    cuMemMap(va, size, 0, h, 0))
 		return NULL;
-	grant_gpus(va, SIZE, 2);
+	grant_gpus(va, size, 2);
 	cuMemRelease(h);	/* the mapping holds it; the process exits without unmapping */
 	return (void *)va;
 }
 
-static void *gpu_buffer(int dev, int use_cumem)
+static void *gpu_buffer(int dev, int use_cumem, size_t alloc)
 {
 	void *p = NULL;
 
 	if (use_cumem)
-		return cumem_buffer(dev);
-	return cudaMalloc(&p, SIZE) == cudaSuccess ? p : NULL;
+		return cumem_buffer(dev, alloc);
+	return cudaMalloc(&p, alloc) == cudaSuccess ? p : NULL;
 }
 
 struct way {
@@ -130,6 +136,7 @@ static int rank_main(int me, int sock, int use_cumem)
 	struct way out[MAX_CONNS], in[MAX_CONNS];
 	void *ctx, *lc[MAX_CONNS], *sbuf, *rbuf;
 	size_t part = SIZE / (size_t)conns, open;
+	size_t salloc = SIZE + (extra_send ? extra : 0), ralloc = SIZE + (extra_recv ? extra : 0);
 	double end;
 
 	memset(out, 0, sizeof(out));
@@ -155,7 +162,7 @@ static int rank_main(int me, int sock, int use_cumem)
 		if (open < 2 * (size_t)conns && harness_now() > end)
 			return 3;
 	} while (open < 2 * (size_t)conns);
-	if (!(sbuf = gpu_buffer(me, use_cumem)) || !(rbuf = gpu_buffer(me, use_cumem)))
+	if (!(sbuf = gpu_buffer(me, use_cumem, salloc)) || !(rbuf = gpu_buffer(me, use_cumem, ralloc)))
 		return 4;
 	pattern_fill(host, SIZE, (uint64_t)me + 1);
 	if (cudaMemcpy(sbuf, host, SIZE, cudaMemcpyHostToDevice) != cudaSuccess)
@@ -163,8 +170,8 @@ static int rank_main(int me, int sock, int use_cumem)
 	/* Like NCCL's channels: each connection registers the whole buffer
 	 * and carries its own part of it. */
 	for (int c = 0; c < conns; c++) {
-		if (net->regMr(out[c].comm, sbuf, SIZE, NCCL_PTR_CUDA, &out[c].mh) ||
-		    net->regMr(in[c].comm, rbuf, SIZE, NCCL_PTR_CUDA, &in[c].mh))
+		if (net->regMr(out[c].comm, sbuf, salloc, NCCL_PTR_CUDA, &out[c].mh) ||
+		    net->regMr(in[c].comm, rbuf, ralloc, NCCL_PTR_CUDA, &in[c].mh))
 			return 5;
 		out[c].buf = (uint8_t *)sbuf + (size_t)c * part;
 		in[c].buf = (uint8_t *)rbuf + (size_t)c * part;
@@ -183,8 +190,9 @@ static int rank_main(int me, int sock, int use_cumem)
 		t0 = harness_now();
 		if (one_pass(out, in))
 			return 7;
-		printf("%-6s piece %4zu MiB depth %2d connections %2d  GPU%d -> GPU%d  %6.1f GB/s\n",
-		       use_cumem ? "cumem" : "malloc", piece >> 20, depth, conns, 1 - me, me,
+		printf("%-6s piece %4zu MiB depth %2d connections %2d extra %4zu KiB %-4s  GPU%d -> GPU%d  %6.1f GB/s\n",
+		       use_cumem ? "cumem" : "malloc", piece >> 20, depth, conns, extra >> 10,
+		       extra_send && extra_recv ? "both" : extra_send ? "send" : "recv", 1 - me, me,
 		       SIZE / (harness_now() - t0) / 1e9);
 		if (cudaMemcpy(host, rbuf, SIZE, cudaMemcpyDeviceToHost) != cudaSuccess ||
 		    pattern_check(host, SIZE, (uint64_t)(1 - me) + 1) != SIZE) {
@@ -247,9 +255,15 @@ int main(int argc, char **argv)
 		passes = atoi(argv[3]);
 	if (argc > 4)
 		conns = atoi(argv[4]);
+	if (argc > 5)
+		extra = (size_t)atoi(argv[5]) << 10;
+	if (argc > 6) {
+		extra_send = strcmp(argv[6], "recv") != 0;
+		extra_recv = strcmp(argv[6], "send") != 0;
+	}
 	if (!piece || depth < 1 || depth > MAX_DEPTH || passes < 1 || conns < 1 ||
 	    conns > MAX_CONNS || SIZE % (piece * (size_t)conns)) {
-		fprintf(stderr, "usage: reg_bw [piece_MiB] [depth 1-%d] [passes] [connections 1-%d]; "
+		fprintf(stderr, "usage: reg_bw [piece_MiB] [depth 1-%d] [passes] [connections 1-%d] [extra_KiB] [both|send|recv]; "
 			"pieces x connections must divide 1 GiB\n", MAX_DEPTH, MAX_CONNS);
 		return 2;
 	}
