@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -427,6 +428,9 @@ static void range_unhold(struct copyd *d, uint32_t id)
 		range_free(d, r);
 }
 
+/* Every protocol version keeps magic, op and version where they are. */
+#define HELLO_VERSION_END (offsetof(struct cd_msg, version) + sizeof(uint32_t))
+
 /* One control message; returns -1 when the client is gone. */
 static int control(struct copyd *d)
 {
@@ -437,6 +441,19 @@ static int control(struct copyd *d)
 
 	if (n == 0)
 		return 0;
+	if (n != (ssize_t)sizeof(m) && n >= (ssize_t)HELLO_VERSION_END && m.magic == CD_MAGIC &&
+	    m.op == CD_HELLO) {
+		/* A plugin of another build (a stale helper found through
+		 * NCCL_SYMMEM_COPY_HELPER_PATH, say): its hello has another
+		 * size.  Name both versions so its WARN says why, then leave. */
+		if (fd >= 0)
+			close(fd);
+		rc = sm_fail(SM_ERR_INVALID, "plugin speaks helper protocol %u (a %zd-byte hello), "
+			     "helper %u (%zu bytes): plugin and helper come from different builds",
+			     m.version, n, CD_VERSION, sizeof(m));
+		reply(d, rc, 0, sm_last_error());
+		return -1;
+	}
 	if (n != (ssize_t)sizeof(m) || m.magic != CD_MAGIC) {
 		if (fd >= 0)
 			close(fd);

@@ -419,6 +419,40 @@ static void test_refusals_then_hangup(void **state)
 	assert_int_equal(exited_within(pid, 5000), 0);
 }
 
+/* A plugin of an older build sends a shorter hello: the helper names both
+ * protocol versions in its answer, so the plugin's WARN says why, and
+ * leaves. */
+static void test_short_hello_names_versions(void **state)
+{
+	char want[64];
+	struct cd_reply r;
+	struct cd_msg m;
+	struct pollfd p;
+	size_t len = offsetof(struct cd_msg, info);
+	int sock;
+	pid_t pid;
+
+	(void)state;
+	pid = raw_helper(&sock);
+	memset(&m, 0, sizeof(m));
+	m.magic = CD_MAGIC;
+	m.op = CD_HELLO;
+	m.version = CD_VERSION - 1;
+	m.nstreams = 2;
+	assert_int_equal(send(sock, &m, len, 0), (ssize_t)len);
+	p.fd = sock;
+	p.events = POLLIN;
+	assert_int_equal(poll(&p, 1, 10000), 1);
+	assert_int_equal(recv(sock, &r, sizeof(r), 0), (ssize_t)sizeof(r));
+	assert_int_equal(r.magic, CD_MAGIC);
+	assert_int_equal(r.status, SM_ERR_INVALID);
+	snprintf(want, sizeof(want), "protocol %d (a %zu-byte hello), helper %d", CD_VERSION - 1,
+		 len, CD_VERSION);
+	assert_non_null(strstr(r.msg, want));
+	assert_int_equal(exited_within(pid, 5000), 0);
+	close(sock);
+}
+
 /* Garbage on the socket means the client is not one of ours: it leaves. */
 static void test_garbage_ends_helper(void **state)
 {
@@ -502,6 +536,7 @@ int main(void)
 		cmocka_unit_test(test_late_answer_not_taken),
 		cmocka_unit_test(test_exited_helper_reaped),
 		cmocka_unit_test(test_refusals_then_hangup),
+		cmocka_unit_test(test_short_hello_names_versions),
 		cmocka_unit_test(test_garbage_ends_helper),
 		cmocka_unit_test(test_wrong_parent),
 		cmocka_unit_test(test_exits_when_client_dies),
