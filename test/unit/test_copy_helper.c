@@ -363,14 +363,20 @@ static int exited_within(pid_t pid, int ms)
 	return -1;
 }
 
-static void ask(int sock, const struct cd_msg *m, struct cd_reply *r)
+/* Sends the first `len` bytes of a request and takes the answer. */
+static void ask_len(int sock, const struct cd_msg *m, size_t len, struct cd_reply *r)
 {
 	struct pollfd p = { .fd = sock, .events = POLLIN };
 
-	assert_int_equal(send(sock, m, sizeof(*m), 0), (ssize_t)sizeof(*m));
+	assert_int_equal(send(sock, m, len, 0), (ssize_t)len);
 	assert_int_equal(poll(&p, 1, 10000), 1);
 	assert_int_equal(recv(sock, r, sizeof(*r), 0), (ssize_t)sizeof(*r));
 	assert_int_equal(r->magic, CD_MAGIC);
+}
+
+static void ask(int sock, const struct cd_msg *m, struct cd_reply *r)
+{
+	ask_len(sock, m, sizeof(*m), r);
 }
 
 /* Requests out of order or unknown are refused with a reason; the helper
@@ -424,27 +430,17 @@ static void test_refusals_then_hangup(void **state)
  * leaves. */
 static void test_short_hello_names_versions(void **state)
 {
-	char want[64];
-	struct cd_reply r;
-	struct cd_msg m;
-	struct pollfd p;
 	size_t len = offsetof(struct cd_msg, info);
+	struct cd_reply r;
+	struct cd_msg m = { .magic = CD_MAGIC, .op = CD_HELLO, .version = CD_VERSION - 1,
+			    .nstreams = 2 };
+	char want[64];
 	int sock;
 	pid_t pid;
 
 	(void)state;
 	pid = raw_helper(&sock);
-	memset(&m, 0, sizeof(m));
-	m.magic = CD_MAGIC;
-	m.op = CD_HELLO;
-	m.version = CD_VERSION - 1;
-	m.nstreams = 2;
-	assert_int_equal(send(sock, &m, len, 0), (ssize_t)len);
-	p.fd = sock;
-	p.events = POLLIN;
-	assert_int_equal(poll(&p, 1, 10000), 1);
-	assert_int_equal(recv(sock, &r, sizeof(r), 0), (ssize_t)sizeof(r));
-	assert_int_equal(r.magic, CD_MAGIC);
+	ask_len(sock, &m, len, &r);
 	assert_int_equal(r.status, SM_ERR_INVALID);
 	snprintf(want, sizeof(want), "protocol %d (a %zu-byte hello), helper %d", CD_VERSION - 1,
 		 len, CD_VERSION);
