@@ -52,7 +52,9 @@
 #        reg-bw: registered send/recv between GPU 0 and 1 through the
 #        plugin's table without NCCL (test/nccl/reg_bw.c), cudaMalloc against
 #        cuMem buffers, REG_BW_ARGS ("16 8 5 1": piece MiB, depth, passes,
-#        connections each way; NCCL with 16 channels per peer: "16 8 5 16");
+#        connections each way; NCCL with 16 channels per peer: "16 8 5 16";
+#        then optionally KiB allocated past the 1 GiB and which buffers get
+#        them, both|send|recv: "16 8 3 16 4 send", session 27);
 #        sweep: any VARIANTS of settings against the defaults (variants apart
 #        by spaces, settings by commas before NCCL_, '+' for a space inside a
 #        value).
