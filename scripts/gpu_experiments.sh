@@ -55,15 +55,19 @@
 #        connections each way; NCCL with 16 channels per peer: "16 8 5 16";
 #        then optionally KiB allocated past the 1 GiB and which buffers get
 #        them, both|send|recv: "16 8 3 16 4 send", session 27);
+#        alloc-size: which cudaMalloc sizes copy slowly (session 28):
+#        reg_bw with the allocations 0-128 KiB past 1 GiB, then ce_probe's
+#        ipc-bidir (legacy IPC without the plugin) and bidir (one process,
+#        peer access, no IPC) with 0, 4, 60 and 64 KiB past;
 #        sweep: any VARIANTS of settings against the defaults (variants apart
 #        by spaces, settings by commas before NCCL_, '+' for a space inside a
 #        value).
 #        NRANKS, PHASE_TIMEOUT, SKIP_BUILD: as in scripts/gpu_lib.sh.
 MODE=${1:-}
-case " table abort setup hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan reg-bw " in
+case " table abort setup hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan reg-bw alloc-size " in
 *" $MODE "*) ;;
 *)
-	echo "usage: $0 MODE (one of: table abort setup hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan reg-bw)" >&2
+	echo "usage: $0 MODE (one of: table abort setup hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan reg-bw alloc-size)" >&2
 	exit 2
 	;;
 esac
@@ -90,6 +94,26 @@ if [ "$MODE" = reg-bw ]; then
 	note "reg_bw ${REG_BW_ARGS:-16 8 5 1}"
 	SYMMEM_PLUGIN=build-gpu/libnccl-net-symmem.so timeout 300 ./build-gpu/reg_bw \
 		${REG_BW_ARGS:-16 8 5 1} || { echo "FAILED: reg_bw"; fail=1; }
+	finish
+fi
+
+# Session 27 measured registered cudaMalloc allocations of 1 GiB + 4, 60
+# and 68 KiB slow and + 0, 64, 128 KiB fast; this fills the gaps between
+# and asks whether IPC and the plugin have a part in it.
+if [ "$MODE" = alloc-size ]; then
+	for x in ${EXTRAS:-0 4 8 16 32 48 60 64 96 128}; do
+		note "reg_bw 16 8 3 1 $x both"
+		SYMMEM_PLUGIN=build-gpu/libnccl-net-symmem.so timeout 120 ./build-gpu/reg_bw \
+			16 8 3 1 "$x" both || { echo "FAILED: reg_bw $x"; fail=1; }
+	done
+	nvcc -O2 -arch=sm_90 test/probe/ce_probe.cu -o build-gpu/ce_probe \
+		-L/usr/local/cuda/lib64/stubs -lcuda || { echo "FAILED: ce_probe build"; finish; }
+	for x in 0 4 60 64; do
+		note "ce_probe ipc-bidir, BIPC_EXTRA_KiB=$x"
+		BIPC_EXTRA_KiB=$x timeout 120 ./build-gpu/ce_probe ipc-bidir || fail=1
+		note "ce_probe bidir, BIDIR_EXTRA_KiB=$x"
+		BIDIR_EXTRA_KiB=$x timeout 120 ./build-gpu/ce_probe bidir || fail=1
+	done
 	finish
 fi
 

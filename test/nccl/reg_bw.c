@@ -6,17 +6,19 @@
  *   malloc  cudaMalloc (the plugin shares it as a legacy IPC handle);
  *   cumem   cuMemCreate with a POSIX-fd handle type, as ncclMemAlloc makes it.
  * Every byte is checked after each pass (pattern in, poison out).  Prints
- * GB/s per direction; NCCL through the plugin moves registered cudaMalloc
- * send/recv at 0.70 of cuMem's, and this tells whether NCCL has a part in it.
+ * GB/s per direction.  It was written to tell whether NCCL has a part in
+ * registered cudaMalloc send/recv running at 0.70 of cuMem's through the
+ * plugin (session 26); session 27 found the allocation size does.
  * With CONNECTIONS > 1 each direction has that many connections, each
  * registering the whole buffers and carrying its own part of them, as
  * NCCL's channels do (NCCL_NCHANNELS_PER_NET_PEER=16: 16).  EXTRA_KiB
  * makes each allocation that much larger than the 1 GiB it carries, as
- * nccl_bench's are (1 GiB + 4 KiB); WHICH says which buffers: both (the
- * default), send or recv.
+ * nccl_bench's were before session 27 (1 GiB + 4 KiB); WHICH says which
+ * buffers: both (the default), send or recv.
  * Usage: SYMMEM_PLUGIN=... reg_bw [piece_MiB] [depth] [passes] [connections] [extra_KiB] [which] */
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,28 +245,48 @@ static int run(int use_cumem)
 	return bad;
 }
 
+/* argv[i] as a whole number in [lo, hi], or -1 when it is not one. */
+static long arg_num(char **argv, int i, long lo, long hi)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(argv[i], &end, 10);
+	if (errno || end == argv[i] || *end || v < lo || v > hi)
+		return -1;
+	return v;
+}
+
 int main(int argc, char **argv)
 {
-	int bad;
+	long v[5] = { 16, 8, 5, 1, 0 };
+	int bad = 0;
 
-	if (argc > 1)
-		piece = (size_t)atoi(argv[1]) << 20;
-	if (argc > 2)
-		depth = atoi(argv[2]);
-	if (argc > 3)
-		passes = atoi(argv[3]);
-	if (argc > 4)
-		conns = atoi(argv[4]);
-	if (argc > 5)
-		extra = (size_t)atoi(argv[5]) << 10;
+	for (int i = 1; i < argc && i <= 5; i++) {
+		/* piece_MiB, depth, passes, connections, extra_KiB */
+		static const long lo[5] = { 1, 1, 1, 1, 0 };
+		static const long hi[5] = { 1024, MAX_DEPTH, 1000, MAX_CONNS, 1 << 20 };
+
+		v[i - 1] = arg_num(argv, i, lo[i - 1], hi[i - 1]);
+		if (v[i - 1] < 0)
+			bad = 1;
+	}
 	if (argc > 6) {
 		extra_send = strcmp(argv[6], "recv") != 0;
 		extra_recv = strcmp(argv[6], "send") != 0;
+		if (strcmp(argv[6], "both") && strcmp(argv[6], "send") && strcmp(argv[6], "recv"))
+			bad = 1;
 	}
-	if (!piece || depth < 1 || depth > MAX_DEPTH || passes < 1 || conns < 1 ||
-	    conns > MAX_CONNS || SIZE % (piece * (size_t)conns)) {
-		fprintf(stderr, "usage: reg_bw [piece_MiB] [depth 1-%d] [passes] [connections 1-%d] [extra_KiB] [both|send|recv]; "
-			"pieces x connections must divide 1 GiB\n", MAX_DEPTH, MAX_CONNS);
+	piece = (size_t)v[0] << 20;
+	depth = (int)v[1];
+	passes = (int)v[2];
+	conns = (int)v[3];
+	extra = (size_t)v[4] << 10;
+	if (bad || argc > 7 || SIZE % (piece * (size_t)conns)) {
+		fprintf(stderr, "usage: reg_bw [piece_MiB] [depth 1-%d] [passes] [connections 1-%d] "
+			"[extra_KiB 0-1048576] [both|send|recv]; pieces x connections must divide 1 GiB\n",
+			MAX_DEPTH, MAX_CONNS);
 		return 2;
 	}
 	host = malloc(SIZE);
