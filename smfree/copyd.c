@@ -431,6 +431,41 @@ static void range_unhold(struct copyd *d, uint32_t id)
 /* Every protocol version keeps magic, op and version where they are. */
 #define HELLO_VERSION_END (offsetof(struct cd_msg, version) + sizeof(uint32_t))
 
+/* One control message other than a mapping after hello; fd, if one came
+ * with it, stays the caller's to close.  Returns -1 when the client is
+ * gone or must go. */
+static int request(struct copyd *d, const struct cd_msg *m, ssize_t n, int fd)
+{
+	int rc;
+
+	if (n != (ssize_t)sizeof(*m) && n >= (ssize_t)HELLO_VERSION_END && m->magic == CD_MAGIC &&
+	    m->op == CD_HELLO) {
+		/* A plugin of another build (NCCL_SYMMEM_COPY_HELPER_PATH
+		 * naming a newer build's helper, say): its hello has another
+		 * size.  Name both versions so its WARN says why, then leave. */
+		rc = sm_fail(SM_ERR_INVALID, "plugin speaks helper protocol %u (a %zd-byte hello), "
+			     "helper %u (%zu bytes): plugin and helper come from different builds",
+			     m->version, n, CD_VERSION, sizeof(*m));
+		reply(d, rc, 0, sm_last_error());
+		return -1;
+	}
+	if (n != (ssize_t)sizeof(*m) || m->magic != CD_MAGIC)
+		return -1;	/* hang-up or garbage: the client is not one of ours */
+	switch (m->op) {
+	case CD_HELLO:
+		rc = d->ring ? sm_fail(SM_ERR_INVALID, "second hello") : open_gpu(d, m, fd);
+		return reply(d, rc, 0, rc ? sm_last_error() : NULL);
+	case CD_ADD:
+		rc = sm_fail(SM_ERR_INVALID, "mapping before hello");
+		return reply(d, rc, 0, sm_last_error());
+	case CD_DEL:
+		range_del(d, m->id);
+		return 0;
+	default:
+		return reply(d, SM_ERR_INVALID, 0, "unknown request");
+	}
+}
+
 /* One control message; returns -1 when the client is gone. */
 static int control(struct copyd *d)
 {
@@ -441,46 +476,14 @@ static int control(struct copyd *d)
 
 	if (n == 0)
 		return 0;
-	if (n != (ssize_t)sizeof(m) && n >= (ssize_t)HELLO_VERSION_END && m.magic == CD_MAGIC &&
-	    m.op == CD_HELLO) {
-		/* A plugin of another build (a stale helper found through
-		 * NCCL_SYMMEM_COPY_HELPER_PATH, say): its hello has another
-		 * size.  Name both versions so its WARN says why, then leave. */
-		if (fd >= 0)
-			close(fd);
-		rc = sm_fail(SM_ERR_INVALID, "plugin speaks helper protocol %u (a %zd-byte hello), "
-			     "helper %u (%zu bytes): plugin and helper come from different builds",
-			     m.version, n, CD_VERSION, sizeof(m));
-		reply(d, rc, 0, sm_last_error());
-		return -1;
-	}
-	if (n != (ssize_t)sizeof(m) || m.magic != CD_MAGIC) {
-		if (fd >= 0)
-			close(fd);
-		return -1;	/* hang-up or garbage: the client is not one of ours */
-	}
-	switch (m.op) {
-	case CD_HELLO:
-		rc = d->ring ? sm_fail(SM_ERR_INVALID, "second hello") : open_gpu(d, &m, fd);
-		if (fd >= 0)
-			close(fd);
-		return reply(d, rc, 0, rc ? sm_last_error() : NULL);
-	case CD_ADD:
-		if (!d->ring)
-			rc = sm_fail(SM_ERR_INVALID, "mapping before hello");
-		else
-			rc = range_add(d, &m, fd, &id);
+	if (n == (ssize_t)sizeof(m) && m.magic == CD_MAGIC && m.op == CD_ADD && d->ring) {
+		rc = range_add(d, &m, fd, &id);		/* consumes fd */
 		return reply(d, rc, id, rc ? sm_last_error() : NULL);
-	case CD_DEL:
-		if (fd >= 0)
-			close(fd);
-		range_del(d, m.id);
-		return 0;
-	default:
-		if (fd >= 0)
-			close(fd);
-		return reply(d, SM_ERR_INVALID, 0, "unknown request");
 	}
+	rc = request(d, &m, n, fd);
+	if (fd >= 0)
+		close(fd);
+	return rc;
 }
 
 static void slot_fail(struct cd_slot *s, const char *why)

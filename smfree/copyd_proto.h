@@ -15,6 +15,7 @@
 #define SYMMEM_SMFREE_COPYD_PROTO_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "symmem.h"
@@ -53,6 +54,13 @@ struct cd_reply {
 	uint32_t pad;
 	char msg[192];
 };
+
+/* Plugins and helpers of other builds meet (a helper found through
+ * NCCL_SYMMEM_COPY_HELPER_PATH): they tell each other apart by the hello's
+ * version, read at this offset, and by the reply, read whole.  Neither may
+ * move. */
+_Static_assert(offsetof(struct cd_msg, version) == 20, "hello version stays at byte 20");
+_Static_assert(sizeof(struct cd_reply) == 208, "reply keeps its size");
 
 enum cd_slot_state {
 	CD_FREE = 0,	/* the client may fill it */

@@ -73,10 +73,12 @@ out:
 }
 
 /* Copy engines move cudaMalloc memory whose size is not a multiple of
- * 64 KiB at about 0.65 of full speed, into it or out of it, even inside one
- * process (bench/results/coalesce.md, section 5); a 64 KiB multiple runs at
- * full speed.  Native NCCL's SM copies do not slow down, so users would
- * blame the plugin: say so once per allocation. */
+ * 64 KiB at about two thirds of full speed once another process maps it
+ * through its legacy IPC handle, as the copy helper and the peers do; the
+ * same memory copies at full speed in its own process, and so do multiples
+ * of 64 KiB (bench/results/coalesce.md, section 4, sessions 27-28).  Native
+ * NCCL's SM copies do not slow down, so users would blame the plugin: say
+ * so once per allocation. */
 #define LEGACY_FAST_MULTIPLE ((size_t)64 << 10)
 
 static int export_ipc(const struct sm_cuda_api *cu, struct sm_export *e)
@@ -94,8 +96,9 @@ static int export_ipc(const struct sm_cuda_api *cu, struct sm_export *e)
 	e->info.kind = SM_SHARE_LEGACY_IPC;
 	if (e->size % LEGACY_FAST_MULTIPLE)
 		sm_info("registered cudaMalloc allocation 0x%llx is %zu bytes, not a multiple of "
-			"64 KiB: copy engines move such memory at about 0.65 of full speed; allocate "
-			"whole 2 MiB pages (as PyTorch's caching allocator does) for full speed",
+			"64 KiB: copy engines move such memory, legacy-IPC-mapped, at about two "
+			"thirds of full speed; allocate whole 2 MiB pages (as PyTorch's caching "
+			"allocator does) for full speed",
 			(unsigned long long)e->base, e->size);
 	return SM_OK;
 }

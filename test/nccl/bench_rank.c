@@ -306,9 +306,10 @@ int bench_rank_main(const struct bench_opts *o, int phase, int rank, ncclUniqueI
 			c.cap = o->case_sizes[i];
 	/* Room past the largest op for the overrun check, in whole 2 MiB
 	 * pages as PyTorch's caching allocator cuts its segments: copy engines
-	 * move registered cudaMalloc memory of a size that is not a multiple
-	 * of 64 KiB at about 0.65 of full speed (bench/results/coalesce.md,
-	 * section 5), which is the allocation's shape and not the plugin's. */
+	 * move legacy-IPC-mapped cudaMalloc memory of a size that is not a
+	 * multiple of 64 KiB at about two thirds of full speed
+	 * (bench/results/coalesce.md, section 4), which is the allocation's
+	 * shape and not the plugin's. */
 	c.cap = (c.cap + 4096 + BUF_ROUND - 1) / BUF_ROUND * BUF_ROUND;
 	c.host = malloc(c.cap);
 	if (!c.host)

@@ -449,6 +449,78 @@ static void test_short_hello_names_versions(void **state)
 	close(sock);
 }
 
+/* Leaves without an answer: nothing but the hang-up comes back. */
+static void assert_leaves_silently(pid_t pid, int sock)
+{
+	struct cd_reply r;
+
+	assert_int_equal(exited_within(pid, 5000), 0);
+	assert_int_equal(recv(sock, &r, sizeof(r), 0), 0);
+}
+
+/* A hello too short to hold its version cannot be told from garbage: the
+ * helper leaves without guessing at an answer. */
+static void test_hello_without_version_ends_helper(void **state)
+{
+	struct cd_msg m = { .magic = CD_MAGIC, .op = CD_HELLO, .version = CD_VERSION };
+	int sock;
+	pid_t pid;
+
+	(void)state;
+	pid = raw_helper(&sock);
+	assert_int_equal(send(sock, &m, offsetof(struct cd_msg, version), 0),
+			 (ssize_t)offsetof(struct cd_msg, version));
+	assert_leaves_silently(pid, sock);
+	close(sock);
+}
+
+/* Only a hello of another size gets the versions answer; any other short
+ * request is garbage. */
+static void test_short_request_ends_helper(void **state)
+{
+	struct cd_msg m = { .magic = CD_MAGIC, .op = CD_ADD, .version = CD_VERSION };
+	int sock;
+	pid_t pid;
+
+	(void)state;
+	pid = raw_helper(&sock);
+	assert_int_equal(send(sock, &m, offsetof(struct cd_msg, info), 0),
+			 (ssize_t)offsetof(struct cd_msg, info));
+	assert_leaves_silently(pid, sock);
+	close(sock);
+}
+
+/* A refused request with a descriptor attached: the helper closes its copy
+ * at once (it kept it until it left), so the pipe's reader sees the end. */
+static void test_refused_request_closes_fd(void **state)
+{
+	struct cd_msg m = { .magic = CD_MAGIC, .op = CD_ADD, .info.kind = SM_SHARE_POSIX_FD };
+	struct pollfd p;
+	struct cd_reply r;
+	int sock, pipefd[2];
+	pid_t pid;
+
+	(void)state;
+	pid = raw_helper(&sock);
+	assert_int_equal(pipe(pipefd), 0);
+	assert_int_equal(sm_send_some(sock, &m, sizeof(m), pipefd[1]), (ssize_t)sizeof(m));
+	close(pipefd[1]);
+	p.fd = sock;
+	p.events = POLLIN;
+	assert_int_equal(poll(&p, 1, 10000), 1);
+	assert_int_equal(recv(sock, &r, sizeof(r), 0), (ssize_t)sizeof(r));
+	assert_int_equal(r.status, SM_ERR_INVALID);
+	assert_non_null(strstr(r.msg, "mapping before hello"));
+	/* The helper still runs; only its copy of the write end is gone. */
+	p.fd = pipefd[0];
+	assert_int_equal(poll(&p, 1, 5000), 1);
+	assert_true(p.revents & POLLHUP);
+	assert_int_equal(waitpid(pid, NULL, WNOHANG), 0);
+	close(pipefd[0]);
+	close(sock);
+	assert_int_equal(exited_within(pid, 5000), 0);
+}
+
 /* Garbage on the socket means the client is not one of ours: it leaves. */
 static void test_garbage_ends_helper(void **state)
 {
@@ -533,6 +605,9 @@ int main(void)
 		cmocka_unit_test(test_exited_helper_reaped),
 		cmocka_unit_test(test_refusals_then_hangup),
 		cmocka_unit_test(test_short_hello_names_versions),
+		cmocka_unit_test(test_hello_without_version_ends_helper),
+		cmocka_unit_test(test_short_request_ends_helper),
+		cmocka_unit_test(test_refused_request_closes_fd),
 		cmocka_unit_test(test_garbage_ends_helper),
 		cmocka_unit_test(test_wrong_parent),
 		cmocka_unit_test(test_exits_when_client_dies),
