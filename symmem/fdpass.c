@@ -56,12 +56,39 @@ ssize_t sm_send_some(int fd, const void *buf, size_t len, int pass_fd)
 	return send_msg(fd, &msg);
 }
 
+/* Keeps the first descriptor that came with `msg` in *got_fd and closes
+ * every other one.  One is all our senders attach, but anyone who can
+ * connect may attach more: the kernel installs as many as the control
+ * buffer holds (two in one int's CMSG_SPACE, with its padding), and each
+ * left open would leak. */
+static void take_fds(struct msghdr *msg, int *got_fd)
+{
+	struct cmsghdr *cm;
+
+	for (cm = CMSG_FIRSTHDR(msg); cm; cm = CMSG_NXTHDR(msg, cm)) {
+		size_t n;
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
+		    cm->cmsg_len < CMSG_LEN(0))
+			continue;
+		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n; i++) {
+			int nfd;
+
+			memcpy(&nfd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			if (*got_fd >= 0)
+				close(nfd);
+			else
+				*got_fd = nfd;
+		}
+	}
+}
+
 ssize_t sm_recv_some(int fd, void *buf, size_t len, int *got_fd)
 {
 	char cbuf[CMSG_SPACE(sizeof(int))];
 	struct iovec iov = { .iov_base = buf, .iov_len = len };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
-	struct cmsghdr *cm;
 	ssize_t n;
 
 	if (got_fd) {
@@ -81,20 +108,8 @@ ssize_t sm_recv_some(int fd, void *buf, size_t len, int *got_fd)
 		sm_fail(SM_ERR_REMOTE, "peer connection lost on receive: %s", strerror(errno));
 		return -1;
 	}
-	if (got_fd) {
-		for (cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
-			if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-			    cm->cmsg_len == CMSG_LEN(sizeof(int))) {
-				int nfd;
-
-				memcpy(&nfd, CMSG_DATA(cm), sizeof(int));
-				if (*got_fd >= 0)
-					close(nfd);	/* only one fd is ever expected */
-				else
-					*got_fd = nfd;
-			}
-		}
-	}
+	if (got_fd)
+		take_fds(&msg, got_fd);
 	return n;
 }
 

@@ -26,6 +26,7 @@
 
 #include "copy_helper.h"
 #include "copyd_proto.h"
+#include "fd_util.h"
 #include "symmem.h"
 
 extern char **environ;
@@ -490,35 +491,53 @@ static void test_short_request_ends_helper(void **state)
 	close(sock);
 }
 
-/* A refused request with a descriptor attached: the helper closes its copy
- * at once (it kept it until it left), so the pipe's reader sees the end. */
-static void test_refused_request_closes_fd(void **state)
+/* A refused request with descriptors attached: the helper closes every
+ * one it got at once (it kept the one until it left, and a second stayed
+ * open for good), so each pipe's reader sees the end while the helper
+ * still runs. */
+static void refused_request_closes(int nfds)
 {
 	struct cd_msg m = { .magic = CD_MAGIC, .op = CD_ADD, .info.kind = SM_SHARE_POSIX_FD };
-	struct pollfd p;
+	struct pollfd p = { .events = POLLIN };
 	struct cd_reply r;
-	int sock, pipefd[2];
+	int sock, rd[2], wr[2];
 	pid_t pid;
 
-	(void)state;
 	pid = raw_helper(&sock);
-	assert_int_equal(pipe(pipefd), 0);
-	assert_int_equal(sm_send_some(sock, &m, sizeof(m), pipefd[1]), (ssize_t)sizeof(m));
-	close(pipefd[1]);
+	for (int i = 0; i < nfds; i++) {
+		int pp[2];
+
+		assert_int_equal(pipe(pp), 0);
+		rd[i] = pp[0];
+		wr[i] = pp[1];
+	}
+	assert_int_equal(send_with_fds(sock, &m, sizeof(m), wr, nfds), (ssize_t)sizeof(m));
+	for (int i = 0; i < nfds; i++)
+		close(wr[i]);
 	p.fd = sock;
-	p.events = POLLIN;
 	assert_int_equal(poll(&p, 1, 10000), 1);
 	assert_int_equal(recv(sock, &r, sizeof(r), 0), (ssize_t)sizeof(r));
 	assert_int_equal(r.status, SM_ERR_INVALID);
 	assert_non_null(strstr(r.msg, "mapping before hello"));
-	/* The helper still runs; only its copy of the write end is gone. */
-	p.fd = pipefd[0];
-	assert_int_equal(poll(&p, 1, 5000), 1);
-	assert_true(p.revents & POLLHUP);
+	for (int i = 0; i < nfds; i++) {
+		assert_true(writers_gone(rd[i], 5000));
+		close(rd[i]);
+	}
 	assert_int_equal(waitpid(pid, NULL, WNOHANG), 0);
-	close(pipefd[0]);
 	close(sock);
 	assert_int_equal(exited_within(pid, 5000), 0);
+}
+
+static void test_refused_request_closes_fd(void **state)
+{
+	(void)state;
+	refused_request_closes(1);
+}
+
+static void test_refused_request_closes_two_fds(void **state)
+{
+	(void)state;
+	refused_request_closes(2);
 }
 
 /* Garbage on the socket means the client is not one of ours: it leaves. */
@@ -608,6 +627,7 @@ int main(void)
 		cmocka_unit_test(test_hello_without_version_ends_helper),
 		cmocka_unit_test(test_short_request_ends_helper),
 		cmocka_unit_test(test_refused_request_closes_fd),
+		cmocka_unit_test(test_refused_request_closes_two_fds),
 		cmocka_unit_test(test_garbage_ends_helper),
 		cmocka_unit_test(test_wrong_parent),
 		cmocka_unit_test(test_exits_when_client_dies),

@@ -25,6 +25,7 @@
 #include "symmem.h"
 #include "transport.h"
 #include "tp_pair.h"
+#include "fd_util.h"
 
 static void sample_info(struct tp_handle_info *info)
 {
@@ -610,22 +611,13 @@ static void test_fault_tolerance_normal_connect(void **state)
 	tp_close(r);
 }
 
-/* A stranger who knows the socket name but not the token is refused, and
- * the real connector still gets through afterwards. */
-static void test_stranger_refused(void **state)
+/* A connection to listener `l`'s socket, as anyone on the host may make. */
+static int stranger_connect(const uint8_t *h)
 {
-	struct tp_options o = options(TP_BACKEND_AUTO, 1 << 20, 65536);
 	struct tp_handle_info info;
-	uint8_t h[TP_HANDLE_SIZE], junk[256], reply[256];
-	struct tp_listener *l;
-	struct tp_comm *s = NULL, *r = NULL;
 	struct sockaddr_un sa;
-	double end;
 	int fd;
-	ssize_t n = 0;
 
-	(void)state;
-	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
 	assert_int_equal(tp_handle_decode(h, &info), SM_OK);
 	fd = socket(AF_UNIX, SOCK_STREAM, 0);
 	memset(&sa, 0, sizeof(sa));
@@ -634,9 +626,17 @@ static void test_stranger_refused(void **state)
 	assert_int_equal(connect(fd, (struct sockaddr *)&sa,
 				 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
 					     strlen(info.uds_name))), 0);
-	memset(junk, 0x42, sizeof(junk));
-	assert_int_equal(write(fd, junk, sizeof(junk)), sizeof(junk));
-	end = now() + 5;
+	return fd;
+}
+
+/* Accepts on `l` until the stranger on `fd` is answered and hung up on. */
+static void stranger_turned_away(struct tp_listener *l, int fd)
+{
+	struct tp_comm *r = NULL;
+	uint8_t reply[256];
+	double end = now() + 5;
+	ssize_t n = 0;
+
 	while (now() < end) {
 		assert_int_equal(tp_accept(l, &r), SM_OK);
 		assert_null(r);
@@ -645,6 +645,24 @@ static void test_stranger_refused(void **state)
 			break;
 	}
 	assert_true(n > 0);	/* told why, then hung up on */
+}
+
+/* A stranger who knows the socket name but not the token is refused, and
+ * the real connector still gets through afterwards. */
+static void test_stranger_refused(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_AUTO, 1 << 20, 65536);
+	uint8_t h[TP_HANDLE_SIZE], junk[256];
+	struct tp_listener *l;
+	struct tp_comm *s = NULL, *r = NULL;
+	int fd;
+
+	(void)state;
+	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
+	fd = stranger_connect(h);
+	memset(junk, 0x42, sizeof(junk));
+	assert_int_equal(write(fd, junk, sizeof(junk)), sizeof(junk));
+	stranger_turned_away(l, fd);
 	close(fd);
 
 	assert_int_equal(drive_pair(&o, l, h, &s, &r), SM_OK);
@@ -652,6 +670,73 @@ static void test_stranger_refused(void **state)
 	tp_close_listener(l);
 	tp_close(s);
 	tp_close(r);
+}
+
+/* A stranger who attaches descriptors to its hello leaves none of them
+ * open in the listening process (the hello and its descriptor are read
+ * before the token is checked; a second descriptor stayed open for good). */
+static void test_stranger_fds_closed(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_AUTO, 1 << 20, 65536);
+	uint8_t h[TP_HANDLE_SIZE], junk[256];
+	struct tp_listener *l;
+	int fd, rd[3], wr[3];
+
+	(void)state;
+	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
+	for (int i = 0; i < 3; i++) {
+		int pp[2];
+
+		assert_int_equal(pipe(pp), 0);
+		rd[i] = pp[0];
+		wr[i] = pp[1];
+	}
+	fd = stranger_connect(h);
+	memset(junk, 0x42, sizeof(junk));
+	assert_int_equal(send_with_fds(fd, junk, sizeof(junk), wr, 3), sizeof(junk));
+	for (int i = 0; i < 3; i++)
+		close(wr[i]);
+	stranger_turned_away(l, fd);
+	close(fd);
+	for (int i = 0; i < 3; i++) {
+		assert_true(writers_gone(rd[i], 5000));
+		close(rd[i]);
+	}
+	tp_close_listener(l);
+}
+
+/* sm_recv_some keeps the first descriptor of a message and closes the
+ * others the kernel installed. */
+static void test_recv_keeps_one_fd(void **state)
+{
+	int sv[2], rd[3], wr[3], got = -1;
+	char buf[4] = "abc";
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	for (int i = 0; i < 3; i++) {
+		int pp[2];
+
+		assert_int_equal(pipe(pp), 0);
+		rd[i] = pp[0];
+		wr[i] = pp[1];
+	}
+	assert_int_equal(send_with_fds(sv[0], buf, sizeof(buf), wr, 3), sizeof(buf));
+	for (int i = 0; i < 3; i++)
+		close(wr[i]);
+	memset(buf, 0, sizeof(buf));
+	assert_int_equal(sm_recv_some(sv[1], buf, sizeof(buf), &got), sizeof(buf));
+	assert_string_equal(buf, "abc");
+	assert_true(got >= 0);
+	assert_false(writers_gone(rd[0], 100));	/* ours now */
+	assert_true(writers_gone(rd[1], 1000));
+	assert_true(writers_gone(rd[2], 1000));
+	close(got);
+	assert_true(writers_gone(rd[0], 1000));
+	for (int i = 0; i < 3; i++)
+		close(rd[i]);
+	close(sv[0]);
+	close(sv[1]);
 }
 
 /* Another process that binds the name of a listener that is gone (here a
@@ -1407,6 +1492,8 @@ int main(void)
 		cmocka_unit_test(test_recv_wait_tcp),
 		cmocka_unit_test(test_tcp_oversized_send_mid_message),
 		cmocka_unit_test(test_stranger_refused),
+		cmocka_unit_test(test_stranger_fds_closed),
+		cmocka_unit_test(test_recv_keeps_one_fd),
 		cmocka_unit_test(test_impostor_listener_gets_no_ring),
 		cmocka_unit_test(test_unreachable_fails_at_once),
 		cmocka_unit_test(test_unreachable_retried_until_deadline),

@@ -1,0 +1,34 @@
+#include "fd_util.h"
+
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define FD_UTIL_MAX 8
+
+ssize_t send_with_fds(int sock, const void *buf, size_t len, const int *fds, int nfds)
+{
+	char cbuf[CMSG_SPACE(FD_UTIL_MAX * sizeof(int))];
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *cm;
+
+	if (nfds < 1 || nfds > FD_UTIL_MAX)
+		return -1;
+	memset(cbuf, 0, sizeof(cbuf));
+	msg.msg_control = cbuf;
+	msg.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+	cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+	memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
+	return sendmsg(sock, &msg, MSG_NOSIGNAL);
+}
+
+int writers_gone(int rd, int ms)
+{
+	struct pollfd p = { .fd = rd, .events = POLLIN };
+
+	return poll(&p, 1, ms) == 1 && (p.revents & POLLHUP);
+}

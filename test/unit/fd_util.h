@@ -1,0 +1,16 @@
+/* Descriptors in tests: send several with one message, as no sender of
+ * ours does but anyone who can connect may; and tell whether every copy
+ * of a pipe's write end is closed. */
+#ifndef SYMMEM_TEST_FD_UTIL_H
+#define SYMMEM_TEST_FD_UTIL_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* sendmsg of buf with `nfds` descriptors attached (SCM_RIGHTS). */
+ssize_t send_with_fds(int sock, const void *buf, size_t len, const int *fds, int nfds);
+
+/* 1 when the read end `rd` sees every write end closed within `ms`. */
+int writers_gone(int rd, int ms);
+
+#endif
