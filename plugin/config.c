@@ -172,6 +172,12 @@ static const struct var vars[] = {
 	{ .name = "NCCL_SYMMEM_STALL_REPORT", .kind = VAR_SECONDS,
 	  .off = offsetof(struct config, stall_report),
 	  .ddef = 60.0, .dmax = 86400.0 },
+	/* A copy that has not landed this long fails its connection: only a
+	 * stuck GPU, driver or copy helper takes that long (1 GiB lands in
+	 * about 3 ms), and an error beats a hang. */
+	{ .name = "NCCL_SYMMEM_COPY_TIMEOUT", .kind = VAR_SECONDS,
+	  .off = offsetof(struct config, copy_timeout),
+	  .ddef = 60.0, .dmax = 86400.0 },
 	/* A debugging aid: every message slower than this from post to done,
 	 * and every pause this long in NCCL's testing of a connection with
 	 * messages in flight, is one INFO line with a host-wide clock, so the

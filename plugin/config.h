@@ -57,6 +57,7 @@ struct config {
 	uint64_t host_ring_size;	/* NCCL_SYMMEM_HOST_RING_SIZE */
 	double connect_timeout;		/* NCCL_SYMMEM_CONNECT_TIMEOUT, seconds */
 	double stall_report;		/* NCCL_SYMMEM_STALL_REPORT, seconds */
+	double copy_timeout;		/* NCCL_SYMMEM_COPY_TIMEOUT, seconds */
 	int trace_us;			/* NCCL_SYMMEM_TRACE_US: log waits longer, 0 = off */
 	int backend;			/* NCCL_SYMMEM_BACKEND, enum config_backend */
 	int pass_sm_channels;		/* NCCL_SYMMEM_PASS_SM_CHANNELS, 1..64 */

@@ -156,6 +156,9 @@ int comm_setup(struct tp_comm *c, const struct tp_options *opt)
 	int rc;
 
 	c->stall_ns = opt->stall_report > 0 ? (uint64_t)(opt->stall_report * 1e9) : 0;
+	c->copy_limit_ns = COPY_LIMIT_NS;
+	if (opt->copy_timeout > 0)
+		c->copy_limit_ns = (uint64_t)(opt->copy_timeout * 1e9);
 	c->trace_ns = opt->trace_ns;
 	c->no_direct = opt->no_direct;
 	c->verbose = opt->verbose;
@@ -266,6 +269,17 @@ int comm_fail(struct tp_comm *c, int status, const char *fmt, ...)
 		atomic_store(&c->failed, status);
 	}
 	return sm_fail(status, "%s", msg);
+}
+
+int comm_copy_overdue(struct tp_comm *c, uint64_t since, uint64_t bytes, const char *what)
+{
+	uint64_t now = sm_now_ns();
+
+	if (now < since || now - since <= c->copy_limit_ns)
+		return SM_OK;
+	return comm_fail(c, SM_ERR_CUDA, "a %llu-byte copy %s did not land in %.3g s: the GPU, "
+			 "its driver or the copy helper is stuck (NCCL_SYMMEM_COPY_TIMEOUT)",
+			 (unsigned long long)bytes, what, c->copy_limit_ns / 1e9);
 }
 
 int comm_broken(const struct tp_comm *c)
@@ -454,7 +468,7 @@ void tp_close(struct tp_comm *c)
 	 * is given up (the engine is stuck), and the peer's buffers stay
 	 * mapped, since a copy given up may still run and must not write
 	 * into memory that is no longer there. */
-	limit = sm_now_ns() + COPY_LIMIT_NS;
+	limit = sm_now_ns() + c->copy_limit_ns;
 	for (unsigned i = 0; i < c->q_count; i++) {
 		struct tp_req *r = c->queue[(c->q_head + i) % TP_MAX_REQUESTS];
 
@@ -465,8 +479,8 @@ void tp_close(struct tp_comm *c)
 	if (stuck) {
 		c->keep_mappings = 1;
 		sm_warn("closing a %s connection: %u queued copy(ies) failed or did not land "
-			"within %.0f s; the peer's buffers stay mapped in this process",
-			c->is_send ? "sending" : "receiving", stuck, COPY_LIMIT_NS / 1e9);
+			"within %.3g s; the peer's buffers stay mapped in this process",
+			c->is_send ? "sending" : "receiving", stuck, c->copy_limit_ns / 1e9);
 	}
 	c->ops->close(c);	/* forgets the peer's mappings, in the helper too */
 	sm_pool_gpu_put(c->pool);

@@ -17,10 +17,12 @@
 #define WIRE_VERSION 5		/* 5: sm_share_info carries the GPU's bus id */
 #define REGION_MAGIC 0x4e474552u	/* "REGN" */
 
-/* How long a connection waits for one of its copies: a close gives up
- * copies still queued after it (tp_close, bounce_close), and a TCP bounce
- * copy in flight that long fails the connection, as the synchronous copy
- * before it did. */
+/* How long a connection waits for one of its copies, unless
+ * NCCL_SYMMEM_COPY_TIMEOUT says otherwise (c->copy_limit_ns): a close gives
+ * up copies still queued after it (tp_close, bounce_close), and a copy not
+ * landed that long fails the connection: into the peer's buffer, out of
+ * the staging pool, or through a TCP bounce slot.  Only a stuck GPU, driver
+ * or copy helper takes that long; the failure beats a hang. */
 #define COPY_LIMIT_NS (60ull * 1000 * 1000 * 1000)
 
 /* The TCP receiver's read-ahead (c->rx): a header and a small payload in
@@ -240,8 +242,10 @@ struct tp_comm {
 	char failmsg[256];
 	uint64_t posted;	/* messages posted locally */
 	uint64_t try_ns;	/* sender: first isend try of the next message, or 0 */
+	uint64_t start_try_ns;	/* sender: first refused copy start of the next message, or 0 */
 	uint64_t next_check_ns;	/* next liveness check while idle */
 	uint64_t stall_ns;	/* report a wait this long (0 = never) */
+	uint64_t copy_limit_ns;	/* a copy not landed this long fails the connection */
 	uint64_t wait_since_ns;	/* start of the current wait without progress */
 	int stall_reported;
 	uint64_t trace_ns;	/* NCCL_SYMMEM_TRACE_US: log longer waits (0 = off) */
@@ -358,6 +362,9 @@ int comm_recv_size(struct tp_comm *c, struct tp_req *r, uint64_t size);
 int comm_broken(const struct tp_comm *c);
 int comm_fail(struct tp_comm *c, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* A copy of `bytes` (`what`: where it goes) waiting since `since` without
+ * landing: fails the connection once past the copy limit, else SM_OK. */
+int comm_copy_overdue(struct tp_comm *c, uint64_t since, uint64_t bytes, const char *what);
 
 /* NCCL_SYMMEM_TRACE_US (trace.c): a pause in NCCL's calls on a
  * connection with messages in flight, and a message slower than the

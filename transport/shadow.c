@@ -102,11 +102,15 @@ int shadow_copy_out(struct tp_comm *c, struct tp_req *q, int *landed)
 		if (rc)
 			return comm_fail(c, rc, "copying message %llu out of the staging pool: %s",
 					 (unsigned long long)q->seq, sm_last_error());
-		if (!started)
-			return SM_OK;	/* no copy slot free: the next progress call retries */
+		if (!started)	/* no copy slot free: the next progress call retries */
+			return comm_copy_overdue(c, q->t_seen, q->msg_size, "out of the staging "
+						 "pool, waiting for a free copy slot,");
 		q->out_started = 1;
 		q->by_helper = q->copy.helper;
 	}
 	rc = smf_copy_test(c->ce, &q->copy, landed);
-	return rc ? comm_fail(c, rc, "%s", sm_last_error()) : SM_OK;
+	if (rc)
+		return comm_fail(c, rc, "%s", sm_last_error());
+	return *landed ? SM_OK : comm_copy_overdue(c, q->t_seen, q->msg_size,
+						   "out of the staging pool");
 }

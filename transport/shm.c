@@ -177,8 +177,15 @@ static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, s
 		int started;
 
 		rc = direct_copy(c, slot, data, size, reg, &copy, &started, &stage_end);
-		if (rc || !started)
+		if (rc)
 			return rc;
+		if (!started) {		/* no copy slot free: NCCL retries */
+			if (!c->start_try_ns)
+				c->start_try_ns = sm_now_ns();
+			return comm_copy_overdue(c, c->start_try_ns, size, "into the peer's buffer, "
+						 "waiting for a free copy slot,");
+		}
+		c->start_try_ns = 0;
 		direct = 1;
 	}
 	r = comm_req_alloc(c, REQ_SEND);	/* tp_isend checked there is room */
@@ -303,8 +310,12 @@ static int shm_progress_send(struct tp_comm *c, int *progressed)
 			rc = smf_copy_test(c->ce, &r->copy, &landed);
 			if (rc)
 				return comm_fail(c, rc, "%s", sm_last_error());
-			if (!landed)
+			if (!landed) {
+				rc = comm_copy_overdue(c, r->t_post, r->size, "into the peer's buffer");
+				if (rc)
+					return rc;
 				break;
+			}
 			r->moved = r->size;
 			stage_done(c, r->stage_end);
 			r->t_landed = sm_now_ns();

@@ -170,7 +170,7 @@ void bounce_name(const struct tp_region *reg, const void *ptr, uint32_t *hid, ui
  * events back to the pool that every connection of the GPU shares at once,
  * so no slot waits for an event another slot of its own holds.  A copy in
  * flight, or a complete slot still waiting for an event, fails the
- * connection after COPY_LIMIT_NS. */
+ * connection after the copy limit (NCCL_SYMMEM_COPY_TIMEOUT). */
 static int slots_test(struct tp_comm *c)
 {
 	struct tcp_bounce *b = c->bounce;
@@ -193,12 +193,12 @@ static int slots_test(struct tp_comm *c)
 		}
 		if (!now)
 			now = sm_now_ns();
-		if (now - s->start_ns > COPY_LIMIT_NS)
+		if (now - s->start_ns > c->copy_limit_ns)
 			return comm_fail(c, SM_ERR_CUDA, "a %llu-byte copy between GPU memory and "
-					 "the TCP bounce buffer %s in %.0f s",
+					 "the TCP bounce buffer %s in %.3g s",
 					 (unsigned long long)s->len,
 					 s->state == SLOT_COPYING ? "did not land" :
-					 "found no copy-engine event free", COPY_LIMIT_NS / 1e9);
+					 "found no copy-engine event free", c->copy_limit_ns / 1e9);
 	}
 	return SM_OK;
 }
@@ -291,7 +291,7 @@ static int bounce_unpin(struct tcp_bounce *b)
 void bounce_close(struct tp_comm *c)
 {
 	struct tcp_bounce *b = c->bounce;
-	uint64_t limit = sm_now_ns() + COPY_LIMIT_NS;
+	uint64_t limit = sm_now_ns() + c->copy_limit_ns;
 	unsigned stuck = 0;
 
 	if (!b)
@@ -305,8 +305,8 @@ void bounce_close(struct tp_comm *c)
 	}
 	if (stuck) {
 		sm_warn("closing a TCP connection: %u bounce copy(ies) failed or did not land "
-			"within %.0f s; its %llu-byte bounce buffer stays allocated", stuck,
-			COPY_LIMIT_NS / 1e9, BOUNCE_BYTES);
+			"within %.3g s; its %llu-byte bounce buffer stays allocated", stuck,
+			c->copy_limit_ns / 1e9, BOUNCE_BYTES);
 		return;
 	}
 	/* The helper lets go first: its copies have landed. */

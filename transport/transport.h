@@ -55,6 +55,8 @@ struct tp_options {
 					 * requests (0 = no merging) */
 	uint64_t phase_ns;		/* copy helper: time per destination GPU (0 = off) */
 	double stall_report;		/* seconds without progress before a WARN (0 = never) */
+	double copy_timeout;		/* seconds a started copy may take before its
+					 * connection fails (0 = COPY_LIMIT_NS) */
 	uint64_t trace_ns;		/* log slower messages and longer test pauses (0 = off) */
 	int gpu;			/* GPU buffers may come: take the copy engine at setup */
 	int no_direct;			/* never export GPU registrations to the peer:

@@ -1,5 +1,6 @@
 /* symmem's export of GPU allocations (symmem/export.c) without a GPU, for
- * test_tcp_bounce.c's copy-helper cases: any buffer "exports" as itself,
+ * test_tcp_bounce.c's and test_copy_timeout.c's copy-helper cases: any
+ * buffer "exports" as itself,
  * named by its address, so the stand-in engine's helper can copy into and
  * out of it.  It defines every symbol export.c does, so that file is never
  * linked beside it. */
@@ -30,7 +31,9 @@ int sm_export_get(const void *ptr, size_t size, struct sm_export **out,
 		return sm_fail(SM_ERR_SYSTEM, "out of memory");
 	e->refs = 1;
 	memset(info, 0, sizeof(*info));
-	info->kind = SM_SHARE_POSIX_FD;
+	/* A legacy IPC handle needs no descriptor, as this stand-in has
+	 * none: the peer's copy helper is handed the share as it came. */
+	info->kind = SM_SHARE_LEGACY_IPC;
 	info->alloc_id = sm_alloc_id_new();
 	info->alloc_size = size;
 	info->addr = (uint64_t)(uintptr_t)ptr;

@@ -75,6 +75,7 @@ static const char *const all_names[] = {
 	"NCCL_SYMMEM_HOST_RING_SIZE",
 	"NCCL_SYMMEM_CONNECT_TIMEOUT",
 	"NCCL_SYMMEM_STALL_REPORT",
+	"NCCL_SYMMEM_COPY_TIMEOUT",
 	"NCCL_SYMMEM_TRACE_US",
 	"NCCL_SYMMEM_BACKEND",
 	"NCCL_SYMMEM_PASS_SM_CHANNELS",
@@ -305,6 +306,7 @@ static void check_defaults(const struct config *cfg)
 	assert_true(cfg->chunk_size == 512ULL << 10);
 	assert_true(cfg->host_ring_size == 4ULL << 20);
 	assert_true(cfg->connect_timeout == 120.0);
+	assert_true(cfg->copy_timeout == 60.0);
 	assert_int_equal(cfg->backend, CONFIG_BACKEND_AUTO);
 	assert_int_equal(cfg->pass_sm_channels, 8);
 }
@@ -736,6 +738,7 @@ static void test_seconds(void **state)
 	check_seconds("NCCL_CUMEM_MONITOR_INTERVAL", offsetof(struct config, monitor_interval));
 	check_seconds("NCCL_SYMMEM_CONNECT_TIMEOUT", offsetof(struct config, connect_timeout));
 	check_seconds("NCCL_SYMMEM_STALL_REPORT", offsetof(struct config, stall_report));
+	check_seconds("NCCL_SYMMEM_COPY_TIMEOUT", offsetof(struct config, copy_timeout));
 }
 
 /* ---- device lists ------------------------------------------------------ */
@@ -1172,6 +1175,7 @@ static void test_describe_all(void **state)
 		"NCCL_SYMMEM_HOST_RING_SIZE=4MiB (default)",
 		"NCCL_SYMMEM_CONNECT_TIMEOUT=120 (default)",
 		"NCCL_SYMMEM_STALL_REPORT=60 (default)",
+		"NCCL_SYMMEM_COPY_TIMEOUT=60 (default)",
 		"NCCL_SYMMEM_TRACE_US=0 (default)",
 		"NCCL_SYMMEM_BACKEND=auto (default)",
 		"NCCL_SYMMEM_PASS_SM_CHANNELS=8 (default)",
@@ -1276,6 +1280,7 @@ static void test_describe_roundtrip(void **state)
 		{ "NCCL_SYMMEM_HOST_RING_SIZE", "8 MiB" },
 		{ "NCCL_SYMMEM_CONNECT_TIMEOUT", "86399.9999" },
 		{ "NCCL_SYMMEM_STALL_REPORT", "2.5" },
+		{ "NCCL_SYMMEM_COPY_TIMEOUT", "0.75" },
 		{ "NCCL_SYMMEM_TRACE_US", "2000" },
 		{ "NCCL_SYMMEM_BACKEND", "SHM" },
 		{ "NCCL_SYMMEM_PASS_SM_CHANNELS", "64" },
@@ -1337,6 +1342,7 @@ static void test_describe_roundtrip(void **state)
 	assert_true(a.host_ring_size == b.host_ring_size);
 	assert_true(a.connect_timeout == b.connect_timeout && a.connect_timeout == 86399.9999);
 	assert_true(a.stall_report == b.stall_report && a.stall_report == 2.5);
+	assert_true(a.copy_timeout == b.copy_timeout && a.copy_timeout == 0.75);
 	assert_true(a.trace_us == b.trace_us && a.trace_us == 2000);
 	assert_int_equal(a.backend, b.backend);
 	assert_int_equal(a.pass_sm_channels, b.pass_sm_channels);

@@ -1,0 +1,160 @@
+/* A copy that never lands fails its connection once NCCL_SYMMEM_COPY_TIMEOUT
+ * (tp_options.copy_timeout) has passed, with an error naming the copy,
+ * instead of leaving NCCL waiting for ever: the copy engine's stand-in
+ * (engine_standin.c) holds the copy back, as a stuck GPU, driver or copy
+ * helper would.  Real sockets and shared memory, one process. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "engine_standin.h"
+#include "symmem.h"
+#include "transport.h"
+
+#define SIZE (256u << 10)
+#define TIMEOUT_S 0.3
+#define DEADLINE_S 10.0
+
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void make_pair(int backend, int zero_copy, struct tp_comm **s, struct tp_comm **r)
+{
+	struct tp_options o = {
+		.backend = backend,
+		.ring_size = 1 << 20,
+		.chunk_size = 65536,
+		.connect_timeout = 10,
+		.ifname = "",
+		.zero_copy = zero_copy,
+		.gpu = 1,	/* takes the (stand-in) engine */
+		.copy_timeout = TIMEOUT_S,
+		.pool = { .growth = 2.0, .max = 64u << 20, .trim = 64u << 20 },
+	};
+	uint8_t h[TP_HANDLE_SIZE];
+	struct tp_listener *l;
+	double end = now() + 10;
+
+	*s = *r = NULL;
+	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
+	while ((!*s || !*r) && now() < end) {
+		int rc = SM_OK;
+
+		if (!*s)
+			rc = tp_connect(&o, h, s);
+		if (!rc && !*r)
+			rc = tp_accept(l, r);
+		if (rc)
+			fail_msg("%s", sm_last_error());
+	}
+	tp_close_listener(l);
+	assert_non_null(*s);
+	assert_non_null(*r);
+}
+
+/* One message from one "GPU" buffer into another with every copy into the
+ * receive buffer held: the side named by `failing_send` fails with
+ * SM_ERR_CUDA and a message naming `copy`, no sooner than the timeout and
+ * well before the test's deadline; the other side is not asked to finish.
+ * zero_copy 0: receives land in the staging pool first. */
+static void held_copy_fails(int backend, int zero_copy, int failing_send, const char *copy)
+{
+	struct tp_comm *sc, *rc;
+	struct tp_region *sreg, *rreg;
+	struct tp_req *sr = NULL, *rr = NULL;
+	uint8_t *src = malloc(SIZE), *dst = malloc(SIZE);
+	double t0, end;
+	int done = 0, other = 0, rv = SM_OK;
+
+	assert_non_null(src);
+	assert_non_null(dst);
+	memset(src, 0x5a, SIZE);
+	memset(dst, 0xee, SIZE);
+	standin_engine_reset(11);
+	standin_engine.helper = 1;
+	standin_engine.hold_dst = dst;
+	standin_engine.hold_len = SIZE;
+	make_pair(backend, zero_copy, &sc, &rc);
+	assert_int_equal(tp_register(sc, src, SIZE, TP_MEM_CUDA, &sreg), SM_OK);
+	assert_int_equal(tp_register(rc, dst, SIZE, TP_MEM_CUDA, &rreg), SM_OK);
+	assert_int_equal(tp_irecv(rc, dst, SIZE, rreg, &rr), SM_OK);
+	t0 = now();
+	end = t0 + DEADLINE_S;
+	while (!sr && now() < end) {
+		if (tp_isend(sc, src, SIZE, sreg, &sr))
+			fail_msg("isend: %s", sm_last_error());
+		assert_int_equal(tp_test(rr, &done, NULL), SM_OK);
+	}
+	assert_non_null(sr);
+	while (now() < end) {
+		if (failing_send) {
+			rv = tp_test(sr, &done, NULL);
+			if (rv)
+				break;
+			assert_int_equal(tp_test(rr, &other, NULL), SM_OK);
+		} else {
+			rv = tp_test(rr, &done, NULL);
+			if (rv)
+				break;
+			if (!other)	/* the bytes leave; only their copy is held */
+				assert_int_equal(tp_test(sr, &other, NULL), SM_OK);
+		}
+		assert_false(done);
+	}
+	assert_int_equal(rv, SM_ERR_CUDA);
+	assert_true(now() - t0 >= TIMEOUT_S);
+	assert_non_null(strstr(sm_last_error(), copy));
+	assert_non_null(strstr(sm_last_error(), "did not land in"));
+	assert_int_equal(dst[0], 0xee);
+	standin_engine.hold_dst = NULL;
+	tp_deregister(sc, sreg);
+	tp_deregister(rc, rreg);
+	tp_close(sc);
+	tp_close(rc);
+	free(src);
+	free(dst);
+}
+
+/* Shared memory: the sender's copy straight into the receive buffer. */
+static void test_shm_direct_copy_times_out(void **state)
+{
+	(void)state;
+	held_copy_fails(TP_BACKEND_SHM, 1, 1, "into the peer's buffer");
+}
+
+/* TCP: the receiver's copy from a bounce slot into its buffer, under the
+ * same limit (a constant 60 s before session 28). */
+static void test_tcp_bounce_copy_times_out(void **state)
+{
+	(void)state;
+	held_copy_fails(TP_BACKEND_TCP, 1, 0, "TCP bounce buffer");
+}
+
+/* Shared memory through the staging pool: the receiver's copy out of it. */
+static void test_shm_staged_copy_out_times_out(void **state)
+{
+	(void)state;
+	held_copy_fails(TP_BACKEND_SHM, 0, 0, "out of the staging pool");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_shm_direct_copy_times_out),
+		cmocka_unit_test(test_tcp_bounce_copy_times_out),
+		cmocka_unit_test(test_shm_staged_copy_out_times_out),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
