@@ -1,8 +1,9 @@
-/* A copy that never lands fails its connection once NCCL_SYMMEM_COPY_TIMEOUT
- * (tp_options.copy_timeout) has passed, with an error naming the copy,
- * instead of leaving NCCL waiting for ever: the copy engine's stand-in
- * (engine_standin.c) holds the copy back, as a stuck GPU, driver or copy
- * helper would.  Real sockets and shared memory, one process. */
+/* A copy that never lands, or never finds a free copy slot to start, fails
+ * its connection once NCCL_SYMMEM_COPY_TIMEOUT (tp_options.copy_timeout)
+ * has passed, with an error naming the copy, instead of leaving NCCL
+ * waiting for ever.  The copy engine's stand-in (engine_standin.c) holds
+ * copies back or refuses them, as a stuck GPU, driver or copy helper
+ * would.  Real sockets and shared memory, one process. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -148,12 +149,54 @@ static void test_shm_staged_copy_out_times_out(void **state)
 	held_copy_fails(TP_BACKEND_SHM, 0, 0, "out of the staging pool");
 }
 
+/* Shared memory, every copy start refused (no copy slot ever frees up):
+ * the send fails after the timeout instead of NCCL retrying for ever. */
+static void test_shm_copy_start_times_out(void **state)
+{
+	struct tp_comm *sc, *rc;
+	struct tp_region *sreg, *rreg;
+	struct tp_req *sr = NULL, *rr = NULL;
+	uint8_t *src = malloc(SIZE), *dst = malloc(SIZE);
+	double t0, end;
+	int done = 0, rv = SM_OK;
+
+	(void)state;
+	assert_non_null(src);
+	assert_non_null(dst);
+	memset(src, 0x5a, SIZE);
+	standin_engine_reset(12);
+	standin_engine.helper = 1;
+	standin_engine.refuse_pct = 100;
+	make_pair(TP_BACKEND_SHM, 1, &sc, &rc);
+	assert_int_equal(tp_register(sc, src, SIZE, TP_MEM_CUDA, &sreg), SM_OK);
+	assert_int_equal(tp_register(rc, dst, SIZE, TP_MEM_CUDA, &rreg), SM_OK);
+	assert_int_equal(tp_irecv(rc, dst, SIZE, rreg, &rr), SM_OK);
+	t0 = now();
+	end = t0 + DEADLINE_S;
+	while (!rv && !sr && now() < end) {
+		rv = tp_isend(sc, src, SIZE, sreg, &sr);
+		assert_int_equal(tp_test(rr, &done, NULL), SM_OK);
+	}
+	assert_null(sr);
+	assert_int_equal(rv, SM_ERR_CUDA);
+	assert_true(now() - t0 >= TIMEOUT_S);
+	assert_non_null(strstr(sm_last_error(), "waiting for a free copy slot"));
+	assert_int_equal(standin_engine.starts, 0);
+	tp_deregister(sc, sreg);
+	tp_deregister(rc, rreg);
+	tp_close(sc);
+	tp_close(rc);
+	free(src);
+	free(dst);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_shm_direct_copy_times_out),
 		cmocka_unit_test(test_tcp_bounce_copy_times_out),
 		cmocka_unit_test(test_shm_staged_copy_out_times_out),
+		cmocka_unit_test(test_shm_copy_start_times_out),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
