@@ -24,6 +24,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "copyd_proto.h"
@@ -242,26 +243,44 @@ static double engine_rate(const struct copyd *d)
 	return (double)s->bytes / (double)s->busy_ns;
 }
 
-static int open_gpu(struct copyd *d, const struct cd_msg *m, int ringfd)
+/* The request ring the client shares: a memfd of our layout.  Checked
+ * before anything is made on the GPU, and mapped only whole (a shorter
+ * file would fault on first touch). */
+static int map_ring(int ringfd, struct cd_ring **out)
+{
+	struct cd_ring *ring;
+	struct stat st;
+	void *p;
+
+	*out = NULL;
+	if (ringfd < 0)
+		return sm_fail(SM_ERR_INVALID, "hello without its request ring");
+	if (fstat(ringfd, &st) != 0)
+		return sm_fail(SM_ERR_SYSTEM, "request ring: %s", strerror(errno));
+	if (st.st_size < (off_t)sizeof(struct cd_ring))
+		return sm_fail(SM_ERR_INVALID, "request ring is %lld bytes, not %zu",
+			       (long long)st.st_size, sizeof(struct cd_ring));
+	p = mmap(NULL, sizeof(struct cd_ring), PROT_READ | PROT_WRITE, MAP_SHARED, ringfd, 0);
+	if (p == MAP_FAILED)
+		return sm_fail(SM_ERR_SYSTEM, "mapping the request ring: %s", strerror(errno));
+	ring = p;
+	if (ring->magic != CD_MAGIC || ring->nslots != CD_SLOTS) {
+		munmap(p, sizeof(struct cd_ring));
+		return sm_fail(SM_ERR_INVALID, "request ring has the wrong layout");
+	}
+	*out = ring;
+	return SM_OK;
+}
+
+/* The client's GPU: its primary context, the streams and the events.
+ * On failure the helper is stopped by its client, and its exit frees what
+ * was made. */
+static int open_cuda(struct copyd *d, const struct cd_msg *m)
 {
 	CUcontext ctx;
 	CUdevice dev;
 	CUresult crc;
-	void *p;
 
-	if (m->version != CD_VERSION)
-		return sm_fail(SM_ERR_INVALID, "plugin speaks helper protocol %u, helper %u",
-			       m->version, CD_VERSION);
-	if (m->nstreams < 1 || m->nstreams > 16)
-		return sm_fail(SM_ERR_INVALID, "%u streams asked for", m->nstreams);
-	if (m->depth < 1 || m->depth > CD_SLOTS)
-		return sm_fail(SM_ERR_INVALID, "%u copies per stream asked for", m->depth);
-	if (m->batch < 1 || m->batch > CD_BATCH_MAX)
-		return sm_fail(SM_ERR_INVALID, "%u copies per call asked for", m->batch);
-	d->depth = (int)m->depth;
-	d->batch = m->batch;
-	d->phase_ns = m->phase_ns;
-	cd_queue_init(&d->queue, m->merge_max);
 	d->cu = sm_cu();
 	if (!d->cu)
 		return sm_fail(SM_ERR_CUDA, "no CUDA driver: %s", sm_cuda_load()->reason);
@@ -286,12 +305,38 @@ static int open_gpu(struct copyd *d, const struct cd_msg *m, int ringfd)
 		if (crc != CUDA_SUCCESS)
 			return sm_cuda_fail(crc, "cuEventCreate");
 	}
-	p = mmap(NULL, sizeof(struct cd_ring), PROT_READ | PROT_WRITE, MAP_SHARED, ringfd, 0);
-	if (p == MAP_FAILED)
-		return sm_fail(SM_ERR_SYSTEM, "mapping the request ring: %s", strerror(errno));
-	d->ring = p;
-	if (d->ring->magic != CD_MAGIC || d->ring->nslots != CD_SLOTS)
-		return sm_fail(SM_ERR_INVALID, "request ring has the wrong layout");
+	return SM_OK;
+}
+
+/* The hello: the client's parameters, its ring, its GPU.  d->ring is set
+ * only once all of them are good, so nothing else is served before. */
+static int open_gpu(struct copyd *d, const struct cd_msg *m, int ringfd)
+{
+	struct cd_ring *ring;
+	int rc;
+
+	if (m->version != CD_VERSION)
+		return sm_fail(SM_ERR_INVALID, "plugin speaks helper protocol %u, helper %u",
+			       m->version, CD_VERSION);
+	if (m->nstreams < 1 || m->nstreams > 16)
+		return sm_fail(SM_ERR_INVALID, "%u streams asked for", m->nstreams);
+	if (m->depth < 1 || m->depth > CD_SLOTS)
+		return sm_fail(SM_ERR_INVALID, "%u copies per stream asked for", m->depth);
+	if (m->batch < 1 || m->batch > CD_BATCH_MAX)
+		return sm_fail(SM_ERR_INVALID, "%u copies per call asked for", m->batch);
+	rc = map_ring(ringfd, &ring);
+	if (rc)
+		return rc;
+	d->depth = (int)m->depth;
+	d->batch = m->batch;
+	d->phase_ns = m->phase_ns;
+	cd_queue_init(&d->queue, m->merge_max);
+	rc = open_cuda(d, m);
+	if (rc) {
+		munmap(ring, sizeof(*ring));
+		return rc;
+	}
+	d->ring = ring;
 	return SM_OK;
 }
 

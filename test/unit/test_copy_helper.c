@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
@@ -426,6 +427,64 @@ static void test_refusals_then_hangup(void **state)
 	assert_int_equal(exited_within(pid, 5000), 0);
 }
 
+/* A memfd of `size` zero bytes. */
+static int memfd_of(size_t size)
+{
+	int fd = memfd_create("ring-test", MFD_CLOEXEC);
+
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)size), 0);
+	return fd;
+}
+
+/* A hello whose request ring is missing, too short (the helper would
+ * fault on its first read) or not ours is refused with the reason, before
+ * the helper touches a GPU; the helper stays and takes a good hello's
+ * refusal for the next reason (here: no GPU, or none at that address). */
+static void test_bad_ring_refused(void **state)
+{
+	struct cd_msg m = { .magic = CD_MAGIC, .op = CD_HELLO, .version = CD_VERSION,
+			    .nstreams = 1, .depth = 2, .batch = 1 };
+	struct cd_ring *good;
+	struct cd_reply r;
+	int sock, fd;
+	pid_t pid;
+
+	(void)state;
+	pid = raw_helper(&sock);
+	ask(sock, &m, &r);
+	assert_int_equal(r.status, SM_ERR_INVALID);
+	assert_non_null(strstr(r.msg, "hello without its request ring"));
+
+	fd = memfd_of(64);
+	assert_int_equal(sm_send_some(sock, &m, sizeof(m), fd), (ssize_t)sizeof(m));
+	close(fd);
+	assert_int_equal(recv(sock, &r, sizeof(r), 0), (ssize_t)sizeof(r));
+	assert_int_equal(r.status, SM_ERR_INVALID);
+	assert_non_null(strstr(r.msg, "request ring is 64 bytes, not"));
+
+	fd = memfd_of(sizeof(struct cd_ring));
+	assert_int_equal(sm_send_some(sock, &m, sizeof(m), fd), (ssize_t)sizeof(m));
+	close(fd);
+	assert_int_equal(recv(sock, &r, sizeof(r), 0), (ssize_t)sizeof(r));
+	assert_int_equal(r.status, SM_ERR_INVALID);
+	assert_non_null(strstr(r.msg, "request ring has the wrong layout"));
+
+	assert_int_equal(sm_memfd_map("good-ring", sizeof(*good), sizeof(*good), &fd, (void **)&good),
+			 SM_OK);
+	good->magic = CD_MAGIC;
+	good->nslots = CD_SLOTS;
+	snprintf(m.pci_bus_id, sizeof(m.pci_bus_id), "ffff:ff:1f.7");
+	assert_int_equal(sm_send_some(sock, &m, sizeof(m), fd), (ssize_t)sizeof(m));
+	close(fd);
+	assert_int_equal(recv(sock, &r, sizeof(r), 0), (ssize_t)sizeof(r));
+	assert_int_equal(r.status, SM_ERR_CUDA);
+	assert_null(strstr(r.msg, "ring"));
+	munmap(good, sizeof(*good));
+	close(sock);
+	assert_int_equal(exited_within(pid, 5000), 0);
+}
+
 /* A plugin of an older build sends a shorter hello: the helper names both
  * protocol versions in its answer, so the plugin's WARN says why, and
  * leaves. */
@@ -623,6 +682,7 @@ int main(void)
 		cmocka_unit_test(test_late_answer_not_taken),
 		cmocka_unit_test(test_exited_helper_reaped),
 		cmocka_unit_test(test_refusals_then_hangup),
+		cmocka_unit_test(test_bad_ring_refused),
 		cmocka_unit_test(test_short_hello_names_versions),
 		cmocka_unit_test(test_hello_without_version_ends_helper),
 		cmocka_unit_test(test_short_request_ends_helper),
