@@ -509,45 +509,36 @@ static void test_short_hello_names_versions(void **state)
 	close(sock);
 }
 
-/* Leaves without an answer: nothing but the hang-up comes back. */
-static void assert_leaves_silently(pid_t pid, int sock)
+/* The first `len` bytes of an `op` request, alone: the helper leaves
+ * without an answer, and nothing but the hang-up comes back. */
+static void short_request_ends_helper(uint32_t op, size_t len)
 {
+	struct cd_msg m = { .magic = CD_MAGIC, .op = op, .version = CD_VERSION };
 	struct cd_reply r;
+	int sock;
+	pid_t pid;
 
+	pid = raw_helper(&sock);
+	assert_int_equal(send(sock, &m, len, 0), (ssize_t)len);
 	assert_int_equal(exited_within(pid, 5000), 0);
 	assert_int_equal(recv(sock, &r, sizeof(r), 0), 0);
+	close(sock);
 }
 
 /* A hello too short to hold its version cannot be told from garbage: the
  * helper leaves without guessing at an answer. */
 static void test_hello_without_version_ends_helper(void **state)
 {
-	struct cd_msg m = { .magic = CD_MAGIC, .op = CD_HELLO, .version = CD_VERSION };
-	int sock;
-	pid_t pid;
-
 	(void)state;
-	pid = raw_helper(&sock);
-	assert_int_equal(send(sock, &m, offsetof(struct cd_msg, version), 0),
-			 (ssize_t)offsetof(struct cd_msg, version));
-	assert_leaves_silently(pid, sock);
-	close(sock);
+	short_request_ends_helper(CD_HELLO, offsetof(struct cd_msg, version));
 }
 
 /* Only a hello of another size gets the versions answer; any other short
  * request is garbage. */
 static void test_short_request_ends_helper(void **state)
 {
-	struct cd_msg m = { .magic = CD_MAGIC, .op = CD_ADD, .version = CD_VERSION };
-	int sock;
-	pid_t pid;
-
 	(void)state;
-	pid = raw_helper(&sock);
-	assert_int_equal(send(sock, &m, offsetof(struct cd_msg, info), 0),
-			 (ssize_t)offsetof(struct cd_msg, info));
-	assert_leaves_silently(pid, sock);
-	close(sock);
+	short_request_ends_helper(CD_ADD, offsetof(struct cd_msg, info));
 }
 
 /* A refused request with descriptors attached: the helper closes every

@@ -10,58 +10,57 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cmocka.h>
 
 #include "engine_standin.h"
 #include "symmem.h"
 #include "transport.h"
+#include "tp_pair.h"
 
 #define SIZE (256u << 10)
 #define TIMEOUT_S 0.3
 #define DEADLINE_S 10.0
 
-static double now(void)
-{
-	struct timespec t;
+/* Both ends of one connection, a "GPU" buffer registered on each, and
+ * one receive posted. */
+struct pair {
+	struct tp_comm *sc, *rc;
+	struct tp_region *sreg, *rreg;
+	struct tp_req *rr;
+	uint8_t *src, *dst;
+};
 
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+static void pair_open(struct pair *p, int backend, int zero_copy)
+{
+	struct tp_options o = options(backend, 1 << 20, 65536);
+
+	o.zero_copy = zero_copy;
+	o.gpu = 1;		/* takes the (stand-in) engine */
+	o.copy_timeout = TIMEOUT_S;
+	o.pool = (struct sm_pool_config){ .growth = 2.0, .max = 64u << 20, .trim = 64u << 20 };
+	memset(p, 0, sizeof(*p));
+	p->src = malloc(SIZE);
+	p->dst = malloc(SIZE);
+	assert_non_null(p->src);
+	assert_non_null(p->dst);
+	memset(p->src, 0x5a, SIZE);
+	memset(p->dst, 0xee, SIZE);
+	if (make_pair(&o, &p->sc, &p->rc))
+		fail_msg("%s", sm_last_error());
+	assert_int_equal(tp_register(p->sc, p->src, SIZE, TP_MEM_CUDA, &p->sreg), SM_OK);
+	assert_int_equal(tp_register(p->rc, p->dst, SIZE, TP_MEM_CUDA, &p->rreg), SM_OK);
+	assert_int_equal(tp_irecv(p->rc, p->dst, SIZE, p->rreg, &p->rr), SM_OK);
 }
 
-static void make_pair(int backend, int zero_copy, struct tp_comm **s, struct tp_comm **r)
+static void pair_close(struct pair *p)
 {
-	struct tp_options o = {
-		.backend = backend,
-		.ring_size = 1 << 20,
-		.chunk_size = 65536,
-		.connect_timeout = 10,
-		.ifname = "",
-		.zero_copy = zero_copy,
-		.gpu = 1,	/* takes the (stand-in) engine */
-		.copy_timeout = TIMEOUT_S,
-		.pool = { .growth = 2.0, .max = 64u << 20, .trim = 64u << 20 },
-	};
-	uint8_t h[TP_HANDLE_SIZE];
-	struct tp_listener *l;
-	double end = now() + 10;
-
-	*s = *r = NULL;
-	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
-	while ((!*s || !*r) && now() < end) {
-		int rc = SM_OK;
-
-		if (!*s)
-			rc = tp_connect(&o, h, s);
-		if (!rc && !*r)
-			rc = tp_accept(l, r);
-		if (rc)
-			fail_msg("%s", sm_last_error());
-	}
-	tp_close_listener(l);
-	assert_non_null(*s);
-	assert_non_null(*r);
+	tp_deregister(p->sc, p->sreg);
+	tp_deregister(p->rc, p->rreg);
+	tp_close(p->sc);
+	tp_close(p->rc);
+	free(p->src);
+	free(p->dst);
 }
 
 /* One message from one "GPU" buffer into another with every copy into the
@@ -71,31 +70,22 @@ static void make_pair(int backend, int zero_copy, struct tp_comm **s, struct tp_
  * zero_copy 0: receives land in the staging pool first. */
 static void held_copy_fails(int backend, int zero_copy, int failing_send, const char *copy)
 {
-	struct tp_comm *sc, *rc;
-	struct tp_region *sreg, *rreg;
-	struct tp_req *sr = NULL, *rr = NULL;
-	uint8_t *src = malloc(SIZE), *dst = malloc(SIZE);
+	struct tp_req *sr = NULL;
+	struct pair p;
 	double t0, end;
 	int done = 0, other = 0, rv = SM_OK;
 
-	assert_non_null(src);
-	assert_non_null(dst);
-	memset(src, 0x5a, SIZE);
-	memset(dst, 0xee, SIZE);
 	standin_engine_reset(11);
 	standin_engine.helper = 1;
-	standin_engine.hold_dst = dst;
+	pair_open(&p, backend, zero_copy);
+	standin_engine.hold_dst = p.dst;
 	standin_engine.hold_len = SIZE;
-	make_pair(backend, zero_copy, &sc, &rc);
-	assert_int_equal(tp_register(sc, src, SIZE, TP_MEM_CUDA, &sreg), SM_OK);
-	assert_int_equal(tp_register(rc, dst, SIZE, TP_MEM_CUDA, &rreg), SM_OK);
-	assert_int_equal(tp_irecv(rc, dst, SIZE, rreg, &rr), SM_OK);
 	t0 = now();
 	end = t0 + DEADLINE_S;
 	while (!sr && now() < end) {
-		if (tp_isend(sc, src, SIZE, sreg, &sr))
+		if (tp_isend(p.sc, p.src, SIZE, p.sreg, &sr))
 			fail_msg("isend: %s", sm_last_error());
-		assert_int_equal(tp_test(rr, &done, NULL), SM_OK);
+		assert_int_equal(tp_test(p.rr, &done, NULL), SM_OK);
 	}
 	assert_non_null(sr);
 	while (now() < end) {
@@ -103,9 +93,9 @@ static void held_copy_fails(int backend, int zero_copy, int failing_send, const 
 			rv = tp_test(sr, &done, NULL);
 			if (rv)
 				break;
-			assert_int_equal(tp_test(rr, &other, NULL), SM_OK);
+			assert_int_equal(tp_test(p.rr, &other, NULL), SM_OK);
 		} else {
-			rv = tp_test(rr, &done, NULL);
+			rv = tp_test(p.rr, &done, NULL);
 			if (rv)
 				break;
 			if (!other)	/* the bytes leave; only their copy is held */
@@ -117,14 +107,9 @@ static void held_copy_fails(int backend, int zero_copy, int failing_send, const 
 	assert_true(now() - t0 >= TIMEOUT_S);
 	assert_non_null(strstr(sm_last_error(), copy));
 	assert_non_null(strstr(sm_last_error(), "did not land in"));
-	assert_int_equal(dst[0], 0xee);
+	assert_int_equal(p.dst[0], 0xee);
 	standin_engine.hold_dst = NULL;
-	tp_deregister(sc, sreg);
-	tp_deregister(rc, rreg);
-	tp_close(sc);
-	tp_close(rc);
-	free(src);
-	free(dst);
+	pair_close(&p);
 }
 
 /* Shared memory: the sender's copy straight into the receive buffer. */
@@ -153,41 +138,28 @@ static void test_shm_staged_copy_out_times_out(void **state)
  * the send fails after the timeout instead of NCCL retrying for ever. */
 static void test_shm_copy_start_times_out(void **state)
 {
-	struct tp_comm *sc, *rc;
-	struct tp_region *sreg, *rreg;
-	struct tp_req *sr = NULL, *rr = NULL;
-	uint8_t *src = malloc(SIZE), *dst = malloc(SIZE);
+	struct tp_req *sr = NULL;
+	struct pair p;
 	double t0, end;
 	int done = 0, rv = SM_OK;
 
 	(void)state;
-	assert_non_null(src);
-	assert_non_null(dst);
-	memset(src, 0x5a, SIZE);
 	standin_engine_reset(12);
 	standin_engine.helper = 1;
 	standin_engine.refuse_pct = 100;
-	make_pair(TP_BACKEND_SHM, 1, &sc, &rc);
-	assert_int_equal(tp_register(sc, src, SIZE, TP_MEM_CUDA, &sreg), SM_OK);
-	assert_int_equal(tp_register(rc, dst, SIZE, TP_MEM_CUDA, &rreg), SM_OK);
-	assert_int_equal(tp_irecv(rc, dst, SIZE, rreg, &rr), SM_OK);
+	pair_open(&p, TP_BACKEND_SHM, 1);
 	t0 = now();
 	end = t0 + DEADLINE_S;
 	while (!rv && !sr && now() < end) {
-		rv = tp_isend(sc, src, SIZE, sreg, &sr);
-		assert_int_equal(tp_test(rr, &done, NULL), SM_OK);
+		rv = tp_isend(p.sc, p.src, SIZE, p.sreg, &sr);
+		assert_int_equal(tp_test(p.rr, &done, NULL), SM_OK);
 	}
 	assert_null(sr);
 	assert_int_equal(rv, SM_ERR_CUDA);
 	assert_true(now() - t0 >= TIMEOUT_S);
 	assert_non_null(strstr(sm_last_error(), "waiting for a free copy slot"));
 	assert_int_equal(standin_engine.starts, 0);
-	tp_deregister(sc, sreg);
-	tp_deregister(rc, rreg);
-	tp_close(sc);
-	tp_close(rc);
-	free(src);
-	free(dst);
+	pair_close(&p);
 }
 
 int main(void)
