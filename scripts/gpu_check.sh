@@ -235,6 +235,13 @@ cat "$OUT/logs/dereg_inflight.txt"
 
 rank_death death-all_reduce -o all_reduce
 rank_death death-alltoall -o alltoall -m plugin
+# A copy that outlives NCCL_SYMMEM_COPY_TIMEOUT fails its connection with
+# a WARN instead of waiting for ever (session 28); 0.1 ms is shorter than
+# the queueing of a 1 GiB send/recv's copies, so it must trip here.
+expect_fail copy-timeout "did not land in" -o sendrecv -b 1073741824 -e 1073741824 -c none -i 2 \
+	-E NCCL_SYMMEM_COPY_TIMEOUT=0.0001 -E NCCL_NCHANNELS_PER_NET_PEER=16
+sleep 1
+pgrep -x symmem-copyd >/dev/null && { echo "FAILED: a copy helper outlived copy-timeout"; fail=1; }
 
 torch_check torch scripts/torch_allreduce.py
 torch_check torch-groups scripts/torch_groups.py
