@@ -126,6 +126,11 @@ ncclResult_t bench_issue(ncclComm_t comm, cudaStream_t stream, int op, int dtype
 			 ncclRedOp_t redop, const struct bench_shape *s, void *sbuf, void *rbuf,
 			 int rank, int nranks);
 
+/* The op in flight on `stream` has finished (1), or the communicator
+ * reports an error (-1, *err set), or neither yet (0): what nccl-tests and
+ * PyTorch's watchdog look at while they wait. */
+int bench_poll_op(ncclComm_t comm, cudaStream_t stream, ncclResult_t *err);
+
 int bench_rank_main(const struct bench_opts *o, int phase, int rank, ncclUniqueId id, int out_fd);
 
 /* bench_fork.c: one process per GPU. */

@@ -44,3 +44,22 @@ ncclResult_t bench_issue(ncclComm_t comm, cudaStream_t stream, int op, int dtype
 	end = ncclGroupEnd();
 	return rc != ncclSuccess ? rc : end;
 }
+
+/* The op in flight has finished (1), or the communicator reports an error
+ * (-1, *err set), or neither yet (0). */
+int bench_poll_op(ncclComm_t comm, cudaStream_t stream, ncclResult_t *err)
+{
+	cudaError_t q = cudaStreamQuery(stream);
+
+	if (ncclCommGetAsyncError(comm, err) != ncclSuccess)
+		*err = ncclInternalError;
+	if (*err != ncclSuccess && *err != ncclInProgress)
+		return -1;
+	if (q == cudaSuccess)
+		return 1;
+	if (q != cudaErrorNotReady) {
+		*err = ncclUnhandledCudaError;
+		return -1;
+	}
+	return 0;
+}

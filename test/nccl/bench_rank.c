@@ -48,6 +48,25 @@ static void issue(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop,
 			    c->o->nranks));
 }
 
+/* Waits for what is queued on the stream as nccl-tests does: polling it
+ * while watching the communicator for an asynchronous error, the only way
+ * a network plugin's failure in NCCL's proxy thread reaches a job.  On one
+ * the rank names it, aborts its communicator and exits. */
+static void wait_ops(struct rank_ctx *c)
+{
+	ncclResult_t err = ncclSuccess;
+	int state;
+
+	while ((state = bench_poll_op(c->comm, c->stream, &err)) == 0)
+		;
+	if (state > 0)
+		return;
+	fprintf(stderr, "rank %d: NCCL reported %s with an op in flight; aborting\n", c->rank,
+		ncclGetErrorString(err));
+	ncclCommAbort(c->comm);
+	exit(3);
+}
+
 /* Runs the op `times` times, directly or as one captured graph launched
  * `times` times (so each launch is one op, as in nccl-tests -G). */
 static void run(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop,
@@ -72,7 +91,7 @@ static void run(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop,
 		/* -Y: one replay in flight at a time (the plugin's copies
 		 * deadlock against a cuGraphLaunch that waits for a replay). */
 		if (c->o->graph_sync)
-			CUDA_OK(cudaStreamSynchronize(c->stream));
+			wait_ops(c);
 	}
 }
 
@@ -105,7 +124,7 @@ static double timed_together(struct rank_ctx *c, int op, int dtype, ncclRedOp_t 
 	double t0 = bench_now();
 
 	run(c, op, dtype, redop, s, c->o->iters, exec);
-	CUDA_OK(cudaStreamSynchronize(c->stream));
+	wait_ops(c);
 	return (bench_now() - t0) * 1e6 / c->o->iters;
 }
 
@@ -127,7 +146,7 @@ static double timed_alone(struct rank_ctx *c, int op, int dtype, ncclRedOp_t red
 		t0 = bench_now();
 
 		run(c, op, dtype, redop, s, 1, exec);
-		CUDA_OK(cudaStreamSynchronize(c->stream));
+		wait_ops(c);
 		us = (bench_now() - t0) * 1e6;
 		sum += us;
 		if (used > 0 && (size_t)used < sizeof(line))
@@ -168,7 +187,7 @@ static void one(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop, size_t
 	CUDA_OK(cudaMemsetAsync(c->rbuf, 0xff, rbytes + 64 <= c->cap ? rbytes + 64 : c->cap,
 				c->stream));
 	run(c, op, dtype, redop, &s, 1, &exec);
-	CUDA_OK(cudaStreamSynchronize(c->stream));
+	wait_ops(c);
 	CUDA_OK(cudaMemcpy(c->host, c->rbuf, rbytes + 64 <= c->cap ? rbytes + 64 : rbytes,
 			   cudaMemcpyDeviceToHost));
 	errors = bench_check(&pat, op, c->rank, c->host, &s, 1);
@@ -182,7 +201,7 @@ static void one(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop, size_t
 			(unsigned long long)errors);
 	if (timed) {
 		run(c, op, dtype, redop, &s, c->o->warmup, &exec);
-		CUDA_OK(cudaStreamSynchronize(c->stream));
+		wait_ops(c);
 		/* Every rank starts its clock together.  Without this, a rank
 		 * that finished the check early starts timing early and its
 		 * first op waits out the others' checks: natively it cannot

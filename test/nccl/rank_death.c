@@ -106,25 +106,6 @@ static void prepare(void *arg, int rank)
 	bench_route_env(o->through_plugin, 0, o->plugin, o->env, o->nenv);
 }
 
-/* The op in flight has finished (1), or the communicator reports an error
- * (-1, *err set), or neither yet (0). */
-static int poll_op(ncclComm_t comm, cudaStream_t stream, ncclResult_t *err)
-{
-	cudaError_t q = cudaStreamQuery(stream);
-
-	if (ncclCommGetAsyncError(comm, err) != ncclSuccess)
-		*err = ncclInternalError;
-	if (*err != ncclSuccess && *err != ncclInProgress)
-		return -1;
-	if (q == cudaSuccess)
-		return 1;
-	if (q != cudaErrorNotReady) {
-		*err = ncclUnhandledCudaError;
-		return -1;
-	}
-	return 0;
-}
-
 /* The victim: keeps the op queued until `delay` has passed, then dies
  * with it in flight. */
 static void victim(const struct death_opts *o, ncclComm_t comm, cudaStream_t stream,
@@ -157,7 +138,7 @@ static int wait_op(ncclComm_t comm, cudaStream_t stream, double limit_s)
 	ncclResult_t err = ncclSuccess;
 	int state;
 
-	while ((state = poll_op(comm, stream, &err)) == 0 && bench_now() < end)
+	while ((state = bench_poll_op(comm, stream, &err)) == 0 && bench_now() < end)
 		usleep(100);
 	return state == 1 ? 0 : -1;
 }
@@ -300,7 +281,7 @@ static void survivor(const struct death_opts *o, ncclComm_t comm, cudaStream_t s
 				state = 0;
 			}
 		} else {
-			state = poll_op(comm, stream, &err);
+			state = bench_poll_op(comm, stream, &err);
 		}
 		if (state < 0) {
 			me->outcome = OUTCOME_ERROR;
