@@ -428,9 +428,9 @@ int smf_copy_wait_until(struct smf_engine *e, struct smf_copy *op, uint64_t limi
 	}
 }
 
-int smf_copy_sync(struct smf_engine *e, void *dst, const void *src, size_t n)
+int smf_copy_sync(struct smf_engine *e, void *dst, const void *src, size_t n, uint64_t limit_ns)
 {
-	uint64_t limit = sm_now_ns() + SYNC_COPY_LIMIT_NS;
+	uint64_t limit = sm_now_ns() + limit_ns;
 	struct smf_copy op;
 	int started = 0, rc;
 
@@ -439,10 +439,10 @@ int smf_copy_sync(struct smf_engine *e, void *dst, const void *src, size_t n)
 		if (rc)
 			return rc;
 		if (!started && sm_now_ns() > limit)
-			return sm_fail(SM_ERR_CUDA, "no copy-engine event free for %.0f s",
-				       SYNC_COPY_LIMIT_NS / 1e9);
+			return sm_fail(SM_ERR_CUDA, "no copy-engine event free for %g s",
+				       limit_ns / 1e9);
 		if (!started)
 			sched_yield();
 	}
-	return smf_copy_wait(e, &op);
+	return smf_copy_wait_until(e, &op, limit);
 }

@@ -499,7 +499,11 @@ static int request(struct copyd *d, const struct cd_msg *m, ssize_t n, int fd)
 	switch (m->op) {
 	case CD_HELLO:
 		rc = d->ring ? sm_fail(SM_ERR_INVALID, "second hello") : open_gpu(d, m, fd);
-		return reply(d, rc, 0, rc ? sm_last_error() : NULL);
+		if (reply(d, rc, 0, rc ? sm_last_error() : NULL))
+			return -1;
+		/* A GPU that would not open leaves a context, streams and
+		 * events half made: leave, as the client stops us anyway. */
+		return rc == SM_ERR_CUDA ? -1 : 0;
 	case CD_ADD:
 		rc = sm_fail(SM_ERR_INVALID, "mapping before hello");
 		return reply(d, rc, 0, sm_last_error());

@@ -135,12 +135,13 @@ int smf_copy_wait(struct smf_engine *e, struct smf_copy *op);
 /* The same with the caller's deadline (sm_now_ns() clock), so that one
  * bound covers several copies. */
 int smf_copy_wait_until(struct smf_engine *e, struct smf_copy *op, uint64_t limit_ns);
-/* A copy that has fully landed when it returns (bounded: 60 s), between any
+/* A copy that has fully landed when it returns (bounded: `limit_ns` from
+ * the call, for starting and landing together), between any
  * two addresses the driver knows (one side may be a plain host buffer).  It
  * runs on the engine's non-blocking streams: cuMemcpy would use the legacy
  * stream, which waits for every blocking stream of the context, NCCL's
  * kernel included, and a pageable-to-device cuMemcpy may return before the
  * data reached the GPU. */
-int smf_copy_sync(struct smf_engine *e, void *dst, const void *src, size_t n);
+int smf_copy_sync(struct smf_engine *e, void *dst, const void *src, size_t n, uint64_t limit_ns);
 
 #endif

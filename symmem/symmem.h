@@ -50,7 +50,10 @@ void sm_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Socket I/O that never blocks.  Returns bytes moved (0 = would
  * block) or -1 with sm_fail() set (a hang-up on receive is an error too).
  * `pass_fd` >= 0 rides along with the first byte (SCM_RIGHTS); `got_fd`
- * receives one if it arrives (close-on-exec). */
+ * receives the first one that arrives (close-on-exec) and every other is
+ * closed.  *got_fd must be -1 on entry: one already held there makes all
+ * that arrive be closed, which is how a caller reading the rest of a
+ * message refuses more. */
 ssize_t sm_send_some(int fd, const void *buf, size_t len, int pass_fd);
 ssize_t sm_recv_some(int fd, void *buf, size_t len, int *got_fd);
 /* The same for two pieces in one call (a header and its payload): bytes

@@ -271,15 +271,28 @@ int comm_fail(struct tp_comm *c, int status, const char *fmt, ...)
 	return sm_fail(status, "%s", msg);
 }
 
+/* Set once a copy of this process outlived the copy limit: the engine is
+ * taken as stuck, and closes stop waiting the limit again for each of
+ * NCCL's connections (32 per peer), which would hold an abort for minutes. */
+static atomic_int copies_overdue;
+
 int comm_copy_overdue(struct tp_comm *c, uint64_t since, uint64_t bytes, const char *what)
 {
 	uint64_t now = sm_now_ns();
 
 	if (now < since || now - since <= c->copy_limit_ns)
 		return SM_OK;
-	return comm_fail(c, SM_ERR_CUDA, "a %llu-byte copy %s did not land in %.3g s: the GPU, "
+	atomic_store(&copies_overdue, 1);
+	return comm_fail(c, SM_ERR_CUDA, "a %llu-byte copy %s did not land in %g s: the GPU, "
 			 "its driver or the copy helper is stuck (NCCL_SYMMEM_COPY_TIMEOUT)",
 			 (unsigned long long)bytes, what, c->copy_limit_ns / 1e9);
+}
+
+uint64_t comm_close_deadline(const struct tp_comm *c)
+{
+	uint64_t now = sm_now_ns();
+
+	return atomic_load(&copies_overdue) ? now : now + c->copy_limit_ns;
 }
 
 int comm_broken(const struct tp_comm *c)
@@ -468,7 +481,7 @@ void tp_close(struct tp_comm *c)
 	 * is given up (the engine is stuck), and the peer's buffers stay
 	 * mapped, since a copy given up may still run and must not write
 	 * into memory that is no longer there. */
-	limit = sm_now_ns() + c->copy_limit_ns;
+	limit = comm_close_deadline(c);
 	for (unsigned i = 0; i < c->q_count; i++) {
 		struct tp_req *r = c->queue[(c->q_head + i) % TP_MAX_REQUESTS];
 
@@ -479,8 +492,9 @@ void tp_close(struct tp_comm *c)
 	if (stuck) {
 		c->keep_mappings = 1;
 		sm_warn("closing a %s connection: %u queued copy(ies) failed or did not land "
-			"within %.3g s; the peer's buffers stay mapped in this process",
-			c->is_send ? "sending" : "receiving", stuck, c->copy_limit_ns / 1e9);
+			"within %g s (none once a copy was overdue); the peer's buffers stay "
+			"mapped in this process", c->is_send ? "sending" : "receiving", stuck,
+			c->copy_limit_ns / 1e9);
 	}
 	c->ops->close(c);	/* forgets the peer's mappings, in the helper too */
 	sm_pool_gpu_put(c->pool);

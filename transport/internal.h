@@ -365,6 +365,9 @@ int comm_fail(struct tp_comm *c, int status, const char *fmt, ...)
 /* A copy of `bytes` (`what`: where it goes) waiting since `since` without
  * landing: fails the connection once past the copy limit, else SM_OK. */
 int comm_copy_overdue(struct tp_comm *c, uint64_t since, uint64_t bytes, const char *what);
+/* How long a close waits for its queued copies: the copy limit, or not at
+ * all once a copy of this process was overdue. */
+uint64_t comm_close_deadline(const struct tp_comm *c);
 
 /* NCCL_SYMMEM_TRACE_US (trace.c): a pause in NCCL's calls on a
  * connection with messages in flight, and a message slower than the

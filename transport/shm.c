@@ -270,7 +270,7 @@ static int copy_piece(struct tp_comm *c, uint8_t *dst, const uint8_t *src, uint6
 	}
 	rc = comm_engine(c);
 	if (!rc)
-		rc = smf_copy_sync(c->ce, dst, src, n);
+		rc = smf_copy_sync(c->ce, dst, src, n, c->copy_limit_ns);
 	return rc ? comm_fail(c, rc, "%s", sm_last_error()) : SM_OK;
 }
 

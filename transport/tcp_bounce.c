@@ -174,7 +174,6 @@ void bounce_name(const struct tp_region *reg, const void *ptr, uint32_t *hid, ui
 static int slots_test(struct tp_comm *c)
 {
 	struct tcp_bounce *b = c->bounce;
-	uint64_t now = 0;
 
 	for (unsigned i = 0; i < b->count; i++) {
 		struct slot *s = slot_at(b, i);
@@ -191,14 +190,13 @@ static int slots_test(struct tp_comm *c)
 		} else if (s->state != SLOT_FILLING || !s->start_ns) {
 			continue;	/* landed, or still taking bytes */
 		}
-		if (!now)
-			now = sm_now_ns();
-		if (now - s->start_ns > c->copy_limit_ns)
-			return comm_fail(c, SM_ERR_CUDA, "a %llu-byte copy between GPU memory and "
-					 "the TCP bounce buffer %s in %.3g s",
-					 (unsigned long long)s->len,
-					 s->state == SLOT_COPYING ? "did not land" :
-					 "found no copy-engine event free", c->copy_limit_ns / 1e9);
+		rc = comm_copy_overdue(c, s->start_ns, s->len,
+				       s->state == SLOT_COPYING ?
+				       "between GPU memory and the TCP bounce buffer" :
+				       "between GPU memory and the TCP bounce buffer, waiting for a "
+				       "free copy slot,");
+		if (rc)
+			return rc;
 	}
 	return SM_OK;
 }
@@ -291,7 +289,7 @@ static int bounce_unpin(struct tcp_bounce *b)
 void bounce_close(struct tp_comm *c)
 {
 	struct tcp_bounce *b = c->bounce;
-	uint64_t limit = sm_now_ns() + c->copy_limit_ns;
+	uint64_t limit = comm_close_deadline(c);
 	unsigned stuck = 0;
 
 	if (!b)
@@ -305,7 +303,8 @@ void bounce_close(struct tp_comm *c)
 	}
 	if (stuck) {
 		sm_warn("closing a TCP connection: %u bounce copy(ies) failed or did not land "
-			"within %.3g s; its %llu-byte bounce buffer stays allocated", stuck,
+			"within %g s (none once a copy was overdue); its %llu-byte bounce buffer "
+			"stays allocated", stuck,
 			c->copy_limit_ns / 1e9, BOUNCE_BYTES);
 		return;
 	}

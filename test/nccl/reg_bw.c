@@ -260,7 +260,7 @@ static long arg_num(char **argv, int i, long lo, long hi)
 
 int main(int argc, char **argv)
 {
-	long v[5] = { 16, 8, 5, 1, 0 };
+	long v[5] = { (long)(piece >> 20), depth, passes, conns, (long)(extra >> 10) };
 	int bad = 0;
 
 	for (int i = 1; i < argc && i <= 5; i++) {

@@ -224,9 +224,10 @@ int smf_copy_wait_until(struct smf_engine *e, struct smf_copy *op, uint64_t limi
 	return SM_OK;
 }
 
-int smf_copy_sync(struct smf_engine *e, void *dst, const void *src, size_t n)
+int smf_copy_sync(struct smf_engine *e, void *dst, const void *src, size_t n, uint64_t limit_ns)
 {
 	(void)e;
+	(void)limit_ns;
 	memcpy(dst, src, n);
 	return SM_OK;
 }
