@@ -183,7 +183,7 @@ static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, s
 			if (!c->start_try_ns)
 				c->start_try_ns = sm_now_ns();
 			return comm_copy_overdue(c, c->start_try_ns, size, "into the peer's buffer, "
-						 "waiting for a free copy slot,");
+						 "waiting for a free copy slot or staging room,");
 		}
 		c->start_try_ns = 0;
 		direct = 1;
