@@ -13,12 +13,27 @@
 struct standin_engine standin_engine;
 
 struct pending {
+	struct pending *next;	/* in the list of copies not landed */
 	void *dst;
 	const void *src;
 	size_t n;
 	int tests_left;
 	int nth;		/* started n-th */
 };
+
+/* Copies started and not yet landed: a connection that gives up a copy
+ * it takes for stuck never tests it again, so the next reset lets go of
+ * it, as a driver would once the engine came back. */
+static struct pending *unlanded;
+
+static void unlanded_drop(struct pending *p)
+{
+	for (struct pending **pp = &unlanded; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			return;
+		}
+}
 
 /* A range the stand-in helper knows; id 0 = free entry. */
 struct range {
@@ -51,6 +66,12 @@ static int next_rand(void)
 
 void standin_engine_reset(unsigned seed)
 {
+	while (unlanded) {
+		struct pending *p = unlanded;
+
+		unlanded = p->next;
+		free(p);
+	}
 	memset(&standin_engine, 0, sizeof(standin_engine));
 	standin_engine.pool = 1 << 20;
 	rand_state = seed;
@@ -183,6 +204,8 @@ int smf_copy_start(struct smf_engine *e, void *dst, const void *src, size_t n,
 	p->tests_left = standin_engine.lag ? next_rand() % (standin_engine.lag + 1) : 0;
 	op->nev = 1;
 	op->ev[0] = p;
+	p->next = unlanded;
+	unlanded = p;
 	standin_engine.out++;
 	p->nth = ++standin_engine.starts;
 	return SM_OK;
@@ -198,6 +221,7 @@ int smf_copy_test(struct smf_engine *e, struct smf_copy *op, int *done)
 		return SM_OK;
 	if (p) {
 		memcpy(p->dst, p->src, p->n);
+		unlanded_drop(p);
 		free(p);
 		op->nev = 0;
 		standin_engine.out--;
