@@ -159,6 +159,8 @@ int comm_setup(struct tp_comm *c, const struct tp_options *opt)
 	c->copy_limit_ns = COPY_LIMIT_NS;
 	if (opt->copy_timeout > 0)
 		c->copy_limit_ns = (uint64_t)(opt->copy_timeout * 1e9);
+	if (c->copy_limit_ns < 1000)	/* 1 us at least: 0 would fail every copy at once */
+		c->copy_limit_ns = 1000;
 	c->trace_ns = opt->trace_ns;
 	c->no_direct = opt->no_direct;
 	c->verbose = opt->verbose;

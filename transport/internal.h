@@ -243,6 +243,7 @@ struct tp_comm {
 	uint64_t posted;	/* messages posted locally */
 	uint64_t try_ns;	/* sender: first isend try of the next message, or 0 */
 	uint64_t start_try_ns;	/* sender: first refused copy start of the next message, or 0 */
+	uint64_t start_last_ns;	/* sender: the latest refused start */
 	uint64_t next_check_ns;	/* next liveness check while idle */
 	uint64_t stall_ns;	/* report a wait this long (0 = never) */
 	uint64_t copy_limit_ns;	/* a copy not landed this long fails the connection */

@@ -147,6 +147,21 @@ static int direct_copy(struct tp_comm *c, unsigned slot, const void *data, size_
 	return rc ? comm_fail(c, rc, "%s", sm_last_error()) : SM_OK;
 }
 
+/* A copy start refused for want of a free copy slot or staging room:
+ * refused for the whole copy limit, the send fails.  A gap between two
+ * tries longer than half the limit means NCCL was not asking (its thread
+ * was held up), not that nothing freed, so the clock starts again. */
+static int start_refused(struct tp_comm *c, size_t size)
+{
+	uint64_t now = sm_now_ns();
+
+	if (!c->start_try_ns || now - c->start_last_ns > c->copy_limit_ns / 2)
+		c->start_try_ns = now;
+	c->start_last_ns = now;
+	return comm_copy_overdue(c, c->start_try_ns, size, "into the peer's buffer, waiting for "
+				 "a free copy slot or staging room,");
+}
+
 static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t size,
 		     const struct tp_region *reg)
 {
@@ -179,12 +194,8 @@ static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, s
 		rc = direct_copy(c, slot, data, size, reg, &copy, &started, &stage_end);
 		if (rc)
 			return rc;
-		if (!started) {		/* no copy slot free: NCCL retries */
-			if (!c->start_try_ns)
-				c->start_try_ns = sm_now_ns();
-			return comm_copy_overdue(c, c->start_try_ns, size, "into the peer's buffer, "
-						 "waiting for a free copy slot or staging room,");
-		}
+		if (!started)		/* no copy slot free: NCCL retries */
+			return start_refused(c, size);
 		c->start_try_ns = 0;
 		direct = 1;
 	}

@@ -421,6 +421,24 @@ static void bidir_case(char *buf[2][2], cudaStream_t st[2][4], int ways, int pul
 	fflush(stdout);
 }
 
+// KiB from environment variable `name` (0 when unset) as bytes: a whole
+// number from 0 to 1 GiB, or the probe stops saying so.
+static size_t env_kib(const char *name)
+{
+	const char *e = getenv(name);
+	char *end;
+	long long v;
+
+	if (!e)
+		return 0;
+	v = strtoll(e, &end, 10);
+	if (end == e || *end || v < 0 || v > (1ll << 20)) {
+		fprintf(stderr, "%s=%s: give a whole number of KiB from 0 to 1048576\n", name, e);
+		exit(2);
+	}
+	return (size_t)v << 10;
+}
+
 // BIDIR_EXTRA_KiB=N: each buffer is allocated N KiB larger than the 1 GiB
 // it carries, and only whole and 16 MiB one-stream copies run.  Answers
 // whether cudaMalloc memory of a size that is not a multiple of 64 KiB
@@ -431,7 +449,7 @@ static int bidir(void)
 	char *buf[2][2];
 	cudaStream_t st[2][4];
 	const char *e = getenv("BIDIR_EXTRA_KiB");
-	size_t extra = e ? strtoull(e, NULL, 10) << 10 : 0;
+	size_t extra = env_kib("BIDIR_EXTRA_KiB");
 	for (int g = 0; g < 2; g++) {
 		CK(cudaSetDevice(g));
 		CK(cudaDeviceEnablePeerAccess(1 - g, 0));
@@ -1074,8 +1092,7 @@ static int ipc(void)
 // of 64 KiB copy slowly; this asks whether the plain probe sees it too).
 static size_t bi_extra(void)
 {
-	const char *e = getenv("BIPC_EXTRA_KiB");
-	return e ? strtoull(e, NULL, 10) << 10 : 0;
+	return env_kib("BIPC_EXTRA_KiB");
 }
 
 struct bi_export {

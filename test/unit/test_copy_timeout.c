@@ -176,6 +176,37 @@ static void test_shm_copy_start_times_out(void **state)
 	pair_close(&p);
 }
 
+/* Refused starts with a long gap between two tries (NCCL's thread held up
+ * for longer than the limit, say by a debugger) do not fail the send at
+ * the next try: the clock starts again.  Refused without a break for the
+ * whole limit, it fails. */
+static void test_start_clock_restarts_after_a_gap(void **state)
+{
+	struct tp_req *sr = NULL;
+	struct pair p;
+	double t1, end;
+	int rv;
+
+	(void)state;
+	standin_engine_reset(14);
+	standin_engine.helper = 1;
+	standin_engine.refuse_pct = 100;
+	pair_open(&p, TP_BACKEND_SHM, 1);
+	assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &sr), SM_OK);
+	assert_null(sr);
+	usleep((useconds_t)(TIMEOUT_S * 1.5 * 1e6));
+	t1 = now();
+	assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &sr), SM_OK);
+	assert_null(sr);
+	end = t1 + DEADLINE_S;
+	do
+		rv = tp_isend(p.sc, p.src, SIZE, p.sreg, &sr);
+	while (!rv && now() < end);
+	assert_int_equal(rv, SM_ERR_CUDA);
+	assert_true(now() - t1 >= TIMEOUT_S);
+	pair_close(&p);
+}
+
 /* A healthy connection whose copy starts are often refused for a moment
  * (half of them here) and whose messages come apart, for longer in all
  * than the limit: every message lands, none times out.  The clock of a
@@ -217,6 +248,7 @@ int main(void)
 		cmocka_unit_test(test_tcp_bounce_copy_times_out),
 		cmocka_unit_test(test_shm_staged_copy_out_times_out),
 		cmocka_unit_test(test_shm_copy_start_times_out),
+		cmocka_unit_test(test_start_clock_restarts_after_a_gap),
 		cmocka_unit_test(test_slow_but_healthy_never_times_out),
 	};
 
