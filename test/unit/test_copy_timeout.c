@@ -64,6 +64,15 @@ static void pair_close(struct pair *p)
 	free(p->dst);
 }
 
+/* A shared-memory pair whose engine refuses `refuse_pct` % of copy starts. */
+static void refusing_pair(struct pair *p, unsigned seed, int refuse_pct)
+{
+	standin_engine_reset(seed);
+	standin_engine.helper = 1;
+	standin_engine.refuse_pct = refuse_pct;
+	pair_open(p, TP_BACKEND_SHM, 1);
+}
+
 /* One message from one "GPU" buffer into another with every copy into the
  * receive buffer held: the side named by `failing_send` fails with
  * SM_ERR_CUDA and a message naming `copy`, no sooner than the timeout and
@@ -158,10 +167,7 @@ static void test_shm_copy_start_times_out(void **state)
 	int done = 0, rv = SM_OK;
 
 	(void)state;
-	standin_engine_reset(12);
-	standin_engine.helper = 1;
-	standin_engine.refuse_pct = 100;
-	pair_open(&p, TP_BACKEND_SHM, 1);
+	refusing_pair(&p, 12, 100);
 	t0 = now();
 	end = t0 + DEADLINE_S;
 	while (!rv && !sr && now() < end) {
@@ -188,10 +194,7 @@ static void test_start_clock_restarts_after_a_gap(void **state)
 	int rv;
 
 	(void)state;
-	standin_engine_reset(14);
-	standin_engine.helper = 1;
-	standin_engine.refuse_pct = 100;
-	pair_open(&p, TP_BACKEND_SHM, 1);
+	refusing_pair(&p, 14, 100);
 	assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &sr), SM_OK);
 	assert_null(sr);
 	usleep((useconds_t)(TIMEOUT_S * 1.5 * 1e6));
@@ -217,10 +220,7 @@ static void test_slow_but_healthy_never_times_out(void **state)
 	double end;
 
 	(void)state;
-	standin_engine_reset(13);
-	standin_engine.helper = 1;
-	standin_engine.refuse_pct = 50;
-	pair_open(&p, TP_BACKEND_SHM, 1);
+	refusing_pair(&p, 13, 50);
 	end = now() + DEADLINE_S;
 	for (int i = 0; i < 20; i++) {
 		struct tp_req *sr = NULL;
