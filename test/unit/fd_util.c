@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #define FD_UTIL_MAX 8
 
@@ -24,6 +25,19 @@ ssize_t send_with_fds(int sock, const void *buf, size_t len, const int *fds, int
 	cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
 	memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
 	return sendmsg(sock, &msg, MSG_NOSIGNAL);
+}
+
+int make_pipes(int *rd, int *wr, int n)
+{
+	for (int i = 0; i < n; i++) {
+		int pp[2];
+
+		if (pipe(pp) != 0)
+			return -1;
+		rd[i] = pp[0];
+		wr[i] = pp[1];
+	}
+	return 0;
 }
 
 int writers_gone(int rd, int ms)

@@ -10,6 +10,9 @@
 /* sendmsg of buf with `nfds` descriptors attached (SCM_RIGHTS). */
 ssize_t send_with_fds(int sock, const void *buf, size_t len, const int *fds, int nfds);
 
+/* `n` pipes: read ends in rd[], write ends in wr[]; 0, or -1 on failure. */
+int make_pipes(int *rd, int *wr, int n);
+
 /* 1 when the read end `rd` sees every write end closed within `ms`. */
 int writers_gone(int rd, int ms);
 

@@ -365,15 +365,30 @@ static int exited_within(pid_t pid, int ms)
 	return -1;
 }
 
-/* Sends the first `len` bytes of a request and takes the answer. */
-static void ask_len(int sock, const struct cd_msg *m, size_t len, struct cd_reply *r)
+/* Takes the helper's answer to the request just sent. */
+static void take_reply(int sock, struct cd_reply *r)
 {
 	struct pollfd p = { .fd = sock, .events = POLLIN };
 
-	assert_int_equal(send(sock, m, len, 0), (ssize_t)len);
 	assert_int_equal(poll(&p, 1, 10000), 1);
 	assert_int_equal(recv(sock, r, sizeof(*r), 0), (ssize_t)sizeof(*r));
 	assert_int_equal(r->magic, CD_MAGIC);
+}
+
+/* Sends the first `len` bytes of a request and takes the answer. */
+static void ask_len(int sock, const struct cd_msg *m, size_t len, struct cd_reply *r)
+{
+	assert_int_equal(send(sock, m, len, 0), (ssize_t)len);
+	take_reply(sock, r);
+}
+
+/* Sends a whole request with `fd` attached (closed here once sent) and
+ * takes the answer. */
+static void ask_with_fd(int sock, const struct cd_msg *m, int fd, struct cd_reply *r)
+{
+	assert_int_equal(sm_send_some(sock, m, sizeof(*m), fd), (ssize_t)sizeof(*m));
+	close(fd);
+	take_reply(sock, r);
 }
 
 static void ask(int sock, const struct cd_msg *m, struct cd_reply *r)
@@ -457,16 +472,12 @@ static void test_bad_ring_refused(void **state)
 	assert_non_null(strstr(r.msg, "hello without its request ring"));
 
 	fd = memfd_of(64);
-	assert_int_equal(sm_send_some(sock, &m, sizeof(m), fd), (ssize_t)sizeof(m));
-	close(fd);
-	assert_int_equal(recv(sock, &r, sizeof(r), 0), (ssize_t)sizeof(r));
+	ask_with_fd(sock, &m, fd, &r);
 	assert_int_equal(r.status, SM_ERR_INVALID);
 	assert_non_null(strstr(r.msg, "request ring is 64 bytes, not"));
 
 	fd = memfd_of(sizeof(struct cd_ring));
-	assert_int_equal(sm_send_some(sock, &m, sizeof(m), fd), (ssize_t)sizeof(m));
-	close(fd);
-	assert_int_equal(recv(sock, &r, sizeof(r), 0), (ssize_t)sizeof(r));
+	ask_with_fd(sock, &m, fd, &r);
 	assert_int_equal(r.status, SM_ERR_INVALID);
 	assert_non_null(strstr(r.msg, "request ring has the wrong layout"));
 
@@ -475,9 +486,7 @@ static void test_bad_ring_refused(void **state)
 	good->magic = CD_MAGIC;
 	good->nslots = CD_SLOTS;
 	snprintf(m.pci_bus_id, sizeof(m.pci_bus_id), "ffff:ff:1f.7");
-	assert_int_equal(sm_send_some(sock, &m, sizeof(m), fd), (ssize_t)sizeof(m));
-	close(fd);
-	assert_int_equal(recv(sock, &r, sizeof(r), 0), (ssize_t)sizeof(r));
+	ask_with_fd(sock, &m, fd, &r);
 	assert_int_equal(r.status, SM_ERR_CUDA);
 	assert_null(strstr(r.msg, "ring"));
 	munmap(good, sizeof(*good));
@@ -548,25 +557,16 @@ static void test_short_request_ends_helper(void **state)
 static void refused_request_closes(int nfds)
 {
 	struct cd_msg m = { .magic = CD_MAGIC, .op = CD_ADD, .info.kind = SM_SHARE_POSIX_FD };
-	struct pollfd p = { .events = POLLIN };
 	struct cd_reply r;
 	int sock, rd[2], wr[2];
 	pid_t pid;
 
 	pid = raw_helper(&sock);
-	for (int i = 0; i < nfds; i++) {
-		int pp[2];
-
-		assert_int_equal(pipe(pp), 0);
-		rd[i] = pp[0];
-		wr[i] = pp[1];
-	}
+	assert_int_equal(make_pipes(rd, wr, nfds), 0);
 	assert_int_equal(send_with_fds(sock, &m, sizeof(m), wr, nfds), (ssize_t)sizeof(m));
 	for (int i = 0; i < nfds; i++)
 		close(wr[i]);
-	p.fd = sock;
-	assert_int_equal(poll(&p, 1, 10000), 1);
-	assert_int_equal(recv(sock, &r, sizeof(r), 0), (ssize_t)sizeof(r));
+	take_reply(sock, &r);
 	assert_int_equal(r.status, SM_ERR_INVALID);
 	assert_non_null(strstr(r.msg, "mapping before hello"));
 	for (int i = 0; i < nfds; i++) {

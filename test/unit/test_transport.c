@@ -684,13 +684,7 @@ static void test_stranger_fds_closed(void **state)
 
 	(void)state;
 	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
-	for (int i = 0; i < 3; i++) {
-		int pp[2];
-
-		assert_int_equal(pipe(pp), 0);
-		rd[i] = pp[0];
-		wr[i] = pp[1];
-	}
+	assert_int_equal(make_pipes(rd, wr, 3), 0);
 	fd = stranger_connect(h);
 	memset(junk, 0x42, sizeof(junk));
 	assert_int_equal(send_with_fds(fd, junk, sizeof(junk), wr, 3), sizeof(junk));
@@ -714,13 +708,7 @@ static void test_recv_keeps_one_fd(void **state)
 
 	(void)state;
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-	for (int i = 0; i < 3; i++) {
-		int pp[2];
-
-		assert_int_equal(pipe(pp), 0);
-		rd[i] = pp[0];
-		wr[i] = pp[1];
-	}
+	assert_int_equal(make_pipes(rd, wr, 3), 0);
 	assert_int_equal(send_with_fds(sv[0], buf, sizeof(buf), wr, 3), sizeof(buf));
 	for (int i = 0; i < 3; i++)
 		close(wr[i]);
