@@ -55,6 +55,10 @@
 #        connections each way; NCCL with 16 channels per peer: "16 8 5 16";
 #        then optionally KiB allocated past the 1 GiB and which buffers get
 #        them, both|send|recv: "16 8 3 16 4 send", session 27);
+#        torch-gap: PyTorch's 4-GPU send/recv below nccl_bench's (0.86-0.88
+#        against 1.04, session 27): both on one machine with the stage
+#        medians of every connection, the CPUs each process and thread may
+#        run on, the phases off, and PyTorch on 2 of the GPUs (session 29);
 #        alloc-size: which cudaMalloc sizes copy slowly (session 28):
 #        reg_bw with the allocations 0-128 KiB past 1 GiB, then ce_probe's
 #        ipc-bidir (legacy IPC without the plugin) and bidir (one process,
@@ -64,10 +68,10 @@
 #        value).
 #        NRANKS, PHASE_TIMEOUT, SKIP_BUILD: as in scripts/gpu_lib.sh.
 MODE=${1:-}
-case " table abort setup hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan reg-bw alloc-size " in
+case " table abort setup hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan reg-bw alloc-size torch-gap " in
 *" $MODE "*) ;;
 *)
-	echo "usage: $0 MODE (one of: table abort setup hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan reg-bw alloc-size)" >&2
+	echo "usage: $0 MODE (one of: table abort setup hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan reg-bw alloc-size torch-gap)" >&2
 	exit 2
 	;;
 esac
@@ -544,6 +548,64 @@ if [ "$MODE" = lists ]; then
 	bench lists-reg $R
 	bench_old lists-old-reg $R
 	helper_lines lists 4
+	finish
+fi
+
+# Session 29: PyTorch's 4-GPU send/recv ran at 0.86-0.88 of native where
+# nccl_bench's same pattern (ring, registered ncclMemAlloc buffers, 16
+# channels per peer) ran at 1.04.  One machine, both drivers, and for each
+# plugin run: the stage medians of every connection (are copies slower, or
+# do they start later?), the helper lines, and the CPUs every thread of the
+# ranks and helpers may use, sampled mid-run.
+if [ "$MODE" = torch-gap ]; then
+	affinity() {	# affinity NAME: every 4 s for 24 s, each process's and thread's CPUs
+		local i p t
+		for i in 1 2 3 4 5 6; do
+		sleep 4
+		for p in $(pgrep -f 'nccl_bench|torch_p2p|symmem-copyd'); do
+			for t in /proc/$p/task/*; do
+				printf '%s %s %s %s\n' "$p" "$(cat $t/comm 2>/dev/null)" \
+					"$(grep Cpus_allowed_list $t/status 2>/dev/null | cut -f2)" \
+					"$(cut -d' ' -f39 $t/stat 2>/dev/null)"
+			done
+		done
+		done >"$OUT/logs/affinity-$1.txt" 2>/dev/null
+	}
+	stages() {	# stages NAME: the close lines' medians, counted
+		local k
+		for k in "waited for the receive median" "isend to copy landed median" \
+			"landed to seen here median"; do
+			grep -h "closed:" "$OUT"/logs/$1/nccl.*.log 2>/dev/null |
+				grep -o "$k[^,]*" | sort | uniq -c | sort -rn | head -4 | sed "s|^|$1: |"
+		done
+		helper_lines "$1" 8
+		[ -f "$OUT/logs/affinity-$1.txt" ] &&
+			awk '{print $2, $3}' "$OUT/logs/affinity-$1.txt" | sort | uniq -c | sort -rn |
+			head -12 | sed "s|^|$1 cpus: |"
+	}
+	V="-E NCCL_NCHANNELS_PER_NET_PEER=16 -E NCCL_SM_FREE_VERBOSE=1"
+	affinity gap-bench &
+	bench gap-bench -R -A -o sendrecv -b 1073741824 -e 1073741824 -c none -i 20 $V
+	wait
+	stages gap-bench
+	PLUGIN="NCCL_NET_PLUGIN=symmem NCCL_NET=symmem NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1
+		NCCL_SM_FREE_VERBOSE=1"
+	for run in native-pool plugin-pool plugin-pool-nophase plugin-pool-2gpu native-pool-2gpu; do
+		E="NCCL_NCHANNELS_PER_NET_PEER=16 TORCH_REG=pool ITERS=20"
+		case $run in plugin*) E="$E $PLUGIN" ;; esac
+		case $run in *nophase) E="$E NCCL_SYMMEM_PHASE_US=0" ;; esac
+		case $run in *2gpu) E="$E NRANKS=2" ;; esac
+		mkdir -p "$OUT/logs/torch-$run"
+		note "torch-$run: $(echo $E)"
+		affinity "torch-$run" &
+		env $E NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV,NET,REG \
+			NCCL_DEBUG_FILE="$OUT/logs/torch-$run/nccl.%p.log" \
+			timeout 300 "$PY" scripts/torch_p2p.py >"$OUT/logs/torch-$run/out.txt" 2>&1 ||
+			{ echo "FAILED: torch-$run"; tail -20 "$OUT/logs/torch-$run/out.txt"; fail=1; }
+		wait
+		grep -E '^torch' "$OUT/logs/torch-$run/out.txt"
+		stages "torch-$run"
+	done
 	finish
 fi
 
