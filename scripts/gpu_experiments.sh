@@ -59,6 +59,8 @@
 #        against 1.04, session 27): both on one machine with the stage
 #        medians of every connection, the CPUs each process and thread may
 #        run on, the phases off, and PyTorch on 2 of the GPUs (session 29);
+#        RUNS picks PyTorch runs ([native|plugin][-pool][-warm][-nophase]
+#        [-2gpu]), ITERS their timed calls (20);
 #        alloc-size: which cudaMalloc sizes copy slowly (session 28):
 #        reg_bw with the allocations 0-128 KiB past 1 GiB, then ce_probe's
 #        ipc-bidir (legacy IPC without the plugin) and bidir (one process,
@@ -590,9 +592,11 @@ if [ "$MODE" = torch-gap ]; then
 	stages gap-bench
 	PLUGIN="NCCL_NET_PLUGIN=symmem NCCL_NET=symmem NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1
 		NCCL_SM_FREE_VERBOSE=1"
-	for run in native-pool plugin-pool plugin-pool-nophase plugin-pool-2gpu native-pool-2gpu; do
-		E="NCCL_NCHANNELS_PER_NET_PEER=16 TORCH_REG=pool ITERS=20"
+	for run in ${RUNS:-native-pool plugin-pool plugin-pool-nophase plugin-pool-2gpu native-pool-2gpu}; do
+		E="NCCL_NCHANNELS_PER_NET_PEER=16 ITERS=${ITERS:-20}"
+		case $run in *pool*) E="$E TORCH_REG=pool" ;; esac
 		case $run in plugin*) E="$E $PLUGIN" ;; esac
+		case $run in *warm*) E="$E TORCH_WARM=1" ;; esac
 		case $run in *nophase) E="$E NCCL_SYMMEM_PHASE_US=0" ;; esac
 		case $run in *2gpu) E="$E NRANKS=2" ;; esac
 		mkdir -p "$OUT/logs/torch-$run"

@@ -12,11 +12,13 @@ registered with NCCL to see whether the plugin then moves them in one copy
     which the process group registers (register_mem_pool).
 
 One process per GPU (the first NRANKS when set).  SIZE: bytes each rank sends
-per operation (default 1 GiB), ITERS: timed iterations (default 10).  Inputs
+per operation (default 1 GiB), ITERS: timed iterations (default 10),
+TORCH_WARM=1: an all_reduce and a 2 s pause before the first timed run.  Inputs
 are non-zero values that name the sender and the position; outputs are
 poisoned with NaN first.  Exit code 0 only if every element was right."""
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -33,21 +35,37 @@ def pattern(src, start, numel, device):
 
 
 def timed(fn, iters):
-    """Slowest rank's mean time per call in microseconds, ranks started together."""
+    """The slowest rank's mean, median and slowest time per call in
+    microseconds, ranks started together.  Each call is timed on its own
+    as well, so that a stall in one shows apart from a uniform slowdown."""
     for _ in range(WARMUP):
         fn()
     torch.cuda.synchronize()
     dist.barrier()
-    start = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
+    marks = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
+    marks[0].record()
+    for i in range(iters):
         fn()
-    end.record()
+        marks[i + 1].record()
     torch.cuda.synchronize()
-    us = torch.tensor([start.elapsed_time(end) * 1000.0 / iters], device="cuda")
+    each = sorted(marks[i].elapsed_time(marks[i + 1]) * 1000.0 for i in range(iters))
+    mean = marks[0].elapsed_time(marks[-1]) * 1000.0 / iters
+    us = torch.tensor([mean, each[len(each) // 2], each[-1]], device="cuda")
     dist.all_reduce(us, op=dist.ReduceOp.MAX)
-    return us.item()
+    return us.tolist()
+
+
+def warm_up():
+    """TORCH_WARM=1: an all_reduce and a pause before the timed runs, so that
+    NCCL's first collective (it connects its rings then) has finished all
+    its work before send/recv is timed."""
+    if os.environ.get("TORCH_WARM", "") != "1":
+        return
+    x = torch.ones(1 << 20, device="cuda")
+    dist.all_reduce(x)
+    dist.barrier()
+    torch.cuda.synchronize()
+    time.sleep(2)
 
 
 def allocator(backend):
@@ -66,7 +84,9 @@ def allocator(backend):
 
 
 def sendrecv(rank, world, send, recv, iters):
-    """Each rank sends to the next and receives from the previous one."""
+    """Each rank sends to the next and receives from the previous one.
+    Returns whether every element was right, timed()'s times, and the bytes
+    a call moves per rank by nccl-tests' bus bandwidth rule."""
     numel = send.numel()
     send.copy_(pattern(rank, 0, numel, "cuda"))
     recv.fill_(float("nan"))
@@ -83,11 +103,12 @@ def sendrecv(rank, world, send, recv, iters):
     recv.fill_(float("nan"))
     us = timed(step, iters)
     ok &= bool(torch.equal(recv, pattern(prv, 0, numel, "cuda")))
-    return ok, us, numel * 4 / us / 1e3
+    return ok, us, numel * 4
 
 
 def alltoall(rank, world, inp, out, iters):
-    """all_to_all_single: block r of each rank's input goes to rank r."""
+    """all_to_all_single: block r of each rank's input goes to rank r.
+    Returns what sendrecv() returns."""
     numel = inp.numel()
     block = numel // world
     inp.copy_(pattern(rank, rank * numel, numel, "cuda"))
@@ -103,7 +124,7 @@ def alltoall(rank, world, inp, out, iters):
     out.fill_(float("nan"))
     us = timed(lambda: dist.all_to_all_single(out, inp), iters)
     ok &= bool(torch.equal(out, want()))
-    return ok, us, block * world * 4 * (world - 1) / world / us / 1e3
+    return ok, us, block * world * 4 * (world - 1) / world
 
 
 def worker(rank, world, port, numel, iters, results):
@@ -113,13 +134,16 @@ def worker(rank, world, port, numel, iters, results):
     bufs = [alloc(numel) for _ in range(4)]
     if pool is not None:
         backend.register_mem_pool(pool)
+    warm_up()
     lines, good = [], True
     for name, fn, a, b in (("sendrecv", sendrecv, bufs[0], bufs[1]),
                            ("alltoall", alltoall, bufs[2], bufs[3])):
-        ok, us, busbw = fn(rank, world, a, b, iters)
+        ok, (mean, median, slowest), bus_bytes = fn(rank, world, a, b, iters)
         good &= ok
-        lines.append(f"torch {name} {numel * 4} B over {world} GPUs: {us:.1f} us, "
-                     f"{busbw:.1f} GB/s busbw, {'correct' if ok else 'WRONG'}")
+        lines.append(f"torch {name} {numel * 4} B over {world} GPUs: {mean:.1f} us, "
+                     f"{bus_bytes / mean / 1e3:.1f} GB/s busbw, {'correct' if ok else 'WRONG'}"
+                     f" (one call: median {median:.1f} us, {bus_bytes / median / 1e3:.1f} GB/s;"
+                     f" slowest {slowest:.1f} us)")
     torch.cuda.synchronize()
     if pool is not None:
         backend.deregister_mem_pool(pool)
