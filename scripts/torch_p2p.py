@@ -36,7 +36,8 @@ def pattern(src, start, numel, device):
 
 def timed(fn, iters):
     """The slowest rank's mean, median and slowest time per call in
-    microseconds, ranks started together.  Each call is timed on its own
+    microseconds, ranks started together, and the slowest call's place
+    (the latest of the ranks').  Each call is timed on its own
     as well, so that a stall in one shows apart from a uniform slowdown."""
     for _ in range(WARMUP):
         fn()
@@ -48,9 +49,10 @@ def timed(fn, iters):
         fn()
         marks[i + 1].record()
     torch.cuda.synchronize()
-    each = sorted(marks[i].elapsed_time(marks[i + 1]) * 1000.0 for i in range(iters))
+    each = [marks[i].elapsed_time(marks[i + 1]) * 1000.0 for i in range(iters)]
     mean = marks[0].elapsed_time(marks[-1]) * 1000.0 / iters
-    us = torch.tensor([mean, each[len(each) // 2], each[-1]], device="cuda")
+    slowest = max(range(iters), key=lambda i: each[i])
+    us = torch.tensor([mean, sorted(each)[iters // 2], each[slowest], slowest], device="cuda")
     dist.all_reduce(us, op=dist.ReduceOp.MAX)
     return us.tolist()
 
@@ -138,12 +140,12 @@ def worker(rank, world, port, numel, iters, results):
     lines, good = [], True
     for name, fn, a, b in (("sendrecv", sendrecv, bufs[0], bufs[1]),
                            ("alltoall", alltoall, bufs[2], bufs[3])):
-        ok, (mean, median, slowest), bus_bytes = fn(rank, world, a, b, iters)
+        ok, (mean, median, slowest, place), bus_bytes = fn(rank, world, a, b, iters)
         good &= ok
         lines.append(f"torch {name} {numel * 4} B over {world} GPUs: {mean:.1f} us, "
                      f"{bus_bytes / mean / 1e3:.1f} GB/s busbw, {'correct' if ok else 'WRONG'}"
                      f" (one call: median {median:.1f} us, {bus_bytes / median / 1e3:.1f} GB/s;"
-                     f" slowest {slowest:.1f} us)")
+                     f" slowest {slowest:.1f} us, call {int(place) + 1} of {iters})")
     torch.cuda.synchronize()
     if pool is not None:
         backend.deregister_mem_pool(pool)
