@@ -320,10 +320,13 @@ static void report_stats(const struct smf_helper *h)
 	/* A line of its own: NCCL cuts long log lines. */
 	sm_info("copy helper (pid %d): longest copy call %.0f us, queued to landed %.0f us, "
 		"busy turn %.0f us; %llu mapping(s) dropped while copies named them; %llu short "
-		"host-to-GPU copies as 2D copies", (int)h->pid,
+		"host-to-GPU copies as 2D copies; %llu mapping(s) made, %.0f us mean, longest "
+		"%.0f us", (int)h->pid,
 		(double)s->call_max_ns / 1e3, (double)s->landed_max_ns / 1e3,
 		(double)s->turn_max_ns / 1e3, (unsigned long long)s->dropped_busy,
-		(unsigned long long)s->small_2d);
+		(unsigned long long)s->small_2d, (unsigned long long)s->maps,
+		s->maps ? (double)s->map_ns / (double)s->maps / 1e3 : 0.0,
+		(double)s->map_max_ns / 1e3);
 	if (s->phased_bytes)
 		sm_info("copy helper (pid %d): phases: %.1f %% of %.1f MiB went to the GPU whose "
 			"turn it was when the copy was due to run", (int)h->pid,

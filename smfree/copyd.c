@@ -515,6 +515,17 @@ static int request(struct copyd *d, const struct cd_msg *m, ssize_t n, int fd)
 	}
 }
 
+/* The client's progress thread waits for a mapping's answer (the first
+ * copy into a peer's new buffer): how long they take says what that
+ * first copy costs NCCL. */
+static void count_map(struct cd_stats *s, uint64_t ns)
+{
+	s->maps++;
+	s->map_ns += ns;
+	if (ns > s->map_max_ns)
+		s->map_max_ns = ns;
+}
+
 /* One control message; returns -1 when the client is gone. */
 static int control(struct copyd *d)
 {
@@ -526,7 +537,11 @@ static int control(struct copyd *d)
 	if (n == 0)
 		return 0;
 	if (n == (ssize_t)sizeof(m) && m.magic == CD_MAGIC && m.op == CD_ADD && d->ring) {
+		uint64_t t0 = sm_now_ns();
+
 		rc = range_add(d, &m, fd, &id);		/* consumes fd */
+		if (!rc)
+			count_map(&d->ring->stats, sm_now_ns() - t0);
 		return reply(d, rc, id, rc ? sm_last_error() : NULL);
 	}
 	rc = request(d, &m, n, fd);

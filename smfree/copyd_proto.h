@@ -112,6 +112,9 @@ struct cd_stats {
 	uint64_t batches;		/* copy-engine calls that were batch calls ... */
 	uint64_t batched;		/* ... and the copies they carried */
 	uint64_t dropped_busy;		/* mappings dropped while requests named them */
+	uint64_t maps;			/* mappings made (CD_ADD answered with a name) ... */
+	uint64_t map_ns;		/* ... their time summed, import to answer ... */
+	uint64_t map_max_ns;		/* ... and the longest: the client waits that long */
 	struct sm_hist take_hist;	/* per request: posted -> taken from the ring */
 	struct sm_hist queue_hist;	/* per request: posted -> queued */
 	struct sm_hist landed_hist;	/* per request: queued -> seen landed */

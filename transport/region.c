@@ -197,18 +197,23 @@ static int receiver_announce(struct tp_comm *c, struct tp_region *r)
 
 /* NCCL_SM_FREE_VERBOSE: where each allocation the helper maps sits in its
  * owner, so the spacing of NCCL's per-channel buffers can be read off. */
+/* ns: how long NCCL's thread waited for the helper's answer (the helper
+ * maps the allocation first: a peer's new buffer costs its first send
+ * that much). */
 static void log_range(const struct tp_comm *c, const char *what, int owner,
-		      const struct sm_share_info *info, uint32_t hid)
+		      const struct sm_share_info *info, uint32_t hid, uint64_t ns)
 {
 	if (c->verbose && hid)
-		sm_info("copy helper range %u: %s of pid %d at %#llx, %llu bytes", hid, what, owner,
-			(unsigned long long)info->addr, (unsigned long long)info->alloc_size);
+		sm_info("copy helper range %u: %s of pid %d at %#llx, %llu bytes, answered in "
+			"%.0f us", hid, what, owner, (unsigned long long)info->addr,
+			(unsigned long long)info->alloc_size, (double)ns / 1e3);
 }
 
 int region_to_own_helper(struct tp_comm *c, const void *ptr, size_t size, struct sm_export **exp,
 			 uint64_t *offset, uint32_t *hid)
 {
 	struct sm_share_info info;
+	uint64_t t0 = sm_now_ns();
 	int fd = -1, rc;
 
 	*hid = 0;
@@ -217,7 +222,8 @@ int region_to_own_helper(struct tp_comm *c, const void *ptr, size_t size, struct
 	if (!rc)
 		rc = smf_range_add(c->ce, getpid(), &info, fd, hid);
 	if (!rc)
-		log_range(c, c->is_send ? "send buffer" : "receive buffer", getpid(), &info, *hid);
+		log_range(c, c->is_send ? "send buffer" : "receive buffer", getpid(), &info, *hid,
+			  sm_now_ns() - t0);
 	if (rc && *exp) {
 		sm_export_put(*exp);
 		*exp = NULL;
@@ -493,13 +499,16 @@ int region_map(struct tp_comm *c, struct remote_region *rr)
 
 void region_to_helper(struct tp_comm *c, struct remote_region *rr)
 {
+	uint64_t t0;
+
 	if (rr->hid || rr->helper_tried || !smf_engine_helper_pid(c->ce))
 		return;
 	rr->helper_tried = 1;
 	if (rr->info.kind == SM_SHARE_POSIX_FD && rr->fd < 0)
 		return;		/* already imported here, fd consumed */
+	t0 = sm_now_ns();
 	if (!smf_range_add(c->ce, c->peer_pid, &rr->info, rr->fd, &rr->hid)) {
-		log_range(c, "receive buffer", c->peer_pid, &rr->info, rr->hid);
+		log_range(c, "receive buffer", c->peer_pid, &rr->info, rr->hid, sm_now_ns() - t0);
 		return;
 	}
 	if (log_in_process(c))
