@@ -278,10 +278,26 @@ int comm_fail(struct tp_comm *c, int status, const char *fmt, ...)
  * NCCL's connections (32 per peer), which would hold an abort for minutes. */
 static atomic_int copies_overdue;
 
+/* NCCL asks about a waiting copy on every turn of its progress loop (a few
+ * microseconds apart).  A gap between two asks longer than half the limit,
+ * and than GAP_FLOOR_NS, means NCCL's thread was held up (a debugger, a
+ * stopped process), not that the engine is stuck: the time before the gap
+ * counts for no copy of the connection.  The floor keeps a limit of a few
+ * microseconds (tests) from seeing a gap in every turn. */
+#define GAP_FLOOR_NS (10ull * 1000 * 1000)
+
 int comm_copy_overdue(struct tp_comm *c, uint64_t since, uint64_t bytes, const char *what)
 {
 	uint64_t now = sm_now_ns();
+	uint64_t gap = c->copy_limit_ns / 2;
 
+	if (gap < GAP_FLOOR_NS)
+		gap = GAP_FLOOR_NS;
+	if (!c->overdue_seen_ns || now - c->overdue_seen_ns > gap)
+		c->overdue_from_ns = now;
+	c->overdue_seen_ns = now;
+	if (since < c->overdue_from_ns)
+		since = c->overdue_from_ns;
 	if (now < since || now - since <= c->copy_limit_ns)
 		return SM_OK;
 	atomic_store(&copies_overdue, 1);

@@ -243,7 +243,8 @@ struct tp_comm {
 	uint64_t posted;	/* messages posted locally */
 	uint64_t try_ns;	/* sender: first isend try of the next message, or 0 */
 	uint64_t start_try_ns;	/* sender: first refused copy start of the next message, or 0 */
-	uint64_t start_last_ns;	/* sender: the latest refused start */
+	uint64_t overdue_seen_ns;	/* the latest comm_copy_overdue() call, or 0 */
+	uint64_t overdue_from_ns;	/* no wait counts time before this (a gap in NCCL's calls) */
 	uint64_t next_check_ns;	/* next liveness check while idle */
 	uint64_t stall_ns;	/* report a wait this long (0 = never) */
 	uint64_t copy_limit_ns;	/* a copy not landed this long fails the connection */
@@ -364,7 +365,9 @@ int comm_broken(const struct tp_comm *c);
 int comm_fail(struct tp_comm *c, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* A copy of `bytes` (`what`: where it goes) waiting since `since` without
- * landing: fails the connection once past the copy limit, else SM_OK. */
+ * landing, or without a free copy slot to start: fails the connection
+ * once past the copy limit, else SM_OK.  A long gap between two calls on
+ * the connection starts every one of its waits again. */
 int comm_copy_overdue(struct tp_comm *c, uint64_t since, uint64_t bytes, const char *what);
 /* How long a close waits for its queued copies: the copy limit, or not at
  * all once a copy of this process was overdue. */

@@ -148,16 +148,12 @@ static int direct_copy(struct tp_comm *c, unsigned slot, const void *data, size_
 }
 
 /* A copy start refused for want of a free copy slot or staging room:
- * refused for the whole copy limit, the send fails.  A gap between two
- * tries longer than half the limit means NCCL was not asking (its thread
- * was held up), not that nothing freed, so the clock starts again. */
+ * refused for the whole copy limit, the send fails (comm_copy_overdue()
+ * starts the clock again after a gap in NCCL's tries). */
 static int start_refused(struct tp_comm *c, size_t size)
 {
-	uint64_t now = sm_now_ns();
-
-	if (!c->start_try_ns || now - c->start_last_ns > c->copy_limit_ns / 2)
-		c->start_try_ns = now;
-	c->start_last_ns = now;
+	if (!c->start_try_ns)
+		c->start_try_ns = sm_now_ns();
 	return comm_copy_overdue(c, c->start_try_ns, size, "into the peer's buffer, waiting for "
 				 "a free copy slot or staging room,");
 }

@@ -73,14 +73,33 @@ static void refusing_pair(struct pair *p, unsigned seed, int refuse_pct)
 	pair_open(p, TP_BACKEND_SHM, 1);
 }
 
+/* Asks about the held copy for `seconds`: its wait has begun and no limit
+ * is near (an error here fails the test). */
+static void ask_for(struct pair *p, struct tp_req *sr, int failing_send, double seconds)
+{
+	double end = now() + seconds;
+	int done = 0;
+
+	while (now() < end) {
+		if (failing_send)
+			assert_int_equal(tp_test(sr, &done, NULL), SM_OK);
+		else
+			assert_int_equal(tp_test(p->rr, &done, NULL), SM_OK);
+		assert_false(done);
+	}
+}
+
 /* One message from one "GPU" buffer into another with every copy into the
  * receive buffer held: the side named by `failing_send` fails with
  * SM_ERR_CUDA and a message naming `copy`, no sooner than the timeout and
  * well before the test's deadline; the other side is not asked to finish.
  * zero_copy 0: receives land in the staging pool first.  close_held: the
- * pair is closed with the copy still held, and must not wait for it. */
+ * pair is closed with the copy still held, and must not wait for it.
+ * gap: once the copy waits, nobody asks about it for longer than the
+ * limit (NCCL's thread stopped in a debugger); the limit then counts from
+ * the first ask after the gap. */
 static void held_copy_fails(int backend, int zero_copy, int failing_send, const char *copy,
-			    int close_held)
+			    int close_held, int gap)
 {
 	struct tp_req *sr = NULL;
 	struct pair p;
@@ -100,6 +119,11 @@ static void held_copy_fails(int backend, int zero_copy, int failing_send, const 
 		assert_int_equal(tp_test(p.rr, &done, NULL), SM_OK);
 	}
 	assert_non_null(sr);
+	if (gap) {
+		ask_for(&p, sr, failing_send, 0.02);
+		usleep((useconds_t)(TIMEOUT_S * 1.5 * 1e6));
+		t0 = now();
+	}
 	while (now() < end) {
 		if (failing_send) {
 			rv = tp_test(sr, &done, NULL);
@@ -139,7 +163,7 @@ static void held_copy_fails(int backend, int zero_copy, int failing_send, const 
 static void test_shm_direct_copy_times_out(void **state)
 {
 	(void)state;
-	held_copy_fails(TP_BACKEND_SHM, 1, 1, "into the peer's buffer", 1);
+	held_copy_fails(TP_BACKEND_SHM, 1, 1, "into the peer's buffer", 1, 0);
 }
 
 /* TCP: the receiver's copy from a bounce slot into its buffer, under the
@@ -147,14 +171,26 @@ static void test_shm_direct_copy_times_out(void **state)
 static void test_tcp_bounce_copy_times_out(void **state)
 {
 	(void)state;
-	held_copy_fails(TP_BACKEND_TCP, 1, 0, "TCP bounce buffer", 0);
+	held_copy_fails(TP_BACKEND_TCP, 1, 0, "TCP bounce buffer", 0, 0);
 }
 
 /* Shared memory through the staging pool: the receiver's copy out of it. */
 static void test_shm_staged_copy_out_times_out(void **state)
 {
 	(void)state;
-	held_copy_fails(TP_BACKEND_SHM, 0, 0, "out of the staging pool", 0);
+	held_copy_fails(TP_BACKEND_SHM, 0, 0, "out of the staging pool", 0, 0);
+}
+
+/* A long gap in the asks starts every wait of the connection again: a
+ * copy into the peer's buffer, out of the staging pool, and from a TCP
+ * bounce slot (each counted from its post before session 29, so the first
+ * ask after a debugger's stop failed it). */
+static void test_gap_in_asks_restarts_the_clock(void **state)
+{
+	(void)state;
+	held_copy_fails(TP_BACKEND_SHM, 1, 1, "into the peer's buffer", 0, 1);
+	held_copy_fails(TP_BACKEND_SHM, 0, 0, "out of the staging pool", 0, 1);
+	held_copy_fails(TP_BACKEND_TCP, 1, 0, "TCP bounce buffer", 0, 1);
 }
 
 /* Shared memory, every copy start refused (no copy slot ever frees up):
@@ -249,6 +285,7 @@ int main(void)
 		cmocka_unit_test(test_shm_staged_copy_out_times_out),
 		cmocka_unit_test(test_shm_copy_start_times_out),
 		cmocka_unit_test(test_start_clock_restarts_after_a_gap),
+		cmocka_unit_test(test_gap_in_asks_restarts_the_clock),
 		cmocka_unit_test(test_slow_but_healthy_never_times_out),
 	};
 
