@@ -24,7 +24,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "copyd_proto.h"
@@ -249,17 +248,15 @@ static double engine_rate(const struct copyd *d)
 static int map_ring(int ringfd, struct cd_ring **out)
 {
 	struct cd_ring *ring;
-	struct stat st;
 	void *p;
+	int rc;
 
 	*out = NULL;
 	if (ringfd < 0)
 		return sm_fail(SM_ERR_INVALID, "hello without its request ring");
-	if (fstat(ringfd, &st) != 0)
-		return sm_fail(SM_ERR_SYSTEM, "request ring: %s", strerror(errno));
-	if (st.st_size < (off_t)sizeof(struct cd_ring))
-		return sm_fail(SM_ERR_INVALID, "request ring is %lld bytes, not %zu",
-			       (long long)st.st_size, sizeof(struct cd_ring));
+	rc = sm_memfd_check(ringfd, sizeof(struct cd_ring), 0, "request ring");
+	if (rc)
+		return rc;
 	p = mmap(NULL, sizeof(struct cd_ring), PROT_READ | PROT_WRITE, MAP_SHARED, ringfd, 0);
 	if (p == MAP_FAILED)
 		return sm_fail(SM_ERR_SYSTEM, "mapping the request ring: %s", strerror(errno));
@@ -357,6 +354,10 @@ static int map_host(struct copyd *d, struct range *r, int fd, uint64_t size)
 
 	if (fd < 0)
 		return sm_fail(SM_ERR_INVALID, "host memory without its descriptor");
+	if (sm_memfd_check(fd, size, 0, "host staging")) {
+		close(fd);
+		return SM_ERR_INVALID;
+	}
 	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	if (p == MAP_FAILED)

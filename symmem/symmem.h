@@ -59,9 +59,14 @@ ssize_t sm_recv_some(int fd, void *buf, size_t len, int *got_fd);
 /* The same for two pieces in one call (a header and its payload): bytes
  * moved of both together. */
 ssize_t sm_send_two(int fd, const void *a, size_t alen, const void *b, size_t blen);
-/* A shared memfd named `name` of `size` bytes, its first `map_len` bytes
- * mapped read-write at *map; on failure nothing is left open (*fd = -1). */
+/* A shared memfd named `name` of `size` bytes, sealed against shrinking,
+ * its first `map_len` bytes mapped read-write at *map; on failure nothing
+ * is left open (*fd = -1). */
 int sm_memfd_map(const char *name, uint64_t size, uint64_t map_len, int *fd, void **map);
+/* Before mapping another process's memfd: it holds `size` bytes (exactly,
+ * or at least) and is sealed against shrinking, so it stays that size.
+ * SM_ERR_INVALID naming `what` otherwise. */
+int sm_memfd_check(int fd, uint64_t size, int exact, const char *what);
 /* poll() on one descriptor for `events`, resumed after a signal (an
  * interrupted wait must not read as a timeout): > 0 ready, 0 timed out,
  * -1 failed. */

@@ -11,7 +11,6 @@
 #include <emmintrin.h>
 #endif
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -42,15 +41,14 @@ int shm_segment_create(uint64_t ring_size, int *memfd, uint64_t *seg_size)
  * fd may come from a confused or hostile peer. */
 int shm_comm_attach(struct tp_comm *c, int memfd, uint64_t seg_size, uint64_t chunk)
 {
-	struct stat st;
 	struct shm_ctrl *ctrl;
 	void *p;
 
-	if (fstat(memfd, &st) != 0)
-		return sm_fail(SM_ERR_SYSTEM, "fstat of ring segment: %s", strerror(errno));
-	if ((uint64_t)st.st_size != seg_size || seg_size <= SHM_RING_OFFSET)
-		return sm_fail(SM_ERR_REMOTE, "ring segment is %lld bytes, peer announced %llu",
-			       (long long)st.st_size, (unsigned long long)seg_size);
+	if (seg_size <= SHM_RING_OFFSET)
+		return sm_fail(SM_ERR_REMOTE, "peer announced a %llu-byte ring segment",
+			       (unsigned long long)seg_size);
+	if (sm_memfd_check(memfd, seg_size, 1, "the peer's ring segment"))
+		return sm_fail(SM_ERR_REMOTE, "%s", sm_last_error());
 	p = mmap(NULL, seg_size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 	if (p == MAP_FAILED)
 		return sm_fail(SM_ERR_SYSTEM, "mmap of a %llu-byte ring segment: %s",

@@ -5,6 +5,7 @@
  * nothing (child, descriptor) is left behind.  The copies themselves run
  * on the GPU hosts (scripts/gpu_check.sh). */
 #include <dirent.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -442,18 +443,22 @@ static void test_refusals_then_hangup(void **state)
 	assert_int_equal(exited_within(pid, 5000), 0);
 }
 
-/* A memfd of `size` zero bytes. */
-static int memfd_of(size_t size)
+/* A memfd of `size` zero bytes, sealed against shrinking as the plugin's
+ * are, or not. */
+static int memfd_of(size_t size, int sealed)
 {
-	int fd = memfd_create("ring-test", MFD_CLOEXEC);
+	int fd = memfd_create("ring-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 
 	assert_true(fd >= 0);
 	assert_int_equal(ftruncate(fd, (off_t)size), 0);
+	if (sealed)
+		assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
 	return fd;
 }
 
 /* A hello whose request ring is missing, too short (the helper would
- * fault on its first read) or not ours is refused with the reason, before
+ * fault on its first read), not sealed against shrinking (it could become
+ * too short later) or not ours is refused with the reason, before
  * the helper touches a GPU; the helper stays and takes a good hello's
  * refusal for the next reason (here: no GPU, or none at that address). */
 static void test_bad_ring_refused(void **state)
@@ -471,12 +476,17 @@ static void test_bad_ring_refused(void **state)
 	assert_int_equal(r.status, SM_ERR_INVALID);
 	assert_non_null(strstr(r.msg, "hello without its request ring"));
 
-	fd = memfd_of(64);
+	fd = memfd_of(64, 1);
 	ask_with_fd(sock, &m, fd, &r);
 	assert_int_equal(r.status, SM_ERR_INVALID);
 	assert_non_null(strstr(r.msg, "request ring is 64 bytes, not"));
 
-	fd = memfd_of(sizeof(struct cd_ring));
+	fd = memfd_of(sizeof(struct cd_ring), 0);
+	ask_with_fd(sock, &m, fd, &r);
+	assert_int_equal(r.status, SM_ERR_INVALID);
+	assert_non_null(strstr(r.msg, "request ring is not sealed against shrinking"));
+
+	fd = memfd_of(sizeof(struct cd_ring), 1);
 	ask_with_fd(sock, &m, fd, &r);
 	assert_int_equal(r.status, SM_ERR_INVALID);
 	assert_non_null(strstr(r.msg, "request ring has the wrong layout"));

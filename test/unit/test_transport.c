@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -645,6 +646,64 @@ static void stranger_turned_away(struct tp_listener *l, int fd)
 			break;
 	}
 	assert_true(n > 0);	/* told why, then hung up on */
+}
+
+/* A copy of segment `fd` (`size` bytes: its header, then zeros) in a new
+ * memfd, sealed against shrinking or not. */
+static int segment_copy(int fd, uint64_t size, int sealed)
+{
+	void *from = mmap(NULL, SHM_RING_OFFSET, PROT_READ, MAP_SHARED, fd, 0);
+	int out = memfd_create("seg-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	assert_true(from != MAP_FAILED);
+	assert_true(out >= 0);
+	assert_int_equal(ftruncate(out, (off_t)size), 0);
+	assert_int_equal(pwrite(out, from, SHM_RING_OFFSET, 0), SHM_RING_OFFSET);
+	if (sealed)
+		assert_int_equal(fcntl(out, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+	munmap(from, SHM_RING_OFFSET);
+	return out;
+}
+
+/* The peer's ring segment is mapped only when it is what the peer said:
+ * its size, a valid header, and sealed against shrinking (a segment the
+ * peer could shrink after the check would fault NCCL's process on its
+ * next touch).  Each refusal is SM_ERR_REMOTE with the reason; the
+ * plugin's own segments pass. */
+static void test_peer_segment_checked(void **state)
+{
+	struct tp_comm c;
+	uint64_t size;
+	int fd, bad;
+
+	(void)state;
+	assert_int_equal(shm_segment_create(65536, &fd, &size), SM_OK);
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(shm_comm_attach(&c, fd, size, 4096), SM_OK);
+	assert_int_equal(c.ring_size, 65536);
+	munmap(c.ctrl, size);
+
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(shm_comm_attach(&c, fd, size + 4096, 4096), SM_ERR_REMOTE);
+	assert_non_null(strstr(sm_last_error(), "bytes, not"));
+	assert_int_equal(shm_comm_attach(&c, fd, SHM_RING_OFFSET, 4096), SM_ERR_REMOTE);
+	assert_null(c.ctrl);
+
+	bad = segment_copy(fd, size, 0);
+	assert_int_equal(shm_comm_attach(&c, bad, size, 4096), SM_ERR_REMOTE);
+	assert_non_null(strstr(sm_last_error(), "not sealed against shrinking"));
+	close(bad);
+
+	bad = segment_copy(fd, size, 1);	/* sealed: only the header is checked now */
+	assert_int_equal(shm_comm_attach(&c, bad, size, 4096), SM_OK);
+	munmap(c.ctrl, size);
+	assert_int_equal(pwrite(bad, "x", 1, 0), 1);	/* a wrong magic */
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(shm_comm_attach(&c, bad, size, 4096), SM_ERR_REMOTE);
+	assert_non_null(strstr(sm_last_error(), "header is not valid"));
+	assert_null(c.ctrl);
+	close(bad);
+	close(fd);
 }
 
 /* A stranger who knows the socket name but not the token is refused, and
@@ -1479,6 +1538,7 @@ int main(void)
 		cmocka_unit_test(test_recv_wait_shm),
 		cmocka_unit_test(test_recv_wait_tcp),
 		cmocka_unit_test(test_tcp_oversized_send_mid_message),
+		cmocka_unit_test(test_peer_segment_checked),
 		cmocka_unit_test(test_stranger_refused),
 		cmocka_unit_test(test_stranger_fds_closed),
 		cmocka_unit_test(test_recv_keeps_one_fd),
