@@ -21,7 +21,7 @@
 #include "symmem.h"
 
 #define CD_MAGIC 0x44504f43u		/* "COPD" */
-#define CD_VERSION 9
+#define CD_VERSION 10		/* 10: mapping times in the ring's stats, sealed ring */
 #define CD_SLOTS 1024			/* requests in flight per helper */
 #define CD_CTRL_FD 3			/* the helper's end of the socket pair */
 
