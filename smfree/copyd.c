@@ -351,12 +351,14 @@ static int map_host(struct copyd *d, struct range *r, int fd, uint64_t size)
 {
 	CUresult crc;
 	void *p;
+	int rc;
 
 	if (fd < 0)
 		return sm_fail(SM_ERR_INVALID, "host memory without its descriptor");
-	if (sm_memfd_check(fd, size, 0, "host staging")) {
+	rc = sm_memfd_check(fd, size, 0, "host staging");
+	if (rc) {
 		close(fd);
-		return SM_ERR_INVALID;
+		return rc;
 	}
 	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);

@@ -196,10 +196,10 @@ static int receiver_announce(struct tp_comm *c, struct tp_region *r)
 }
 
 /* NCCL_SM_FREE_VERBOSE: where each allocation the helper maps sits in its
- * owner, so the spacing of NCCL's per-channel buffers can be read off. */
-/* ns: how long NCCL's thread waited for the helper's answer (the helper
- * maps the allocation first: a peer's new buffer costs its first send
- * that much). */
+ * owner, so the spacing of NCCL's per-channel buffers can be read off, and
+ * how long NCCL's thread waited for the helper's answer (`ns`): the helper
+ * maps the allocation first, so a peer's new buffer costs its first send
+ * that much. */
 static void log_range(const struct tp_comm *c, const char *what, int owner,
 		      const struct sm_share_info *info, uint32_t hid, uint64_t ns)
 {
