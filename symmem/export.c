@@ -94,13 +94,19 @@ static int export_ipc(const struct sm_cuda_api *cu, struct sm_export *e)
 	_Static_assert(sizeof(h) == sizeof(e->info.ipc), "IPC handle fits the share info");
 	memcpy(e->info.ipc, &h, sizeof(h));
 	e->info.kind = SM_SHARE_LEGACY_IPC;
-	if (e->size % LEGACY_FAST_MULTIPLE)
-		sm_info("registered cudaMalloc allocation 0x%llx is %zu bytes, not a multiple of "
+	return SM_OK;
+}
+
+/* Said once, when the allocation is first exported, and outside
+ * export_lock: the log write can block. */
+static void note_slow_size(const struct sm_share_info *info)
+{
+	if (info->kind == SM_SHARE_LEGACY_IPC && info->alloc_size % LEGACY_FAST_MULTIPLE)
+		sm_info("registered cudaMalloc allocation 0x%llx is %llu bytes, not a multiple of "
 			"64 KiB: copy engines move such memory, legacy-IPC-mapped, at about two "
 			"thirds of full speed; allocate whole 2 MiB pages (as PyTorch's caching "
-			"allocator does) for full speed",
-			(unsigned long long)e->base, e->size);
-	return SM_OK;
+			"allocator does) for full speed", (unsigned long long)info->addr,
+			(unsigned long long)info->alloc_size);
 }
 
 /* The PCI bus id of GPU `ordinal` of this process, "" when the driver will
@@ -170,7 +176,7 @@ int sm_export_get(const void *ptr, size_t size, struct sm_export **out,
 	size_t asize = 0;
 	struct sm_export *e;
 	CUresult crc;
-	int rc = SM_OK;
+	int rc = SM_OK, found;
 
 	*out = NULL;
 	if (!cu)
@@ -185,6 +191,7 @@ int sm_export_get(const void *ptr, size_t size, struct sm_export **out,
 			       (unsigned long long)base, asize);
 	pthread_mutex_lock(&export_lock);
 	e = export_find(base, asize);
+	found = e != NULL;
 	if (e)
 		e->refs++;
 	else
@@ -196,6 +203,8 @@ int sm_export_get(const void *ptr, size_t size, struct sm_export **out,
 		*fd = e->fd;
 	}
 	pthread_mutex_unlock(&export_lock);
+	if (!rc && !found)
+		note_slow_size(info);
 	return rc;
 }
 
