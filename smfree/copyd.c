@@ -356,12 +356,10 @@ static int map_host(struct copyd *d, struct range *r, int fd, uint64_t size)
 	if (fd < 0)
 		return sm_fail(SM_ERR_INVALID, "host memory without its descriptor");
 	rc = sm_memfd_check(fd, size, 0, "host staging");
-	if (rc) {
-		close(fd);
-		return rc;
-	}
-	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	p = rc ? MAP_FAILED : mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
+	if (rc)
+		return rc;
 	if (p == MAP_FAILED)
 		return sm_fail(SM_ERR_SYSTEM, "mapping %llu bytes of host staging: %s",
 			       (unsigned long long)size, strerror(errno));

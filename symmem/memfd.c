@@ -56,11 +56,12 @@ int sm_memfd_check(int fd, uint64_t size, int exact, const char *what)
 	if (fstat(fd, &st) != 0)
 		return sm_fail(SM_ERR_SYSTEM, "%s: %s", what, strerror(errno));
 	if (st.st_size < 0 || (exact ? (uint64_t)st.st_size != size : (uint64_t)st.st_size < size))
-		return sm_fail(SM_ERR_INVALID, "%s is %lld bytes, not %llu", what,
-			       (long long)st.st_size, (unsigned long long)size);
+		return sm_fail(SM_ERR_INVALID, "%s is %lld bytes, not %s%llu", what,
+			       (long long)st.st_size, exact ? "" : "at least ",
+			       (unsigned long long)size);
 	seals = fcntl(fd, F_GET_SEALS);
 	if (seals < 0 || !(seals & F_SEAL_SHRINK))
-		return sm_fail(SM_ERR_INVALID, "%s is not sealed against shrinking (a memfd "
-			       "the plugin did not make)", what);
+		return sm_fail(SM_ERR_INVALID, "%s is not sealed against shrinking (made by "
+			       "another build of the plugin, or not by the plugin)", what);
 	return SM_OK;
 }

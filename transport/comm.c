@@ -283,8 +283,12 @@ static atomic_int copies_overdue;
  * and than GAP_FLOOR_NS, means NCCL's thread was held up (a debugger, a
  * stopped process), not that the engine is stuck: the time before the gap
  * counts for no copy of the connection.  The floor keeps a limit of a few
- * microseconds (tests) from seeing a gap in every turn. */
+ * microseconds (tests) from seeing a gap in every turn.  More than
+ * GAP_STREAK gaps in a row are NCCL asking slowly, not a thread held up
+ * once: they no longer restart the clock, or a stuck copy asked about
+ * that slowly would never fail. */
 #define GAP_FLOOR_NS (10ull * 1000 * 1000)
+#define GAP_STREAK 2
 
 int comm_copy_overdue(struct tp_comm *c, uint64_t since, uint64_t bytes, const char *what)
 {
@@ -293,8 +297,13 @@ int comm_copy_overdue(struct tp_comm *c, uint64_t since, uint64_t bytes, const c
 
 	if (gap < GAP_FLOOR_NS)
 		gap = GAP_FLOOR_NS;
-	if (!c->overdue_seen_ns || now - c->overdue_seen_ns > gap)
+	if (!c->overdue_seen_ns) {
 		c->overdue_from_ns = now;
+	} else if (now - c->overdue_seen_ns <= gap) {
+		c->overdue_gaps = 0;
+	} else if (++c->overdue_gaps <= GAP_STREAK) {
+		c->overdue_from_ns = now;
+	}
 	c->overdue_seen_ns = now;
 	if (since < c->overdue_from_ns)
 		since = c->overdue_from_ns;

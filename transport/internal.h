@@ -14,7 +14,7 @@
 #define SHM_MAGIC 0x4d485353u		/* "SSHM" */
 #define SHM_VERSION 4
 #define WIRE_MAGIC 0x45524957u		/* "WIRE" */
-#define WIRE_VERSION 5		/* 5: sm_share_info carries the GPU's bus id */
+#define WIRE_VERSION 6		/* 6: ring segments sealed against shrinking */
 #define REGION_MAGIC 0x4e474552u	/* "REGN" */
 
 /* How long a connection waits for one of its copies, unless
@@ -245,6 +245,7 @@ struct tp_comm {
 	uint64_t start_try_ns;	/* sender: first refused copy start of the next message, or 0 */
 	uint64_t overdue_seen_ns;	/* the latest comm_copy_overdue() call, or 0 */
 	uint64_t overdue_from_ns;	/* no wait counts time before this (a gap in NCCL's calls) */
+	unsigned overdue_gaps;	/* gaps in a row: NCCL asking slowly, not held up once */
 	uint64_t next_check_ns;	/* next liveness check while idle */
 	uint64_t stall_ns;	/* report a wait this long (0 = never) */
 	uint64_t copy_limit_ns;	/* a copy not landed this long fails the connection */

@@ -213,14 +213,16 @@ int region_to_own_helper(struct tp_comm *c, const void *ptr, size_t size, struct
 			 uint64_t *offset, uint32_t *hid)
 {
 	struct sm_share_info info;
-	uint64_t t0 = sm_now_ns();
+	uint64_t t0 = 0;
 	int fd = -1, rc;
 
 	*hid = 0;
 	*exp = NULL;
 	rc = sm_export_get(ptr, size, exp, &info, offset, &fd);
-	if (!rc)
+	if (!rc) {
+		t0 = sm_now_ns();
 		rc = smf_range_add(c->ce, getpid(), &info, fd, hid);
+	}
 	if (!rc)
 		log_range(c, c->is_send ? "send buffer" : "receive buffer", getpid(), &info, *hid,
 			  sm_now_ns() - t0);

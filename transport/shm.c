@@ -43,12 +43,16 @@ int shm_comm_attach(struct tp_comm *c, int memfd, uint64_t seg_size, uint64_t ch
 {
 	struct shm_ctrl *ctrl;
 	void *p;
+	int rc;
 
 	if (seg_size <= SHM_RING_OFFSET)
 		return sm_fail(SM_ERR_REMOTE, "peer announced a %llu-byte ring segment",
 			       (unsigned long long)seg_size);
-	if (sm_memfd_check(memfd, seg_size, 1, "the peer's ring segment"))
+	rc = sm_memfd_check(memfd, seg_size, 1, "the peer's ring segment");
+	if (rc == SM_ERR_INVALID)
 		return sm_fail(SM_ERR_REMOTE, "%s", sm_last_error());
+	if (rc)
+		return rc;
 	p = mmap(NULL, seg_size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 	if (p == MAP_FAILED)
 		return sm_fail(SM_ERR_SYSTEM, "mmap of a %llu-byte ring segment: %s",

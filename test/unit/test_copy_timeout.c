@@ -23,6 +23,10 @@
 #define TIMEOUT_S 0.3
 #define DEADLINE_S 10.0
 
+/* The limit pair_open() gives its connections (TIMEOUT_S unless a test
+ * needs another). */
+static double limit_s = TIMEOUT_S;
+
 /* Both ends of one connection, a "GPU" buffer registered on each, and
  * one receive posted. */
 struct pair {
@@ -38,7 +42,7 @@ static void pair_open(struct pair *p, int backend, int zero_copy)
 
 	o.zero_copy = zero_copy;
 	o.gpu = 1;		/* takes the (stand-in) engine */
-	o.copy_timeout = TIMEOUT_S;
+	o.copy_timeout = limit_s;
 	o.pool = (struct sm_pool_config){ .growth = 2.0, .max = 64u << 20, .trim = 64u << 20 };
 	memset(p, 0, sizeof(*p));
 	p->src = malloc(SIZE);
@@ -181,6 +185,61 @@ static void test_shm_staged_copy_out_times_out(void **state)
 	held_copy_fails(TP_BACKEND_SHM, 0, 0, "out of the staging pool", 0, 0);
 }
 
+/* A copy into the peer's buffer held for good, asked about every `every`
+ * seconds: fails, and returns how long after the first ask.  The pair
+ * has a limit of 1 s. */
+static double slow_asks_fail_after(double every)
+{
+	struct tp_req *sr = NULL;
+	struct pair p;
+	double t0, end;
+	int done = 0, rv = SM_OK;
+
+	standin_engine_reset(15);
+	standin_engine.helper = 1;
+	limit_s = 1.0;
+	pair_open(&p, TP_BACKEND_SHM, 1);
+	limit_s = TIMEOUT_S;
+	standin_engine.hold_dst = p.dst;
+	standin_engine.hold_len = SIZE;
+	end = now() + DEADLINE_S;
+	while (!sr && now() < end)
+		assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &sr), SM_OK);
+	assert_non_null(sr);
+	t0 = now();
+	while (now() < end) {
+		rv = tp_test(sr, &done, NULL);
+		if (rv)
+			break;
+		usleep((useconds_t)(every * 1e6));
+	}
+	assert_int_equal(rv, SM_ERR_CUDA);
+	assert_non_null(strstr(sm_last_error(), "did not land in"));
+	t0 = now() - t0;
+	standin_engine.hold_dst = NULL;
+	pair_close(&p);
+	return t0;
+}
+
+/* NCCL asking slowly is not NCCL held up.  Asks 0.2 s apart (under half
+ * the 1 s limit) are no gap: the copy fails one limit after the first ask,
+ * not later (counting gaps from the 10 ms floor alone, it failed after
+ * 1.6 s).  Asks 0.7 s apart are gaps every time: the first two restart
+ * the clock, the rest do not, so a stuck copy still fails (it never did
+ * when every gap restarted it). */
+static void test_slow_asks_still_time_out(void **state)
+{
+	double t;
+
+	(void)state;
+	t = slow_asks_fail_after(0.2);
+	assert_true(t >= 1.0);
+	assert_true(t < 1.35);
+	t = slow_asks_fail_after(0.7);
+	assert_true(t >= 1.0);
+	assert_true(t < 4.0);
+}
+
 /* A long gap in the asks starts every wait of the connection again: a
  * copy into the peer's buffer, out of the staging pool, and from a TCP
  * bounce slot (each counted from its post before session 29, so the first
@@ -286,6 +345,7 @@ int main(void)
 		cmocka_unit_test(test_shm_copy_start_times_out),
 		cmocka_unit_test(test_start_clock_restarts_after_a_gap),
 		cmocka_unit_test(test_gap_in_asks_restarts_the_clock),
+		cmocka_unit_test(test_slow_asks_still_time_out),
 		cmocka_unit_test(test_slow_but_healthy_never_times_out),
 	};
 

@@ -686,6 +686,8 @@ static void test_peer_segment_checked(void **state)
 	memset(&c, 0, sizeof(c));
 	assert_int_equal(shm_comm_attach(&c, fd, size + 4096, 4096), SM_ERR_REMOTE);
 	assert_non_null(strstr(sm_last_error(), "bytes, not"));
+	assert_int_equal(shm_comm_attach(&c, fd, size - 4096, 4096), SM_ERR_REMOTE);
+	assert_non_null(strstr(sm_last_error(), "bytes, not"));	/* larger than announced */
 	assert_int_equal(shm_comm_attach(&c, fd, SHM_RING_OFFSET, 4096), SM_ERR_REMOTE);
 	assert_null(c.ctrl);
 
