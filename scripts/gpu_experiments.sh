@@ -563,14 +563,16 @@ if [ "$MODE" = torch-gap ]; then
 	affinity() {	# affinity NAME: every 4 s for 24 s, each process's and thread's CPUs
 		local i p t
 		for i in 1 2 3 4 5 6; do
-		sleep 4
-		for p in $(pgrep -f 'nccl_bench|torch_p2p|symmem-copyd'); do
-			for t in /proc/$p/task/*; do
-				printf '%s %s %s %s\n' "$p" "$(cat $t/comm 2>/dev/null)" \
-					"$(grep Cpus_allowed_list $t/status 2>/dev/null | cut -f2)" \
-					"$(cut -d' ' -f39 $t/stat 2>/dev/null)"
+			sleep 4
+			for p in $(pgrep -f 'nccl_bench|torch_p2p|symmem-copyd'); do
+				for t in /proc/$p/task/*; do
+					# stat field 39 (the CPU it last ran on) is the 37th
+					# after "pid (comm) ": comm may hold spaces.
+					printf '%s|%s|%s|%s\n' "$p" "$(tr ' ' _ <$t/comm 2>/dev/null)" \
+						"$(grep Cpus_allowed_list $t/status 2>/dev/null | cut -f2)" \
+						"$(sed 's/.*) //' $t/stat 2>/dev/null | cut -d' ' -f37)"
+				done
 			done
-		done
 		done >"$OUT/logs/affinity-$1.txt" 2>/dev/null
 	}
 	stages() {	# stages NAME: the close lines' medians, counted
@@ -582,7 +584,7 @@ if [ "$MODE" = torch-gap ]; then
 		done
 		helper_lines "$1" 8
 		[ -f "$OUT/logs/affinity-$1.txt" ] &&
-			awk '{print $2, $3}' "$OUT/logs/affinity-$1.txt" | sort | uniq -c | sort -rn |
+			awk -F'|' '$2 != "" {print $2, $3}' "$OUT/logs/affinity-$1.txt" | sort | uniq -c | sort -rn |
 			head -12 | sed "s|^|$1 cpus: |"
 	}
 	V="-E NCCL_NCHANNELS_PER_NET_PEER=16 -E NCCL_SM_FREE_VERBOSE=1"

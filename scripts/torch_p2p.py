@@ -35,9 +35,10 @@ def pattern(src, start, numel, device):
 
 
 def timed(fn, iters):
-    """The slowest rank's mean, median and slowest time per call in
-    microseconds, ranks started together, and the slowest call's place
-    (the latest of the ranks').  Each call is timed on its own
+    """Mean, median (the upper one for an even count) and slowest time per
+    call in microseconds, ranks started together, and the slowest call's
+    place.  Each is the largest over the ranks, taken on its own, so the
+    four may come from different ranks.  Each call is timed on its own
     as well, so that a stall in one shows apart from a uniform slowdown."""
     for _ in range(WARMUP):
         fn()
