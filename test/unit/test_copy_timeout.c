@@ -23,10 +23,6 @@
 #define TIMEOUT_S 0.3
 #define DEADLINE_S 10.0
 
-/* The limit pair_open() gives its connections (TIMEOUT_S unless a test
- * needs another). */
-static double limit_s = TIMEOUT_S;
-
 /* Both ends of one connection, a "GPU" buffer registered on each, and
  * one receive posted. */
 struct pair {
@@ -36,7 +32,8 @@ struct pair {
 	uint8_t *src, *dst;
 };
 
-static void pair_open(struct pair *p, int backend, int zero_copy)
+/* Opens `p` with a copy limit of `limit_s` seconds on both ends. */
+static void pair_open(struct pair *p, int backend, int zero_copy, double limit_s)
 {
 	struct tp_options o = options(backend, 1 << 20, 65536);
 
@@ -74,7 +71,19 @@ static void refusing_pair(struct pair *p, unsigned seed, int refuse_pct)
 	standin_engine_reset(seed);
 	standin_engine.helper = 1;
 	standin_engine.refuse_pct = refuse_pct;
-	pair_open(p, TP_BACKEND_SHM, 1);
+	pair_open(p, TP_BACKEND_SHM, 1, TIMEOUT_S);
+}
+
+/* A pair (copy limit `limit_s`) whose engine holds every copy into the
+ * receive buffer until the test lets go (standin_engine.hold_dst = NULL). */
+static void holding_pair(struct pair *p, unsigned seed, int backend, int zero_copy,
+			 double limit_s)
+{
+	standin_engine_reset(seed);
+	standin_engine.helper = 1;
+	pair_open(p, backend, zero_copy, limit_s);
+	standin_engine.hold_dst = p->dst;
+	standin_engine.hold_len = SIZE;
 }
 
 /* Asks about the held copy for `seconds`: its wait has begun and no limit
@@ -110,11 +119,7 @@ static void held_copy_fails(int backend, int zero_copy, int failing_send, const 
 	double t0, end;
 	int done = 0, other = 0, rv = SM_OK;
 
-	standin_engine_reset(11);
-	standin_engine.helper = 1;
-	pair_open(&p, backend, zero_copy);
-	standin_engine.hold_dst = p.dst;
-	standin_engine.hold_len = SIZE;
+	holding_pair(&p, 11, backend, zero_copy, TIMEOUT_S);
 	t0 = now();
 	end = t0 + DEADLINE_S;
 	while (!sr && now() < end) {
@@ -195,13 +200,7 @@ static double slow_asks_fail_after(double every)
 	double t0, end;
 	int done = 0, rv = SM_OK;
 
-	standin_engine_reset(15);
-	standin_engine.helper = 1;
-	limit_s = 1.0;
-	pair_open(&p, TP_BACKEND_SHM, 1);
-	limit_s = TIMEOUT_S;
-	standin_engine.hold_dst = p.dst;
-	standin_engine.hold_len = SIZE;
+	holding_pair(&p, 15, TP_BACKEND_SHM, 1, 1.0);
 	end = now() + DEADLINE_S;
 	while (!sr && now() < end)
 		assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &sr), SM_OK);
