@@ -81,6 +81,20 @@ set -u
 cd "$(dirname "$0")/.."
 . scripts/gpu_lib.sh
 
+# torch_p2p_run NAME: scripts/torch_p2p.py with the settings in $E, NCCL's
+# log under $OUT/logs/NAME; prints its result lines (torch-p2p, torch-gap).
+torch_p2p_run() {
+	local d="$OUT/logs/$1"
+
+	mkdir -p "$d"
+	note "$1: $(echo $E)"
+	if ! env $E NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV,NET,REG NCCL_DEBUG_FILE="$d/nccl.%p.log" \
+		timeout 300 "$PY" scripts/torch_p2p.py >"$d/out.txt" 2>&1; then
+		echo "FAILED: $1"; tail -20 "$d/out.txt"; fail=1
+	fi
+	grep -E '^torch' "$d/out.txt"
+}
+
 # Session 24: the README's table from one tree: the defaults, the README's
 # one variable, registered ncclMemAlloc buffers, and 8-byte latency.
 if [ "$MODE" = table ]; then
@@ -601,15 +615,9 @@ if [ "$MODE" = torch-gap ]; then
 		case $run in *warm*) E="$E TORCH_WARM=1" ;; esac
 		case $run in *nophase) E="$E NCCL_SYMMEM_PHASE_US=0" ;; esac
 		case $run in *2gpu) E="$E NRANKS=2" ;; esac
-		mkdir -p "$OUT/logs/torch-$run"
-		note "torch-$run: $(echo $E)"
 		affinity "torch-$run" &
-		env $E NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV,NET,REG \
-			NCCL_DEBUG_FILE="$OUT/logs/torch-$run/nccl.%p.log" \
-			timeout 300 "$PY" scripts/torch_p2p.py >"$OUT/logs/torch-$run/out.txt" 2>&1 ||
-			{ echo "FAILED: torch-$run"; tail -20 "$OUT/logs/torch-$run/out.txt"; fail=1; }
+		torch_p2p_run "torch-$run"
 		wait
-		grep -E '^torch' "$OUT/logs/torch-$run/out.txt"
 		stages "torch-$run"
 	done
 	finish
@@ -635,14 +643,7 @@ if [ "$MODE" = torch-p2p ]; then
 		case $run in *-hook) E="$E TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1" ;; esac
 		case $run in *-pool*) E="$E TORCH_REG=pool" ;; esac
 		case $run in *passsm) E="$E NCCL_PASS_SM=1" ;; esac
-		mkdir -p "$OUT/logs/torch-$run"
-		note "torch-$run: $(echo $E)"
-		if ! env $E NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV,NET,REG \
-			NCCL_DEBUG_FILE="$OUT/logs/torch-$run/nccl.%p.log" \
-			timeout 300 "$PY" scripts/torch_p2p.py >"$OUT/logs/torch-$run/out.txt" 2>&1; then
-			echo "FAILED: torch-$run"; tail -20 "$OUT/logs/torch-$run/out.txt"; fail=1
-		fi
-		grep -E '^torch' "$OUT/logs/torch-$run/out.txt"
+		torch_p2p_run "torch-$run"
 		case $run in plugin*)
 			prove "torch-$run"
 			grep -h "closed:" "$OUT/logs/torch-$run"/nccl.*.log |
