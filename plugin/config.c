@@ -1418,3 +1418,86 @@ int config_ib_mode(const struct config *cfg)
 		return 0;
 	return 1;
 }
+
+/* ---- the env plugin (NCCL_ENV_PLUGIN=symmem) --------------------------- */
+
+/* What the Quick start asks the user to export, besides NCCL_NET_PLUGIN
+ * (the library's own path) and nccl_advice[] (where copy engines carry
+ * GPU traffic of one host).  NCCL loads an env plugin before it reads any
+ * variable (NCCL 2.28.7 and later), so from there even the variables it
+ * reads before it loads the net plugin can be given. */
+static const struct {
+	const char *name;
+	const char *value;
+	int intra_only;		/* only while GPU traffic of one host goes through the net */
+} env_routing[] = {
+	{ "NCCL_NET", "symmem", 0 },
+	{ "NCCL_P2P_DISABLE", "1", 0 },
+	/* A user's NCCL_P2P_DISABLE=0 (the plugin between hosts only) keeps
+	 * NCCL's shared-memory path inside each host too. */
+	{ "NCCL_SHM_DISABLE", "1", 1 },
+	{ "NCCL_NET_PLUGIN_REF_COUNT", "1", 0 },
+};
+
+/* "NAME=value ..." of what config_apply_env_plugin_defaults() set, for the
+ * net plugin's init to log (the env plugin gets no logger in v1). */
+static char env_applied[512];
+
+/* NCCL_NET_PLUGIN as NCCL resolves it: a bare name gets libnccl-net-
+ * prefixed, a path or file name is opened as written. */
+static int names_this_plugin(const char *v)
+{
+	const char *base = strrchr(v, '/');
+
+	base = base ? base + 1 : v;
+	return !strcmp(base, "symmem") || !strcmp(base, "libnccl-net-symmem.so") ||
+	       !strcmp(base, "libnccl-env-symmem.so");
+}
+
+/* Sets one variable the user left unset and notes it. */
+static int env_default(const char *name, const char *value, size_t *used, int *full)
+{
+	char item[512];
+	int n;
+
+	if (getenv(name) || setenv(name, value, 0) != 0)
+		return 0;
+	n = snprintf(item, sizeof(item), "%s=%s", name, value);
+	if (n > 0)
+		append_name(env_applied, sizeof(env_applied), used, full, item,
+			    (size_t)n < sizeof(item) ? (size_t)n : sizeof(item) - 1);
+	return 1;
+}
+
+int config_apply_env_plugin_defaults(const char *self)
+{
+	const char *net = getenv("NCCL_NET"), *plugin = getenv("NCCL_NET_PLUGIN");
+	struct config cfg;
+	char err[256];
+	size_t used = 0;
+	int full = 0, parsed, n = 0;
+
+	env_applied[0] = '\0';
+	/* The user picked another net: their job, left as it is. */
+	if ((plugin && !names_this_plugin(plugin)) || (net && strcasecmp(net, "symmem") != 0))
+		return 0;
+	/* A malformed NCCL_SYMMEM_ variable still routes the job here, so the
+	 * net plugin's init names it in a WARN and fails, instead of NCCL
+	 * running quietly without the plugin. */
+	parsed = config_parse(&cfg, env_get, NULL, err, sizeof(err)) == 0;
+	if (parsed && !cfg.nccl_defaults)
+		return 0;
+	n += env_default("NCCL_NET_PLUGIN", self && *self ? self : "symmem", &used, &full);
+	for (size_t i = 0; i < sizeof(env_routing) / sizeof(env_routing[0]); i++)
+		if (!env_routing[i].intra_only || intra_host_via_net())
+			n += env_default(env_routing[i].name, env_routing[i].value, &used, &full);
+	if (!parsed || intra_host_by_copy_engine(&cfg))
+		for (size_t i = 0; i < sizeof(nccl_advice) / sizeof(nccl_advice[0]); i++)
+			n += env_default(nccl_advice[i].name, nccl_advice[i].value, &used, &full);
+	return n;
+}
+
+const char *config_env_plugin_applied(void)
+{
+	return env_applied;
+}

@@ -120,6 +120,18 @@ int config_nccl_advice(const struct config *cfg,
 		       void (*emit)(const char *name, const char *value, const char *why, void *arg),
 		       void *arg);
 
+/* The env plugin's part (NCCL_ENV_PLUGIN=symmem, plugin/env_plugin.c):
+ * before NCCL reads any variable, sets those the user left unset that
+ * route the job's GPU traffic through this library (NCCL_NET_PLUGIN =
+ * `self`, the library's path, NCCL_NET, NCCL_P2P_DISABLE,
+ * NCCL_SHM_DISABLE, NCCL_NET_PLUGIN_REF_COUNT) and, where copy engines
+ * carry it, those of config_nccl_advice().  Sets nothing when the user
+ * named another net plugin or net, or set NCCL_SYMMEM_NCCL_DEFAULTS=0.
+ * Returns how many it set; config_env_plugin_applied() lists them
+ * ("NAME=value ...", "" for none). */
+int config_apply_env_plugin_defaults(const char *self);
+const char *config_env_plugin_applied(void);
+
 /* The largest share of a collective per rank and channel the tuner runs
  * as Ring LL128 where NCCL's model picked Ring Simple:
  * NCCL_SYMMEM_LL128_CHUNK when GPU traffic of one host goes through the

@@ -330,6 +330,18 @@ typedef struct {
 	ncclResult_t (*destroy)(void *ctx);
 } ncclTuner_v3_t;
 
+/* Env plugin ABI (NCCL 2.28.7 and later; v1 in 2.28.9): loaded before NCCL
+ * reads any variable, from NCCL_ENV_PLUGIN (a name gets libnccl-env-
+ * prefixed); every variable NCCL reads goes through getEnv, whose answer
+ * must stay valid until finalize or the next getEnv of that name. */
+typedef struct {
+	const char *name;
+	ncclResult_t (*init)(uint8_t ncclMajor, uint8_t ncclMinor, uint8_t ncclPatch,
+			     const char *suffix);
+	ncclResult_t (*finalize)(void);
+	const char *(*getEnv)(const char *name);
+} ncclEnv_v1_t;
+
 /* Offsets from the ABI reference (x86-64 LP64). */
 _Static_assert(sizeof(ncclNet_v11_t) == 176, "ncclNet_v11_t size");
 _Static_assert(sizeof(ncclNet_v10_t) == 160, "ncclNet_v10_t size");
@@ -347,5 +359,6 @@ _Static_assert(sizeof(ncclNetAttr_v11_t) == 44, "net attr size");
 _Static_assert(sizeof(ncclTunerConstants_v5_t) == 1152, "tuner constants size");
 _Static_assert(offsetof(ncclTunerConstants_v5_t, perChMaxNVLSTreeBws) == 1056, "tuner nvls");
 _Static_assert(sizeof(ncclTuner_v5_t) == 32, "tuner v5 size");
+_Static_assert(sizeof(ncclEnv_v1_t) == 32, "env v1 size");
 
 #endif

@@ -139,6 +139,9 @@ static void announce(const struct config *cfg)
 	if (atomic_exchange(&announced, 1))
 		return;
 	config_describe(cfg, real_getenv, NULL, cfg->verbose, emit_config_line, NULL);
+	if (config_env_plugin_applied()[0])
+		LOG_INFO("NET/symmem env plugin (NCCL_ENV_PLUGIN) set what the user left unset: %s",
+			 config_env_plugin_applied());
 	if (config_unknown_vars(unknown, sizeof(unknown)) > 0)
 		LOG_WARN("NET/symmem: ignoring unknown variable(s): %s", unknown);
 	cuda = sm_cuda_load();

@@ -101,6 +101,8 @@ if [ "$MODE" = death ]; then
 	rank_death shrink-all_reduce -o all_reduce -k -t 3 -E NCCL_NET_PLUGIN_REF_COUNT=1
 	rank_death shrink-alltoall -o alltoall -k -t 3 -m plugin -E NCCL_NET_PLUGIN_REF_COUNT=1
 	torch_check torch-groups scripts/torch_groups.py
+TORCH_ROUTE=env torch_check torch-env scripts/torch_allreduce.py
+expect_env_plugin torch-env
 	torch_reinit
 	finish
 fi
@@ -200,6 +202,10 @@ MAX=1073741824
 PROTO_MAX=$MAX
 [ "$MODE" = quick ] && MAX=268435456 PROTO_MAX=67108864
 bench default -b 0 -e $MAX
+# NCCL_ENV_PLUGIN=symmem and nothing else: the library's env plugin routes
+# the job and gives NCCL its channels per peer (plugin/env_plugin.c).
+bench env-plugin -Z -b 8 -e $MAX -f 64 -c none -i 5
+expect_env_plugin env-plugin
 for proto in Simple LL LL128; do
 	NCCL_PROTO=$proto bench "proto-$proto" -b 0 -e $PROTO_MAX -c none -i 5
 done

@@ -6,7 +6,8 @@
 #
 # Usage: scripts/gpu_experiments.sh MODE
 #        table: the README's table: every op at 64 MiB-1 GiB with the
-#        defaults and with NCCL_NCHANNELS_PER_NET_PEER=16, registered cuMem
+#        defaults, with NCCL_NCHANNELS_PER_NET_PEER=16 and with
+#        NCCL_ENV_PLUGIN=symmem alone, registered cuMem
 #        send/recv and alltoall, 8-byte latency;
 #        abort: where ncclCommAbort's time goes after a rank died or got
 #        stuck: default, without the copy helper, the helper's exit time;
@@ -36,6 +37,8 @@
 #        part-host: alltoall on 3 of the host's GPUs, ranks that see one GPU
 #        each (-V) against ranks that see the 3, OLD_TREE=dir beside it;
 #        lists: ranks that see their own GPU and the next (-W), OLD_TREE beside;
+#        env-plugin: NCCL_ENV_PLUGIN=symmem alone against the Quick start
+#        without and with NCCL_NCHANNELS_PER_NET_PEER=16;
 #        ctas: a user's NCCL_MAX_CTAS / NCCL_MAX_NCHANNELS against the
 #        plugin's NCCL_MIN_NCHANNELS (session 16);
 #        hosts: a job across hosts posed on one (nccl_bench -H 2: NCCL's P2P
@@ -70,10 +73,10 @@
 #        value).
 #        NRANKS, PHASE_TIMEOUT, SKIP_BUILD: as in scripts/gpu_lib.sh.
 MODE=${1:-}
-case " table abort setup hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan reg-bw alloc-size torch-gap " in
+case " table env-plugin abort setup hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan reg-bw alloc-size torch-gap " in
 *" $MODE "*) ;;
 *)
-	echo "usage: $0 MODE (one of: table abort setup hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan reg-bw alloc-size torch-gap)" >&2
+	echo "usage: $0 MODE (one of: table env-plugin abort setup hosts hosts-stage tcp tcp-replays ctas trees part-host lists torch-p2p pool-speed hostmem peer dig a2a4 big bcast bcast-iter iter-trace bcast-stall sweep batch a2a-why a2a-chan phase plan a2a-depth shallow streams strided layout coll4 merge-sweep tuned chan2 chan reg-bw alloc-size torch-gap)" >&2
 	exit 2
 	;;
 esac
@@ -102,9 +105,24 @@ if [ "$MODE" = table ]; then
 	ALL="-o all_reduce,all_gather,reduce_scatter,broadcast,reduce,sendrecv,alltoall"
 	bench table-default $ALL $S
 	bench table-p16 $ALL $S -E NCCL_NCHANNELS_PER_NET_PEER=16
+	bench table-env -Z $ALL $S
+	expect_env_plugin table-env
 	bench table-reg -R -A -o sendrecv,alltoall $S -c none -E NCCL_NCHANNELS_PER_NET_PEER=16
 	bench table-8b -o all_reduce,all_gather,sendrecv -b 8 -e 8 -i 200 -c none \
 		-E NCCL_NCHANNELS_PER_NET_PEER=16
+	finish
+fi
+
+# Session 30: NCCL_ENV_PLUGIN=symmem alone against the Quick start's
+# variables without and with NCCL_NCHANNELS_PER_NET_PEER=16, native in
+# each invocation.
+if [ "$MODE" = env-plugin ]; then
+	S="-b 67108864 -e 1073741824 -f 4 -i ${ITERS:-10}"
+	ALL="-o all_reduce,all_gather,reduce_scatter,broadcast,reduce,sendrecv,alltoall"
+	bench env-none -o sendrecv,alltoall $S -c none
+	bench env-plugin -Z $ALL $S
+	expect_env_plugin env-plugin
+	bench env-p16 -o sendrecv,alltoall $S -c none -E NCCL_NCHANNELS_PER_NET_PEER=16
 	finish
 fi
 

@@ -97,6 +97,29 @@ prove() {
 	grep -h -m1 'via NET/symmem' "$dir"/nccl.*.log 2>/dev/null | head -1
 }
 
+# expect_env_plugin NAME: a run with NCCL_ENV_PLUGIN=symmem alone
+# (nccl_bench -Z): in every plugin process NCCL loaded the library as its
+# env plugin, the plugin logged what that set, and NCCL read
+# NCCL_NCHANNELS_PER_NET_PEER=16 from it (the one variable NCCL reads
+# before it loads a net plugin).
+expect_env_plugin() {
+	local dir="$OUT/logs/$1" n=0
+	for log in "$dir"/nccl.*.log; do
+		[ -e "$log" ] || continue
+		grep -q 'Using network symmem' "$log" || continue
+		n=$((n + 1))
+		grep -q 'Successfully loaded external env plugin' "$log" ||
+			{ echo "NCCL did not load the env plugin in $log"; fail=1; }
+		grep -q 'env plugin (NCCL_ENV_PLUGIN) set what the user left unset' "$log" ||
+			{ echo "no env plugin line in $log"; fail=1; }
+		grep -q 'NCCL_NCHANNELS_PER_NET_PEER set by environment to 16' "$log" ||
+			{ echo "NCCL did not read NCCL_NCHANNELS_PER_NET_PEER=16 in $log"; fail=1; }
+	done
+	[ "$n" -gt 0 ] || { echo "no plugin process in $1"; fail=1; }
+	grep -h -m1 'env plugin (NCCL_ENV_PLUGIN) set' "$dir"/nccl.*.log 2>/dev/null | head -1 |
+		sed 's/.*NCCL INFO //'
+}
+
 # expect_phases NAME: on 3 or more GPUs an alltoall run's copy helpers
 # take their copies in phases (one destination GPU at a time, all helpers
 # in step), and say so in a 'phases:' line.  Registered cudaMalloc buffers
@@ -205,10 +228,14 @@ torch_reinit() {
 # traffic went through the plugin.
 torch_check() {
 	local name=$1 script=$2
+	local route="NCCL_NET_PLUGIN=symmem NCCL_NET=symmem NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1"
 	shift 2
-	note "$name: $script through the plugin${*:+ ($*)}"
+	# TORCH_ROUTE=env: NCCL_ENV_PLUGIN=symmem alone, the env plugin sets the rest.
+	[ "${TORCH_ROUTE:-}" = env ] && route="NCCL_ENV_PLUGIN=symmem"
+	note "$name: $script through the plugin ($route${*:+ $*})"
 	mkdir -p "$OUT/logs/$name"
-	if ! env "$@" NCCL_NET_PLUGIN=symmem NCCL_NET=symmem NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \
+	# $route splits into its NAME=VALUE words on purpose.
+	if ! env "$@" $route \
 		NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV,NET NCCL_DEBUG_FILE="$OUT/logs/$name/nccl.%p.log" \
 		timeout 300 "$PY" "$script" >"$OUT/logs/$name/out.txt" 2>&1; then
 		echo "FAILED: $name"; tail -20 "$OUT/logs/$name/out.txt"; fail=1

@@ -59,7 +59,8 @@ struct bench_opts {
 	struct bench_case cases[MAX_CASES];
 	int ncases;
 	size_t case_sizes[3];		/* where the extra cases are checked */
-	const char *plugin;		/* NCCL_NET_PLUGIN for the plugin phase */
+	const char *plugin;		/* NCCL_NET_PLUGIN for the plugin phase (-Z: NCCL_ENV_PLUGIN) */
+	int env_plugin;			/* -Z: the plugin phase sets NCCL_ENV_PLUGIN only */
 	char *plugin_env[16];		/* extra NAME=VALUE for the plugin phase */
 	int nplugin_env;
 	double timeout;			/* seconds per phase */
@@ -161,11 +162,17 @@ void bench_barrier_reset(struct bench_barrier *b);
 int bench_barrier_wait(struct bench_barrier *b, double seconds);
 /* GPUs visible, asked in a child so the caller stays CUDA-free; -1 on error. */
 int bench_count_gpus(void);
-/* Routes NCCL through the plugin (NCCL_NET_PLUGIN=plugin, NCCL_NET=symmem,
- * P2P and SHM off unless only traffic between hosts is to take the
- * network, then the `extra` NAME=VALUE strings) or clears those variables
- * for native runs. */
-void bench_route_env(int through_plugin, int between_hosts_only, const char *plugin,
+/* How a plugin run is routed. */
+enum bench_route {
+	ROUTE_ALL = 0,		/* NCCL_NET_PLUGIN=plugin, NCCL_NET=symmem, P2P and SHM off */
+	ROUTE_HOSTS_ONLY,	/* the same with P2P and SHM on: the network between hosts only */
+	ROUTE_ENV_PLUGIN,	/* NCCL_ENV_PLUGIN=plugin alone: the library's env plugin sets
+				 * the rest, NCCL_NCHANNELS_PER_NET_PEER included */
+};
+
+/* Routes NCCL through the plugin as `route` says, then adds the `extra`
+ * NAME=VALUE strings, or clears those variables for native runs. */
+void bench_route_env(int through_plugin, enum bench_route route, const char *plugin,
 		     char *const *extra, int nextra);
 
 #endif

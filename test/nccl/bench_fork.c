@@ -86,23 +86,26 @@ int bench_barrier_wait(struct bench_barrier *b, double seconds)
 	return 0;
 }
 
-void bench_route_env(int through_plugin, int between_hosts_only, const char *plugin,
+void bench_route_env(int through_plugin, enum bench_route route, const char *plugin,
 		     char *const *extra, int nextra)
 {
+	/* The env plugin's variables too: its runs must show what it sets. */
 	static const char *const routing[] = { "NCCL_NET_PLUGIN", "NCCL_NET", "NCCL_P2P_DISABLE",
-					       "NCCL_SHM_DISABLE" };
+					       "NCCL_SHM_DISABLE", "NCCL_ENV_PLUGIN",
+					       "NCCL_NET_PLUGIN_REF_COUNT" };
 
-	if (!through_plugin) {
-		for (size_t i = 0; i < sizeof(routing) / sizeof(routing[0]); i++)
-			unsetenv(routing[i]);
+	for (size_t i = 0; i < sizeof(routing) / sizeof(routing[0]); i++)
+		unsetenv(routing[i]);
+	if (!through_plugin)
 		return;
-	}
-	setenv("NCCL_NET_PLUGIN", plugin, 1);
-	setenv("NCCL_NET", "symmem", 1);
-	if (between_hosts_only) {
-		unsetenv("NCCL_P2P_DISABLE");
-		unsetenv("NCCL_SHM_DISABLE");
+	if (route == ROUTE_ENV_PLUGIN) {
+		unsetenv("NCCL_NCHANNELS_PER_NET_PEER");
+		setenv("NCCL_ENV_PLUGIN", plugin, 1);
 	} else {
+		setenv("NCCL_NET_PLUGIN", plugin, 1);
+		setenv("NCCL_NET", "symmem", 1);
+	}
+	if (route == ROUTE_ALL) {
 		setenv("NCCL_P2P_DISABLE", "1", 1);
 		setenv("NCCL_SHM_DISABLE", "1", 1);
 	}

@@ -43,8 +43,10 @@ static const char *default_cases =
 static void usage(const char *argv0)
 {
 	fprintf(stderr, "usage: %s [-n ranks] [-b min] [-e max] [-f factor] [-o ops] [-i iters] "
-		"[-w warmup] [-G [-Y]] [-T] [-R] [-A] [-V|-W] [-H hosts] [-m both|native|plugin] [-c dtype:redop,...] [-P plugin] "
+		"[-w warmup] [-G [-Y]] [-T] [-R] [-A] [-V|-W] [-H hosts] [-m both|native|plugin] [-c dtype:redop,...] [-P plugin] [-Z] "
 		"[-E NAME=VALUE] [-t seconds] [-S stack-dir] [-L cycles]\n"
+		"  -Z: the plugin phase sets only NCCL_ENV_PLUGIN=plugin (the library's env plugin "
+		"routes the job)\n"
 		"  -H n: the ranks pose as n hosts (NCCL_HOSTID): NCCL's P2P/SHM inside each, the "
 		"network (native: NCCL's own; plugin: symmem) only between them\n", argv0);
 	exit(2);
@@ -195,8 +197,10 @@ static void phase_prepare(void *arg, int rank)
 		see_own_gpu_only(rank, p->o->nranks, p->o->own_gpu_only);
 	if (p->o->hosts)
 		pose_as_host(rank, p->o->nranks, p->o->hosts);
-	bench_route_env(p->phase == PHASE_PLUGIN, p->o->hosts > 0, p->o->plugin, p->o->plugin_env,
-			p->o->nplugin_env);
+	bench_route_env(p->phase == PHASE_PLUGIN,
+			p->o->env_plugin ? ROUTE_ENV_PLUGIN :
+			p->o->hosts > 0 ? ROUTE_HOSTS_ONLY : ROUTE_ALL,
+			p->o->plugin, p->o->plugin_env, p->o->nplugin_env);
 }
 
 static int phase_rank(void *arg, int rank, ncclUniqueId id)
@@ -378,7 +382,7 @@ int main(int argc, char **argv)
 
 	parse_ops("all", o.ops);
 	parse_cases(default_cases, &o);
-	while ((opt = getopt(argc, argv, "n:b:e:f:o:i:w:GYTRAVWH:m:c:P:E:t:S:L:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:b:e:f:o:i:w:GYTRAVWZH:m:c:P:E:t:S:L:")) != -1) {
 		switch (opt) {
 		case 'n': o.nranks = atoi(optarg); break;
 		case 'b': min = strtoull(optarg, NULL, 0); break;
@@ -401,6 +405,7 @@ int main(int argc, char **argv)
 			break;
 		case 'c': if (parse_cases(optarg, &o)) usage(argv[0]); break;
 		case 'P': o.plugin = optarg; break;
+		case 'Z': o.env_plugin = 1; break;
 		case 'E':
 			if (o.nplugin_env == 16 || !strchr(optarg, '='))
 				usage(argv[0]);
@@ -460,10 +465,15 @@ int main(int argc, char **argv)
 	if (o.hosts)
 		printf("# nccl_bench: the ranks pose as %d hosts (NCCL_HOSTID); the network only "
 		       "between them\n", o.hosts);
-	printf("# nccl_bench: %d ranks, iters %d, phases:%s%s (plugin: NCCL_NET_PLUGIN=%s "
-	       "NCCL_NET=symmem%s",
-	       o.nranks, o.iters, o.phases[0] ? " native" : "", o.phases[1] ? " plugin" : "",
-	       o.plugin, o.hosts ? "" : " NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1");
+	if (o.env_plugin)
+		printf("# nccl_bench: %d ranks, iters %d, phases:%s%s (plugin: NCCL_ENV_PLUGIN=%s "
+		       "only", o.nranks, o.iters, o.phases[0] ? " native" : "",
+		       o.phases[1] ? " plugin" : "", o.plugin);
+	else
+		printf("# nccl_bench: %d ranks, iters %d, phases:%s%s (plugin: NCCL_NET_PLUGIN=%s "
+		       "NCCL_NET=symmem%s",
+		       o.nranks, o.iters, o.phases[0] ? " native" : "", o.phases[1] ? " plugin" : "",
+		       o.plugin, o.hosts ? "" : " NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1");
 	for (int i = 0; i < o.nplugin_env; i++)
 		printf(" %s", o.plugin_env[i]);
 	printf(")\n");

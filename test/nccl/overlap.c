@@ -355,7 +355,7 @@ static void config_prepare(void *arg, int rank)
 		setenv("NCCL_DEBUG_SUBSYS", "INIT,TUNING", 1);
 		setenv("NCCL_DEBUG_FILE", file, 1);
 	}
-	bench_route_env(p->config == CFG_PLUGIN || p->config == CFG_PASS_SM, 0, "symmem",
+	bench_route_env(p->config == CFG_PLUGIN || p->config == CFG_PASS_SM, ROUTE_ALL, "symmem",
 			p->o->extra_env, p->o->nextra);
 }
 

@@ -103,7 +103,7 @@ static void prepare(void *arg, int rank)
 	const struct death_opts *o = arg;
 
 	(void)rank;
-	bench_route_env(o->through_plugin, 0, o->plugin, o->env, o->nenv);
+	bench_route_env(o->through_plugin, ROUTE_ALL, o->plugin, o->env, o->nenv);
 }
 
 /* The victim: keeps the op queued until `delay` has passed, then dies

@@ -2080,6 +2080,120 @@ static void test_plugin_ref_count(void **state)
 	}
 }
 
+/* ---- the env plugin's defaults (NCCL_ENV_PLUGIN=symmem) ---------------- */
+
+static const char *const env_plugin_vars[] = {
+	"NCCL_NET_PLUGIN", "NCCL_NET", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE",
+	"NCCL_NET_PLUGIN_REF_COUNT", "NCCL_NCHANNELS_PER_NET_PEER", "NCCL_SYMMEM_NCCL_DEFAULTS",
+	"NCCL_SYMMEM_BACKEND", "NCCL_SYMMEM_STREAMS",
+};
+
+static void env_plugin_clear(void)
+{
+	for (size_t i = 0; i < sizeof(env_plugin_vars) / sizeof(env_plugin_vars[0]); i++)
+		unsetenv(env_plugin_vars[i]);
+}
+
+/* Nothing set by the user: the Quick start's variables, with the
+ * library's path as NCCL_NET_PLUGIN, each named in the list net init
+ * logs. */
+static void test_env_plugin_sets_routing(void **state)
+{
+	(void)state;
+	env_plugin_clear();
+	assert_int_equal(config_apply_env_plugin_defaults("/opt/x/libnccl-net-symmem.so"), 6);
+	assert_string_equal(getenv("NCCL_NET_PLUGIN"), "/opt/x/libnccl-net-symmem.so");
+	assert_string_equal(getenv("NCCL_NET"), "symmem");
+	assert_string_equal(getenv("NCCL_P2P_DISABLE"), "1");
+	assert_string_equal(getenv("NCCL_SHM_DISABLE"), "1");
+	assert_string_equal(getenv("NCCL_NET_PLUGIN_REF_COUNT"), "1");
+	assert_string_equal(getenv("NCCL_NCHANNELS_PER_NET_PEER"), "16");
+	assert_string_equal(config_env_plugin_applied(),
+			    "NCCL_NET_PLUGIN=/opt/x/libnccl-net-symmem.so NCCL_NET=symmem "
+			    "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET_PLUGIN_REF_COUNT=1 "
+			    "NCCL_NCHANNELS_PER_NET_PEER=16");
+	/* No path from the loader: the name NCCL resolves on its own. */
+	env_plugin_clear();
+	assert_int_equal(config_apply_env_plugin_defaults(NULL), 6);
+	assert_string_equal(getenv("NCCL_NET_PLUGIN"), "symmem");
+	env_plugin_clear();
+}
+
+/* The user's own values stay, and are not listed as set. */
+static void test_env_plugin_keeps_user_values(void **state)
+{
+	(void)state;
+	env_plugin_clear();
+	setenv("NCCL_NCHANNELS_PER_NET_PEER", "8", 1);
+	setenv("NCCL_NET_PLUGIN", "/usr/lib/libnccl-net-symmem.so", 1);
+	assert_int_equal(config_apply_env_plugin_defaults("/x/libnccl-net-symmem.so"), 4);
+	assert_string_equal(getenv("NCCL_NCHANNELS_PER_NET_PEER"), "8");
+	assert_string_equal(getenv("NCCL_NET_PLUGIN"), "/usr/lib/libnccl-net-symmem.so");
+	assert_null(strstr(config_env_plugin_applied(), "NCCL_NET_PLUGIN="));
+	assert_null(strstr(config_env_plugin_applied(), "NCCL_NCHANNELS_PER_NET_PEER"));
+
+	/* The plugin between hosts only: NCCL's P2P and SHM stay, and so
+	 * does its channel count. */
+	env_plugin_clear();
+	setenv("NCCL_P2P_DISABLE", "0", 1);
+	assert_int_equal(config_apply_env_plugin_defaults("/x/libnccl-net-symmem.so"), 3);
+	assert_string_equal(getenv("NCCL_P2P_DISABLE"), "0");
+	assert_null(getenv("NCCL_SHM_DISABLE"));
+	assert_null(getenv("NCCL_NCHANNELS_PER_NET_PEER"));
+	assert_string_equal(getenv("NCCL_NET"), "symmem");
+	env_plugin_clear();
+}
+
+/* Another net chosen, or the NCCL defaults turned off: nothing is set. */
+static void test_env_plugin_leaves_other_nets(void **state)
+{
+	static const char *const other[][2] = {
+		{ "NCCL_NET_PLUGIN", "aws-ofi" },
+		{ "NCCL_NET_PLUGIN", "/opt/libnccl-net-ofi.so" },
+		{ "NCCL_NET", "IB" },
+		{ "NCCL_NET", "Socket" },
+		{ "NCCL_SYMMEM_NCCL_DEFAULTS", "0" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
+		env_plugin_clear();
+		setenv(other[i][0], other[i][1], 1);
+		assert_int_equal(config_apply_env_plugin_defaults("/x/libnccl-net-symmem.so"), 0);
+		assert_string_equal(config_env_plugin_applied(), "");
+		assert_string_equal(getenv(other[i][0]), other[i][1]);
+		assert_null(getenv("NCCL_P2P_DISABLE"));
+		assert_null(getenv("NCCL_NCHANNELS_PER_NET_PEER"));
+	}
+	/* Its own names, in any of NCCL's spellings, and NCCL_NET in any case. */
+	env_plugin_clear();
+	setenv("NCCL_NET_PLUGIN", "symmem", 1);
+	setenv("NCCL_NET", "SYMMEM", 1);
+	assert_int_equal(config_apply_env_plugin_defaults("/x/libnccl-net-symmem.so"), 4);
+	env_plugin_clear();
+}
+
+/* Copy engines not in use (NCCL_SYMMEM_BACKEND=tcp or ib): routed, but
+ * NCCL keeps its own channel count, which fits sockets better.  A
+ * malformed NCCL_SYMMEM_ variable still routes the job, so the net
+ * plugin's init fails on it with a WARN rather than NCCL running quietly
+ * without it. */
+static void test_env_plugin_backend_and_bad_values(void **state)
+{
+	(void)state;
+	env_plugin_clear();
+	setenv("NCCL_SYMMEM_BACKEND", "tcp", 1);
+	assert_int_equal(config_apply_env_plugin_defaults("/x/libnccl-net-symmem.so"), 5);
+	assert_string_equal(getenv("NCCL_P2P_DISABLE"), "1");
+	assert_null(getenv("NCCL_NCHANNELS_PER_NET_PEER"));
+
+	env_plugin_clear();
+	setenv("NCCL_SYMMEM_STREAMS", "many", 1);
+	assert_int_equal(config_apply_env_plugin_defaults("/x/libnccl-net-symmem.so"), 6);
+	assert_string_equal(getenv("NCCL_NET"), "symmem");
+	env_plugin_clear();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2128,6 +2242,10 @@ int main(void)
 		cmocka_unit_test(test_nccl_channel_defaults),
 		cmocka_unit_test(test_config_get_defaults),
 		cmocka_unit_test(test_plugin_ref_count),
+		cmocka_unit_test(test_env_plugin_sets_routing),
+		cmocka_unit_test(test_env_plugin_keeps_user_values),
+		cmocka_unit_test(test_env_plugin_leaves_other_nets),
+		cmocka_unit_test(test_env_plugin_backend_and_bad_values),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,215 @@
+/* The env plugin as NCCL loads it: real NCCL (ncclGetUniqueId needs no
+ * GPU, and it is the first call that reads NCCL's environment) opens
+ * NCCL_ENV_PLUGIN=symmem as libnccl-env-symmem.so from the loader path,
+ * and the library sets what routes the job through it.  Each case runs in
+ * a fresh process: NCCL loads its env plugin once per process.
+ *
+ * NCCL itself is opened at run time (libnccl.so.2 on the loader path the
+ * test is given) and skipped where there is none; its header is not
+ * needed: only ncclGetUniqueId is called, whose id is 128 bytes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <dlfcn.h>
+
+#include "harness.h"
+
+typedef struct {
+	char internal[128];
+} unique_id_t;
+
+/* NCCL's first call: 0 (ncclSuccess) or its error, -1 without NCCL. */
+static int nccl_first_call(void)
+{
+	void *nccl = dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL);
+	ncclResult_t (*get_id)(unique_id_t *);
+	unique_id_t id;
+
+	if (!nccl)
+		return -1;
+	*(void **)&get_id = dlsym(nccl, "ncclGetUniqueId");
+	return get_id ? (int)get_id(&id) : -1;
+}
+
+/* The line NCCL logs once it uses the plugin's table. */
+#define LOADED "Successfully loaded external env plugin"
+
+/* NCCL's log file, named by the parent before each child starts. */
+static char log_path[64];
+
+static int log_has(const char *needle)
+{
+	const char *path = getenv("NCCL_DEBUG_FILE");
+	char line[1024];
+	FILE *f = path ? fopen(path, "r") : NULL;
+	int found = 0;
+
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, needle) != NULL;
+	fclose(f);
+	return found;
+}
+
+static int is(const char *name, const char *want)
+{
+	const char *v = getenv(name);
+
+	if (!want)
+		return v == NULL;
+	return v && strcmp(v, want) == 0;
+}
+
+/* NCCL's first call with nothing but NCCL_ENV_PLUGIN set: the routing is
+ * in the environment afterwards, NCCL_NET_PLUGIN naming the library's own
+ * file; the net plugin NCCL then opens from it is the same loaded object
+ * (its init logs what the env plugin set). */
+static int child_defaults(void)
+{
+	const char *plugin;
+
+	if (nccl_first_call() != 0)
+		return 10;
+	if (!log_has(LOADED))
+		return 11;
+	if (!is("NCCL_NET", "symmem") || !is("NCCL_P2P_DISABLE", "1") ||
+	    !is("NCCL_SHM_DISABLE", "1") || !is("NCCL_NET_PLUGIN_REF_COUNT", "1") ||
+	    !is("NCCL_NCHANNELS_PER_NET_PEER", "16"))
+		return 12;
+	plugin = getenv("NCCL_NET_PLUGIN");
+	if (!plugin || plugin[0] != '/' || !strstr(plugin, "/libnccl-net-symmem.so"))
+		return 13;
+	setenv("SYMMEM_PLUGIN", plugin, 1);
+	if (!harness_open() || !harness_init())
+		return 14;
+	if (harness_info_count("env plugin (NCCL_ENV_PLUGIN) set what the user left unset: "
+			       "NCCL_NET_PLUGIN=/") != 1)
+		return 15;
+	return 0;
+}
+
+/* The user's own values win, read by NCCL as they were. */
+static int child_user_values(void)
+{
+	if (nccl_first_call() != 0)
+		return 10;
+	if (!log_has(LOADED))
+		return 11;
+	if (!is("NCCL_P2P_DISABLE", "0") || !is("NCCL_SHM_DISABLE", NULL) ||
+	    !is("NCCL_NCHANNELS_PER_NET_PEER", NULL) || !is("NCCL_NET", "symmem"))
+		return 12;
+	return 0;
+}
+
+/* Another net plugin named: the env plugin loads and sets nothing. */
+static int child_other_net(void)
+{
+	if (nccl_first_call() != 0)
+		return 10;
+	if (!log_has(LOADED))
+		return 11;
+	if (!is("NCCL_NET_PLUGIN", "other") || !is("NCCL_NET", NULL) ||
+	    !is("NCCL_P2P_DISABLE", NULL) || !is("NCCL_NCHANNELS_PER_NET_PEER", NULL))
+		return 12;
+	return 0;
+}
+
+static const char *const cleared[] = {
+	"NCCL_NET_PLUGIN", "NCCL_NET", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE",
+	"NCCL_NET_PLUGIN_REF_COUNT", "NCCL_NCHANNELS_PER_NET_PEER", "NCCL_SYMMEM_NCCL_DEFAULTS",
+	"NCCL_SYMMEM_BACKEND", "NCCL_TUNER_PLUGIN",
+};
+
+/* Runs `mode` in a child whose environment holds only NCCL_ENV_PLUGIN,
+ * NCCL's log settings and the pairs in `env` of the variables above. */
+static int run_child(const char *mode, const char *const *env)
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid == 0) {
+		for (size_t i = 0; i < sizeof(cleared) / sizeof(cleared[0]); i++)
+			unsetenv(cleared[i]);
+		for (; *env; env += 2)
+			setenv(env[0], env[1], 1);
+		setenv("NCCL_ENV_PLUGIN", "symmem", 1);
+		setenv("NCCL_DEBUG", "INFO", 1);
+		setenv("NCCL_DEBUG_SUBSYS", "INIT,ENV", 1);
+		setenv("NCCL_DEBUG_FILE", log_path, 1);
+		execl("/proc/self/exe", "test_env_plugin", mode, (char *)NULL);
+		_exit(99);
+	}
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+/* Each test: skipped (not passed) where no NCCL can be opened. */
+static int setup(void **state)
+{
+	void *nccl = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+
+	(void)state;
+	if (nccl)
+		dlclose(nccl);
+	else
+		skip();
+	return 0;
+}
+
+static void test_defaults(void **state)
+{
+	const char *none[] = { NULL };
+
+	(void)state;
+	assert_int_equal(run_child("--child-defaults", none), 0);
+}
+
+static void test_user_values(void **state)
+{
+	const char *env[] = { "NCCL_P2P_DISABLE", "0", NULL };
+
+	(void)state;
+	assert_int_equal(run_child("--child-user-values", env), 0);
+}
+
+static void test_other_net(void **state)
+{
+	const char *env[] = { "NCCL_NET_PLUGIN", "other", NULL };
+
+	(void)state;
+	assert_int_equal(run_child("--child-other-net", env), 0);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	unlink(log_path);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_user_values, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_other_net, setup, teardown),
+	};
+
+	if (argc > 1 && strcmp(argv[1], "--child-defaults") == 0)
+		return child_defaults();
+	if (argc > 1 && strcmp(argv[1], "--child-user-values") == 0)
+		return child_user_values();
+	if (argc > 1 && strcmp(argv[1], "--child-other-net") == 0)
+		return child_other_net();
+	snprintf(log_path, sizeof(log_path), "/tmp/test_env_plugin.%d.log", (int)getpid());
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
