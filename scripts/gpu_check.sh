@@ -101,8 +101,6 @@ if [ "$MODE" = death ]; then
 	rank_death shrink-all_reduce -o all_reduce -k -t 3 -E NCCL_NET_PLUGIN_REF_COUNT=1
 	rank_death shrink-alltoall -o alltoall -k -t 3 -m plugin -E NCCL_NET_PLUGIN_REF_COUNT=1
 	torch_check torch-groups scripts/torch_groups.py
-TORCH_ROUTE=env torch_check torch-env scripts/torch_allreduce.py
-expect_env_plugin torch-env
 	torch_reinit
 	finish
 fi
@@ -251,6 +249,8 @@ pgrep -x symmem-copyd >/dev/null && { echo "FAILED: a copy helper outlived copy-
 
 torch_check torch scripts/torch_allreduce.py
 torch_check torch-groups scripts/torch_groups.py
+TORCH_ROUTE=env torch_check torch-env scripts/torch_allreduce.py
+expect_env_plugin torch-env
 torch_reinit
 
 finish
