@@ -1242,8 +1242,8 @@ static const struct {
 	/* NCCL_NCHANNELS_PER_NET_PEER=16 (sendrecv 47 -> 235 GB/s) is not
 	 * here: NCCL reads it before it loads the plugin, so setting it here
 	 * changed nothing (measured: still "2 p2p channels per peer").  The
-	 * README asks the user to set it; nccl_advice below says so in the
-	 * log when it is unset. */
+	 * env plugin sets it (config_apply_env_plugin_defaults), else the
+	 * user must; nccl_advice below says so in the log when it is unset. */
 	{ "NCCL_BUFFSIZE", "16777216", INTRA_HOST_CE,
 	  "16 MiB per channel and connection: fewer, larger copies (about 1 GiB of GPU memory "
 	  "per GPU for 32 ring channels)", NULL },

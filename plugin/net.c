@@ -177,8 +177,9 @@ static void emit_nccl_default(const char *name, const char *value, int applied, 
 static void emit_nccl_advice(const char *name, const char *value, const char *why, void *arg)
 {
 	(void)arg;
-	LOG_WARN("NET/symmem: %s is unset; set %s=%s before the job starts (NCCL reads it "
-		 "before it loads the plugin): %s", name, name, value, why);
+	LOG_WARN("NET/symmem: %s is unset; set %s=%s before the job starts, or "
+		 "NCCL_ENV_PLUGIN=symmem, which sets it (NCCL reads it before it loads a net "
+		 "plugin): %s", name, name, value, why);
 }
 
 /* Where GPU `ordinal` sits on the PCI tree ("/sys/devices/pci0000:00/
