@@ -1377,13 +1377,23 @@ uint64_t config_ll_max(const struct config *cfg)
 	return cfg->ll_max;
 }
 
+/* Whether nccl_advice[] applies: copy engines carry the host's GPU
+ * traffic and NCCL_PASS_SM is off.  With NCCL_PASS_SM=1 the channels per
+ * peer are the user's call: NCCL's 2 run registered send/recv at 386 GB/s
+ * on 2 CTAs per peer, 1 at 380 on one, and 16 would put 16 CTAs per peer
+ * on the SMs the mode is there to give back (README, issue 4). */
+static int channels_per_peer_wanted(const struct config *cfg)
+{
+	return cfg->nccl_defaults && !cfg->pass_sm && intra_host_by_copy_engine(cfg);
+}
+
 int config_nccl_advice(const struct config *cfg,
 		       void (*emit)(const char *name, const char *value, const char *why, void *arg),
 		       void *arg)
 {
 	int count = 0;
 
-	if (!cfg->nccl_defaults || !intra_host_by_copy_engine(cfg))
+	if (!channels_per_peer_wanted(cfg))
 		return 0;
 	for (size_t i = 0; i < sizeof(nccl_advice) / sizeof(nccl_advice[0]); i++) {
 		if (getenv(nccl_advice[i].name))
@@ -1491,7 +1501,7 @@ int config_apply_env_plugin_defaults(const char *self)
 	for (size_t i = 0; i < sizeof(env_routing) / sizeof(env_routing[0]); i++)
 		if (!env_routing[i].intra_only || intra_host_via_net())
 			n += env_default(env_routing[i].name, env_routing[i].value, &used, &full);
-	if (!parsed || intra_host_by_copy_engine(&cfg))
+	if (!parsed || channels_per_peer_wanted(&cfg))
 		for (size_t i = 0; i < sizeof(nccl_advice) / sizeof(nccl_advice[0]); i++)
 			n += env_default(nccl_advice[i].name, nccl_advice[i].value, &used, &full);
 	return n;

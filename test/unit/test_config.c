@@ -1732,6 +1732,9 @@ static void test_nccl_advice(void **state)
 	assert_int_equal(config_nccl_advice(&cfg, note_advice, &a), 0);
 	assert_string_equal(getenv("NCCL_NCHANNELS_PER_NET_PEER"), "8");
 	unsetenv("NCCL_NCHANNELS_PER_NET_PEER");
+	cfg.pass_sm = 1;		/* the user's call there: no WARN */
+	assert_int_equal(config_nccl_advice(&cfg, NULL, NULL), 0);
+	cfg.pass_sm = 0;
 	cfg.nccl_defaults = 0;
 	assert_int_equal(config_nccl_advice(&cfg, NULL, NULL), 0);
 	unsetenv("NCCL_P2P_DISABLE");
@@ -2174,7 +2177,8 @@ static void test_env_plugin_leaves_other_nets(void **state)
 }
 
 /* Copy engines not in use (NCCL_SYMMEM_BACKEND=tcp or ib): routed, but
- * NCCL keeps its own channel count, which fits sockets better.  A
+ * NCCL keeps its own channel count, which fits sockets better; so with
+ * NCCL_PASS_SM=1, whose CTAs per peer the user picks.  A
  * malformed NCCL_SYMMEM_ variable still routes the job, so the net
  * plugin's init fails on it with a WARN rather than NCCL running quietly
  * without it. */
@@ -2186,6 +2190,13 @@ static void test_env_plugin_backend_and_bad_values(void **state)
 	assert_int_equal(config_apply_env_plugin_defaults("/x/libnccl-net-symmem.so"), 5);
 	assert_string_equal(getenv("NCCL_P2P_DISABLE"), "1");
 	assert_null(getenv("NCCL_NCHANNELS_PER_NET_PEER"));
+
+	/* NCCL_PASS_SM=1: the channels per peer stay the user's call. */
+	env_plugin_clear();
+	setenv("NCCL_PASS_SM", "1", 1);
+	assert_int_equal(config_apply_env_plugin_defaults("/x/libnccl-net-symmem.so"), 5);
+	assert_null(getenv("NCCL_NCHANNELS_PER_NET_PEER"));
+	unsetenv("NCCL_PASS_SM");
 
 	env_plugin_clear();
 	setenv("NCCL_SYMMEM_STREAMS", "many", 1);
