@@ -19,6 +19,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -1450,8 +1451,9 @@ static const struct {
 };
 
 /* "NAME=value ..." of what config_apply_env_plugin_defaults() set, for the
- * net plugin's init to log (the env plugin gets no logger in v1). */
-static char env_applied[512];
+ * net plugin's init to log (the env plugin gets no logger in v1); room
+ * for the library's path at its longest and the other five. */
+static char env_applied[PATH_MAX + 512];
 
 /* NCCL_NET_PLUGIN as NCCL resolves it: a bare name gets libnccl-net-
  * prefixed, a path or file name is opened as written. */
@@ -1467,7 +1469,7 @@ static int names_this_plugin(const char *v)
 /* Sets one variable the user left unset and notes it. */
 static int env_default(const char *name, const char *value, size_t *used, int *full)
 {
-	char item[512];
+	char item[PATH_MAX + 64];
 	int n;
 
 	if (getenv(name) || setenv(name, value, 0) != 0)
