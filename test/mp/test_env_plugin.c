@@ -59,6 +59,15 @@ static int log_has(const char *needle)
 	return found;
 }
 
+/* NCCL's first call in this process: 0 once it ran and NCCL says it
+ * loaded the env plugin. */
+static int first_call_loads_plugin(void)
+{
+	if (nccl_first_call() != 0)
+		return 10;
+	return log_has(LOADED) ? 0 : 11;
+}
+
 static int is(const char *name, const char *want)
 {
 	const char *v = getenv(name);
@@ -75,11 +84,10 @@ static int is(const char *name, const char *want)
 static int child_defaults(void)
 {
 	const char *plugin;
+	int rc = first_call_loads_plugin();
 
-	if (nccl_first_call() != 0)
-		return 10;
-	if (!log_has(LOADED))
-		return 11;
+	if (rc)
+		return rc;
 	if (!is("NCCL_NET", "symmem") || !is("NCCL_P2P_DISABLE", "1") ||
 	    !is("NCCL_SHM_DISABLE", "1") || !is("NCCL_NET_PLUGIN_REF_COUNT", "1") ||
 	    !is("NCCL_NCHANNELS_PER_NET_PEER", "16"))
@@ -99,10 +107,10 @@ static int child_defaults(void)
 /* The user's own values win, read by NCCL as they were. */
 static int child_user_values(void)
 {
-	if (nccl_first_call() != 0)
-		return 10;
-	if (!log_has(LOADED))
-		return 11;
+	int rc = first_call_loads_plugin();
+
+	if (rc)
+		return rc;
 	if (!is("NCCL_P2P_DISABLE", "0") || !is("NCCL_SHM_DISABLE", NULL) ||
 	    !is("NCCL_NCHANNELS_PER_NET_PEER", NULL) || !is("NCCL_NET", "symmem"))
 		return 12;
@@ -112,10 +120,10 @@ static int child_user_values(void)
 /* Another net plugin named: the env plugin loads and sets nothing. */
 static int child_other_net(void)
 {
-	if (nccl_first_call() != 0)
-		return 10;
-	if (!log_has(LOADED))
-		return 11;
+	int rc = first_call_loads_plugin();
+
+	if (rc)
+		return rc;
 	if (!is("NCCL_NET_PLUGIN", "other") || !is("NCCL_NET", NULL) ||
 	    !is("NCCL_P2P_DISABLE", NULL) || !is("NCCL_NCHANNELS_PER_NET_PEER", NULL))
 		return 12;
