@@ -19,7 +19,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -1296,10 +1295,10 @@ static const struct {
 	 * CUDA graphs (session 8, bench/results/alltoall-4gpu.md). */
 };
 
-/* NCCL variables the GPU path wants but the plugin cannot set, because
- * NCCL reads them before it loads the plugin: named in the log when the
- * user routes GPU traffic of one host through the plugin and left them
- * unset. */
+/* NCCL variables the GPU path wants that NCCL reads before it loads the
+ * net plugin: only the env plugin (config_apply_env_plugin_defaults) or
+ * the user can set them, and the log names them when GPU traffic of one
+ * host goes through the plugin and they are still unset. */
 static const struct {
 	const char *name;
 	const char *value;
@@ -1311,12 +1310,13 @@ static const struct {
 };
 
 /* The user sends traffic between GPUs of one host through the net (and so
- * through the plugin). */
+ * through the plugin): NCCL_P2P_DISABLE read as NCCL reads it, an integer
+ * in any base strtoll takes, non-zero for off ("01" and "0x1" too). */
 static int intra_host_via_net(void)
 {
-	const char *p2p = getenv("NCCL_P2P_DISABLE");
+	long long p2p_off = 0;
 
-	return p2p && strcmp(p2p, "1") == 0;
+	return nccl_int_var(env_get, NULL, "NCCL_P2P_DISABLE", &p2p_off) && p2p_off != 0;
 }
 
 /* ... and the plugin's copy engines carry it.  With NCCL_SYMMEM_BACKEND=tcp
@@ -1432,11 +1432,12 @@ int config_ib_mode(const struct config *cfg)
 
 /* ---- the env plugin (NCCL_ENV_PLUGIN=symmem) --------------------------- */
 
-/* What the Quick start asks the user to export, besides NCCL_NET_PLUGIN
- * (the library's own path) and nccl_advice[] (where copy engines carry
- * GPU traffic of one host).  NCCL loads an env plugin before it reads any
- * variable (NCCL 2.28.7 and later), so from there even the variables it
- * reads before it loads the net plugin can be given. */
+/* What routes a job through the plugin, set by the env plugin where the
+ * user left it unset, besides NCCL_NET_PLUGIN (the library's own path)
+ * and nccl_advice[] (where copy engines carry GPU traffic of one host).
+ * NCCL loads an env plugin before it reads any variable (NCCL 2.28.7 and
+ * later), so from there even the variables it reads before it loads the
+ * net plugin can be given. */
 static const struct {
 	const char *name;
 	const char *value;
@@ -1452,24 +1453,40 @@ static const struct {
 
 /* "NAME=value ..." of what config_apply_env_plugin_defaults() set, for the
  * net plugin's init to log (the env plugin gets no logger in v1); room
- * for the library's path at its longest and the other five. */
-static char env_applied[PATH_MAX + 512];
+ * for a NCCL_NET_PLUGIN of NCCL_PLUGIN_NAME_MAX and the other five. */
+static char env_applied[1024];
 
 /* NCCL_NET_PLUGIN as NCCL resolves it: a bare name gets libnccl-net-
- * prefixed, a path or file name is opened as written. */
+ * prefixed, a path or file name is opened as written.  A list (newer NCCL
+ * takes several, comma-separated) is the user's own arrangement. */
 static int names_this_plugin(const char *v)
 {
 	const char *base = strrchr(v, '/');
 
+	if (strchr(v, ','))
+		return 0;
 	base = base ? base + 1 : v;
 	return !strcmp(base, "symmem") || !strcmp(base, "libnccl-net-symmem.so") ||
 	       !strcmp(base, "libnccl-env-symmem.so");
 }
 
+/* NCCL ignores a NCCL_NET_PLUGIN entry of 255 characters or more, cuts
+ * names at 254, and newer NCCL splits the value at commas: a path like
+ * that would load no plugin at all, so the name is given instead, which
+ * NCCL looks up on the loader path as for NCCL_NET_PLUGIN=symmem. */
+#define NCCL_PLUGIN_NAME_MAX 254
+
+static const char *plugin_value(const char *self)
+{
+	if (!self || !*self || strlen(self) > NCCL_PLUGIN_NAME_MAX || strchr(self, ','))
+		return "symmem";
+	return self;
+}
+
 /* Sets one variable the user left unset and notes it. */
 static int env_default(const char *name, const char *value, size_t *used, int *full)
 {
-	char item[PATH_MAX + 64];
+	char item[NCCL_PLUGIN_NAME_MAX + 64];
 	int n;
 
 	if (getenv(name) || setenv(name, value, 0) != 0)
@@ -1495,11 +1512,11 @@ int config_apply_env_plugin_defaults(const char *self)
 		return 0;
 	/* A malformed NCCL_SYMMEM_ variable still routes the job here, so the
 	 * net plugin's init names it in a WARN and fails, instead of NCCL
-	 * running quietly without the plugin. */
+	 * running quietly without the plugin.  NCCL_SYMMEM_NCCL_DEFAULTS=0
+	 * keeps the routing (what NCCL_ENV_PLUGIN=symmem is asked for; v1's
+	 * init has no logger to say it did nothing) and drops the tuning. */
 	parsed = config_parse(&cfg, env_get, NULL, err, sizeof(err)) == 0;
-	if (parsed && !cfg.nccl_defaults)
-		return 0;
-	n += env_default("NCCL_NET_PLUGIN", self && *self ? self : "symmem", &used, &full);
+	n += env_default("NCCL_NET_PLUGIN", plugin_value(self), &used, &full);
 	for (size_t i = 0; i < sizeof(env_routing) / sizeof(env_routing[0]); i++)
 		if (!env_routing[i].intra_only || intra_host_via_net())
 			n += env_default(env_routing[i].name, env_routing[i].value, &used, &full);

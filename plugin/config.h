@@ -125,8 +125,10 @@ int config_nccl_advice(const struct config *cfg,
  * route the job's GPU traffic through this library (NCCL_NET_PLUGIN =
  * `self`, the library's path, NCCL_NET, NCCL_P2P_DISABLE,
  * NCCL_SHM_DISABLE, NCCL_NET_PLUGIN_REF_COUNT) and, where copy engines
- * carry it, those of config_nccl_advice().  Sets nothing when the user
- * named another net plugin or net, or set NCCL_SYMMEM_NCCL_DEFAULTS=0.
+ * carry it, those of config_nccl_advice() (not with
+ * NCCL_SYMMEM_NCCL_DEFAULTS=0).  A `self` NCCL could not use (empty,
+ * longer than 254, with a comma) gives NCCL_NET_PLUGIN=symmem.  Sets
+ * nothing when the user named another net plugin (or a list) or net.
  * Returns how many it set; config_env_plugin_applied() lists them
  * ("NAME=value ...", "" for none). */
 int config_apply_env_plugin_defaults(const char *self);

@@ -98,24 +98,26 @@ prove() {
 }
 
 # expect_env_plugin NAME: a run with NCCL_ENV_PLUGIN=symmem alone
-# (nccl_bench -Z): in every plugin process NCCL loaded the library as its
-# env plugin, the plugin logged what that set, and NCCL read
-# NCCL_NCHANNELS_PER_NET_PEER=16 from it (the one variable NCCL reads
-# before it loads a net plugin).
+# (nccl_bench -Z, torch_check with TORCH_ROUTE=env): every process NCCL
+# logged for is routed through the plugin, NCCL loaded the library as its
+# env plugin, the plugin's line says the env plugin set
+# NCCL_NCHANNELS_PER_NET_PEER=16 (the one variable NCCL reads before it
+# loads a net plugin), and NCCL read that value.
 expect_env_plugin() {
 	local dir="$OUT/logs/$1" n=0
 	for log in "$dir"/nccl.*.log; do
 		[ -e "$log" ] || continue
-		grep -q 'Using network symmem' "$log" || continue
 		n=$((n + 1))
+		grep -q 'Using network symmem' "$log" ||
+			{ echo "a process not routed through the plugin: $log"; fail=1; }
 		grep -q 'Successfully loaded external env plugin' "$log" ||
 			{ echo "NCCL did not load the env plugin in $log"; fail=1; }
-		grep -q 'env plugin (NCCL_ENV_PLUGIN) set what the user left unset' "$log" ||
-			{ echo "no env plugin line in $log"; fail=1; }
+		grep -q 'env plugin (NCCL_ENV_PLUGIN) set what the user left unset: .*NCCL_NCHANNELS_PER_NET_PEER=16' "$log" ||
+			{ echo "no env plugin line with NCCL_NCHANNELS_PER_NET_PEER=16 in $log"; fail=1; }
 		grep -q 'NCCL_NCHANNELS_PER_NET_PEER set by environment to 16' "$log" ||
 			{ echo "NCCL did not read NCCL_NCHANNELS_PER_NET_PEER=16 in $log"; fail=1; }
 	done
-	[ "$n" -gt 0 ] || { echo "no plugin process in $1"; fail=1; }
+	[ "$n" -gt 0 ] || { echo "no NCCL log in $1"; fail=1; }
 	grep -h -m1 'env plugin (NCCL_ENV_PLUGIN) set' "$dir"/nccl.*.log 2>/dev/null | head -1 |
 		sed 's/.*NCCL INFO //'
 }
@@ -230,12 +232,16 @@ torch_check() {
 	local name=$1 script=$2
 	local route="NCCL_NET_PLUGIN=symmem NCCL_NET=symmem NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1"
 	shift 2
-	# TORCH_ROUTE=env: NCCL_ENV_PLUGIN=symmem alone, the env plugin sets the rest.
-	[ "${TORCH_ROUTE:-}" = env ] && route="NCCL_ENV_PLUGIN=symmem"
+	# TORCH_ROUTE=env: NCCL_ENV_PLUGIN=symmem alone, the env plugin sets the
+	# rest (so none of it may come from the caller).
+	[ "${TORCH_ROUTE:-}" = env ] && route="-u NCCL_NET_PLUGIN -u NCCL_NET -u NCCL_P2P_DISABLE
+		-u NCCL_SHM_DISABLE -u NCCL_NCHANNELS_PER_NET_PEER -u NCCL_NET_PLUGIN_REF_COUNT
+		NCCL_ENV_PLUGIN=symmem"
 	note "$name: $script through the plugin ($route${*:+ $*})"
 	mkdir -p "$OUT/logs/$name"
-	# $route splits into its NAME=VALUE words on purpose.
-	if ! env "$@" $route \
+	# $route splits into its words on purpose (env's -u options first, the
+	# caller's NAME=VALUE after them).
+	if ! env $route "$@" \
 		NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV,NET NCCL_DEBUG_FILE="$OUT/logs/$name/nccl.%p.log" \
 		timeout 300 "$PY" "$script" >"$OUT/logs/$name/out.txt" 2>&1; then
 		echo "FAILED: $name"; tail -20 "$OUT/logs/$name/out.txt"; fail=1

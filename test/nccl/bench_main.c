@@ -430,6 +430,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "-H %d: between 1 and the %d ranks\n", o.hosts, o.nranks);
 		return 2;
 	}
+	/* The env plugin routes GPUs of one host through the net: it would
+	 * undo -H's NCCL P2P inside each posed host. */
+	if (o.hosts && o.env_plugin) {
+		fprintf(stderr, "-Z and -H do not go together\n");
+		return 2;
+	}
 	o.barrier = bench_barrier_new(o.nranks);
 	if (!o.barrier) {
 		perror("the ranks' barrier (mmap)");

@@ -2088,7 +2088,7 @@ static void test_plugin_ref_count(void **state)
 static const char *const env_plugin_vars[] = {
 	"NCCL_NET_PLUGIN", "NCCL_NET", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE",
 	"NCCL_NET_PLUGIN_REF_COUNT", "NCCL_NCHANNELS_PER_NET_PEER", "NCCL_SYMMEM_NCCL_DEFAULTS",
-	"NCCL_SYMMEM_BACKEND", "NCCL_SYMMEM_STREAMS",
+	"NCCL_SYMMEM_BACKEND", "NCCL_SYMMEM_STREAMS", "NCCL_PASS_SM",
 };
 
 static void env_plugin_clear(void)
@@ -2118,6 +2118,48 @@ static void test_env_plugin_sets_routing(void **state)
 	/* No path from the loader: the name NCCL resolves on its own. */
 	env_plugin_clear();
 	assert_int_equal(config_apply_env_plugin_defaults(NULL), 6);
+	assert_string_equal(getenv("NCCL_NET_PLUGIN"), "symmem");
+	env_plugin_clear();
+	/* P2P off in another spelling NCCL takes: the rest follows. */
+	setenv("NCCL_P2P_DISABLE", "0x1", 1);
+	assert_int_equal(config_apply_env_plugin_defaults(NULL), 5);
+	assert_string_equal(getenv("NCCL_SHM_DISABLE"), "1");
+	assert_string_equal(getenv("NCCL_NCHANNELS_PER_NET_PEER"), "16");
+	env_plugin_clear();
+}
+
+/* A path NCCL could not use gives the plugin's name instead: empty (an
+ * empty NCCL_NET_PLUGIN loads no external plugin at all), longer than
+ * the 254 characters NCCL keeps, or with a comma (NCCL's list
+ * separator).  One of 254 is kept, and the list still has every item. */
+static void test_env_plugin_unusable_paths(void **state)
+{
+	char path[300];
+
+	(void)state;
+	memset(path, 'p', sizeof(path));
+	path[0] = '/';
+	memcpy(path + 255 - sizeof("/libnccl-net-symmem.so"), "/libnccl-net-symmem.so",
+	       sizeof("/libnccl-net-symmem.so"));
+	assert_int_equal(strlen(path), 254);
+	env_plugin_clear();
+	assert_int_equal(config_apply_env_plugin_defaults(path), 6);
+	assert_string_equal(getenv("NCCL_NET_PLUGIN"), path);
+	assert_non_null(strstr(config_env_plugin_applied(), path));
+	assert_non_null(strstr(config_env_plugin_applied(), " NCCL_NCHANNELS_PER_NET_PEER=16"));
+
+	path[254] = 'x';	/* 255 characters */
+	path[255] = '\0';
+	env_plugin_clear();
+	assert_int_equal(config_apply_env_plugin_defaults(path), 6);
+	assert_string_equal(getenv("NCCL_NET_PLUGIN"), "symmem");
+
+	env_plugin_clear();
+	assert_int_equal(config_apply_env_plugin_defaults(""), 6);
+	assert_string_equal(getenv("NCCL_NET_PLUGIN"), "symmem");
+
+	env_plugin_clear();
+	assert_int_equal(config_apply_env_plugin_defaults("/a,b/libnccl-net-symmem.so"), 6);
 	assert_string_equal(getenv("NCCL_NET_PLUGIN"), "symmem");
 	env_plugin_clear();
 }
@@ -2155,7 +2197,9 @@ static void test_env_plugin_leaves_other_nets(void **state)
 		{ "NCCL_NET_PLUGIN", "/opt/libnccl-net-ofi.so" },
 		{ "NCCL_NET", "IB" },
 		{ "NCCL_NET", "Socket" },
-		{ "NCCL_SYMMEM_NCCL_DEFAULTS", "0" },
+		{ "NCCL_NET_PLUGIN", "none" },
+		{ "NCCL_NET_PLUGIN", "symmem,aws-ofi" },	/* a list: the user's own */
+		{ "NCCL_NET_PLUGIN", "aws-ofi,/x/libnccl-net-symmem.so" },
 	};
 
 	(void)state;
@@ -2173,6 +2217,24 @@ static void test_env_plugin_leaves_other_nets(void **state)
 	setenv("NCCL_NET_PLUGIN", "symmem", 1);
 	setenv("NCCL_NET", "SYMMEM", 1);
 	assert_int_equal(config_apply_env_plugin_defaults("/x/libnccl-net-symmem.so"), 4);
+	env_plugin_clear();
+	setenv("NCCL_NET_PLUGIN", "libnccl-env-symmem.so", 1);
+	assert_int_equal(config_apply_env_plugin_defaults("/x/libnccl-net-symmem.so"), 5);
+	env_plugin_clear();
+}
+
+/* NCCL_SYMMEM_NCCL_DEFAULTS=0 drops the tuning (the channels per peer)
+ * and keeps the routing: NCCL_ENV_PLUGIN=symmem asked for it, and the env
+ * plugin has no log to say it did nothing. */
+static void test_env_plugin_without_nccl_defaults(void **state)
+{
+	(void)state;
+	env_plugin_clear();
+	setenv("NCCL_SYMMEM_NCCL_DEFAULTS", "0", 1);
+	assert_int_equal(config_apply_env_plugin_defaults("/x/libnccl-net-symmem.so"), 5);
+	assert_string_equal(getenv("NCCL_NET"), "symmem");
+	assert_string_equal(getenv("NCCL_P2P_DISABLE"), "1");
+	assert_null(getenv("NCCL_NCHANNELS_PER_NET_PEER"));
 	env_plugin_clear();
 }
 
@@ -2198,10 +2260,23 @@ static void test_env_plugin_backend_and_bad_values(void **state)
 	assert_null(getenv("NCCL_NCHANNELS_PER_NET_PEER"));
 	unsetenv("NCCL_PASS_SM");
 
-	env_plugin_clear();
-	setenv("NCCL_SYMMEM_STREAMS", "many", 1);
-	assert_int_equal(config_apply_env_plugin_defaults("/x/libnccl-net-symmem.so"), 6);
-	assert_string_equal(getenv("NCCL_NET"), "symmem");
+	/* Malformed: all of it, whatever else is set, since nothing parsed
+	 * can be trusted; the net plugin's init then fails on it. */
+	static const char *const also[][2] = {
+		{ NULL, NULL },
+		{ "NCCL_PASS_SM", "1" },
+		{ "NCCL_SYMMEM_NCCL_DEFAULTS", "0" },
+	};
+
+	for (size_t i = 0; i < sizeof(also) / sizeof(also[0]); i++) {
+		env_plugin_clear();
+		setenv("NCCL_SYMMEM_STREAMS", "many", 1);
+		if (also[i][0])
+			setenv(also[i][0], also[i][1], 1);
+		assert_int_equal(config_apply_env_plugin_defaults("/x/libnccl-net-symmem.so"), 6);
+		assert_string_equal(getenv("NCCL_NET"), "symmem");
+		assert_string_equal(getenv("NCCL_NCHANNELS_PER_NET_PEER"), "16");
+	}
 	env_plugin_clear();
 }
 
@@ -2254,6 +2329,8 @@ int main(void)
 		cmocka_unit_test(test_config_get_defaults),
 		cmocka_unit_test(test_plugin_ref_count),
 		cmocka_unit_test(test_env_plugin_sets_routing),
+		cmocka_unit_test(test_env_plugin_unusable_paths),
+		cmocka_unit_test(test_env_plugin_without_nccl_defaults),
 		cmocka_unit_test(test_env_plugin_keeps_user_values),
 		cmocka_unit_test(test_env_plugin_leaves_other_nets),
 		cmocka_unit_test(test_env_plugin_backend_and_bad_values),
