@@ -21,3 +21,4 @@ else
 	sudo ldconfig
 fi
 echo "installed: $(meson introspect build-release --installed | python3 -c 'import json,sys; print(" ".join(v for v in json.load(sys.stdin).values() if v.endswith((".so", "/symmem-copyd"))))')"
+echo "use it: export NCCL_ENV_PLUGIN=symmem (NCCL 2.28.7 or later; older NCCL: README, \"Use it in an NCCL job\")"
