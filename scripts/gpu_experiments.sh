@@ -63,7 +63,7 @@
 #        medians of every connection, the CPUs each process and thread may
 #        run on, the phases off, and PyTorch on 2 of the GPUs (session 29);
 #        RUNS picks PyTorch runs ([native|plugin][-pool][-warm][-nophase]
-#        [-2gpu]), ITERS their timed calls (20);
+#        [-2gpu][-old: through OLD_TREE's plugin]), ITERS their timed calls (20);
 #        alloc-size: which cudaMalloc sizes copy slowly (session 28):
 #        reg_bw with the allocations 0-128 KiB past 1 GiB, then ce_probe's
 #        ipc-bidir (legacy IPC without the plugin) and bidir (one process,
@@ -633,6 +633,11 @@ if [ "$MODE" = torch-gap ]; then
 		case $run in *warm*) E="$E TORCH_WARM=1" ;; esac
 		case $run in *nophase) E="$E NCCL_SYMMEM_PHASE_US=0" ;; esac
 		case $run in *2gpu) E="$E NRANKS=2" ;; esac
+		# -old: the same through OLD_TREE's plugin (an A/B in one call).
+		case $run in *-old)
+			[ -n "${OLD_TREE:-}" ] && tree_built "$OLD_TREE" || continue
+			E="$E LD_LIBRARY_PATH=$PWD/$OLD_TREE/build-gpu:$LD_LIBRARY_PATH" ;;
+		esac
 		affinity "torch-$run" &
 		torch_p2p_run "torch-$run"
 		wait

@@ -257,16 +257,22 @@ torch_check() {
 bench_tree() {
 	local tree=$1
 	shift
-	[ -e "$tree/build-gpu.failed" ] && return 0
-	if [ ! -e "$tree/build-gpu/.built" ]; then
-		note "building $tree"
-		if ! gpu_build_plugin "$tree" "$OUT/logs/build-${tree##*/}.log"; then
-			fail=1; touch "$tree/build-gpu.failed"
-			return 0
-		fi
-		touch "$tree/build-gpu/.built"
-	fi
+	tree_built "$tree" || return 0
 	LD_LIBRARY_PATH="$PWD/$tree/build-gpu:$LD_LIBRARY_PATH" bench "$@"
+}
+
+# tree_built DIR: DIR's plugin built into DIR/build-gpu (once); false when
+# it does not build (the run fails, and it is not tried again).
+tree_built() {
+	local tree=$1
+	[ -e "$tree/build-gpu.failed" ] && return 1
+	[ -e "$tree/build-gpu/.built" ] && return 0
+	note "building $tree"
+	if ! gpu_build_plugin "$tree" "$OUT/logs/build-${tree##*/}.log"; then
+		fail=1; touch "$tree/build-gpu.failed"
+		return 1
+	fi
+	touch "$tree/build-gpu/.built"
 }
 
 # bench_old NAME [nccl_bench args...]: bench_tree with OLD_TREE; nothing

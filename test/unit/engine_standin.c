@@ -135,6 +135,74 @@ int smf_range_add(struct smf_engine *e, int owner_pid, const struct sm_share_inf
 	return SM_OK;
 }
 
+/* Mappings asked for without waiting: made at once, answered after
+ * standin_engine.add_lag polls. */
+#define MAX_ADDS 64
+
+static struct {
+	uint64_t ticket;	/* 0: free */
+	uint32_t id;
+	int rc;
+	int polls_left;
+} adds[MAX_ADDS];
+static uint64_t next_ticket;
+
+int smf_range_add_start(struct smf_engine *e, int owner_pid, const struct sm_share_info *info,
+			int fd, uint64_t *ticket)
+{
+	int i = 0;
+
+	*ticket = 0;
+	while (i < MAX_ADDS && adds[i].ticket)
+		i++;
+	if (i == MAX_ADDS)
+		return SM_OK;	/* all asked: later */
+	adds[i].rc = smf_range_add(e, owner_pid, info, fd, &adds[i].id);
+	adds[i].polls_left = standin_engine.add_lag;
+	adds[i].ticket = ++next_ticket;
+	*ticket = adds[i].ticket;
+	standin_engine.add_starts++;
+	return SM_OK;
+}
+
+static int add_find(uint64_t ticket)
+{
+	for (int i = 0; i < MAX_ADDS; i++)
+		if (ticket && adds[i].ticket == ticket)
+			return i;
+	return -1;
+}
+
+int smf_range_add_poll(struct smf_engine *e, uint64_t ticket, int *done, uint32_t *id)
+{
+	int i = add_find(ticket), rc;
+
+	(void)e;
+	*done = 0;
+	*id = 0;
+	if (i < 0)
+		return sm_fail(SM_ERR_INTERNAL, "stand-in: mapping request %llu is not waiting",
+			       (unsigned long long)ticket);
+	standin_engine.add_polls++;
+	if (adds[i].polls_left-- > 0)
+		return SM_OK;
+	*done = 1;
+	*id = adds[i].id;
+	rc = adds[i].rc;
+	adds[i].ticket = 0;
+	return rc;
+}
+
+void smf_range_add_cancel(struct smf_engine *e, uint64_t ticket)
+{
+	int i = add_find(ticket);
+
+	if (i < 0)
+		return;
+	smf_range_del(e, adds[i].id);
+	adds[i].ticket = 0;
+}
+
 static struct range *range_find(uint32_t id)
 {
 	for (int i = 0; i < MAX_RANGES; i++)

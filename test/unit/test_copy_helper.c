@@ -273,6 +273,148 @@ static void test_late_answer_not_taken(void **state)
 	assert_no_children();
 }
 
+/* Polls `ticket` until its answer comes or `seconds` pass; returns the
+ * status, *id the name. */
+static int poll_until(struct smf_helper *h, uint64_t ticket, double seconds, uint32_t *id)
+{
+	uint64_t end = sm_now_ns() + (uint64_t)(seconds * 1e9);
+	int done = 0, rc;
+
+	do {
+		rc = smf_helper_add_poll(h, ticket, &done, id);
+		if (rc || done)
+			return rc;
+		usleep(1000);
+	} while (sm_now_ns() < end);
+	return -1;
+}
+
+static struct sm_share_info ipc_info(void)
+{
+	struct sm_share_info info;
+
+	memset(&info, 0, sizeof(info));
+	info.kind = SM_SHARE_LEGACY_IPC;
+	return info;
+}
+
+/* A mapping asked for without waiting returns at once while the helper
+ * takes 300 ms over it, and so does every poll until the answer is there;
+ * answers go to their own requests in order, whichever is polled first. */
+static void test_async_add_returns_at_once(void **state)
+{
+	struct sm_share_info info = ipc_info();
+	struct smf_helper *h;
+	uint64_t t1 = 0, t2 = 0, t0;
+	uint32_t id = 77;
+	int done = 1;
+
+	(void)state;
+	h = start_standin("slow-first-add", "300", &params);
+	t0 = sm_now_ns();
+	assert_int_equal(smf_helper_add_start(h, (int)getpid(), &info, -1, &t1), SM_OK);
+	assert_int_equal(smf_helper_add_start(h, (int)getpid(), &info, -1, &t2), SM_OK);
+	assert_true(t1 != 0 && t2 != 0 && t1 != t2);
+	assert_int_equal(smf_helper_add_poll(h, t2, &done, &id), SM_OK);
+	assert_int_equal(done, 0);
+	assert_int_equal(id, 0);
+	assert_true(sm_now_ns() - t0 < 100ull * 1000 * 1000);	/* nothing waited */
+	assert_int_equal(poll_until(h, t2, 5, &id), SM_OK);
+	assert_int_equal(id, 2);
+	assert_true(sm_now_ns() - t0 >= 250ull * 1000 * 1000);
+	assert_int_equal(poll_until(h, t1, 5, &id), SM_OK);	/* read while polling t2 */
+	assert_int_equal(id, 1);
+	/* Collected: polled again, it is not waiting. */
+	assert_int_not_equal(smf_helper_add_poll(h, t1, &done, &id), SM_OK);
+	smf_helper_stop(h);
+	assert_no_children();
+}
+
+/* A request that waits for its answer first reads the answers of those
+ * that did not wait: it gets its own id (2), not the first one's. */
+static void test_sync_add_after_async(void **state)
+{
+	struct sm_share_info info = ipc_info();
+	struct smf_helper *h;
+	uint64_t t1 = 0;
+	uint32_t id = 0;
+
+	(void)state;
+	h = start_standin("slow-first-add", "200", &params);
+	assert_int_equal(smf_helper_add_start(h, (int)getpid(), &info, -1, &t1), SM_OK);
+	assert_int_equal(smf_helper_add(h, (int)getpid(), &info, -1, &id), SM_OK);
+	assert_int_equal(id, 2);
+	assert_int_equal(poll_until(h, t1, 1, &id), SM_OK);
+	assert_int_equal(id, 1);
+	smf_helper_stop(h);
+	assert_no_children();
+}
+
+/* No answer within the request timeout: the poll fails and the helper is
+ * given up, as for a request that waited; its late answer is never taken
+ * for another request's. */
+static void test_async_add_times_out(void **state)
+{
+	struct smf_helper_params quick = params;
+	struct sm_share_info info = ipc_info();
+	struct smf_helper *h;
+	uint64_t t1 = 0, t2 = 0;
+	uint32_t id = 77;
+
+	(void)state;
+	quick.request_timeout_ms = 200;
+	h = start_standin("slow-first-add", "600", &quick);
+	assert_int_equal(smf_helper_add_start(h, (int)getpid(), &info, -1, &t1), SM_OK);
+	assert_int_equal(poll_until(h, t1, 5, &id), SM_ERR_SYSTEM);
+	assert_int_equal(id, 0);
+	assert_non_null(strstr(sm_last_error(), "did not answer in 0.2 s"));
+	usleep(700 * 1000);	/* the late answer is on the socket */
+	assert_int_equal(smf_helper_add_start(h, (int)getpid(), &info, -1, &t2), SM_ERR_SYSTEM);
+	assert_int_equal(t2, 0);
+	assert_int_equal(smf_helper_add(h, (int)getpid(), &info, -1, &id), SM_ERR_SYSTEM);
+	assert_int_equal(id, 0);
+	smf_helper_stop(h);
+	assert_no_children();
+}
+
+/* A request whose asker is gone (the peer withdrew the registration, or
+ * the connection closed) before the answer came, or after it came and
+ * before it was collected: the helper is told to forget both mappings. */
+static void test_async_add_cancelled(void **state)
+{
+	char log[] = "/tmp/copyd-standin-log-XXXXXX", line[64], all[256] = "";
+	struct sm_share_info info = ipc_info();
+	struct smf_helper *h;
+	uint64_t t1 = 0, t2 = 0;
+	uint32_t id = 0;
+	int fd = mkstemp(log);
+	FILE *f;
+
+	(void)state;
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(setenv("SYMMEM_STANDIN_LOG", log, 1), 0);
+	h = start_standin("slow-first-add", "200", &params);
+	unsetenv("SYMMEM_STANDIN_LOG");
+	assert_int_equal(smf_helper_add_start(h, (int)getpid(), &info, -1, &t1), SM_OK);
+	smf_helper_add_cancel(h, t1);				/* before its answer */
+	assert_int_equal(smf_helper_add_start(h, (int)getpid(), &info, -1, &t2), SM_OK);
+	usleep(400 * 1000);
+	assert_int_equal(smf_helper_add(h, (int)getpid(), &info, -1, &id), SM_OK);
+	assert_int_equal(id, 3);	/* after both answers, which it read first */
+	smf_helper_add_cancel(h, t2);				/* answered, not collected */
+	smf_helper_stop(h);
+	assert_no_children();
+	f = fopen(log, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		strncat(all, line, sizeof(all) - strlen(all) - 1);
+	fclose(f);
+	unlink(log);
+	/* del 1 as soon as its answer is read, ahead of the third request. */
+	assert_string_equal(all, "add 1\nadd 2\ndel 1\nadd 3\ndel 2\n");
+}
+
 static int warnings;
 
 static void count_warnings(int warn, const char *msg)
@@ -681,6 +823,10 @@ int main(void)
 		cmocka_unit_test(test_helper_signals_reset),
 		cmocka_unit_test(test_helper_env_all_gpus),
 		cmocka_unit_test(test_late_answer_not_taken),
+		cmocka_unit_test(test_async_add_returns_at_once),
+		cmocka_unit_test(test_sync_add_after_async),
+		cmocka_unit_test(test_async_add_times_out),
+		cmocka_unit_test(test_async_add_cancelled),
 		cmocka_unit_test(test_exited_helper_reaped),
 		cmocka_unit_test(test_refusals_then_hangup),
 		cmocka_unit_test(test_bad_ring_refused),
