@@ -251,30 +251,6 @@ int smf_range_add(struct smf_engine *e, int owner_pid, const struct sm_share_inf
 	return smf_helper_add(e->helper, owner_pid, info, fd, id);
 }
 
-int smf_range_add_start(struct smf_engine *e, int owner_pid, const struct sm_share_info *info,
-			int fd, uint64_t *ticket)
-{
-	*ticket = 0;
-	if (!e->helper)
-		return sm_fail(SM_ERR_INTERNAL, "mapping asked of a copy helper that is not there");
-	return smf_helper_add_start(e->helper, owner_pid, info, fd, ticket);
-}
-
-int smf_range_add_poll(struct smf_engine *e, uint64_t ticket, int *done, uint32_t *id)
-{
-	*done = 0;
-	*id = 0;
-	if (!e->helper)
-		return sm_fail(SM_ERR_INTERNAL, "mapping asked of a copy helper that is not there");
-	return smf_helper_add_poll(e->helper, ticket, done, id);
-}
-
-void smf_range_add_cancel(struct smf_engine *e, uint64_t ticket)
-{
-	if (e && e->helper)
-		smf_helper_add_cancel(e->helper, ticket);
-}
-
 void smf_range_del(struct smf_engine *e, uint32_t id)
 {
 	if (e && e->helper)

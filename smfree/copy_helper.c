@@ -47,39 +47,12 @@ enum {
 	HELPER_GIVEN_UP,	/* it did not answer in time: we no longer talk to it */
 };
 
-/* Mapping requests sent without waiting for the answer
- * (smf_helper_add_start), by ticket % ADD_MAX.  The helper answers its
- * requests in order, so an answer read belongs to the oldest one still
- * unanswered; a request that waits for its answer first reads all of
- * theirs. */
-#define ADD_MAX 16
-
-enum add_state {
-	ADD_FREE = 0,
-	ADD_WAITING,		/* sent, answer not read */
-	ADD_ANSWERED,		/* answer read, not yet collected */
-	ADD_CANCELLED,		/* its asker is gone: an id it gets is given back */
-};
-
-struct add_slot {
-	uint64_t ticket;
-	enum add_state state;
-	int status;
-	uint32_t id;
-	uint64_t deadline_ns;
-	char msg[192];
-};
-
 struct smf_helper {
 	pid_t pid;
 	int ctrl;
 	int request_timeout_ms;
 	struct cd_ring *ring;
-	pthread_mutex_t ctrl_lock;	/* the control socket: one request and its reply at a
-					 * time, and the table of mappings asked for */
-	struct add_slot adds[ADD_MAX];
-	uint64_t add_next;		/* the next ticket (tickets start at 1) */
-	uint64_t add_answered;		/* every ticket up to this one has its answer */
+	pthread_mutex_t ctrl_lock;	/* one request and its reply at a time */
 	pthread_mutex_t ring_lock;	/* posting order = message order */
 	uint64_t next_seq;
 	uint64_t started_ns;
@@ -134,99 +107,17 @@ static int dead_error(struct smf_helper *h)
 		       (int)h->pid);
 }
 
-/* The helper did not answer within its time: its answer may still come,
- * and replies carry no request number, so a later request would take it
- * for its own (a mapping would get another's id, and copies would go to
- * the wrong buffer): this helper gets no more requests. */
-static int give_up(struct smf_helper *h, int timeout_ms)
-{
-	atomic_store(&h->dead, HELPER_GIVEN_UP);
-	return sm_fail(SM_ERR_SYSTEM, "the copy helper (pid %d) did not answer in %.1f s; "
-		       "no further requests go to it", (int)h->pid, timeout_ms / 1000.0);
-}
-
-/* Reads one answer (waiting up to timeout_ms for it) into *r; *came = 0
- * when none came in that time.  Caller holds ctrl_lock. */
-static int read_reply(struct smf_helper *h, int timeout_ms, struct cd_reply *r, int *came)
-{
-	int got = -1;
-	ssize_t n;
-
-	*came = 0;
-	if (sm_wait_fd(h->ctrl, POLLIN, timeout_ms) <= 0)
-		return helper_gone(h) ? dead_error(h) : SM_OK;
-	*came = 1;
-	n = sm_recv_some(h->ctrl, r, sizeof(*r), &got);
-	if (got >= 0)
-		close(got);
-	if (n != (ssize_t)sizeof(*r) || r->magic != CD_MAGIC) {
-		atomic_store(&h->dead, HELPER_EXITED);
-		return dead_error(h);
-	}
-	return SM_OK;
-}
-
-/* Tells the helper to forget mapping `id`; no answer.  Caller holds
- * ctrl_lock. */
-static void send_del(struct smf_helper *h, uint32_t id)
-{
-	struct cd_msg m;
-
-	memset(&m, 0, sizeof(m));
-	m.magic = CD_MAGIC;
-	m.op = CD_DEL;
-	m.id = id;
-	if (sm_wait_fd(h->ctrl, POLLOUT, h->request_timeout_ms) > 0)
-		sm_send_some(h->ctrl, &m, sizeof(m), -1);
-}
-
-/* Reads the answer of the oldest mapping request still unanswered,
- * waiting up to what is left of its time (wait = 1) or not at all; past
- * that time without it, the helper is given up.  Caller holds ctrl_lock. */
-static int read_add_answer(struct smf_helper *h, int wait)
-{
-	struct add_slot *a = &h->adds[(h->add_answered + 1) % ADD_MAX];
-	uint64_t now = sm_now_ns();
-	struct cd_reply r;
-	int rc, came, left_ms = 0;
-
-	if (wait && a->deadline_ns > now)
-		left_ms = (int)((a->deadline_ns - now + 999999) / 1000000);
-	rc = read_reply(h, left_ms, &r, &came);
-	if (rc)
-		return rc;
-	if (!came)
-		return sm_now_ns() >= a->deadline_ns ? give_up(h, h->request_timeout_ms) : SM_OK;
-	h->add_answered++;
-	if (a->state == ADD_CANCELLED) {
-		if (r.status == SM_OK && r.id)
-			send_del(h, r.id);
-		a->state = ADD_FREE;
-		return SM_OK;
-	}
-	a->state = ADD_ANSWERED;
-	a->status = r.status;
-	a->id = r.id;
-	snprintf(a->msg, sizeof(a->msg), "%.*s", (int)sizeof(r.msg), r.msg);
-	return SM_OK;
-}
-
 /* Sends `m` (with `fd` if >= 0) and, unless no_reply, waits for the answer. */
 static int request(struct smf_helper *h, const struct cd_msg *m, int fd, int timeout_ms,
 		   struct cd_reply *r)
 {
-	int rc = SM_OK, came;
+	int rc = SM_OK, got = -1;
+	ssize_t n;
 
 	pthread_mutex_lock(&h->ctrl_lock);
 	if (helper_gone(h)) {
 		rc = dead_error(h);
 		goto out;
-	}
-	/* The answers to mappings asked for without waiting come first. */
-	while (r && h->add_answered + 1 < h->add_next) {
-		rc = read_add_answer(h, 1);
-		if (rc)
-			goto out;
 	}
 	if (sm_wait_fd(h->ctrl, POLLOUT, timeout_ms) <= 0 ||
 	    sm_send_some(h->ctrl, m, sizeof(*m), fd) != (ssize_t)sizeof(*m)) {
@@ -237,11 +128,24 @@ static int request(struct smf_helper *h, const struct cd_msg *m, int fd, int tim
 	}
 	if (!r)
 		goto out;
-	rc = read_reply(h, timeout_ms, r, &came);
-	if (!rc && !came)
-		rc = give_up(h, timeout_ms);
-	if (rc)
+	if (sm_wait_fd(h->ctrl, POLLIN, timeout_ms) <= 0) {
+		/* Its answer may still come.  Replies carry no request number,
+		 * so the next request would take it for its own (a mapping
+		 * would get the previous one's id, and copies would go to the
+		 * wrong buffer): this helper gets no more requests. */
+		atomic_store(&h->dead, HELPER_GIVEN_UP);
+		rc = sm_fail(SM_ERR_SYSTEM, "the copy helper (pid %d) did not answer in %.1f s; "
+			     "no further requests go to it", (int)h->pid, timeout_ms / 1000.0);
 		goto out;
+	}
+	n = sm_recv_some(h->ctrl, r, sizeof(*r), &got);
+	if (got >= 0)
+		close(got);
+	if (n != (ssize_t)sizeof(*r) || r->magic != CD_MAGIC) {
+		atomic_store(&h->dead, HELPER_EXITED);
+		rc = dead_error(h);
+		goto out;
+	}
 	if (r->status)
 		rc = sm_fail(r->status, "copy helper: %.180s", r->msg);
 out:
@@ -507,104 +411,6 @@ int smf_helper_add(struct smf_helper *h, int owner_pid, const struct sm_share_in
 		return sm_fail(SM_ERR_SYSTEM, "copy helper answered a mapping without a name");
 	*id = r.id;
 	return SM_OK;
-}
-
-int smf_helper_add_start(struct smf_helper *h, int owner_pid, const struct sm_share_info *info,
-			 int fd, uint64_t *ticket)
-{
-	struct add_slot *a;
-	struct cd_msg m;
-	int rc = SM_OK;
-
-	*ticket = 0;
-	/* Another thread's request holds the socket: ask again later. */
-	if (pthread_mutex_trylock(&h->ctrl_lock) != 0)
-		return SM_OK;
-	if (helper_gone(h)) {
-		rc = dead_error(h);
-		goto out;
-	}
-	if (!h->add_next)
-		h->add_next = 1;
-	a = &h->adds[h->add_next % ADD_MAX];
-	if (a->state != ADD_FREE)
-		goto out;	/* ADD_MAX asked and not yet collected */
-	memset(&m, 0, sizeof(m));
-	m.magic = CD_MAGIC;
-	m.op = CD_ADD;
-	m.owner_pid = owner_pid;
-	m.info = *info;
-	if (info->kind == SM_SHARE_LEGACY_IPC)
-		fd = -1;
-	/* No wait for room either: a full socket means the helper is busy. */
-	if (sm_wait_fd(h->ctrl, POLLOUT, 0) <= 0)
-		goto out;
-	if (sm_send_some(h->ctrl, &m, sizeof(m), fd) != (ssize_t)sizeof(m)) {
-		rc = helper_gone(h) ? dead_error(h) :
-		     sm_fail(SM_ERR_SYSTEM, "the copy helper (pid %d) does not take requests",
-			     (int)h->pid);
-		goto out;
-	}
-	memset(a, 0, sizeof(*a));
-	a->ticket = h->add_next;
-	a->state = ADD_WAITING;
-	a->deadline_ns = sm_now_ns() + (uint64_t)h->request_timeout_ms * 1000000;
-	*ticket = h->add_next++;
-out:
-	pthread_mutex_unlock(&h->ctrl_lock);
-	return rc;
-}
-
-int smf_helper_add_poll(struct smf_helper *h, uint64_t ticket, int *done, uint32_t *id)
-{
-	struct add_slot *a = &h->adds[ticket % ADD_MAX];
-	int rc = SM_OK;
-
-	*done = 0;
-	*id = 0;
-	if (pthread_mutex_trylock(&h->ctrl_lock) != 0)
-		return SM_OK;
-	if (!ticket || a->ticket != ticket || (a->state != ADD_WAITING && a->state != ADD_ANSWERED)) {
-		rc = sm_fail(SM_ERR_INTERNAL, "mapping request %llu is not waiting",
-			     (unsigned long long)ticket);
-		goto out;
-	}
-	/* Answers come in order: those of older requests first. */
-	while (a->state == ADD_WAITING) {
-		uint64_t before = h->add_answered;
-
-		rc = read_add_answer(h, 0);
-		if (rc || h->add_answered == before)
-			goto out;	/* failed, or no answer yet */
-	}
-	*done = 1;
-	a->state = ADD_FREE;
-	if (a->status)
-		rc = sm_fail(a->status, "copy helper: %.180s", a->msg);
-	else if (!a->id)
-		rc = sm_fail(SM_ERR_SYSTEM, "copy helper answered a mapping without a name");
-	else
-		*id = a->id;
-out:
-	pthread_mutex_unlock(&h->ctrl_lock);
-	return rc;
-}
-
-void smf_helper_add_cancel(struct smf_helper *h, uint64_t ticket)
-{
-	struct add_slot *a = &h->adds[ticket % ADD_MAX];
-
-	if (!ticket)
-		return;
-	pthread_mutex_lock(&h->ctrl_lock);
-	if (a->ticket == ticket && a->state == ADD_ANSWERED) {
-		if (a->status == SM_OK && a->id && !atomic_load(&h->dead))
-			send_del(h, a->id);
-		a->state = ADD_FREE;
-	} else if (a->ticket == ticket && a->state == ADD_WAITING) {
-		a->state = ADD_CANCELLED;
-	}
-	pthread_mutex_unlock(&h->ctrl_lock);
 }
 
 void smf_helper_del(struct smf_helper *h, uint32_t id)

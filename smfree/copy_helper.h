@@ -42,21 +42,6 @@ pid_t smf_helper_pid(const struct smf_helper *h);
  * time is given up: this and every later request fails. */
 int smf_helper_add(struct smf_helper *h, int owner_pid, const struct sm_share_info *info, int fd,
 		   uint32_t *id);
-/* The same without waiting, so NCCL's thread goes on with its other
- * connections while the helper maps (about 2 ms for a peer's new 22 MiB
- * buffer, up to 5 ms for 1 GiB: bench/results/registration.md).  Sends
- * the request and returns at once: *ticket names it, or is 0 (with
- * SM_OK) when it could not be sent now (another thread holds the socket,
- * 16 asked and not yet collected, the socket full): ask again later.
- * smf_helper_add_poll() never blocks either: *done = 0 while the answer
- * has not come, 1 with *id set once it has (or an error: refused, the
- * helper gone, or no answer within the request timeout, which gives the
- * helper up as smf_helper_add does).  A ticket is polled until done or an
- * error, or cancelled: an id it still gets is given back to the helper. */
-int smf_helper_add_start(struct smf_helper *h, int owner_pid, const struct sm_share_info *info,
-			 int fd, uint64_t *ticket);
-int smf_helper_add_poll(struct smf_helper *h, uint64_t ticket, int *done, uint32_t *id);
-void smf_helper_add_cancel(struct smf_helper *h, uint64_t ticket);
 void smf_helper_del(struct smf_helper *h, uint32_t id);
 
 /* Posts a copy between two mappings; *started = 0 when the ring is full.

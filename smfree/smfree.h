@@ -113,13 +113,6 @@ int smf_engine_helper_pid(const struct smf_engine *e);
  * helper, which is not an error. */
 int smf_range_add(struct smf_engine *e, int owner_pid, const struct sm_share_info *info, int fd,
 		  uint32_t *id);
-/* The same without waiting for the helper's answer (only with a helper):
- * *ticket = 0 when it cannot be asked now (ask again); then poll until
- * *done, or cancel.  See smf_helper_add_start() in copy_helper.h. */
-int smf_range_add_start(struct smf_engine *e, int owner_pid, const struct sm_share_info *info,
-			int fd, uint64_t *ticket);
-int smf_range_add_poll(struct smf_engine *e, uint64_t ticket, int *done, uint32_t *id);
-void smf_range_add_cancel(struct smf_engine *e, uint64_t ticket);
 void smf_range_del(struct smf_engine *e, uint32_t id);
 
 /* Queues a copy.  *started = 0 (and SM_OK) when every event of the pool is

@@ -164,8 +164,6 @@ struct remote_region {
 	struct sm_mapping *map;		/* imported on first use, when no helper copies */
 	uint32_t hid;			/* the copy helper's name for it, or 0 */
 	int helper_tried;		/* hid stays 0: the helper could not map it */
-	uint64_t add_ticket;		/* the helper is mapping it: its answer is to come */
-	uint64_t add_ns;		/* when it was asked */
 };
 
 enum req_kind {
@@ -385,12 +383,9 @@ void trace_done(const struct tp_comm *c, const struct tp_req *r);
 /* region.c */
 int region_lookup(struct tp_comm *c, uint32_t id, struct remote_region **out);
 int region_map(struct tp_comm *c, struct remote_region *rr);
-/* Makes the peer's registration known to the copy helper if there is one,
- * without waiting for its answer: 1 while that is still to come (the send
- * waits and NCCL retries it, free meanwhile for its other connections),
- * 0 once settled.  rr->hid stays 0 when the helper cannot map it (the
- * copy then runs in this process). */
-int region_to_helper(struct tp_comm *c, struct remote_region *rr);
+/* Makes the peer's registration known to the copy helper if there is one;
+ * rr->hid stays 0 when it cannot be (the copy then runs in this process). */
+void region_to_helper(struct tp_comm *c, struct remote_region *rr);
 int region_drain(struct tp_comm *c);
 /* Sender: reads the peer's registration messages when ctrl->announced
  * says some wait (a load, no system call, when none does). */

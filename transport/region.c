@@ -370,9 +370,6 @@ static struct remote_region *remote_find(struct tp_comm *c, uint32_t id)
 
 static void remote_drop(struct tp_comm *c, struct remote_region *rr)
 {
-	/* A mapping still being made has no copy into it yet: the helper
-	 * gives back whatever it answers. */
-	smf_range_add_cancel(c->ce, rr->add_ticket);
 	/* Leaked on purpose after copies into them were given up
 	 * (tp_close): a late copy must find its target still mapped. */
 	if (rr->hid && !c->keep_mappings)
@@ -502,40 +499,23 @@ int region_map(struct tp_comm *c, struct remote_region *rr)
 	return SM_OK;
 }
 
-int region_to_helper(struct tp_comm *c, struct remote_region *rr)
+void region_to_helper(struct tp_comm *c, struct remote_region *rr)
 {
-	uint32_t hid = 0;
-	int done = 0, rc;
+	uint64_t t0;
 
 	if (rr->hid || rr->helper_tried || !smf_engine_helper_pid(c->ce))
-		return 0;
-	if (!rr->add_ticket) {
-		if (rr->info.kind == SM_SHARE_POSIX_FD && rr->fd < 0) {
-			rr->helper_tried = 1;	/* already imported here, fd consumed */
-			return 0;
-		}
-		rc = smf_range_add_start(c->ce, c->peer_pid, &rr->info, rr->fd, &rr->add_ticket);
-		if (rc)
-			goto refused;
-		if (!rr->add_ticket)
-			return 1;	/* not askable now: the next try asks */
-		rr->add_ns = sm_now_ns();
-	}
-	rc = smf_range_add_poll(c->ce, rr->add_ticket, &done, &hid);
-	if (!rc && !done)
-		return 1;
-	rr->add_ticket = 0;
-	if (rc)
-		goto refused;
-	rr->hid = hid;
-	log_range(c, "receive buffer", c->peer_pid, &rr->info, rr->hid, sm_now_ns() - rr->add_ns);
-	return 0;
-refused:
+		return;
 	rr->helper_tried = 1;
+	if (rr->info.kind == SM_SHARE_POSIX_FD && rr->fd < 0)
+		return;		/* already imported here, fd consumed */
+	t0 = sm_now_ns();
+	if (!smf_range_add(c->ce, c->peer_pid, &rr->info, rr->fd, &rr->hid)) {
+		log_range(c, "receive buffer", c->peer_pid, &rr->info, rr->hid, sm_now_ns() - t0);
+		return;
+	}
 	if (log_in_process(c))
 		sm_info("receiver's buffer (registration %u) stays with in-process copies: %s%s",
 			rr->id, sm_last_error(), more_with_verbose(c));
-	return 0;
 }
 
 void region_close_all(struct tp_comm *c)

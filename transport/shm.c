@@ -127,9 +127,8 @@ static int direct_copy(struct tp_comm *c, unsigned slot, const void *data, size_
 	if (rc)
 		return rc;
 	*stage_end = 0;
-	/* Until the helper has answered, the send waits (*started = 0). */
-	if (reg && (reg->hid || reg->mem == TP_MEM_HOST) && region_to_helper(c, rr))
-		return SM_OK;
+	if (reg && (reg->hid || reg->mem == TP_MEM_HOST))
+		region_to_helper(c, rr);
 	if (reg && reg->hid && rr->hid) {
 		rc = smf_copy_start_ranges(c->ce, rr->hid, offset, reg->hid,
 					   reg->offset + ((uintptr_t)data - reg->base), size, copy,
@@ -158,7 +157,7 @@ static int start_refused(struct tp_comm *c, size_t size)
 	if (!c->start_try_ns)
 		c->start_try_ns = sm_now_ns();
 	return comm_copy_overdue(c, c->start_try_ns, size, "into the peer's buffer, waiting for "
-				 "a free copy slot, staging room or the copy helper's mapping,");
+				 "a free copy slot or staging room,");
 }
 
 static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t size,

@@ -9,12 +9,7 @@
  *                     SYMMEM_STANDIN_DELAY_MS milliseconds and later ones
  *                     at once, each with the next id (1, 2, 3, ...);
  *                     leaves when the client hangs up.
- *
- * With SYMMEM_STANDIN_LOG naming a file, it writes there a line per
- * mapping it answers ("add ID") and per one it is told to forget
- * ("del ID"), flushed at once.
  */
-#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +71,6 @@ int main(void)
 	const char *delay = getenv("SYMMEM_STANDIN_DELAY_MS");
 	uint32_t next_id = 1;
 	struct cd_msg m;
-	FILE *log;
 
 	if (!mode)
 		return 2;
@@ -86,22 +80,13 @@ int main(void)
 		return 0;
 	if (strcmp(mode, "slow-first-add") != 0)
 		return 2;
-	log = getenv("SYMMEM_STANDIN_LOG") ? fopen(getenv("SYMMEM_STANDIN_LOG"), "w") : NULL;
 	while (next_msg(&m) == 0) {
-		if (m.op == CD_DEL && log)
-			fprintf(log, "del %u\n", m.id);	/* no answer */
-		if (m.op == CD_ADD) {
-			if (next_id == 1 && delay)
-				sleep_ms(atol(delay));
-			if (log)
-				fprintf(log, "add %u\n", next_id);
-			if (reply(SM_OK, next_id++) != 0)
-				break;
-		}
-		if (log)
-			fflush(log);
+		if (m.op != CD_ADD)
+			continue;	/* CD_DEL has no answer */
+		if (next_id == 1 && delay)
+			sleep_ms(atol(delay));
+		if (reply(SM_OK, next_id++) != 0)
+			break;
 	}
-	if (log)
-		fclose(log);
 	return 0;
 }

@@ -22,9 +22,6 @@ struct standin_engine {
 	int helper;		/* smf_engine_helper_pid() reports one */
 	int ranges;		/* ranges named now */
 	int range_starts;	/* copies started between two ranges, ever */
-	int add_lag;		/* polls a mapping asked without waiting stays unanswered */
-	int add_starts;		/* such mappings asked, ever */
-	int add_polls;		/* and polls of them */
 };
 
 extern struct standin_engine standin_engine;

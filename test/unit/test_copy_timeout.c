@@ -1,8 +1,7 @@
-/* A copy that never lands, or never finds a free copy slot (or the copy
- * helper's mapping of its target) to start, fails its connection once
- * NCCL_SYMMEM_COPY_TIMEOUT (tp_options.copy_timeout) has passed, with an
- * error naming the copy, instead of leaving NCCL waiting for ever; and a
- * send whose target the helper is still mapping does not wait for it.  The copy engine's stand-in (engine_standin.c) holds
+/* A copy that never lands, or never finds a free copy slot to start, fails
+ * its connection once NCCL_SYMMEM_COPY_TIMEOUT (tp_options.copy_timeout)
+ * has passed, with an error naming the copy, instead of leaving NCCL
+ * waiting for ever.  The copy engine's stand-in (engine_standin.c) holds
  * copies back or refuses them, as a stuck GPU, driver or copy helper
  * would.  Real sockets and shared memory, one process. */
 #include <setjmp.h>
@@ -305,72 +304,6 @@ static void test_start_clock_restarts_after_a_gap(void **state)
 	pair_close(&p);
 }
 
-/* A pair whose copy helper answers a mapping only after `lag` polls. */
-static void lagging_pair(struct pair *p, unsigned seed, int lag)
-{
-	standin_engine_reset(seed);
-	standin_engine.helper = 1;
-	standin_engine.add_lag = lag;
-	pair_open(p, TP_BACKEND_SHM, 1, TIMEOUT_S);
-}
-
-/* The receiver's buffer is new to the copy helper: the send does not
- * wait for its mapping (the stand-in answers on the 20th poll) but
- * returns, NCCL retries, and no copy starts before the answer; then the
- * message lands whole. */
-static void test_send_does_not_wait_for_the_mapping(void **state)
-{
-	struct tp_req *sr = NULL;
-	struct pair p;
-	double end = now() + DEADLINE_S;
-	int tries = 0;
-
-	(void)state;
-	lagging_pair(&p, 15, 20);
-	while (!sr) {
-		assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &sr), SM_OK);
-		if (!sr)
-			assert_int_equal(standin_engine.range_starts, 0);
-		tries++;
-		assert_true(now() < end);
-	}
-	assert_int_equal(standin_engine.add_starts, 1);
-	assert_true(tries > 20);
-	assert_int_equal(complete_both(sr, p.rr, end), SIZE);
-	assert_int_equal(standin_engine.range_starts, 1);
-	assert_int_equal(p.dst[0], 0x5a);
-	assert_int_equal(p.dst[SIZE - 1], 0x5a);
-	pair_close(&p);
-	assert_int_equal(standin_engine.ranges, 0);
-}
-
-/* A mapping that never comes is a send that cannot start: it fails after
- * the copy limit, naming what it waited for; closing the connection
- * withdraws the request, so the helper keeps nothing. */
-static void test_mapping_never_answered_times_out(void **state)
-{
-	struct tp_req *sr = NULL;
-	struct pair p;
-	double t0, end;
-	int done = 0, rv = SM_OK;
-
-	(void)state;
-	lagging_pair(&p, 16, 1 << 30);
-	t0 = now();
-	end = t0 + DEADLINE_S;
-	while (!rv && !sr && now() < end) {
-		rv = tp_isend(p.sc, p.src, SIZE, p.sreg, &sr);
-		assert_int_equal(tp_test(p.rr, &done, NULL), SM_OK);
-	}
-	assert_null(sr);
-	assert_int_equal(rv, SM_ERR_CUDA);
-	assert_true(now() - t0 >= TIMEOUT_S);
-	assert_non_null(strstr(sm_last_error(), "the copy helper's mapping"));
-	assert_int_equal(standin_engine.range_starts, 0);
-	pair_close(&p);
-	assert_int_equal(standin_engine.ranges, 0);
-}
-
 /* A healthy connection whose copy starts are often refused for a moment
  * (half of them here) and whose messages come apart, for longer in all
  * than the limit: every message lands, none times out.  The clock of a
@@ -413,8 +346,6 @@ int main(void)
 		cmocka_unit_test(test_gap_in_asks_restarts_the_clock),
 		cmocka_unit_test(test_slow_asks_still_time_out),
 		cmocka_unit_test(test_slow_but_healthy_never_times_out),
-		cmocka_unit_test(test_send_does_not_wait_for_the_mapping),
-		cmocka_unit_test(test_mapping_never_answered_times_out),
 	};
 
 	int failed = cmocka_run_group_tests(tests, NULL, NULL);
