@@ -163,9 +163,9 @@ static int run_child(const char *mode, const char *const *env)
 	return WEXITSTATUS(status);
 }
 
-/* Each test starts with this: skipped (not passed) where no NCCL can be
- * opened.  In a test body, since cmocka 1.1 counts a skip() in a setup
- * fixture as a failed setup. */
+/* Whether NCCL can be opened: each test is skipped (not passed) where
+ * not.  Asked in the test body, since cmocka 1.1 counts a skip() in a
+ * setup fixture as a failed setup. */
 static int have_nccl(void)
 {
 	void *nccl = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
@@ -176,14 +176,21 @@ static int have_nccl(void)
 	return 1;
 }
 
+/* Runs `mode` in a child (see run_child), which must pass; skipped where
+ * no NCCL can be opened. */
+static void expect_child(const char *mode, const char *const *env)
+{
+	if (!have_nccl())
+		skip();
+	assert_int_equal(run_child(mode, env), 0);
+}
+
 static void test_defaults(void **state)
 {
 	const char *none[] = { NULL };
 
 	(void)state;
-	if (!have_nccl())
-		skip();
-	assert_int_equal(run_child("--child-defaults", none), 0);
+	expect_child("--child-defaults", none);
 }
 
 static void test_user_values(void **state)
@@ -191,9 +198,7 @@ static void test_user_values(void **state)
 	const char *env[] = { "NCCL_P2P_DISABLE", "0", NULL };
 
 	(void)state;
-	if (!have_nccl())
-		skip();
-	assert_int_equal(run_child("--child-user-values", env), 0);
+	expect_child("--child-user-values", env);
 }
 
 static void test_other_net(void **state)
@@ -201,9 +206,7 @@ static void test_other_net(void **state)
 	const char *env[] = { "NCCL_NET_PLUGIN", "other", NULL };
 
 	(void)state;
-	if (!have_nccl())
-		skip();
-	assert_int_equal(run_child("--child-other-net", env), 0);
+	expect_child("--child-other-net", env);
 }
 
 static int teardown(void **state)
