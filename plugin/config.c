@@ -1079,6 +1079,12 @@ static void append_name(char *out, size_t outlen, size_t *used, int *full,
 	out[*used] = '\0';
 }
 
+/* What config_apply_env_plugin_defaults() set, "NAME=value ...", for the
+ * net plugin's init to log: the env plugin gets no logger in v1, and it is
+ * another library, so the list goes where both look, the environment.
+ * The plugin writes it; it is not one of the user's variables. */
+#define ENV_PLUGIN_SET "NCCL_SYMMEM_ENV_PLUGIN_SET"
+
 int config_unknown_vars(char *out, size_t outlen)
 {
 	static const char prefix[] = "NCCL_SYMMEM_";
@@ -1097,7 +1103,8 @@ int config_unknown_vars(char *out, size_t outlen)
 
 		if (n < plen || strncmp(*e, prefix, plen) != 0)
 			continue;
-		if (find_var(*e, n))
+		/* Not the user's: the env plugin's note of what it set. */
+		if (find_var(*e, n) || (n == strlen(ENV_PLUGIN_SET) && !strncmp(*e, ENV_PLUGIN_SET, n)))
 			continue;
 		count++;
 		append_name(out, outlen, &used, &full, *e, n);
@@ -1451,11 +1458,6 @@ static const struct {
 	{ "NCCL_NET_PLUGIN_REF_COUNT", "1", 0 },
 };
 
-/* "NAME=value ..." of what config_apply_env_plugin_defaults() set, for the
- * net plugin's init to log (the env plugin gets no logger in v1); room
- * for a NCCL_NET_PLUGIN of NCCL_PLUGIN_NAME_MAX and the other five. */
-static char env_applied[1024];
-
 /* NCCL_NET_PLUGIN as NCCL resolves it: a bare name gets libnccl-net-
  * prefixed, a path or file name is opened as written.  A list (newer NCCL
  * takes several, comma-separated) is the user's own arrangement. */
@@ -1476,15 +1478,16 @@ static int names_this_plugin(const char *v)
  * NCCL looks up on the loader path as for NCCL_NET_PLUGIN=symmem. */
 #define NCCL_PLUGIN_NAME_MAX 254
 
-static const char *plugin_value(const char *self)
+static const char *plugin_value(const char *path)
 {
-	if (!self || !*self || strlen(self) > NCCL_PLUGIN_NAME_MAX || strchr(self, ','))
+	if (!path || !*path || strlen(path) > NCCL_PLUGIN_NAME_MAX || strchr(path, ','))
 		return "symmem";
-	return self;
+	return path;
 }
 
-/* Sets one variable the user left unset and notes it. */
-static int env_default(const char *name, const char *value, size_t *used, int *full)
+/* Sets one variable the user left unset and adds it to `list`. */
+static int env_default(const char *name, const char *value, char *list, size_t len,
+		       size_t *used, int *full)
 {
 	char item[NCCL_PLUGIN_NAME_MAX + 64];
 	int n;
@@ -1493,20 +1496,21 @@ static int env_default(const char *name, const char *value, size_t *used, int *f
 		return 0;
 	n = snprintf(item, sizeof(item), "%s=%s", name, value);
 	if (n > 0)
-		append_name(env_applied, sizeof(env_applied), used, full, item,
+		append_name(list, len, used, full, item,
 			    (size_t)n < sizeof(item) ? (size_t)n : sizeof(item) - 1);
 	return 1;
 }
 
-int config_apply_env_plugin_defaults(const char *self)
+int config_apply_env_plugin_defaults(const char *net_plugin)
 {
 	const char *net = getenv("NCCL_NET"), *plugin = getenv("NCCL_NET_PLUGIN");
+	/* Room for a NCCL_NET_PLUGIN of NCCL_PLUGIN_NAME_MAX and the rest. */
+	char list[1024] = "";
 	struct config cfg;
 	char err[256];
 	size_t used = 0;
 	int full = 0, parsed, n = 0;
 
-	env_applied[0] = '\0';
 	/* The user picked another net: their job, left as it is. */
 	if ((plugin && !names_this_plugin(plugin)) || (net && strcasecmp(net, "symmem") != 0))
 		return 0;
@@ -1516,17 +1520,26 @@ int config_apply_env_plugin_defaults(const char *self)
 	 * keeps the routing (what NCCL_ENV_PLUGIN=symmem is asked for; v1's
 	 * init has no logger to say it did nothing) and drops the tuning. */
 	parsed = config_parse(&cfg, env_get, NULL, err, sizeof(err)) == 0;
-	n += env_default("NCCL_NET_PLUGIN", plugin_value(self), &used, &full);
+	n += env_default("NCCL_NET_PLUGIN", plugin_value(net_plugin), list, sizeof(list), &used,
+			 &full);
 	for (size_t i = 0; i < sizeof(env_routing) / sizeof(env_routing[0]); i++)
 		if (!env_routing[i].intra_only || intra_host_via_net())
-			n += env_default(env_routing[i].name, env_routing[i].value, &used, &full);
+			n += env_default(env_routing[i].name, env_routing[i].value, list,
+					 sizeof(list), &used, &full);
 	if (!parsed || channels_per_peer_wanted(&cfg))
 		for (size_t i = 0; i < sizeof(nccl_advice) / sizeof(nccl_advice[0]); i++)
-			n += env_default(nccl_advice[i].name, nccl_advice[i].value, &used, &full);
+			n += env_default(nccl_advice[i].name, nccl_advice[i].value, list,
+					 sizeof(list), &used, &full);
+	/* Nothing set here (a process that inherited all of it) keeps what
+	 * its parent's env plugin set. */
+	if (n)
+		setenv(ENV_PLUGIN_SET, list, 1);
 	return n;
 }
 
 const char *config_env_plugin_applied(void)
 {
-	return env_applied;
+	const char *v = getenv(ENV_PLUGIN_SET);
+
+	return v ? v : "";
 }

@@ -1,6 +1,8 @@
-/* The exported env plugin table: NCCL_ENV_PLUGIN=symmem (the install puts
- * libnccl-env-symmem.so beside the library, a link to it) routes a job
- * through this library with that one variable.
+/* The env plugin, libnccl-env-symmem.so: NCCL_ENV_PLUGIN=symmem routes a
+ * job through the net plugin beside it (libnccl-net-symmem.so) with that
+ * one variable.  A library of its own, holding this file and config.c
+ * only: a second name for the net plugin's file would not be found once
+ * installed (ldconfig caches one name per file).
  *
  * Why an env plugin at all: NCCL reads NCCL_NCHANNELS_PER_NET_PEER before
  * it loads a net plugin, so the net plugin's own defaults come too late
@@ -9,48 +11,60 @@
  * it reads anything.
  *
  * The defaults go into the process environment (config.c, only where the
- * user left a variable unset), so NCCL, this library's own config and a
- * copy helper started later all read the same values; getEnv then just
- * reads the environment, as NCCL's built-in one does. */
+ * user left a variable unset), so NCCL, the net plugin's config and a copy
+ * helper started later all read the same values; getEnv then just reads
+ * the environment, as NCCL's built-in one does. */
 #include <dlfcn.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "nccl_abi.h"
 
 #define EXPORT __attribute__((visibility("default")))
+#define NET_PLUGIN_FILE "libnccl-net-symmem.so"
 
 /* Any object of this library: dladdr() names the file it was loaded from. */
 static const char anchor;
 
-/* The library's own file, links resolved, so NCCL_NET_PLUGIN opens this
- * very file wherever it lies ("" when the loader does not say). */
-static void own_path(char *out, size_t len)
+/* The net plugin beside this library, links resolved, so that
+ * NCCL_NET_PLUGIN opens that very file wherever the two lie; "" when the
+ * loader does not say or it is not there (config.c then gives the name). */
+static void net_plugin_path(char *out, size_t len)
 {
+	char dir[PATH_MAX], *real = NULL, *slash;
 	Dl_info info;
-	char *real;
 
 	out[0] = '\0';
 	if (!dladdr(&anchor, &info) || !info.dli_fname)
 		return;
 	real = realpath(info.dli_fname, NULL);
-	if (real && strlen(real) < len)
-		memcpy(out, real, strlen(real) + 1);
+	if (!real)
+		return;
+	slash = strrchr(real, '/');
+	if (slash && (size_t)(slash - real) < sizeof(dir)) {
+		memcpy(dir, real, (size_t)(slash - real));
+		dir[slash - real] = '\0';
+		if ((size_t)snprintf(out, len, "%s/%s", dir, NET_PLUGIN_FILE) >= len ||
+		    access(out, R_OK) != 0)
+			out[0] = '\0';
+	}
 	free(real);
 }
 
 static ncclResult_t env_init(uint8_t major, uint8_t minor, uint8_t patch, const char *suffix)
 {
-	char self[PATH_MAX];
+	char net_plugin[PATH_MAX];
 
 	(void)major;
 	(void)minor;
 	(void)patch;
 	(void)suffix;
-	own_path(self, sizeof(self));
-	config_apply_env_plugin_defaults(self);
+	net_plugin_path(net_plugin, sizeof(net_plugin));
+	config_apply_env_plugin_defaults(net_plugin);
 	return ncclSuccess;
 }
 

@@ -78,9 +78,9 @@ static int is(const char *name, const char *want)
 }
 
 /* NCCL's first call with nothing but NCCL_ENV_PLUGIN set: the routing is
- * in the environment afterwards, NCCL_NET_PLUGIN naming the library's own
- * file; the net plugin NCCL then opens from it is the same loaded object
- * (its init logs what the env plugin set). */
+ * in the environment afterwards, NCCL_NET_PLUGIN naming the net plugin
+ * beside the env plugin by its full path; that net plugin, opened from
+ * there, logs at init what the env plugin set. */
 static int child_defaults(void)
 {
 	const char *plugin;

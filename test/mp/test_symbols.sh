@@ -1,7 +1,10 @@
 #!/bin/sh
-# The library as NCCL sees it: the plugin tables are exported, nothing else
-# is, and no CUDA library is linked (the driver is opened at run time).
+# The libraries as NCCL sees them: the net plugin exports its net and
+# tuner tables, the env plugin beside it its env table, nothing else is
+# exported, and no CUDA library is linked (the driver is opened at run
+# time).  $1: the net plugin; the env plugin sits in the same directory.
 lib="$1"
+env_lib="$(dirname "$lib")/libnccl-env-symmem.so"
 n=0
 fail=0
 check() {
@@ -14,20 +17,28 @@ check() {
 	fi
 }
 
-echo "1..6"
-syms=$(nm -D --defined-only "$lib" | awk '{print $3}' | sort | tr '\n' ' ')
-want="ncclEnvPlugin_v1 ncclNetPlugin_v10 ncclNetPlugin_v11 ncclNetPlugin_v8 ncclNetPlugin_v9 ncclTunerPlugin_v3 ncclTunerPlugin_v4 ncclTunerPlugin_v5 "
-[ "$syms" = "$want" ]; check $? "exports exactly the env v1, net v8-v11 and tuner v3-v5 tables (got: $syms)"
-needed=$(readelf -d "$lib" | grep NEEDED)
-echo "$needed" | grep -Eq 'libcuda|libcudart|libnccl|libibverbs'
-[ $? -ne 0 ]; check $? "no libcuda, libcudart, libnccl or libibverbs in DT_NEEDED"
-out=$(ldd "$lib" 2>&1)
-echo "$out" | grep -Eq 'libcuda|libcudart'
-[ $? -ne 0 ]; check $? "ldd shows no libcuda or libcudart"
-echo "$out" | grep -q 'not found'
-[ $? -ne 0 ]; check $? "every dependency resolves"
-[ "$(basename "$lib")" = "libnccl-net-symmem.so" ]; check $? "file name is what NCCL_NET_PLUGIN=symmem opens"
-env_lib="$(dirname "$lib")/libnccl-env-symmem.so"
-[ -L "$env_lib" ] && [ "$(readlink -f "$env_lib")" = "$(readlink -f "$lib")" ]
-check $? "libnccl-env-symmem.so (what NCCL_ENV_PLUGIN=symmem opens) links to it"
+exports() {
+	nm -D --defined-only "$1" | awk '{print $3}' | sort | tr '\n' ' '
+}
+
+echo "1..9"
+syms=$(exports "$lib")
+want="ncclNetPlugin_v10 ncclNetPlugin_v11 ncclNetPlugin_v8 ncclNetPlugin_v9 ncclTunerPlugin_v3 ncclTunerPlugin_v4 ncclTunerPlugin_v5 "
+[ "$syms" = "$want" ]; check $? "the net plugin exports exactly the net v8-v11 and tuner v3-v5 tables (got: $syms)"
+syms=$(exports "$env_lib")
+[ "$syms" = "ncclEnvPlugin_v1 " ]; check $? "the env plugin exports exactly the env v1 table (got: $syms)"
+for l in "$lib" "$env_lib"; do
+	needed=$(readelf -d "$l" | grep NEEDED)
+	echo "$needed" | grep -Eq 'libcuda|libcudart|libnccl|libibverbs'
+	[ $? -ne 0 ]; check $? "$(basename "$l"): no libcuda, libcudart, libnccl or libibverbs in DT_NEEDED"
+	out=$(ldd "$l" 2>&1)
+	echo "$out" | grep -Eq 'libcuda|libcudart'
+	[ $? -ne 0 ]; check $? "$(basename "$l"): ldd shows no libcuda or libcudart"
+	echo "$out" | grep -q 'not found'
+	[ $? -ne 0 ]; check $? "$(basename "$l"): every dependency resolves"
+done
+# Two files: ldconfig caches one name per file, so a link would not be
+# found once installed.
+[ "$(basename "$lib")" = "libnccl-net-symmem.so" ] && [ -f "$env_lib" ] && [ ! -L "$env_lib" ]
+check $? "file names are what NCCL_NET_PLUGIN=symmem and NCCL_ENV_PLUGIN=symmem open, two files"
 exit $fail

@@ -2088,7 +2088,7 @@ static void test_plugin_ref_count(void **state)
 static const char *const env_plugin_vars[] = {
 	"NCCL_NET_PLUGIN", "NCCL_NET", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE",
 	"NCCL_NET_PLUGIN_REF_COUNT", "NCCL_NCHANNELS_PER_NET_PEER", "NCCL_SYMMEM_NCCL_DEFAULTS",
-	"NCCL_SYMMEM_BACKEND", "NCCL_SYMMEM_STREAMS", "NCCL_PASS_SM",
+	"NCCL_SYMMEM_BACKEND", "NCCL_SYMMEM_STREAMS", "NCCL_PASS_SM", "NCCL_SYMMEM_ENV_PLUGIN_SET",
 };
 
 static void env_plugin_clear(void)
@@ -2102,6 +2102,8 @@ static void env_plugin_clear(void)
  * logs. */
 static void test_env_plugin_sets_routing(void **state)
 {
+	char unknown[256];
+
 	(void)state;
 	env_plugin_clear();
 	assert_int_equal(config_apply_env_plugin_defaults("/opt/x/libnccl-net-symmem.so"), 6);
@@ -2115,6 +2117,14 @@ static void test_env_plugin_sets_routing(void **state)
 			    "NCCL_NET_PLUGIN=/opt/x/libnccl-net-symmem.so NCCL_NET=symmem "
 			    "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET_PLUGIN_REF_COUNT=1 "
 			    "NCCL_NCHANNELS_PER_NET_PEER=16");
+	/* The list reaches the net plugin (another library) through the
+	 * environment, and is not taken for a user's misspelt variable. */
+	assert_string_equal(getenv("NCCL_SYMMEM_ENV_PLUGIN_SET"), config_env_plugin_applied());
+	assert_int_equal(config_unknown_vars(unknown, sizeof(unknown)), 0);
+	/* A process that inherited all of it sets nothing and keeps the list
+	 * its parent's env plugin wrote. */
+	assert_int_equal(config_apply_env_plugin_defaults("/opt/x/libnccl-net-symmem.so"), 0);
+	assert_non_null(strstr(config_env_plugin_applied(), "NCCL_NCHANNELS_PER_NET_PEER=16"));
 	/* No path from the loader: the name NCCL resolves on its own. */
 	env_plugin_clear();
 	assert_int_equal(config_apply_env_plugin_defaults(NULL), 6);
