@@ -1,8 +1,8 @@
 #!/bin/sh
 # Builds libnccl-net-symmem.so and installs it where NCCL_NET_PLUGIN=symmem
-# finds it (a library directory on the loader path), with the link
-# libnccl-env-symmem.so that NCCL_ENV_PLUGIN=symmem opens, its copy helper
-# symmem-copyd (libexec), plus a pkg-config file.
+# finds it (a library directory on the loader path), with the env plugin
+# libnccl-env-symmem.so beside it that NCCL_ENV_PLUGIN=symmem opens, its
+# copy helper symmem-copyd (libexec), plus a pkg-config file.
 # Usage: scripts/install.sh [meson setup options, e.g. --prefix=/opt/symmem]
 set -e
 cd "$(dirname "$0")/.."
