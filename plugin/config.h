@@ -122,16 +122,18 @@ int config_nccl_advice(const struct config *cfg,
 
 /* The env plugin's part (NCCL_ENV_PLUGIN=symmem, plugin/env_plugin.c):
  * before NCCL reads any variable, sets those the user left unset that
- * route the job's GPU traffic through this library (NCCL_NET_PLUGIN =
- * `self`, the library's path, NCCL_NET, NCCL_P2P_DISABLE,
+ * route the job's GPU traffic through the net plugin (NCCL_NET_PLUGIN =
+ * `net_plugin`, its path, NCCL_NET, NCCL_P2P_DISABLE,
  * NCCL_SHM_DISABLE, NCCL_NET_PLUGIN_REF_COUNT) and, where copy engines
  * carry it, those of config_nccl_advice() (not with
  * NCCL_SYMMEM_NCCL_DEFAULTS=0).  A `self` NCCL could not use (empty,
  * longer than 254, with a comma) gives NCCL_NET_PLUGIN=symmem.  Sets
  * nothing when the user named another net plugin (or a list) or net.
- * Returns how many it set; config_env_plugin_applied() lists them
- * ("NAME=value ...", "" for none). */
-int config_apply_env_plugin_defaults(const char *self);
+ * Returns how many it set.  The list ("NAME=value ...") goes into
+ * NCCL_SYMMEM_ENV_PLUGIN_SET, since the env plugin and the net plugin are
+ * two libraries; config_env_plugin_applied() reads it there ("" for none;
+ * in a process that set nothing, what a parent's env plugin set). */
+int config_apply_env_plugin_defaults(const char *net_plugin);
 const char *config_env_plugin_applied(void);
 
 /* The largest share of a collective per rank and channel the tuner runs
