@@ -126,7 +126,7 @@ int config_nccl_advice(const struct config *cfg,
  * `net_plugin`, its path, NCCL_NET, NCCL_P2P_DISABLE,
  * NCCL_SHM_DISABLE, NCCL_NET_PLUGIN_REF_COUNT) and, where copy engines
  * carry it, those of config_nccl_advice() (not with
- * NCCL_SYMMEM_NCCL_DEFAULTS=0).  A `self` NCCL could not use (empty,
+ * NCCL_SYMMEM_NCCL_DEFAULTS=0).  A `net_plugin` NCCL could not use (empty,
  * longer than 254, with a comma) gives NCCL_NET_PLUGIN=symmem.  Sets
  * nothing when the user named another net plugin (or a list) or net.
  * Returns how many it set.  The list ("NAME=value ...") goes into
