@@ -1440,7 +1440,7 @@ int config_ib_mode(const struct config *cfg)
 /* ---- the env plugin (NCCL_ENV_PLUGIN=symmem) --------------------------- */
 
 /* What routes a job through the plugin, set by the env plugin where the
- * user left it unset, besides NCCL_NET_PLUGIN (the library's own path)
+ * user left it unset, besides NCCL_NET_PLUGIN (the net plugin's path)
  * and nccl_advice[] (where copy engines carry GPU traffic of one host).
  * NCCL loads an env plugin before it reads any variable (NCCL 2.28.7 and
  * later), so from there even the variables it reads before it loads the

@@ -35,20 +35,17 @@ static const char anchor;
  * loader does not say or it is not there (config.c then gives the name). */
 static void net_plugin_path(char *out, size_t len)
 {
-	char dir[PATH_MAX], *real = NULL, *slash;
+	char *real = NULL, *slash;
 	Dl_info info;
 
 	out[0] = '\0';
 	if (!dladdr(&anchor, &info) || !info.dli_fname)
 		return;
 	real = realpath(info.dli_fname, NULL);
-	if (!real)
-		return;
-	slash = strrchr(real, '/');
-	if (slash && (size_t)(slash - real) < sizeof(dir)) {
-		memcpy(dir, real, (size_t)(slash - real));
-		dir[slash - real] = '\0';
-		if ((size_t)snprintf(out, len, "%s/%s", dir, NET_PLUGIN_FILE) >= len ||
+	slash = real ? strrchr(real, '/') : NULL;
+	if (slash) {
+		*slash = '\0';		/* the directory */
+		if ((size_t)snprintf(out, len, "%s/%s", real, NET_PLUGIN_FILE) >= len ||
 		    access(out, R_OK) != 0)
 			out[0] = '\0';
 	}
