@@ -471,15 +471,13 @@ int main(int argc, char **argv)
 	if (o.hosts)
 		printf("# nccl_bench: the ranks pose as %d hosts (NCCL_HOSTID); the network only "
 		       "between them\n", o.hosts);
+	printf("# nccl_bench: %d ranks, iters %d, phases:%s%s (plugin: ", o.nranks, o.iters,
+	       o.phases[0] ? " native" : "", o.phases[1] ? " plugin" : "");
 	if (o.env_plugin)
-		printf("# nccl_bench: %d ranks, iters %d, phases:%s%s (plugin: NCCL_ENV_PLUGIN=%s "
-		       "only", o.nranks, o.iters, o.phases[0] ? " native" : "",
-		       o.phases[1] ? " plugin" : "", o.plugin);
+		printf("NCCL_ENV_PLUGIN=%s only", o.plugin);
 	else
-		printf("# nccl_bench: %d ranks, iters %d, phases:%s%s (plugin: NCCL_NET_PLUGIN=%s "
-		       "NCCL_NET=symmem%s",
-		       o.nranks, o.iters, o.phases[0] ? " native" : "", o.phases[1] ? " plugin" : "",
-		       o.plugin, o.hosts ? "" : " NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1");
+		printf("NCCL_NET_PLUGIN=%s NCCL_NET=symmem%s", o.plugin,
+		       o.hosts ? "" : " NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1");
 	for (int i = 0; i < o.nplugin_env; i++)
 		printf(" %s", o.plugin_env[i]);
 	printf(")\n");
