@@ -10,17 +10,7 @@
 build="$1"
 tmp=$(mktemp -d /tmp/symmem-install-XXXXXX) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-n=0
-fail=0
-check() {
-	n=$((n + 1))
-	if [ "$1" = 0 ]; then
-		echo "ok $n - $2"
-	else
-		echo "not ok $n - $2"
-		fail=1
-	fi
-}
+. "$(dirname "$0")/tap.sh"
 
 ldconfig=$(command -v ldconfig || echo /sbin/ldconfig)
 if [ ! -x "$ldconfig" ]; then

@@ -5,17 +5,7 @@
 # time).  $1: the net plugin; the env plugin sits in the same directory.
 lib="$1"
 env_lib="$(dirname "$lib")/libnccl-env-symmem.so"
-n=0
-fail=0
-check() {
-	n=$((n + 1))
-	if [ "$1" = 0 ]; then
-		echo "ok $n - $2"
-	else
-		echo "not ok $n - $2"
-		fail=1
-	fi
-}
+. "$(dirname "$0")/tap.sh"
 
 exports() {
 	nm -D --defined-only "$1" | awk '{print $3}' | sort | tr '\n' ' '
