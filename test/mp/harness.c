@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -232,4 +233,20 @@ int harness_wait(void *req, int *size, double seconds)
 	if (size)
 		*size = sizes[0];
 	return ncclSuccess;
+}
+
+int harness_run_child(const char *argv0, const char *mode, const char *const *env)
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid == 0) {
+		for (; *env; env += 2)
+			setenv(env[0], env[1], 1);
+		execl("/proc/self/exe", argv0, mode, (char *)NULL);
+		_exit(99);
+	}
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
 }

@@ -30,6 +30,11 @@ int harness_info_count(const char *needle);
 void *harness_init(void);
 int harness_pair(void *ctx, void **send, void **recv);
 
+/* Runs this test program again as `argv0 mode` in a child with the
+ * NAME, VALUE pairs of `env` (NULL-terminated) added to its environment;
+ * its exit status, or -1 when it did not exit. */
+int harness_run_child(const char *argv0, const char *mode, const char *const *env);
+
 /* Handle exchange between forked processes over a real socketpair. */
 int harness_send_all(int fd, const void *buf, size_t len);
 int harness_recv_all(int fd, void *buf, size_t len);

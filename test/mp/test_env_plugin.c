@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -130,37 +129,25 @@ static int child_other_net(void)
 	return 0;
 }
 
+/* What every child starts from (set in main): none of the variables the
+ * env plugin sets or reads, NCCL_ENV_PLUGIN, and NCCL's log in a file. */
 static const char *const cleared[] = {
 	"NCCL_NET_PLUGIN", "NCCL_NET", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE",
 	"NCCL_NET_PLUGIN_REF_COUNT", "NCCL_NCHANNELS_PER_NET_PEER", "NCCL_SYMMEM_NCCL_DEFAULTS",
-	"NCCL_SYMMEM_BACKEND", "NCCL_TUNER_PLUGIN",
+	"NCCL_SYMMEM_BACKEND", "NCCL_TUNER_PLUGIN", "NCCL_SYMMEM_ENV_PLUGIN_SET",
 };
 
-/* Runs `mode` in a child whose environment holds only NCCL_ENV_PLUGIN,
- * NCCL's log settings and the pairs in `env` of the variables above. */
-static int run_child(const char *mode, const char *const *env)
+static void child_environment(void)
 {
-	pid_t pid = fork();
-	int status;
-
-	if (pid == 0) {
-		for (size_t i = 0; i < sizeof(cleared) / sizeof(cleared[0]); i++)
-			unsetenv(cleared[i]);
-		for (; *env; env += 2)
-			setenv(env[0], env[1], 1);
-		setenv("NCCL_ENV_PLUGIN", "symmem", 1);
-		/* ncclGetUniqueId picks a bootstrap interface: loopback, so a
-		 * machine with no other network still runs the test. */
-		setenv("NCCL_SOCKET_IFNAME", "lo", 1);
-		setenv("NCCL_DEBUG", "INFO", 1);
-		setenv("NCCL_DEBUG_SUBSYS", "INIT,ENV", 1);
-		setenv("NCCL_DEBUG_FILE", log_path, 1);
-		execl("/proc/self/exe", "test_env_plugin", mode, (char *)NULL);
-		_exit(99);
-	}
-	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
-		return -1;
-	return WEXITSTATUS(status);
+	for (size_t i = 0; i < sizeof(cleared) / sizeof(cleared[0]); i++)
+		unsetenv(cleared[i]);
+	setenv("NCCL_ENV_PLUGIN", "symmem", 1);
+	/* ncclGetUniqueId picks a bootstrap interface: loopback, so a
+	 * machine with no other network still runs the test. */
+	setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+	setenv("NCCL_DEBUG", "INFO", 1);
+	setenv("NCCL_DEBUG_SUBSYS", "INIT,ENV", 1);
+	setenv("NCCL_DEBUG_FILE", log_path, 1);
 }
 
 /* Whether NCCL can be opened: each test is skipped (not passed) where
@@ -176,13 +163,13 @@ static int have_nccl(void)
 	return 1;
 }
 
-/* Runs `mode` in a child (see run_child), which must pass; skipped where
- * no NCCL can be opened. */
+/* Runs `mode` in a child (child_environment's, plus `env`), which must
+ * pass; skipped where no NCCL can be opened. */
 static void expect_child(const char *mode, const char *const *env)
 {
 	if (!have_nccl())
 		skip();
-	assert_int_equal(run_child(mode, env), 0);
+	assert_int_equal(harness_run_child("test_env_plugin", mode, env), 0);
 }
 
 static void test_defaults(void **state)
@@ -231,5 +218,6 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "--child-other-net") == 0)
 		return child_other_net();
 	snprintf(log_path, sizeof(log_path), "/tmp/test_env_plugin.%d.log", (int)getpid());
+	child_environment();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -881,18 +881,7 @@ static void test_dead_peer_many_connections(void **state)
  * plugin parses its environment once per process, so a new one is needed. */
 static int run_child(const char *mode, const char *const *env)
 {
-	pid_t pid = fork();
-	int status;
-
-	if (pid == 0) {
-		for (; *env; env += 2)
-			setenv(env[0], env[1], 1);
-		execl("/proc/self/exe", "test_net", mode, (char *)NULL);
-		_exit(99);
-	}
-	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
-		return -1;
-	return WEXITSTATUS(status);
+	return harness_run_child("test_net", mode, env);
 }
 
 static int open_fds(void)
