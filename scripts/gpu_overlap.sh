@@ -14,10 +14,21 @@
 #        PASS_SM_SWEEP="4 8 16": instead, all_gather and all_reduce with
 #        NCCL_PASS_SM=1 at each NCCL_SYMMEM_PASS_SM_CHANNELS (native and the
 #        uncapped plugin in the first invocation), to pick the cap by makespan.
+#        README_1G=1: then the README's NCCL_PASS_SM=1 settings at 1 GiB
+#        (registered ncclMemAlloc buffers; send/recv with 1 channel per peer,
+#        alltoall with 8), and all_reduce / reduce_scatter of 1 GiB on
+#        NCCL's buffers (5 of them beside the 20 GEMMs), into
+#        $OUT/overlap-1g.txt.
+#        The plugin's configurations are routed as the README's Quick start
+#        does, by NCCL_ENV_PLUGIN=symmem alone (nccl_overlap -Z); ROUTE=vars
+#        routes them by NCCL_NET_PLUGIN and friends instead, as before
+#        session 31 (no NCCL_NCHANNELS_PER_NET_PEER then).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/symmem-overlap}
 BYTES=${1:-134217728}
+ZFLAG=-Z
+[ "${ROUTE:-env}" = vars ] && ZFLAG=
 mkdir -p "$OUT/logs"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 . scripts/gpu_build.sh
@@ -27,12 +38,12 @@ if [ -n "${PASS_SM_SWEEP:-}" ]; then
 	for op in all_gather all_reduce; do
 		echo "== $op $BYTES caps 2 (default) $PASS_SM_SWEEP ($(date +%T))"
 		echo "# PASS_SM cap 2 (default)" >>"$OUT/overlap.txt"
-		./build-gpu/nccl_overlap ${NRANKS:+-n $NRANKS} -o $op -b "$BYTES" -C native,plugin,passsm \
+		./build-gpu/nccl_overlap ${NRANKS:+-n $NRANKS} $ZFLAG -o $op -b "$BYTES" -C native,plugin,passsm \
 			-g "${GEMMS:-20}" -c "${COLLS:-10}" -t "${PHASE_TIMEOUT:-240}" \
 			>>"$OUT/overlap.txt" 2>>"$OUT/logs/stderr.txt" || { echo "FAILED: $op"; fail=1; }
 		for n in $PASS_SM_SWEEP; do
 			echo "# PASS_SM cap $n (NCCL_SYMMEM_PASS_SM_CHANNELS=$n)" >>"$OUT/overlap.txt"
-			./build-gpu/nccl_overlap ${NRANKS:+-n $NRANKS} -o $op -b "$BYTES" -C native,passsm \
+			./build-gpu/nccl_overlap ${NRANKS:+-n $NRANKS} $ZFLAG -o $op -b "$BYTES" -C native,passsm \
 				-E NCCL_SYMMEM_PASS_SM_CHANNELS=$n -g "${GEMMS:-20}" -c "${COLLS:-10}" \
 				-t "${PHASE_TIMEOUT:-240}" >>"$OUT/overlap.txt" 2>>"$OUT/logs/stderr.txt" ||
 				{ echo "FAILED: $op cap $n"; fail=1; }
@@ -49,11 +60,24 @@ for op in ${OPS:-all_gather reduce_scatter all_reduce alltoall sendrecv}; do
 		case "$op,$buf" in all_gather,plain | alltoall,plain) cfgs=native,native-ce,plugin,passsm ;; esac
 		case $buf in plain) reg= ;; reg) reg=-R ;; regmem) reg="-R -A" ;; esac
 		echo "== $op $BYTES $buf ($(date +%T))"
-		./build-gpu/nccl_overlap ${NRANKS:+-n $NRANKS} -o $op -b "$BYTES" $reg -C $cfgs \
+		./build-gpu/nccl_overlap ${NRANKS:+-n $NRANKS} $ZFLAG -o $op -b "$BYTES" $reg -C $cfgs \
 			-g "${GEMMS:-20}" -c "${COLLS:-10}" -t "${PHASE_TIMEOUT:-240}" \
 			>>"$OUT/overlap.txt" 2>>"$OUT/logs/stderr.txt" || { echo "FAILED: $op $reg"; fail=1; }
 	done
 done
-cat "$OUT/overlap.txt"
+if [ -n "${README_1G:-}" ]; then
+	G=1073741824
+	run_1g() {
+		echo "== 1 GiB: $* ($(date +%T))"
+		./build-gpu/nccl_overlap ${NRANKS:+-n $NRANKS} $ZFLAG -b $G -g "${GEMMS:-20}" \
+			-t "${PHASE_TIMEOUT:-240}" "$@" >>"$OUT/overlap-1g.txt" 2>>"$OUT/logs/stderr.txt" ||
+			{ echo "FAILED: 1 GiB $*"; fail=1; }
+	}
+	run_1g -o sendrecv -R -A -C native,passsm -E NCCL_NCHANNELS_PER_NET_PEER=1 -c 10
+	run_1g -o alltoall -R -A -C native,passsm -E NCCL_NCHANNELS_PER_NET_PEER=8 -c 10
+	run_1g -o all_reduce -C native,plugin,passsm -c 5
+	run_1g -o reduce_scatter -C native,plugin,passsm -c 5
+fi
+cat "$OUT/overlap.txt" ${README_1G:+"$OUT/overlap-1g.txt"}
 python3 scripts/plot_overlap.py "$OUT/overlap.txt" "$OUT/overlap.png" || fail=1
 exit $fail

@@ -56,6 +56,7 @@ struct ovl_opts {
 	int registered;		/* ncclCommRegister the collective buffers */
 	int cumem_bufs;		/* -A: collective buffers from ncclMemAlloc (cuMem) */
 	int comm_priority;	/* -P: the collective's stream at the GPU's highest priority */
+	int env_plugin;		/* -Z: the plugin configurations routed by NCCL_ENV_PLUGIN alone */
 	int configs[CFG_COUNT];
 	double timeout;
 	char *extra_env[16];	/* NAME=VALUE for the plugin configurations */
@@ -352,10 +353,11 @@ static void config_prepare(void *arg, int rank)
 	if (p->o->logdir[0]) {
 		snprintf(file, sizeof(file), "%s/%s.%%p.log", p->o->logdir, config_names[p->config]);
 		setenv("NCCL_DEBUG", "INFO", 1);
-		setenv("NCCL_DEBUG_SUBSYS", "INIT,TUNING", 1);
+		setenv("NCCL_DEBUG_SUBSYS", "INIT,ENV,TUNING", 1);
 		setenv("NCCL_DEBUG_FILE", file, 1);
 	}
-	bench_route_env(p->config == CFG_PLUGIN || p->config == CFG_PASS_SM, ROUTE_ALL, "symmem",
+	bench_route_env(p->config == CFG_PLUGIN || p->config == CFG_PASS_SM,
+			p->o->env_plugin ? ROUTE_ENV_PLUGIN : ROUTE_ALL, "symmem",
 			p->o->extra_env, p->o->nextra);
 }
 
@@ -423,10 +425,33 @@ static void config_ctas(const struct ovl_opts *o, int config, char *out, size_t 
 		snprintf(out, len, "%d/peer", per_peer);
 }
 
+/* Whether a configuration's NCCL logs hold a line with `needle`. */
+static int config_log_has(const struct ovl_opts *o, int config, const char *needle)
+{
+	char cmd[PATH_MAX + 128];
+
+	snprintf(cmd, sizeof(cmd), "grep -qsF -- '%s' %s/%s.*.log", needle, o->logdir,
+		 config_names[config]);
+	return system(cmd) == 0;
+}
+
+/* A plugin configuration that NCCL quietly ran on its own transports (the
+ * plugin or the env plugin not found) would be measured as the plugin. */
+static const char *config_misrouted(const struct ovl_opts *o, int config)
+{
+	if ((config != CFG_PLUGIN && config != CFG_PASS_SM) || !o->logdir[0])
+		return NULL;
+	if (o->env_plugin && !config_log_has(o, config, "Successfully loaded external env plugin"))
+		return "NCCL did not load the env plugin (-Z)";
+	if (!config_log_has(o, config, "via NET/symmem"))
+		return "no connection of NCCL's log went via NET/symmem";
+	return NULL;
+}
+
 static void usage(const char *argv0)
 {
 	fprintf(stderr, "usage: %s [-n ranks] [-o op] [-b bytes] [-g gemms] [-c collectives] "
-		"[-d dim] [-R] [-A] [-P] [-C native,native-ce,plugin,passsm] [-E NAME=VALUE] "
+		"[-d dim] [-R] [-A] [-P] [-Z] [-C native,native-ce,plugin,passsm] [-E NAME=VALUE] "
 		"[-t seconds]\n",
 		argv0);
 	exit(2);
@@ -468,7 +493,7 @@ int main(int argc, char **argv)
 	double native_makespan = 0;
 
 	memset(all, 0, sizeof(all));
-	while ((opt = getopt(argc, argv, "n:o:b:g:c:d:RAPC:E:t:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:o:b:g:c:d:RAPZC:E:t:")) != -1) {
 		switch (opt) {
 		case 'n': o.nranks = atoi(optarg); break;
 		case 'o':
@@ -486,6 +511,7 @@ int main(int argc, char **argv)
 		case 'R': o.registered = 1; break;
 		case 'A': o.cumem_bufs = 1; break;
 		case 'P': o.comm_priority = 1; break;
+		case 'Z': o.env_plugin = 1; break;
 		case 'C': if (parse_configs(optarg, o.configs)) usage(argv[0]); break;
 		case 'E':
 			if (o.nextra == 16 || !strchr(optarg, '='))
@@ -522,11 +548,12 @@ int main(int argc, char **argv)
 			all[rec.config][rec.rank] = rec;
 
 	printf("# overlap: %s of %zu B%s, %d ranks, %d GEMMs of %d^3 bf16 and %d collectives "
-	       "started together%s\n", bench_op_name(o.op), o.bytes,
+	       "started together%s%s\n", bench_op_name(o.op), o.bytes,
 	       o.registered ? (o.cumem_bufs ? " (registered ncclMemAlloc buffers)" :
 			       " (registered buffers)") : (o.cumem_bufs ? " (ncclMemAlloc buffers)" : ""),
 	       o.nranks, o.ngemm, o.dim, o.ncoll,
-	       o.comm_priority ? ", collectives on a high-priority stream" : "");
+	       o.comm_priority ? ", collectives on a high-priority stream" : "",
+	       o.env_plugin ? ", plugin routed by NCCL_ENV_PLUGIN=symmem alone" : "");
 	printf("# %-15s %9s %9s %8s %10s %10s %6s %11s %9s %6s %8s\n", "config", "gemm_TF",
 	       "gemm_TF", "gemm", "busbw", "busbw", "busbw", "makespan", "makespan", "errors",
 	       "CTAs");
@@ -537,6 +564,7 @@ int main(int argc, char **argv)
 		uint64_t errors = 0;
 		int ranks = 0;
 		char ctas[32];
+		const char *misrouted;
 		double flops, gemm_a, gemm_o, bw_a, bw_o;
 
 		if (!o.configs[c])
@@ -568,6 +596,11 @@ int main(int argc, char **argv)
 		gemm_o = flops / (w.gemm_ovl_ms * 1e-3) / 1e12;
 		bw_a = (double)o.bytes * shape.bus_factor * o.ncoll / (w.coll_alone_ms * 1e-3) / 1e9;
 		bw_o = (double)o.bytes * shape.bus_factor * o.ncoll / (w.coll_ovl_ms * 1e-3) / 1e9;
+		if ((misrouted = config_misrouted(&o, c))) {
+			printf("  %-15s %s\n", config_names[c], misrouted);
+			failed++;
+			continue;
+		}
 		config_ctas(&o, c, ctas, sizeof(ctas));
 		printf("  %-15s %9.1f %9.1f %8.3f %10.1f %10.1f %6.3f %11.2f %9.3f %6llu %8s\n",
 		       config_names[c], gemm_a, gemm_o, w.gemm_ovl_ms / w.gemm_alone_ms, bw_a, bw_o,
