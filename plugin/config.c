@@ -224,6 +224,14 @@ static const struct var vars[] = {
 	 * so it can run with every GPU visible. */
 	{ .name = "NCCL_SYMMEM_HELPER_ALL_GPUS", .kind = VAR_BOOL,
 	  .off = offsetof(struct config, helper_all_gpus), .idef = 1 },
+	/* A ring all_gather or broadcast on registered buffers runs on one
+	 * channel when P2P is off (NCCL's coll_reg.cc): 48 against 205 GB/s
+	 * on NCCL's buffers at 128 MiB on 2 x H200 (session 31,
+	 * bench/results/registration.md).  Declining those registrations
+	 * leaves send/recv and alltoall zero-copy.  Auto: declined unless
+	 * NCCL_PASS_SM=1 (config_coll_register()). */
+	{ .name = "NCCL_SYMMEM_COLL_REGISTER", .kind = VAR_TRISTATE,
+	  .off = offsetof(struct config, coll_register), .idef = CONFIG_AUTO },
 };
 
 #define NVARS (sizeof(vars) / sizeof(vars[0]))
@@ -1167,6 +1175,13 @@ static const char *p2p_chunk_value(const struct config *cfg, char *buf, size_t l
 		lo = cfg->user_min_p2p_channels;
 	snprintf(buf, len, "%d", lo > 32 ? P2P_CHUNK_BYTES_AT_64 : P2P_CHUNK_BYTES);
 	return buf;
+}
+
+int config_coll_register(const struct config *cfg)
+{
+	if (cfg->coll_register == CONFIG_AUTO)
+		return cfg->pass_sm != 0;
+	return cfg->coll_register == CONFIG_ON;
 }
 
 /* The channels NCCL sizes its rings to on this path before any minimum:

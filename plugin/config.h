@@ -67,6 +67,7 @@ struct config {
 	int copy_helper;		/* NCCL_SYMMEM_COPY_HELPER */
 	char copy_helper_path[256];	/* NCCL_SYMMEM_COPY_HELPER_PATH, "" = next to the library */
 	int helper_all_gpus;		/* NCCL_SYMMEM_HELPER_ALL_GPUS */
+	int coll_register;		/* NCCL_SYMMEM_COLL_REGISTER, tristate: config_coll_register() */
 	char gpus_visible[512];		/* CUDA_VISIBLE_DEVICES when it names whole GPUs only
 					 * (no MIG instance), else "": the helper runs without it */
 	int ngpus_visible;		/* how many it names (0 with "") */
@@ -149,6 +150,12 @@ uint64_t config_ll128_chunk(const struct config *cfg);
  * hosts only (P2P on), the NCCL defaults are on and the user left
  * NCCL_PROTO to NCCL; else 0 (NCCL's choice). */
 uint64_t config_ll_max(const struct config *cfg);
+
+/* Whether the plugin registers user buffers on ring and tree connections
+ * (plugin/conn_hints.h): NCCL_SYMMEM_COLL_REGISTER=1 yes, 0 no, unset
+ * only with NCCL_PASS_SM=1, whose one-channel registered collectives leave
+ * compute the most SMs.  Returns 1 or 0. */
+int config_coll_register(const struct config *cfg);
 
 /* How many channels NCCL opens for a ring on the intra-host path: the
  * plugin's NCCL_MIN_NCHANNELS default (32, lowered to the user's

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "conn_hints.h"
 #include "helper_path.h"
 #include "log.h"
 #include "monitor.h"
@@ -51,6 +52,8 @@ struct net_comm {
 	struct tp_comm *tp;
 	int dev;
 	struct monitor_state mon;
+	enum conn_kind kind;		/* from NCCL's hint when it was made */
+	struct staging_alloc staging;	/* ring connections: NCCL's own buffers */
 };
 
 struct net_listen {
@@ -67,6 +70,7 @@ struct net_mr {
 
 static atomic_int announced;
 static atomic_int rdma_announced;
+static atomic_int decline_announced;
 static atomic_int live_contexts;	/* v11 contexts: one per communicator */
 
 static void emit_config_line(const char *line, void *arg)
@@ -421,11 +425,13 @@ static ncclResult_t publish_comm(struct tp_comm *tp, int dev, int kind, void **o
 	}
 	c->tp = tp;
 	c->dev = dev;
+	c->kind = hints_take();
 	monitor_open(&c->mon);
 	if (cfg && cfg->verbose)
-		LOG_INFO("NET/symmem %s comm %p on device %d: %s data path%s",
+		LOG_INFO("NET/symmem %s comm %p on device %d: %s data path%s, %s connection",
 			 kind == OBJ_SEND ? "send" : "receive", (void *)c, dev, tp_comm_backend(tp),
-			 gpu_path ? ", GPU buffers moved by copy engines" : ", host memory");
+			 gpu_path ? ", GPU buffers moved by copy engines" : ", host memory",
+			 conn_kind_name(c->kind));
 	*out = c;
 	return ncclSuccess;
 }
@@ -484,6 +490,45 @@ ncclResult_t net_accept(void *listenComm, void **recvComm, ncclNetDeviceHandle_t
 	return publish_comm(tp, l->dev, OBJ_RECV, recvComm);
 }
 
+/* NCCL's hint for the connection its service thread makes next
+ * (conn_hints.h); `ctx` is the communicator's, `attr` may be NULL. */
+ncclResult_t net_set_net_attr(void *ctx, ncclNetAttr_v11_t *attr)
+{
+	(void)ctx;
+	if (attr)
+		hints_note(attr->op);
+	return ncclSuccess;
+}
+
+/* Whether `data`, device memory NCCL registers on ring connection `c`,
+ * is a user buffer the plugin keeps unregistered (conn_hints.h): on the
+ * copy-engine path of one host, where NCCL would then run the collective
+ * on one channel, unless config_coll_register() says otherwise.  Memory
+ * the driver cannot place goes on to be registered, or fail, as before. */
+static int declines_user_buffer(struct net_comm *c, void *data)
+{
+	const struct config *cfg = config_get();
+	const struct sm_cuda_api *cu = sm_cu();
+	CUdeviceptr base;
+	size_t len;
+
+	if (c->kind != CONN_RING || !cfg || config_coll_register(cfg) || !cu)
+		return 0;
+	if (strcmp(tp_comm_backend(c->tp), "shm") != 0)
+		return 0;	/* between hosts: not measured, NCCL's choice stands */
+	if (cu->mem_get_address_range(&base, &len, (CUdeviceptr)data) != CUDA_SUCCESS)
+		return 0;
+	if (!staging_is_user_buffer(&c->staging, (uintptr_t)base, (uintptr_t)base + len))
+		return 0;
+	if (!atomic_exchange(&decline_announced, 1))
+		LOG_INFO("NET/symmem: user buffers NCCL registers for ring collectives stay "
+			 "unregistered: with P2P off NCCL would run such a collective on one "
+			 "channel; it runs on NCCL's buffers with all its channels instead, and "
+			 "send/recv and alltoall stay zero-copy (NCCL_SYMMEM_COLL_REGISTER=1 "
+			 "registers them)");
+	return 1;
+}
+
 ncclResult_t net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
 {
 	struct net_comm *c = comm;
@@ -509,6 +554,9 @@ ncclResult_t net_reg_mr(void *comm, void *data, size_t size, int type, void **mh
 		LOG_WARN("NET/symmem: regMr of %zu bytes at NULL", size);
 		return ncclInvalidArgument;
 	}
+	/* Not a failure: NCCL runs the operation on its own buffers. */
+	if (type == NCCL_PTR_CUDA && declines_user_buffer(c, data))
+		return ncclInvalidUsage;
 	mr = calloc(1, sizeof(*mr));
 	if (!mr) {
 		LOG_WARN("NET/symmem: out of memory in regMr");

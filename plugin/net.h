@@ -15,6 +15,7 @@ ncclResult_t net_listen(void *ctx, int dev, void *handle, void **listenComm);
 ncclResult_t net_connect(void *ctx, int dev, void *handle, void **sendComm,
 			 ncclNetDeviceHandle_t **sendDevComm);
 ncclResult_t net_accept(void *listenComm, void **recvComm, ncclNetDeviceHandle_t **recvDevComm);
+ncclResult_t net_set_net_attr(void *ctx, ncclNetAttr_v11_t *attr);
 ncclResult_t net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
 ncclResult_t net_dereg_mr(void *comm, void *mhandle);
 ncclResult_t net_isend(void *sendComm, void *data, size_t size, int tag, void *mhandle,

@@ -31,7 +31,7 @@ EXPORT ncclNet_v11_t ncclNetPlugin_v11 = {
 	.irecvConsumed = NULL,
 	.makeVDevice = NULL,
 	.finalize = net_finalize,
-	.setNetAttr = NULL,
+	.setNetAttr = net_set_net_attr,
 };
 
 /* v10 and older: init runs once per process and there is no context. */

@@ -73,7 +73,7 @@ static void test_exported_versions(void **state)
 	assert_null(net->irecvConsumed);
 	assert_null(net->makeVDevice);
 	assert_null(net->getDeviceMr);
-	assert_null(net->setNetAttr);
+	assert_non_null(net->setNetAttr);
 }
 
 static void test_properties(void **state)
@@ -1201,6 +1201,79 @@ static void test_path_lines(void **state)
 	assert_int_equal(run_child("--child-paths", quiet), 0);
 }
 
+/* NCCL's hints before each connect and accept (net v11 setNetAttr, as
+ * NCCL 2.28's net.cc gives them): send/recv connections carry Send, Recv,
+ * AlltoAll, Scatter and Gather (ncclFunc_t 6-10), ring and tree ones
+ * "undefined".  With NCCL_SM_FREE_VERBOSE=1 every comm says which kind
+ * it was made as. */
+#define OP_P2P ((1u << 6) | (1u << 7) | (1u << 8) | (1u << 9) | (1u << 10))
+#define OP_UNDEFINED 0xffffffffu
+
+static int hinted_pair(void *c, const ncclNetAttr_v11_t *hint, void **send, void **recv)
+{
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+	double end = harness_now() + 10;
+	ncclNetAttr_v11_t a;
+	void *lc = NULL;
+	int rc;
+
+	*send = *recv = NULL;
+	rc = net->listen(c, 0, handle, &lc);
+	while (!rc && (!*send || !*recv) && harness_now() < end) {
+		a = *hint;	/* NCCL's is a temporary too */
+		if (!*send && ((rc = net->setNetAttr(c, &a)) || (rc = net->connect(c, 0, handle, send, NULL))))
+			break;
+		a = *hint;
+		if (!*recv && ((rc = net->setNetAttr(c, &a)) || (rc = net->accept(lc, recv, NULL))))
+			break;
+	}
+	if (lc)
+		net->closeListen(lc);
+	if (!rc && (!*send || !*recv))
+		rc = ncclInternalError;
+	return rc;
+}
+
+static int child_conn_kinds(void)
+{
+	static const char *const kinds[] = { "send/recv connection", "ring/tree connection" };
+	ncclNetAttr_v11_t hint;
+	void *c, *send, *recv;
+
+	if (!harness_open() || !(c = harness_init()))
+		return 10;
+	if (net->setNetAttr(c, NULL) != ncclSuccess)	/* "may be NULL" */
+		return 11;
+	for (int k = 0; k < 2; k++) {
+		memset(&hint, 0xff, sizeof(hint));
+		hint.op = k == 0 ? OP_P2P : OP_UNDEFINED;
+		if (hinted_pair(c, &hint, &send, &recv) != ncclSuccess)
+			return 12;
+		if (harness_info_count(kinds[k]) != 2)
+			return 13 + k;
+		net->closeSend(send);
+		net->closeRecv(recv);
+	}
+	/* No hint since: the hints were used up by the comms they named. */
+	if (harness_pair(c, &send, &recv) != ncclSuccess)
+		return 15;
+	if (harness_info_count("unhinted connection") != 2 || harness_info_count(kinds[0]) != 2 ||
+	    harness_info_count(kinds[1]) != 2)
+		return 16;
+	net->closeSend(send);
+	net->closeRecv(recv);
+	net->finalize(c);
+	return 0;
+}
+
+static void test_connection_kinds(void **state)
+{
+	const char *verbose[] = { "NCCL_SM_FREE_VERBOSE", "1", NULL };
+
+	(void)state;
+	assert_int_equal(run_child("--child-conn-kinds", verbose), 0);
+}
+
 static int setup(void **state)
 {
 	*state = harness_open();
@@ -1245,6 +1318,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_ib_forced_without_device),
 		cmocka_unit_test(test_monitor_lines),
 		cmocka_unit_test(test_path_lines),
+		cmocka_unit_test(test_connection_kinds),
 	};
 
 	if (argc > 1 && !strcmp(argv[1], "--child-bad-env"))
@@ -1257,6 +1331,8 @@ int main(int argc, char **argv)
 		return child_last_finalize();
 	if (argc > 1 && !strcmp(argv[1], "--child-abandoned-connect"))
 		return child_abandoned_connect();
+	if (argc > 1 && !strcmp(argv[1], "--child-conn-kinds"))
+		return child_conn_kinds();
 	if (argc > 1 && !strcmp(argv[1], "--child-paths"))
 		return child_paths();
 	if (argc > 1 && !strcmp(argv[1], "--child-ib-hca"))

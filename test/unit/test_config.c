@@ -85,6 +85,7 @@ static const char *const all_names[] = {
 	"NCCL_SYMMEM_COPY_HELPER",
 	"NCCL_SYMMEM_COPY_HELPER_PATH",
 	"NCCL_SYMMEM_HELPER_ALL_GPUS",
+	"NCCL_SYMMEM_COLL_REGISTER",
 };
 
 #define NNAMES (sizeof(all_names) / sizeof(all_names[0]))
@@ -1185,6 +1186,7 @@ static void test_describe_all(void **state)
 		"NCCL_SYMMEM_COPY_HELPER=1 (default)",
 		"NCCL_SYMMEM_COPY_HELPER_PATH= (default)",
 		"NCCL_SYMMEM_HELPER_ALL_GPUS=1 (default)",
+		"NCCL_SYMMEM_COLL_REGISTER=-1 (default)",
 	};
 	struct kv none[] = { { NULL, NULL } };
 	struct kv one[] = { { "NCCL_SYMMEM_STREAMS", "4" }, { NULL, NULL } };
@@ -1290,6 +1292,7 @@ static void test_describe_roundtrip(void **state)
 		{ "NCCL_SYMMEM_COPY_HELPER", "off" },
 		{ "NCCL_SYMMEM_COPY_HELPER_PATH", "/opt/symmem/libexec/symmem-copyd" },
 		{ "NCCL_SYMMEM_HELPER_ALL_GPUS", "0" },
+		{ "NCCL_SYMMEM_COLL_REGISTER", "1" },
 		{ NULL, NULL },
 	};
 	struct kv back[NNAMES + 1];
@@ -1866,6 +1869,34 @@ static void test_ll128_chunk(void **state)
 	defaults_end();
 }
 
+/* Ring registrations: declined by default, kept with NCCL_PASS_SM=1;
+ * the variable wins either way, -1 is auto, a malformed value is refused
+ * with the variable's name. */
+static void test_coll_register(void **state)
+{
+	struct kv pass_sm[] = { { "NCCL_PASS_SM", "1" }, { NULL, NULL } };
+	struct kv pass_sm_off[] = { { "NCCL_PASS_SM", "1" }, { "NCCL_SYMMEM_COLL_REGISTER", "0" },
+				    { NULL, NULL } };
+	struct config cfg;
+	char err[ERRLEN];
+
+	(void)state;
+	assert_int_equal(config_parse(&cfg, table_get, NULL, err, sizeof(err)), 0);
+	assert_int_equal(cfg.coll_register, CONFIG_AUTO);
+	assert_int_equal(config_coll_register(&cfg), 0);
+	assert_int_equal(config_parse(&cfg, table_get, pass_sm, err, sizeof(err)), 0);
+	assert_int_equal(config_coll_register(&cfg), 1);
+	assert_int_equal(config_parse(&cfg, table_get, pass_sm_off, err, sizeof(err)), 0);
+	assert_int_equal(config_coll_register(&cfg), 0);
+	assert_int_equal(parse_one("NCCL_SYMMEM_COLL_REGISTER", "1", &cfg, err), 0);
+	assert_int_equal(config_coll_register(&cfg), 1);
+	assert_int_equal(parse_one("NCCL_SYMMEM_COLL_REGISTER", "-1", &cfg, err), 0);
+	assert_int_equal(config_coll_register(&cfg), 0);
+	assert_int_equal(parse_one("NCCL_SYMMEM_COLL_REGISTER", "sometimes", &cfg, err), -1);
+	assert_contains(err, "NCCL_SYMMEM_COLL_REGISTER");
+	assert_contains(err, "sometimes");
+}
+
 /* The tuner's LL limit between hosts: on only with P2P on (with P2P off
  * the plugin's NCCL_PROTO=^LL closes LL), the defaults on and NCCL_PROTO
  * left to NCCL; a malformed value is refused. */
@@ -2300,6 +2331,7 @@ int main(void)
 		cmocka_unit_test(test_graph_register_and_algo_defaults),
 		cmocka_unit_test(test_ll128_chunk),
 		cmocka_unit_test(test_ll_max),
+		cmocka_unit_test(test_coll_register),
 		cmocka_unit_test(test_ib_mode),
 		cmocka_unit_test(test_channel_bounds),
 		cmocka_unit_test(test_p2p_chunk_fits_nccl_pool),

@@ -1,0 +1,53 @@
+/* NCCL's traffic hints per thread, and a ring connection's staging
+ * allocation (conn_hints.h says why). */
+#include "conn_hints.h"
+
+/* ncclFunc_t's collectives: Broadcast, Reduce, AllGather, ReduceScatter,
+ * AllReduce (0-4).  Send/recv-type operations are 5 and up. */
+#define COLLECTIVE_OPS 0x1fu
+#define OP_UNDEFINED 0xffffffffu
+
+/* 0: no hint since the last connection this thread made. */
+static _Thread_local uint32_t hint_op;
+static _Thread_local int hint_set;
+
+void hints_note(uint32_t op)
+{
+	hint_op = op;
+	hint_set = 1;
+}
+
+enum conn_kind hints_take(void)
+{
+	uint32_t op = hint_op;
+	int set = hint_set;
+
+	hint_set = 0;
+	if (!set || op == 0)
+		return CONN_UNHINTED;
+	if (op == OP_UNDEFINED || (op & COLLECTIVE_OPS))
+		return CONN_RING;
+	return CONN_P2P;
+}
+
+const char *conn_kind_name(enum conn_kind kind)
+{
+	switch (kind) {
+	case CONN_P2P:
+		return "send/recv";
+	case CONN_RING:
+		return "ring/tree";
+	default:
+		return "unhinted";
+	}
+}
+
+int staging_is_user_buffer(struct staging_alloc *s, uintptr_t lo, uintptr_t hi)
+{
+	if (!s->hi) {
+		s->lo = lo;
+		s->hi = hi;
+		return 0;
+	}
+	return lo != s->lo || hi != s->hi;
+}

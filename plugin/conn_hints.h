@@ -1,0 +1,53 @@
+/* What NCCL's traffic hints say about the connection being made, and which
+ * buffer registrations on a ring connection the plugin declines.
+ *
+ * NCCL (net v11, 2.28 on) calls setNetAttr on its proxy service thread
+ * right before each connect and accept, with the operations the new
+ * connection will carry: send/recv, alltoall, scatter and gather for the
+ * connections of point-to-point operations, "undefined" for those of
+ * rings and trees (net.cc, populateCommNetAttrs).  Its progress thread
+ * calls it too, with each transfer's operation, so a hint is kept per
+ * thread: connect and accept read the one their own thread left.
+ *
+ * Why it matters: with P2P off NCCL counts every GPU as a node of its
+ * own, and a ring all_gather or broadcast whose user buffers it could
+ * register with the net runs on one channel (coll_reg.cc, isOneRPN).
+ * When the registration fails, NCCL runs the collective on its own buffers
+ * with all its channels; send/recv and alltoall register on their own
+ * connections and stay zero-copy. */
+#ifndef SYMMEM_PLUGIN_CONN_HINTS_H
+#define SYMMEM_PLUGIN_CONN_HINTS_H
+
+#include <stdint.h>
+
+enum conn_kind {
+	CONN_UNHINTED = 0,	/* no hint (NCCL before 2.28, v10 and older tables) */
+	CONN_P2P,		/* send/recv-type operations only */
+	CONN_RING,		/* rings and trees: the collectives */
+};
+
+/* setNetAttr: `op` is NCCL's bitmask of 1 << ncclFunc_t, all ones for
+ * "undefined".  Remembered for the calling thread. */
+void hints_note(uint32_t op);
+
+/* The kind of the connection this thread is making, from its last hint;
+ * the hint is used up, so a later connection without one is unhinted. */
+enum conn_kind hints_take(void);
+
+const char *conn_kind_name(enum conn_kind kind);
+
+/* A ring connection's own buffers: the GPU allocation that holds the
+ * first device memory registered on it.  NCCL registers its staging
+ * buffers for the connection (one allocation for all protocols) inside
+ * the call that made it, before any user buffer can be registered there. */
+struct staging_alloc {
+	uintptr_t lo, hi;	/* [lo, hi); hi == 0: none seen yet */
+};
+
+/* Whether device memory registered on a ring connection, lying in the
+ * allocation [lo, hi), is a user buffer: 0 for the first allocation (which
+ * becomes the connection's staging allocation) and for that allocation
+ * again, 1 for any other. */
+int staging_is_user_buffer(struct staging_alloc *s, uintptr_t lo, uintptr_t hi);
+
+#endif

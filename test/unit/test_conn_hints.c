@@ -1,0 +1,97 @@
+/* NCCL's traffic hints per thread, and which device memory on a ring
+ * connection counts as a user buffer (plugin/conn_hints.c). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <pthread.h>
+
+#include "conn_hints.h"
+
+/* NCCL's hints (net.cc, populateCommNetAttrs): a point-to-point
+ * connection carries Send, Recv, AlltoAll, Scatter and Gather (ncclFunc_t
+ * 6-10), a ring or tree connection "undefined" (all ones). */
+#define OP_P2P ((1u << 6) | (1u << 7) | (1u << 8) | (1u << 9) | (1u << 10))
+#define OP_UNDEFINED 0xffffffffu
+#define OP_ALL_GATHER (1u << 2)
+
+static void test_kinds(void **state)
+{
+	(void)state;
+	assert_int_equal(hints_take(), CONN_UNHINTED);
+	hints_note(OP_P2P);
+	assert_int_equal(hints_take(), CONN_P2P);
+	assert_int_equal(hints_take(), CONN_UNHINTED);	/* used up by the first connection */
+	hints_note(OP_UNDEFINED);
+	assert_int_equal(hints_take(), CONN_RING);
+	hints_note(1u << 6);				/* one send: still point-to-point */
+	assert_int_equal(hints_take(), CONN_P2P);
+	hints_note(OP_ALL_GATHER);			/* a collective's transfer hint */
+	assert_int_equal(hints_take(), CONN_RING);
+	hints_note(OP_P2P | OP_ALL_GATHER);
+	assert_int_equal(hints_take(), CONN_RING);
+	hints_note(0);					/* no operation at all: no hint */
+	assert_int_equal(hints_take(), CONN_UNHINTED);
+	hints_note(OP_P2P);
+	hints_note(OP_UNDEFINED);			/* the last hint before the connection */
+	assert_int_equal(hints_take(), CONN_RING);
+	assert_string_equal(conn_kind_name(CONN_P2P), "send/recv");
+	assert_string_equal(conn_kind_name(CONN_RING), "ring/tree");
+	assert_string_equal(conn_kind_name(CONN_UNHINTED), "unhinted");
+}
+
+static void *p2p_thread(void *arg)
+{
+	int *kind = arg;
+
+	hints_note(OP_P2P);
+	*kind = hints_take();
+	return NULL;
+}
+
+/* NCCL's progress thread hints each transfer while its service thread
+ * connects: one thread's hint never names another's connection. */
+static void test_hints_are_per_thread(void **state)
+{
+	pthread_t t;
+	int kind = -1;
+
+	(void)state;
+	hints_note(OP_UNDEFINED);
+	assert_int_equal(pthread_create(&t, NULL, p2p_thread, &kind), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(kind, CONN_P2P);
+	assert_int_equal(hints_take(), CONN_RING);
+	hints_note(OP_P2P);
+	kind = -1;
+	assert_int_equal(pthread_create(&t, NULL, p2p_thread, &kind), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(hints_take(), CONN_P2P);
+}
+
+static void test_staging_then_user_buffers(void **state)
+{
+	struct staging_alloc s = { 0, 0 };
+
+	(void)state;
+	assert_int_equal(staging_is_user_buffer(&s, 0x10000000, 0x11400000), 0);
+	assert_int_equal(staging_is_user_buffer(&s, 0x10000000, 0x11400000), 0);
+	assert_int_equal(staging_is_user_buffer(&s, 0x20000000, 0x60000000), 1);
+	assert_int_equal(staging_is_user_buffer(&s, 0x10000000, 0x12000000), 1);
+	assert_int_equal(staging_is_user_buffer(&s, 0x0f000000, 0x11400000), 1);
+	/* A user buffer does not move the staging allocation. */
+	assert_int_equal(staging_is_user_buffer(&s, 0x10000000, 0x11400000), 0);
+	assert_true(s.lo == 0x10000000 && s.hi == 0x11400000);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_kinds),
+		cmocka_unit_test(test_hints_are_per_thread),
+		cmocka_unit_test(test_staging_then_user_buffers),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
