@@ -49,6 +49,7 @@ static ncclResult_t tuner_start(size_t nRanks, size_t nNodes, ncclDebugLogger_t 
 	t->policy.ll128_chunk = config_ll128_chunk(cfg);
 	t->policy.ring_channels = config_ring_channels(cfg);
 	t->policy.ll_max = config_ll_max(cfg);
+	t->policy.ring_register = config_coll_register(cfg);
 	t->nranks = nRanks;
 	t->nnodes = nNodes;
 	if (cfg->pass_sm)

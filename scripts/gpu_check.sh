@@ -209,6 +209,10 @@ for proto in Simple LL LL128; do
 done
 [ -z "${SKIP_GRAPH:-}" ] && bench graph -G -b 0 -e $MAX -c none
 bench registered -R -b 8 -e $MAX -c none
+expect_declined registered
+# Ring registrations kept (as with NCCL_PASS_SM=1): NCCL's one-channel path.
+bench registered-rings -R -E NCCL_SYMMEM_COLL_REGISTER=1 -o all_gather,broadcast,all_reduce \
+	-b 1048576 -e $((MAX / 4)) -f 16 -c none -i 3
 if [ -z "${SKIP_GRAPH:-}" ]; then
 	bench registered-graph -R -G -o sendrecv,alltoall -b 1048576 -e $MAX -c none
 	expect_phases registered-graph

@@ -122,6 +122,21 @@ expect_env_plugin() {
 		sed 's/.*NCCL INFO //'
 }
 
+# expect_declined NAME: a run on registered buffers kept NCCL from
+# registering them on ring connections (plugin/conn_hints.h), which would
+# run all_gather and broadcast on one channel: the plugin says so once in
+# every process.
+expect_declined() {
+	local dir="$OUT/logs/$1" n=0
+	for log in "$dir"/nccl.*.log; do
+		[ -e "$log" ] || continue
+		n=$((n + 1))
+		grep -q 'registers for ring collectives stay unregistered' "$log" ||
+			{ echo "no declined ring registration in $log"; fail=1; }
+	done
+	[ "$n" -gt 0 ] || { echo "no NCCL log in $1"; fail=1; }
+}
+
 # expect_phases NAME: on 3 or more GPUs an alltoall run's copy helpers
 # take their copies in phases (one destination GPU at a time, all helpers
 # in step), and say so in a 'phases:' line.  Registered cudaMalloc buffers

@@ -60,7 +60,9 @@ int smfree_ring_ll128(const struct smfree_policy *p, int coll, size_t bytes, siz
 
 	if (channels < 1)
 		channels = SMFREE_RING_CHANNELS;	/* a policy without a ring count */
-	if (!p->ll128_chunk || nranks < 2 || regbuf)
+	/* Registered buffers go zero-copy with Simple, unless the plugin
+	 * declines their registration on rings. */
+	if (!p->ll128_chunk || nranks < 2 || (regbuf && p->ring_register))
 		return 0;
 	/* Broadcast and reduce were faster with Simple at almost every size
 	 * (session 11, bench/results/small-channels.md). */

@@ -16,6 +16,9 @@ struct smfree_policy {
 	int ring_channels;	/* channels NCCL opens for a ring (config_ring_channels()) */
 	uint64_t ll_max;	/* between hosts: all_reduce and broadcast above this leave LL,
 				 * 0 = never */
+	int ring_register;	/* the net plugin registers user buffers on rings
+				 * (config_coll_register()); 0: registered collectives
+				 * run on NCCL's buffers, like unregistered ones */
 };
 
 /* Collective kinds as the tuner sees them (same numbering as ncclFunc_t). */
@@ -51,7 +54,7 @@ int smfree_channels(const struct smfree_policy *p, int coll, size_t bytes, size_
  * reduce_scatter and all_reduce whose share per rank and channel is at
  * most p->ll128_chunk.  `bytes` is the whole buffer, `regbuf` whether NCCL
  * can send from the user's registered buffers (then Simple goes zero-copy
- * and stays).  The algorithm is never changed. */
+ * and stays, where p->ring_register).  The algorithm is never changed. */
 int smfree_ring_ll128(const struct smfree_policy *p, int coll, size_t bytes, size_t nranks,
 		      int regbuf);
 

@@ -28,6 +28,9 @@ static int expect_channels;
 static size_t expect_ll128;
 static size_t expect_ll_max;
 static int expect_ring = 32;
+/* EXPECT_RING_REGISTER=1: the plugin keeps user buffers registered on rings
+ * (NCCL_SYMMEM_COLL_REGISTER), so registered collectives stay Simple. */
+static int expect_ring_register;
 
 /* The NCCL_PASS_SM cap as the tuner applies it. */
 static int expect_cap(void)
@@ -56,7 +59,7 @@ static int expected_ll128(int coll, size_t bytes, size_t nranks, int regbuf)
 {
 	size_t channels = expect_channels ? (size_t)expect_cap() : (size_t)expect_ring;
 
-	if (!expect_ll128 || nranks < 2 || regbuf)
+	if (!expect_ll128 || nranks < 2 || (regbuf && expect_ring_register))
 		return 0;
 	if (coll != ncclFuncAllGather && coll != ncclFuncReduceScatter && coll != ncclFuncAllReduce)
 		return 0;
@@ -456,6 +459,7 @@ int main(int argc, char **argv)
 	const char *l = getenv("EXPECT_LL128");
 	const char *ring = getenv("EXPECT_RING_CHANNELS");
 	const char *llmax = getenv("EXPECT_LL_MAX");
+	const char *reg = getenv("EXPECT_RING_REGISTER");
 
 	lib = harness_open();
 	if (!lib)
@@ -471,5 +475,6 @@ int main(int argc, char **argv)
 	expect_ll_max = llmax ? strtoull(llmax, NULL, 10) : 0;
 	if (ring)
 		expect_ring = atoi(ring);
+	expect_ring_register = reg && atoi(reg) == 1;
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
