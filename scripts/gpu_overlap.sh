@@ -11,7 +11,7 @@
 #        NRANKS=n uses the first n GPUs; GEMMS / COLLS set the batch.
 #        OPS="alltoall sendrecv" picks collectives; BUFS="plain reg regmem"
 #        picks buffers (regmem: registered and from ncclMemAlloc, cuMem).
-#        PASS_SM_SWEEP="4 8 16": instead, all_gather and all_reduce with
+#        PASS_SM_SWEEP="4 8 16": instead, all_gather and all_reduce (or OPS) with
 #        NCCL_PASS_SM=1 at each NCCL_SYMMEM_PASS_SM_CHANNELS (native and the
 #        uncapped plugin in the first invocation), to pick the cap by makespan.
 #        README_1G=1: then the README's NCCL_PASS_SM=1 settings at 1 GiB
@@ -35,7 +35,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 gpu_build "$OUT/logs/build.log" && gpu_build_overlap "$OUT/logs/build.log" || exit 1
 fail=0
 if [ -n "${PASS_SM_SWEEP:-}" ]; then
-	for op in all_gather all_reduce; do
+	for op in ${OPS:-all_gather all_reduce}; do
 		echo "== $op $BYTES caps 2 (default) $PASS_SM_SWEEP ($(date +%T))"
 		echo "# PASS_SM cap 2 (default)" >>"$OUT/overlap.txt"
 		./build-gpu/nccl_overlap ${NRANKS:+-n $NRANKS} $ZFLAG -o $op -b "$BYTES" -C native,plugin,passsm \
