@@ -187,12 +187,14 @@ static const struct var vars[] = {
 	  .idef = 0, .imin = 0, .imax = 60000000 },
 	{ .name = "NCCL_SYMMEM_BACKEND", .kind = VAR_BACKEND,
 	  .off = offsetof(struct config, backend), .idef = CONFIG_BACKEND_AUTO },
-	/* 8: the best makespan of 2/4/8/16 beside a GEMM (2 x H200, 128 MiB
-	 * all_gather 0.99 x native's, all_reduce 1.02 x; 2 gave 1.69 / 2.26 x;
-	 * bench/results/overlap.md). */
+	/* 16: beside a GEMM (bench/results/overlap.md), 8 and 16 end a
+	 * 128 MiB batch within 0.025 of each other (2 x H200 session 5, 4 x
+	 * H200 session 31; 2 took 1.69-2.26 x native's makespan), but with
+	 * 8 a batch of 1 GiB all_reduces took 1.54 x native's makespan on
+	 * 4 x H200, with 16 1.00 x (session 31). */
 	{ .name = "NCCL_SYMMEM_PASS_SM_CHANNELS", .kind = VAR_INT,
 	  .off = offsetof(struct config, pass_sm_channels),
-	  .idef = 8, .imin = 1, .imax = 64 },
+	  .idef = 16, .imin = 1, .imax = 64 },
 	/* Ring collectives ran up to 2 x faster with LL128 than with the
 	 * Simple NCCL's model picks while each rank's share per channel was at
 	 * most 512 KiB (4 x H200: 32 MiB all_reduce 0.19 -> 0.39 of native,

@@ -36,8 +36,8 @@ gpu_build "$OUT/logs/build.log" && gpu_build_overlap "$OUT/logs/build.log" || ex
 fail=0
 if [ -n "${PASS_SM_SWEEP:-}" ]; then
 	for op in ${OPS:-all_gather all_reduce}; do
-		echo "== $op $BYTES caps 2 (default) $PASS_SM_SWEEP ($(date +%T))"
-		echo "# PASS_SM cap 2 (default)" >>"$OUT/overlap.txt"
+		echo "== $op $BYTES caps: default, $PASS_SM_SWEEP ($(date +%T))"
+		echo "# PASS_SM default cap (NCCL_SYMMEM_PASS_SM_CHANNELS unset)" >>"$OUT/overlap.txt"
 		./build-gpu/nccl_overlap ${NRANKS:+-n $NRANKS} $ZFLAG -o $op -b "$BYTES" -C native,plugin,passsm \
 			-g "${GEMMS:-20}" -c "${COLLS:-10}" -t "${PHASE_TIMEOUT:-240}" \
 			>>"$OUT/overlap.txt" 2>>"$OUT/logs/stderr.txt" || { echo "FAILED: $op"; fail=1; }

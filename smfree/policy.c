@@ -3,12 +3,13 @@
  *
  * Channels: without NCCL_PASS_SM the answer is always 0 (NCCL decides).
  * With it, the cap is the configured channel count, by default the one
- * with the best measured makespan beside a GEMM (8 of 2/4/8/16 on
- * 2 x H200, 128 MiB all_gather and all_reduce; bench/results/overlap.md).
+ * with the best measured makespan beside a GEMM (16: level with 8 on
+ * 128 MiB batches, and a batch of 1 GiB all_reduces 1.00 x native's
+ * makespan against 8's 1.54 x on 4 x H200; bench/results/overlap.md).
  * Below cap x SMFREE_CHANNEL_BYTES it is one channel per
  * SMFREE_CHANNEL_BYTES, as NCCL itself would choose under the plugin's
  * NCCL_THREAD_THRESHOLDS: the tuner's count replaces NCCL's, so a flat cap
- * would give a 4 KiB collective 8 channels where NCCL opens 1.
+ * would give a 4 KiB collective 16 channels where NCCL opens 1.
  *
  * Protocol: every Simple step is a copy the receiving proxy must see land
  * and pass on to its GPU before the next hop starts; LL128 lines carry

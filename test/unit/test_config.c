@@ -309,7 +309,7 @@ static void check_defaults(const struct config *cfg)
 	assert_true(cfg->connect_timeout == 120.0);
 	assert_true(cfg->copy_timeout == 60.0);
 	assert_int_equal(cfg->backend, CONFIG_BACKEND_AUTO);
-	assert_int_equal(cfg->pass_sm_channels, 8);
+	assert_int_equal(cfg->pass_sm_channels, 16);
 }
 
 static void test_defaults(void **state)
@@ -1179,7 +1179,7 @@ static void test_describe_all(void **state)
 		"NCCL_SYMMEM_COPY_TIMEOUT=60 (default)",
 		"NCCL_SYMMEM_TRACE_US=0 (default)",
 		"NCCL_SYMMEM_BACKEND=auto (default)",
-		"NCCL_SYMMEM_PASS_SM_CHANNELS=8 (default)",
+		"NCCL_SYMMEM_PASS_SM_CHANNELS=16 (default)",
 		"NCCL_SYMMEM_LL128_CHUNK=512KiB (default)",
 		"NCCL_SYMMEM_LL_MAX=32KiB (default)",
 		"NCCL_SYMMEM_NCCL_DEFAULTS=1 (default)",
@@ -1209,7 +1209,7 @@ static void test_describe_all(void **state)
 	assert_int_equal(l.n, NNAMES);
 	assert_line(&l, "NCCL_SYMMEM_STREAMS=4 (set)");
 	assert_int_equal(count_line(&l, "NCCL_SYMMEM_STREAMS=1 (default)"), 0);
-	assert_line(&l, "NCCL_SYMMEM_PASS_SM_CHANNELS=8 (default)");
+	assert_line(&l, "NCCL_SYMMEM_PASS_SM_CHANNELS=16 (default)");
 }
 
 static void test_describe_size_format(void **state)
@@ -1477,7 +1477,7 @@ static int child_config_get_ok(void)
 	    c->backend != CONFIG_BACKEND_IB || strcmp(c->ib_hca, "^mlx5_1:1") != 0)
 		return 6;
 	/* Untouched variables keep their defaults. */
-	if (c->pass_sm_channels != 8 || c->zero_copy != 1 || c->cumem_enable != CONFIG_AUTO)
+	if (c->pass_sm_channels != 16 || c->zero_copy != 1 || c->cumem_enable != CONFIG_AUTO)
 		return 7;
 	if (!config_error() || config_error()[0] != '\0')
 		return 8;
