@@ -97,6 +97,24 @@ prove() {
 	grep -h -m1 'via NET/symmem' "$dir"/nccl.*.log 2>/dev/null | head -1
 }
 
+# expect_in_logs NAME PATTERN WHAT [PATTERN WHAT ...]: every NCCL log of
+# run NAME holds each PATTERN (grep); each one missing fails the run with
+# "WHAT: LOG".  No log at all fails it too.
+expect_in_logs() {
+	local dir="$OUT/logs/$1" n=0 log i
+	local -a want
+	shift
+	want=("$@")
+	for log in "$dir"/nccl.*.log; do
+		[ -e "$log" ] || continue
+		n=$((n + 1))
+		for ((i = 0; i + 1 < ${#want[@]}; i += 2)); do
+			grep -q -- "${want[i]}" "$log" || { echo "${want[i + 1]}: $log"; fail=1; }
+		done
+	done
+	[ "$n" -gt 0 ] || { echo "no NCCL log in ${dir##*/}"; fail=1; }
+}
+
 # expect_env_plugin NAME: a run with NCCL_ENV_PLUGIN=symmem alone
 # (nccl_bench -Z, torch_check with TORCH_ROUTE=env): every process NCCL
 # logged for is routed through the plugin, NCCL loaded the library as its
@@ -104,21 +122,14 @@ prove() {
 # NCCL_NCHANNELS_PER_NET_PEER=16 (the one variable NCCL reads before it
 # loads a net plugin), and NCCL read that value.
 expect_env_plugin() {
-	local dir="$OUT/logs/$1" n=0
-	for log in "$dir"/nccl.*.log; do
-		[ -e "$log" ] || continue
-		n=$((n + 1))
-		grep -q 'Using network symmem' "$log" ||
-			{ echo "a process not routed through the plugin: $log"; fail=1; }
-		grep -q 'Successfully loaded external env plugin' "$log" ||
-			{ echo "NCCL did not load the env plugin in $log"; fail=1; }
-		grep -q 'env plugin (NCCL_ENV_PLUGIN) set what the user left unset: .*NCCL_NCHANNELS_PER_NET_PEER=16' "$log" ||
-			{ echo "no env plugin line with NCCL_NCHANNELS_PER_NET_PEER=16 in $log"; fail=1; }
-		grep -q 'NCCL_NCHANNELS_PER_NET_PEER set by environment to 16' "$log" ||
-			{ echo "NCCL did not read NCCL_NCHANNELS_PER_NET_PEER=16 in $log"; fail=1; }
-	done
-	[ "$n" -gt 0 ] || { echo "no NCCL log in $1"; fail=1; }
-	grep -h -m1 'env plugin (NCCL_ENV_PLUGIN) set' "$dir"/nccl.*.log 2>/dev/null | head -1 |
+	expect_in_logs "$1" \
+		'Using network symmem' "a process not routed through the plugin" \
+		'Successfully loaded external env plugin' "NCCL did not load the env plugin" \
+		'env plugin (NCCL_ENV_PLUGIN) set what the user left unset: .*NCCL_NCHANNELS_PER_NET_PEER=16' \
+		"no env plugin line with NCCL_NCHANNELS_PER_NET_PEER=16" \
+		'NCCL_NCHANNELS_PER_NET_PEER set by environment to 16' \
+		"NCCL did not read NCCL_NCHANNELS_PER_NET_PEER=16"
+	grep -h -m1 'env plugin (NCCL_ENV_PLUGIN) set' "$OUT/logs/$1"/nccl.*.log 2>/dev/null | head -1 |
 		sed 's/.*NCCL INFO //'
 }
 
@@ -127,14 +138,8 @@ expect_env_plugin() {
 # run all_gather and broadcast on one channel: the plugin says so once in
 # every process.
 expect_declined() {
-	local dir="$OUT/logs/$1" n=0
-	for log in "$dir"/nccl.*.log; do
-		[ -e "$log" ] || continue
-		n=$((n + 1))
-		grep -q 'registers for ring collectives stay unregistered' "$log" ||
-			{ echo "no declined ring registration in $log"; fail=1; }
-	done
-	[ "$n" -gt 0 ] || { echo "no NCCL log in $1"; fail=1; }
+	expect_in_logs "$1" 'registers for ring collectives stay unregistered' \
+		"no declined ring registration"
 }
 
 # expect_phases NAME: on 3 or more GPUs an alltoall run's copy helpers
