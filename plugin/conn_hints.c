@@ -2,6 +2,8 @@
  * allocation (conn_hints.h says why). */
 #include "conn_hints.h"
 
+#include <stddef.h>
+
 /* ncclFunc_t's collectives: Broadcast, Reduce, AllGather, ReduceScatter,
  * AllReduce (0-4).  Send/recv-type operations are 5 and up. */
 #define COLLECTIVE_OPS 0x1fu
@@ -42,12 +44,31 @@ const char *conn_kind_name(enum conn_kind kind)
 	}
 }
 
-int staging_is_user_buffer(struct staging_alloc *s, uintptr_t lo, uintptr_t hi)
+static _Thread_local const void *setup_comm;
+
+void conn_setup_begin(const void *comm)
+{
+	setup_comm = comm;
+}
+
+void conn_setup_end(void)
+{
+	setup_comm = NULL;
+}
+
+int conn_in_setup(const void *comm)
+{
+	return comm && comm == setup_comm;
+}
+
+int staging_is_user_buffer(struct staging_alloc *s, int in_setup, uintptr_t lo, uintptr_t hi)
 {
 	if (!s->hi) {
 		s->lo = lo;
 		s->hi = hi;
 		return 0;
 	}
-	return lo != s->lo || hi != s->hi;
+	if (lo == s->lo && hi == s->hi)
+		return 0;
+	return !in_setup;
 }

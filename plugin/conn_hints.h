@@ -14,7 +14,12 @@
  * register with the net runs on one channel (coll_reg.cc, isOneRPN).
  * When the registration fails, NCCL runs the collective on its own buffers
  * with all its channels; send/recv and alltoall register on their own
- * connections and stay zero-copy. */
+ * connections and stay zero-copy.
+ *
+ * NCCL registers its own buffers on a connection too, and must not be
+ * refused those.  A registration counts as a user buffer only when two
+ * tests agree: it is not in the allocation first registered on the
+ * connection, and the connection is no longer being set up. */
 #ifndef SYMMEM_PLUGIN_CONN_HINTS_H
 #define SYMMEM_PLUGIN_CONN_HINTS_H
 
@@ -36,18 +41,28 @@ enum conn_kind hints_take(void);
 
 const char *conn_kind_name(enum conn_kind kind);
 
+/* The comm this thread made last, while NCCL registers its own buffers
+ * with it: NCCL does so in the call that made it (net.cc's proxy connect,
+ * after connect or accept and closeListen), before its service thread
+ * turns to anything else.  Begun when a comm is made, ended when the
+ * thread enters setNetAttr, listen, connect or accept again. */
+void conn_setup_begin(const void *comm);
+void conn_setup_end(void);
+int conn_in_setup(const void *comm);
+
 /* A ring connection's own buffers: the GPU allocation that holds the
- * first device memory registered on it.  NCCL registers its staging
- * buffers for the connection (one allocation for all protocols) inside
- * the call that made it, before any user buffer can be registered there. */
+ * first device memory registered on it (NCCL's buffers for all
+ * protocols, one allocation). */
 struct staging_alloc {
 	uintptr_t lo, hi;	/* [lo, hi); hi == 0: none seen yet */
 };
 
 /* Whether device memory registered on a ring connection, lying in the
  * allocation [lo, hi), is a user buffer: 0 for the first allocation (which
- * becomes the connection's staging allocation) and for that allocation
- * again, 1 for any other. */
-int staging_is_user_buffer(struct staging_alloc *s, uintptr_t lo, uintptr_t hi);
+ * becomes the connection's staging allocation), for that allocation again
+ * and for anything registered while the connection is still being set up
+ * (`in_setup`), 1 for any other.  Both tests must call it a user buffer:
+ * declining one of NCCL's own buffers would fail the connection. */
+int staging_is_user_buffer(struct staging_alloc *s, int in_setup, uintptr_t lo, uintptr_t hi);
 
 #endif

@@ -380,6 +380,7 @@ ncclResult_t net_listen(void *ctx, int dev, void *handle, void **listenComm)
 	int rc;
 
 	(void)ctx;
+	conn_setup_end();
 	if (!listenComm || !handle) {
 		LOG_WARN("NET/symmem: listen called with a NULL handle or comm slot");
 		return ncclInvalidArgument;
@@ -426,6 +427,7 @@ static ncclResult_t publish_comm(struct tp_comm *tp, int dev, int kind, void **o
 	c->tp = tp;
 	c->dev = dev;
 	c->kind = hints_take();
+	conn_setup_begin(c);
 	monitor_open(&c->mon);
 	if (cfg && cfg->verbose)
 		LOG_INFO("NET/symmem %s comm %p on device %d: %s data path%s, %s connection",
@@ -445,6 +447,7 @@ ncclResult_t net_connect(void *ctx, int dev, void *handle, void **sendComm,
 	int rc;
 
 	(void)sendDevComm;	/* HOST plugin: NCCL's device handle stays untouched */
+	conn_setup_end();
 	if (!sendComm || !handle) {
 		LOG_WARN("NET/symmem: connect called with a NULL handle or comm slot");
 		return ncclInvalidArgument;
@@ -473,6 +476,7 @@ ncclResult_t net_accept(void *listenComm, void **recvComm, ncclNetDeviceHandle_t
 	int rc;
 
 	(void)recvDevComm;
+	conn_setup_end();
 	if (!recvComm) {
 		LOG_WARN("NET/symmem: accept called with a NULL comm slot");
 		return ncclInvalidArgument;
@@ -495,6 +499,7 @@ ncclResult_t net_accept(void *listenComm, void **recvComm, ncclNetDeviceHandle_t
 ncclResult_t net_set_net_attr(void *ctx, ncclNetAttr_v11_t *attr)
 {
 	(void)ctx;
+	conn_setup_end();
 	if (attr)
 		hints_note(attr->op);
 	return ncclSuccess;
@@ -518,7 +523,8 @@ static int declines_user_buffer(struct net_comm *c, void *data)
 		return 0;	/* between hosts: not measured, NCCL's choice stands */
 	if (cu->mem_get_address_range(&base, &len, (CUdeviceptr)data) != CUDA_SUCCESS)
 		return 0;
-	if (!staging_is_user_buffer(&c->staging, (uintptr_t)base, (uintptr_t)base + len))
+	if (!staging_is_user_buffer(&c->staging, conn_in_setup(c), (uintptr_t)base,
+				    (uintptr_t)base + len))
 		return 0;
 	if (!atomic_exchange(&decline_announced, 1))
 		LOG_INFO("NET/symmem: user buffers NCCL registers for ring collectives stay "

@@ -75,14 +75,67 @@ static void test_staging_then_user_buffers(void **state)
 	struct staging_alloc s = { 0, 0 };
 
 	(void)state;
-	assert_int_equal(staging_is_user_buffer(&s, 0x10000000, 0x11400000), 0);
-	assert_int_equal(staging_is_user_buffer(&s, 0x10000000, 0x11400000), 0);
-	assert_int_equal(staging_is_user_buffer(&s, 0x20000000, 0x60000000), 1);
-	assert_int_equal(staging_is_user_buffer(&s, 0x10000000, 0x12000000), 1);
-	assert_int_equal(staging_is_user_buffer(&s, 0x0f000000, 0x11400000), 1);
-	/* A user buffer does not move the staging allocation. */
-	assert_int_equal(staging_is_user_buffer(&s, 0x10000000, 0x11400000), 0);
+	assert_int_equal(staging_is_user_buffer(&s, 1, 0x10000000, 0x11400000), 0);
+	assert_int_equal(staging_is_user_buffer(&s, 1, 0x10000000, 0x11400000), 0);
+	/* Set up: anything registered now may be NCCL's own, never declined. */
+	assert_int_equal(staging_is_user_buffer(&s, 1, 0x30000000, 0x31000000), 0);
+	/* Later: the staging allocation again, or a user buffer. */
+	assert_int_equal(staging_is_user_buffer(&s, 0, 0x10000000, 0x11400000), 0);
+	assert_int_equal(staging_is_user_buffer(&s, 0, 0x20000000, 0x60000000), 1);
+	assert_int_equal(staging_is_user_buffer(&s, 0, 0x10000000, 0x12000000), 1);
+	assert_int_equal(staging_is_user_buffer(&s, 0, 0x0f000000, 0x11400000), 1);
+	/* Neither a user buffer nor a late registration moves it. */
+	assert_int_equal(staging_is_user_buffer(&s, 0, 0x10000000, 0x11400000), 0);
 	assert_true(s.lo == 0x10000000 && s.hi == 0x11400000);
+}
+
+/* The first device memory seen, set up or not, is the staging one. */
+static void test_first_allocation_is_staging(void **state)
+{
+	struct staging_alloc s = { 0, 0 };
+
+	(void)state;
+	assert_int_equal(staging_is_user_buffer(&s, 0, 0x40000000, 0x40200000), 0);
+	assert_int_equal(staging_is_user_buffer(&s, 0, 0x40000000, 0x40200000), 0);
+	assert_int_equal(staging_is_user_buffer(&s, 0, 0x50000000, 0x50200000), 1);
+}
+
+static void *other_setup_thread(void *arg)
+{
+	int *seen = arg;
+
+	seen[0] = conn_in_setup(&seen[1]);	/* the main thread's comm: not here */
+	conn_setup_begin(&seen[2]);
+	seen[3] = conn_in_setup(&seen[2]);
+	return NULL;
+}
+
+/* Setup belongs to the comm the thread made last, until the thread
+ * enters another call that makes connections; other threads keep theirs. */
+static void test_setup_per_thread(void **state)
+{
+	int seen[4] = { -1, 0, 0, -1 };
+	pthread_t t;
+	int a = 0, b = 0;
+
+	(void)state;
+	assert_false(conn_in_setup(&a));
+	assert_false(conn_in_setup(NULL));
+	conn_setup_begin(&a);
+	assert_true(conn_in_setup(&a));
+	assert_false(conn_in_setup(&b));
+	conn_setup_begin(&seen[1]);
+	assert_int_equal(pthread_create(&t, NULL, other_setup_thread, seen), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(seen[0], 0);
+	assert_int_equal(seen[3], 1);
+	assert_true(conn_in_setup(&seen[1]));
+	assert_false(conn_in_setup(&seen[2]));
+	conn_setup_end();
+	assert_false(conn_in_setup(&seen[1]));
+	conn_setup_begin(&b);
+	assert_false(conn_in_setup(&a));
+	conn_setup_end();
 }
 
 int main(void)
@@ -91,6 +144,8 @@ int main(void)
 		cmocka_unit_test(test_kinds),
 		cmocka_unit_test(test_hints_are_per_thread),
 		cmocka_unit_test(test_staging_then_user_buffers),
+		cmocka_unit_test(test_first_allocation_is_staging),
+		cmocka_unit_test(test_setup_per_thread),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
