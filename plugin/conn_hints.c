@@ -9,7 +9,8 @@
 #define COLLECTIVE_OPS 0x1fu
 #define OP_UNDEFINED 0xffffffffu
 
-/* 0: no hint since the last connection this thread made. */
+/* The last hint this thread was given, and whether it is still unused
+ * (0 once a connection took it). */
 static _Thread_local uint32_t hint_op;
 static _Thread_local int hint_set;
 
@@ -71,4 +72,11 @@ int staging_is_user_buffer(struct staging_alloc *s, int in_setup, uintptr_t lo, 
 	if (lo == s->lo && hi == s->hi)
 		return 0;
 	return !in_setup;
+}
+
+int conn_declines(struct staging_alloc *s, const struct reg_case *r)
+{
+	if (r->kind != CONN_RING || !r->same_host || r->keep_rings)
+		return 0;
+	return staging_is_user_buffer(s, r->in_setup, r->lo, r->hi);
 }

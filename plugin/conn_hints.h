@@ -65,4 +65,18 @@ struct staging_alloc {
  * declining one of NCCL's own buffers would fail the connection. */
 int staging_is_user_buffer(struct staging_alloc *s, int in_setup, uintptr_t lo, uintptr_t hi);
 
+/* Device memory NCCL registers on a connection. */
+struct reg_case {
+	enum conn_kind kind;	/* the connection's */
+	int same_host;		/* on one host's copy-engine path (the shm backend) */
+	int keep_rings;		/* ring registrations kept (config_coll_register()) */
+	int in_setup;		/* conn_in_setup() of the connection */
+	uintptr_t lo, hi;	/* the allocation holding the memory */
+};
+
+/* Whether regMr declines it (1): a user buffer on a ring or tree
+ * connection of one host, unless ring registrations are kept.  `s` is the
+ * connection's staging allocation, recorded on the way. */
+int conn_declines(struct staging_alloc *s, const struct reg_case *r);
+
 #endif

@@ -1,6 +1,8 @@
 /* The net plugin proper: argument checks, object bookkeeping and logging
  * around transport/, which does the work.  Every failure leaves here as an
- * ncclResult_t plus exactly one WARN line. */
+ * ncclResult_t plus exactly one WARN line.  One refusal is not a failure:
+ * a user buffer on a ring connection (conn_hints.h), which NCCL answers by
+ * running the collective on its own buffers; it is logged once, at INFO. */
 #include <ctype.h>
 #include <limits.h>
 #include <pthread.h>
@@ -514,17 +516,21 @@ static int declines_user_buffer(struct net_comm *c, void *data)
 {
 	const struct config *cfg = config_get();
 	const struct sm_cuda_api *cu = sm_cu();
+	struct reg_case r = { .kind = c->kind };
 	CUdeviceptr base;
 	size_t len;
 
-	if (c->kind != CONN_RING || !cfg || config_coll_register(cfg) || !cu)
+	if (c->kind != CONN_RING || !cfg || !cu)
 		return 0;
-	if (strcmp(tp_comm_backend(c->tp), "shm") != 0)
-		return 0;	/* between hosts: not measured, NCCL's choice stands */
 	if (cu->mem_get_address_range(&base, &len, (CUdeviceptr)data) != CUDA_SUCCESS)
 		return 0;
-	if (!staging_is_user_buffer(&c->staging, conn_in_setup(c), (uintptr_t)base,
-				    (uintptr_t)base + len))
+	/* Between hosts nothing was measured: NCCL's choice stands there. */
+	r.same_host = strcmp(tp_comm_backend(c->tp), "shm") == 0;
+	r.keep_rings = config_coll_register(cfg);
+	r.in_setup = conn_in_setup(c);
+	r.lo = (uintptr_t)base;
+	r.hi = (uintptr_t)base + len;
+	if (!conn_declines(&c->staging, &r))
 		return 0;
 	if (!atomic_exchange(&decline_announced, 1))
 		LOG_INFO("NET/symmem: user buffers NCCL registers for ring collectives stay "
@@ -700,6 +706,8 @@ static ncclResult_t close_comm(void *comm, int kind, const char *what)
 		return ncclInternalError;
 	monitor_close(&c->mon, c->tp, c, kind == OBJ_SEND, c->dev);
 	tp_close(c->tp);
+	if (conn_in_setup(c))
+		conn_setup_end();	/* a later comm at this address is not set up yet */
 	registry_retire(c);
 	return ncclSuccess;
 }

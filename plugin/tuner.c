@@ -25,8 +25,11 @@ struct tuner_ctx {
 	size_t nnodes;
 };
 
+/* `hinted`: NCCL gives the net plugin its connection hints (2.28 on,
+ * which asks for tuner v5 first), so the plugin can decline ring
+ * registrations; older NCCL keeps them all. */
 static ncclResult_t tuner_start(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction,
-				void **ctx)
+				int hinted, void **ctx)
 {
 	const struct config *cfg;
 	struct tuner_ctx *t;
@@ -49,7 +52,7 @@ static ncclResult_t tuner_start(size_t nRanks, size_t nNodes, ncclDebugLogger_t 
 	t->policy.ll128_chunk = config_ll128_chunk(cfg);
 	t->policy.ring_channels = config_ring_channels(cfg);
 	t->policy.ll_max = config_ll_max(cfg);
-	t->policy.ring_register = config_coll_register(cfg);
+	t->policy.ring_register = !hinted || config_coll_register(cfg);
 	t->nranks = nRanks;
 	t->nnodes = nNodes;
 	if (cfg->pass_sm)
@@ -78,13 +81,13 @@ static ncclResult_t tuner_v5_init(void **ctx, uint64_t commId, size_t nRanks, si
 	(void)commId;
 	(void)nvl;
 	(void)constants;	/* NCCL's model constants stay as they are */
-	return tuner_start(nRanks, nNodes, logFunction, ctx);
+	return tuner_start(nRanks, nNodes, logFunction, 1, ctx);
 }
 
 static ncclResult_t tuner_v4_init(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction,
 				  void **ctx)
 {
-	return tuner_start(nRanks, nNodes, logFunction, ctx);
+	return tuner_start(nRanks, nNodes, logFunction, 0, ctx);
 }
 
 /* NCCL's cost table: a row-major float[algorithm][protocol] passed as

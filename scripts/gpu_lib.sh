@@ -105,6 +105,7 @@ expect_in_logs() {
 	local -a want
 	shift
 	want=("$@")
+	[ $((${#want[@]} % 2)) = 0 ] || { echo "expect_in_logs: PATTERN without WHAT"; fail=1; }
 	for log in "$dir"/nccl.*.log; do
 		[ -e "$log" ] || continue
 		n=$((n + 1))
@@ -113,6 +114,16 @@ expect_in_logs() {
 		done
 	done
 	[ "$n" -gt 0 ] || { echo "no NCCL log in ${dir##*/}"; fail=1; }
+}
+
+# expect_none_in_logs NAME PATTERN WHAT: no NCCL log of run NAME holds
+# PATTERN; one that does fails the run with "WHAT: LOG".
+expect_none_in_logs() {
+	local log
+	for log in "$OUT/logs/$1"/nccl.*.log; do
+		[ -e "$log" ] || continue
+		! grep -q -- "$2" "$log" || { echo "$3: $log"; fail=1; }
+	done
 }
 
 # expect_env_plugin NAME: a run with NCCL_ENV_PLUGIN=symmem alone
@@ -133,13 +144,15 @@ expect_env_plugin() {
 		sed 's/.*NCCL INFO //'
 }
 
-# expect_declined NAME: a run on registered buffers kept NCCL from
-# registering them on ring connections (plugin/conn_hints.h), which would
-# run all_gather and broadcast on one channel: the plugin says so once in
-# every process.
+# expect_declined NAME: a run on registered buffers (NCCL_DEBUG_SUBSYS
+# with REG) kept NCCL from registering them on ring connections
+# (plugin/conn_hints.h), which would run all_gather and broadcast on one
+# channel: the plugin says so once in every process, and every process
+# still registered buffers (its send/recv and alltoall, zero-copy).
 expect_declined() {
-	expect_in_logs "$1" 'registers for ring collectives stay unregistered' \
-		"no declined ring registration"
+	expect_in_logs "$1" \
+		'registers for ring collectives stay unregistered' "no declined ring registration" \
+		' - NET register userbuff' "no buffer registered at all"
 }
 
 # expect_phases NAME: on 3 or more GPUs an alltoall run's copy helpers

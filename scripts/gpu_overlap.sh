@@ -27,8 +27,11 @@ set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/symmem-overlap}
 BYTES=${1:-134217728}
-ZFLAG=-Z
-[ "${ROUTE:-env}" = vars ] && ZFLAG=
+case ${ROUTE:-env} in
+env) ZFLAG=-Z ;;
+vars) ZFLAG= ;;
+*) echo "ROUTE is env or vars, not '$ROUTE'" >&2; exit 2 ;;
+esac
 mkdir -p "$OUT/logs"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 . scripts/gpu_build.sh

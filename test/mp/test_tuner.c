@@ -280,6 +280,34 @@ static void ring_protocol(void **state)
 		assert_int_equal(changed, 0);
 }
 
+/* NCCL before 2.28 (tuner v4/v3) gives the net plugin no connection
+ * hints, so nothing is declined and a registered collective keeps Simple
+ * (zero-copy) there, while v5 follows the rule. */
+static void registered_before_hints(void **state)
+{
+	ncclTuner_v4_t *t4 = dlsym(lib, "ncclTunerPlugin_v4");
+	float table[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
+	float orig[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
+	size_t bytes = 16 << 20;	/* 1 MiB per rank and channel on 4 ranks: LL128's */
+	void *ctx = NULL;
+	int nch = 0, algo, proto;
+
+	(void)state;
+	assert_int_equal(t4->init(4, 4, harness_logger, &ctx), ncclSuccess);
+	fill_ring_table(table, 300.0f, 0);
+	memcpy(orig, table, sizeof(table));
+	assert_int_equal(t4->getCollInfo(ctx, ncclFuncAllGather, bytes, 1, (float **)(void *)table,
+					 NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, 1, &nch), ncclSuccess);
+	assert_memory_equal(table, orig, sizeof(table));
+	assert_int_equal(t4->getCollInfo(ctx, ncclFuncAllGather, bytes, 1, (float **)(void *)table,
+					 NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, 0, &nch), ncclSuccess);
+	pick(table, &algo, &proto);
+	/* Unregistered, the rule acts where this environment has it. */
+	assert_int_equal(proto, expected_ll128(ncclFuncAllGather, bytes, 4, 0) ?
+				NCCL_PROTO_LL128 : NCCL_PROTO_SIMPLE);
+	assert_int_equal(t4->destroy(ctx), ncclSuccess);
+}
+
 /* Between nodes, an LL choice becomes Simple of the same algorithm exactly
  * where the rule says, by a 0 in that cell alone; a closed Simple cell
  * stays closed, and one node keeps every choice. */
@@ -450,6 +478,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(check_v5),
 		cmocka_unit_test(check_v4_v3),
+		cmocka_unit_test(registered_before_hints),
 		cmocka_unit_test(ring_protocol),
 		cmocka_unit_test(ll_between_hosts),
 		cmocka_unit_test(single_rank_untouched),

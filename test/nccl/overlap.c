@@ -425,13 +425,15 @@ static void config_ctas(const struct ovl_opts *o, int config, char *out, size_t 
 		snprintf(out, len, "%d/peer", per_peer);
 }
 
-/* Whether a configuration's NCCL logs hold a line with `needle`. */
-static int config_log_has(const struct ovl_opts *o, int config, const char *needle)
+/* Whether a configuration's NCCL logs exist and every one of them holds
+ * a line with `needle`. */
+static int config_logs_have(const struct ovl_opts *o, int config, const char *needle)
 {
-	char cmd[PATH_MAX + 128];
+	char cmd[PATH_MAX + 192];
 
-	snprintf(cmd, sizeof(cmd), "grep -qsF -- '%s' %s/%s.*.log", needle, o->logdir,
-		 config_names[config]);
+	snprintf(cmd, sizeof(cmd),
+		 "set -- %s/%s.*.log; [ -e \"$1\" ] && [ -z \"$(grep -LF -- '%s' \"$@\")\" ]",
+		 o->logdir, config_names[config], needle);
 	return system(cmd) == 0;
 }
 
@@ -439,12 +441,14 @@ static int config_log_has(const struct ovl_opts *o, int config, const char *need
  * plugin or the env plugin not found) would be measured as the plugin. */
 static const char *config_misrouted(const struct ovl_opts *o, int config)
 {
-	if ((config != CFG_PLUGIN && config != CFG_PASS_SM) || !o->logdir[0])
+	if (config != CFG_PLUGIN && config != CFG_PASS_SM)
 		return NULL;
-	if (o->env_plugin && !config_log_has(o, config, "Successfully loaded external env plugin"))
-		return "NCCL did not load the env plugin (-Z)";
-	if (!config_log_has(o, config, "via NET/symmem"))
-		return "no connection of NCCL's log went via NET/symmem";
+	if (!o->logdir[0])
+		return o->env_plugin ? "no NCCL logs to check the routing (-Z) in" : NULL;
+	if (o->env_plugin && !config_logs_have(o, config, "Successfully loaded external env plugin"))
+		return "a rank's NCCL did not load the env plugin (-Z)";
+	if (!config_logs_have(o, config, "via NET/symmem"))
+		return "a rank's NCCL log has no connection via NET/symmem";
 	return NULL;
 }
 

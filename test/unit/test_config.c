@@ -1875,6 +1875,8 @@ static void test_ll128_chunk(void **state)
 static void test_coll_register(void **state)
 {
 	struct kv pass_sm[] = { { "NCCL_PASS_SM", "1" }, { NULL, NULL } };
+	struct kv pass_sm_auto[] = { { "NCCL_PASS_SM", "1" }, { "NCCL_SYMMEM_COLL_REGISTER", "-1" },
+				     { NULL, NULL } };
 	struct kv pass_sm_off[] = { { "NCCL_PASS_SM", "1" }, { "NCCL_SYMMEM_COLL_REGISTER", "0" },
 				    { NULL, NULL } };
 	struct config cfg;
@@ -1892,6 +1894,8 @@ static void test_coll_register(void **state)
 	assert_int_equal(config_coll_register(&cfg), 1);
 	assert_int_equal(parse_one("NCCL_SYMMEM_COLL_REGISTER", "-1", &cfg, err), 0);
 	assert_int_equal(config_coll_register(&cfg), 0);
+	assert_int_equal(config_parse(&cfg, table_get, pass_sm_auto, err, sizeof(err)), 0);
+	assert_int_equal(config_coll_register(&cfg), 1);	/* -1 is auto, not off */
 	assert_int_equal(parse_one("NCCL_SYMMEM_COLL_REGISTER", "sometimes", &cfg, err), -1);
 	assert_contains(err, "NCCL_SYMMEM_COLL_REGISTER");
 	assert_contains(err, "sometimes");

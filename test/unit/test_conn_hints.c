@@ -138,6 +138,50 @@ static void test_setup_per_thread(void **state)
 	conn_setup_end();
 }
 
+/* The whole decision regMr makes with device memory. */
+static void test_declines(void **state)
+{
+	struct staging_alloc s = { 0, 0 };
+	struct reg_case ring = { .kind = CONN_RING, .same_host = 1, .lo = 0x10000000,
+				 .hi = 0x11400000 };
+	struct reg_case r;
+
+	(void)state;
+	assert_int_equal(conn_declines(&s, &ring), 0);		/* staging */
+	r = ring;
+	r.lo = 0x20000000;
+	r.hi = 0x60000000;
+	assert_int_equal(conn_declines(&s, &r), 1);		/* a user buffer */
+	r.in_setup = 1;
+	assert_int_equal(conn_declines(&s, &r), 0);		/* maybe NCCL's own */
+	r.in_setup = 0;
+	r.keep_rings = 1;
+	assert_int_equal(conn_declines(&s, &r), 0);		/* NCCL_SYMMEM_COLL_REGISTER=1 */
+	r.keep_rings = 0;
+	r.same_host = 0;
+	assert_int_equal(conn_declines(&s, &r), 0);		/* between hosts */
+	r.same_host = 1;
+	r.kind = CONN_P2P;
+	assert_int_equal(conn_declines(&s, &r), 0);		/* send/recv: zero-copy */
+	r.kind = CONN_UNHINTED;
+	assert_int_equal(conn_declines(&s, &r), 0);		/* NCCL gave no hint */
+	r.kind = CONN_RING;
+	assert_int_equal(conn_declines(&s, &r), 1);
+	assert_int_equal(conn_declines(&s, &ring), 0);		/* staging again */
+}
+
+/* Where nothing is declined, nothing is recorded either: the staging
+ * allocation is the first one a declining connection saw. */
+static void test_declines_records_only_rings(void **state)
+{
+	struct staging_alloc s = { 0, 0 };
+	struct reg_case p2p = { .kind = CONN_P2P, .same_host = 1, .lo = 0x1000, .hi = 0x2000 };
+
+	(void)state;
+	assert_int_equal(conn_declines(&s, &p2p), 0);
+	assert_true(s.hi == 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -146,6 +190,8 @@ int main(void)
 		cmocka_unit_test(test_staging_then_user_buffers),
 		cmocka_unit_test(test_first_allocation_is_staging),
 		cmocka_unit_test(test_setup_per_thread),
+		cmocka_unit_test(test_declines),
+		cmocka_unit_test(test_declines_records_only_rings),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
