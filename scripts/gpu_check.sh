@@ -212,7 +212,7 @@ SUBSYS=INIT,ENV,NET,REG bench registered -R -b 8 -e $MAX -c none
 expect_declined registered
 # Ring registrations kept (as with NCCL_PASS_SM=1): NCCL's one-channel path.
 SUBSYS=INIT,ENV,NET,REG bench registered-rings -R -E NCCL_SYMMEM_COLL_REGISTER=1 \
-	-o all_gather,broadcast,all_reduce -b 1048576 -e $((MAX / 4)) -f 16 -c none -i 3
+	-o all_gather,broadcast,all_reduce -b 1048576 -e $((MAX / 4)) -f 4 -c none -i 3
 expect_in_logs registered-rings ' - NET register userbuff' "no ring registration kept"
 expect_none_in_logs registered-rings 'registers for ring collectives stay unregistered' \
 	"a ring registration declined with NCCL_SYMMEM_COLL_REGISTER=1"
