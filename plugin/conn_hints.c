@@ -74,9 +74,14 @@ int staging_is_user_buffer(struct staging_alloc *s, int in_setup, uintptr_t lo, 
 	return !in_setup;
 }
 
+int conn_may_decline(const struct reg_case *r)
+{
+	return r->kind == CONN_RING && r->same_host && !r->keep_rings;
+}
+
 int conn_declines(struct staging_alloc *s, const struct reg_case *r)
 {
-	if (r->kind != CONN_RING || !r->same_host || r->keep_rings)
+	if (!conn_may_decline(r))
 		return 0;
 	return staging_is_user_buffer(s, r->in_setup, r->lo, r->hi);
 }

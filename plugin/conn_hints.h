@@ -74,9 +74,13 @@ struct reg_case {
 	uintptr_t lo, hi;	/* the allocation holding the memory */
 };
 
-/* Whether regMr declines it (1): a user buffer on a ring or tree
- * connection of one host, unless ring registrations are kept.  `s` is the
- * connection's staging allocation, recorded on the way. */
+/* Whether regMr may decline memory on such a connection at all: a ring or
+ * tree connection of one host, ring registrations not kept.  Needs none of
+ * lo and hi, so a caller can ask before it asks the driver for them. */
+int conn_may_decline(const struct reg_case *r);
+
+/* Whether regMr declines it (1): a user buffer where conn_may_decline().
+ * `s` is the connection's staging allocation, recorded on the way. */
 int conn_declines(struct staging_alloc *s, const struct reg_case *r);
 
 #endif

@@ -520,14 +520,16 @@ static int declines_user_buffer(struct net_comm *c, void *data)
 	CUdeviceptr base;
 	size_t len;
 
-	if (c->kind != CONN_RING || !cfg || !cu)
-		return 0;
-	if (cu->mem_get_address_range(&base, &len, (CUdeviceptr)data) != CUDA_SUCCESS)
+	if (!cfg || !cu)
 		return 0;
 	/* Between hosts nothing was measured: NCCL's choice stands there. */
 	r.same_host = strcmp(tp_comm_backend(c->tp), "shm") == 0;
 	r.keep_rings = config_coll_register(cfg);
 	r.in_setup = conn_in_setup(c);
+	if (!conn_may_decline(&r))
+		return 0;	/* no driver call for what is registered anyway */
+	if (cu->mem_get_address_range(&base, &len, (CUdeviceptr)data) != CUDA_SUCCESS)
+		return 0;
 	r.lo = (uintptr_t)base;
 	r.hi = (uintptr_t)base + len;
 	if (!conn_declines(&c->staging, &r))

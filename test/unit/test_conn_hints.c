@@ -147,6 +147,7 @@ static void test_declines(void **state)
 	struct reg_case r;
 
 	(void)state;
+	assert_true(conn_may_decline(&ring));
 	assert_int_equal(conn_declines(&s, &ring), 0);		/* staging */
 	r = ring;
 	r.lo = 0x20000000;
@@ -178,6 +179,7 @@ static void test_declines_records_only_rings(void **state)
 	struct reg_case p2p = { .kind = CONN_P2P, .same_host = 1, .lo = 0x1000, .hi = 0x2000 };
 
 	(void)state;
+	assert_false(conn_may_decline(&p2p));
 	assert_int_equal(conn_declines(&s, &p2p), 0);
 	assert_true(s.hi == 0);
 }
