@@ -1125,7 +1125,7 @@ int config_unknown_vars(char *out, size_t outlen)
 /* When a default of nccl_defaults[] applies. */
 enum default_when {
 	INTRA_HOST,		/* GPU traffic of one host goes through the plugin */
-	INTRA_HOST_SM_PATH,	/* that, and NCCL_PASS_SM is off */
+	INTRA_HOST_RINGS_KEPT,	/* that, NCCL_PASS_SM off, and the net keeps ring registrations */
 	INTRA_HOST_CE,		/* that, carried by copy engines (not NCCL_SYMMEM_BACKEND=tcp) */
 	INTRA_HOST_OR_PASS_SM,	/* that, or NCCL_PASS_SM asks for zero-copy user buffers */
 };
@@ -1291,15 +1291,24 @@ static const struct {
 	 * whose buffers it registered with the net on one channel
 	 * (nMaxChannels = 1), with each send waiting for the receiver's
 	 * irecv.  Under CUDA graphs NCCL registers the buffers by itself.
-	 * NCCL_PASS_SM=1 keeps the registration: its send/recv and alltoall
-	 * go zero-copy from the user's buffers, which is the point of that
-	 * mode.  Explicit ncclCommRegister (NCCL_LOCAL_REGISTER) is the
-	 * user's choice and stays. */
-	{ "NCCL_GRAPH_REGISTER", "0", INTRA_HOST_SM_PATH,
+	 * Since session 31 the plugin declines user buffers on ring
+	 * connections where NCCL says which connections are rings (net v11,
+	 * NCCL 2.28: conn_hints.c), so graph registration then only makes
+	 * send/recv and alltoall zero-copy: 4 x H100, 1 GiB under CUDA graphs,
+	 * send/recv 0.89 -> 1.00 and alltoall 0.75 -> 0.88 of native,
+	 * all_gather and broadcast unchanged (session 32,
+	 * bench/results/registration.md).  So the variable is set only where
+	 * ring registrations are kept: NCCL before 2.28 (no hints) or
+	 * NCCL_SYMMEM_COLL_REGISTER=1.  NCCL_PASS_SM=1 keeps the registration:
+	 * its send/recv and alltoall go zero-copy from the user's buffers,
+	 * which is the point of that mode.  Explicit ncclCommRegister
+	 * (NCCL_LOCAL_REGISTER) is the user's choice and stays. */
+	{ "NCCL_GRAPH_REGISTER", "0", INTRA_HOST_RINGS_KEPT,
 	  "NCCL runs a graph-captured all_gather or broadcast whose buffers it registered on one "
-	  "channel when each GPU is its own node (4 x H200, 1 GiB: broadcast 0.13 -> 0.79, "
-	  "all_gather 0.41 -> 0.87, all_reduce 0.65 -> 0.92 of native); graph-captured send/recv "
-	  "then go through NCCL's buffers (set NCCL_NCHANNELS_PER_NET_PEER=16)", NULL },
+	  "channel when each GPU is its own node, and this net keeps such registrations (NCCL "
+	  "before 2.28 or NCCL_SYMMEM_COLL_REGISTER=1; 4 x H200, 1 GiB: broadcast 0.13 -> 0.79, "
+	  "all_gather 0.41 -> 0.87 of native); graph-captured send/recv then go through NCCL's "
+	  "buffers", NULL },
 	/* Every GPU its own node also makes NCCL pick PAT (its algorithm for
 	 * one GPU per host) for all_gather and reduce_scatter of up to 128 KiB
 	 * per rank.  Through the copy engines its many small steps took 3-8 x
@@ -1354,12 +1363,13 @@ static int intra_host_by_copy_engine(const struct config *cfg)
 	       cfg->backend != CONFIG_BACKEND_IB;
 }
 
-int config_apply_nccl_defaults(const struct config *cfg,
+int config_apply_nccl_defaults(const struct config *cfg, int rings_hinted,
 			       void (*emit)(const char *name, const char *value, int applied,
 					    const char *why, void *arg),
 			       void *arg)
 {
 	int applied = 0, intra = intra_host_via_net(), by_ce = intra_host_by_copy_engine(cfg);
+	int rings_kept = !rings_hinted || config_coll_register(cfg);
 
 	for (size_t i = 0; i < sizeof(nccl_defaults) / sizeof(nccl_defaults[0]); i++) {
 		const char *name = nccl_defaults[i].name;
@@ -1367,7 +1377,7 @@ int config_apply_nccl_defaults(const struct config *cfg,
 		const char *value = nccl_defaults[i].value;
 		enum default_when when = nccl_defaults[i].when;
 		int fits = (when == INTRA_HOST && intra) ||
-			   (when == INTRA_HOST_SM_PATH && intra && !cfg->pass_sm) ||
+			   (when == INTRA_HOST_RINGS_KEPT && intra && !cfg->pass_sm && rings_kept) ||
 			   (when == INTRA_HOST_CE && by_ce) ||
 			   (when == INTRA_HOST_OR_PASS_SM && (intra || cfg->pass_sm));
 		char buf[32];

@@ -105,10 +105,12 @@ const char *config_error(void);
 int config_unknown_vars(char *out, size_t outlen);
 
 /* Sets the NCCL variables the GPU path needs (NCCL_NET_GDR_LEVEL) where the
- * user left them unset and NCCL_SYMMEM_NCCL_DEFAULTS is on.  `emit` hears
- * each one: its value now and whether it was set here.  Returns how many
- * were set.  Call only once a GPU path is really offered. */
-int config_apply_nccl_defaults(const struct config *cfg,
+ * user left them unset and NCCL_SYMMEM_NCCL_DEFAULTS is on.  `rings_hinted`:
+ * NCCL tells the net which connections are rings (net v11, NCCL 2.28 on),
+ * so the plugin can decline user buffers on them.  `emit` hears each one:
+ * its value now and whether it was set here.  Returns how many were set.
+ * Call only once a GPU path is really offered. */
+int config_apply_nccl_defaults(const struct config *cfg, int rings_hinted,
 			       void (*emit)(const char *name, const char *value, int applied,
 					    const char *why, void *arg),
 			       void *arg);

@@ -44,6 +44,11 @@ static int gpu_path;		/* 1: devices are GPUs, the copy engines serve them */
 /* NCCL_PTR_CUDA advertised: on the GPU path, unless every connection is
  * ibverbs (NCCL_SYMMEM_BACKEND=ib), which carries host memory only. */
 static int gpu_ptrs;
+/* NCCL called the v11 init (with a per-comm context): NCCL 2.28 on, which
+ * says through setNetAttr which connections are rings, so ring
+ * registrations can be declined (conn_hints.c).  Set before the first
+ * build_devices, which reads it once. */
+static atomic_int rings_hinted;
 
 struct net_ctx {
 	uint64_t comm_id;
@@ -234,7 +239,7 @@ static void build_devices(void)
 	ndevices = n;
 	gpu_path = 1;
 	gpu_ptrs = cfg->backend != CONFIG_BACKEND_IB;
-	config_apply_nccl_defaults(cfg, emit_nccl_default, NULL);
+	config_apply_nccl_defaults(cfg, rings_hinted, emit_nccl_default, NULL);
 	config_nccl_advice(cfg, emit_nccl_advice, NULL);
 }
 
@@ -305,6 +310,8 @@ ncclResult_t net_init(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *conf
 	if (!cfg)
 		return ncclInvalidUsage;
 	announce(cfg);
+	if (ctx)
+		rings_hinted = 1;
 	pthread_once(&devices_once, build_devices);
 	announce_rdma(cfg);
 	if (!ctx)

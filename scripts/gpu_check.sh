@@ -207,7 +207,15 @@ expect_env_plugin env-plugin
 for proto in Simple LL LL128; do
 	NCCL_PROTO=$proto bench "proto-$proto" -b 0 -e $PROTO_MAX -c none -i 5
 done
-[ -z "${SKIP_GRAPH:-}" ] && bench graph -G -b 0 -e $MAX -c none
+if [ -z "${SKIP_GRAPH:-}" ]; then
+	# NCCL registers graph-captured buffers by itself (NCCL_GRAPH_REGISTER
+	# left on since session 32): send/recv and alltoall zero-copy, ring
+	# collectives' user buffers declined.
+	SUBSYS=INIT,ENV,NET,REG bench graph -G -b 0 -e $MAX -c none
+	expect_declined graph
+	expect_none_in_logs graph 'set NCCL_GRAPH_REGISTER=0' \
+		"NCCL_GRAPH_REGISTER=0 set though NCCL 2.28 says which connections are rings"
+fi
 SUBSYS=INIT,ENV,NET,REG bench registered -R -b 8 -e $MAX -c none
 expect_declined registered
 # Ring registrations kept (as with NCCL_PASS_SM=1): NCCL's one-channel path.

@@ -1609,7 +1609,7 @@ static void test_nccl_defaults(void **state)
 	(void)state;
 	defaults_start(&cfg);
 	cfg.nccl_defaults = 0;
-	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 0);
+	assert_int_equal(config_apply_nccl_defaults(&cfg, 0, note_default, &a), 0);
 	assert_null(getenv("NCCL_NET_GDR_LEVEL"));
 	assert_null(getenv("NCCL_PROTO"));
 	assert_int_equal(a.set, 0);
@@ -1622,7 +1622,7 @@ static void test_nccl_defaults(void **state)
 	 * beat GPU buffers through the plugin's TCP slots. */
 	memset(&a, 0, sizeof(a));
 	cfg.nccl_defaults = 1;
-	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 0);
+	assert_int_equal(config_apply_nccl_defaults(&cfg, 0, note_default, &a), 0);
 	assert_null(getenv("NCCL_NET_GDR_LEVEL"));
 	assert_null(getenv("NCCL_PROTO"));
 	assert_string_equal(a.proto, "(unset)");
@@ -1633,7 +1633,7 @@ static void test_nccl_defaults(void **state)
 	 * zero-copy, which needs NCCL to hand the plugin GPU buffers. */
 	memset(&a, 0, sizeof(a));
 	cfg.pass_sm = 1;
-	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 1);
+	assert_int_equal(config_apply_nccl_defaults(&cfg, 0, note_default, &a), 1);
 	assert_string_equal(getenv("NCCL_NET_GDR_LEVEL"), "SYS");
 	assert_null(getenv("NCCL_PROTO"));
 	cfg.pass_sm = 0;
@@ -1642,7 +1642,7 @@ static void test_nccl_defaults(void **state)
 	/* GPU traffic of one host through the plugin: GPUDirect on, LL off. */
 	setenv("NCCL_P2P_DISABLE", "1", 1);
 	memset(&a, 0, sizeof(a));
-	config_apply_nccl_defaults(&cfg, note_default, &a);
+	config_apply_nccl_defaults(&cfg, 0, note_default, &a);
 	assert_string_equal(getenv("NCCL_NET_GDR_LEVEL"), "SYS");
 	assert_string_equal(getenv("NCCL_PROTO"), "^LL");
 	assert_string_equal(a.proto, "^LL");
@@ -1654,12 +1654,12 @@ static void test_nccl_defaults(void **state)
 	memset(&a, 0, sizeof(a));
 	setenv("NCCL_NET_GDR_LEVEL", "PHB", 1);
 	setenv("NCCL_PROTO", "LL", 1);
-	config_apply_nccl_defaults(&cfg, note_default, &a);
+	config_apply_nccl_defaults(&cfg, 0, note_default, &a);
 	assert_string_equal(getenv("NCCL_NET_GDR_LEVEL"), "PHB");
 	assert_string_equal(getenv("NCCL_PROTO"), "LL");
 	assert_string_equal(a.proto, "LL");
 	unsetenv("NCCL_PROTO");
-	config_apply_nccl_defaults(&cfg, note_default, &a);
+	config_apply_nccl_defaults(&cfg, 0, note_default, &a);
 	assert_string_equal(getenv("NCCL_PROTO"), "^LL");
 	assert_string_equal(getenv("NCCL_NET_GDR_LEVEL"), "PHB");
 	unset_channel_defaults();
@@ -1667,7 +1667,7 @@ static void test_nccl_defaults(void **state)
 	unsetenv("NCCL_PROTO");
 	unsetenv("NCCL_P2P_DISABLE");
 	/* Without NCCL_P2P_DISABLE=1 NCCL's channel sizing is left alone. */
-	config_apply_nccl_defaults(&cfg, note_default, &a);
+	config_apply_nccl_defaults(&cfg, 0, note_default, &a);
 	assert_null(getenv("NCCL_MIN_NCHANNELS"));
 	assert_null(getenv("NCCL_BUFFSIZE"));
 	unsetenv("NCCL_NET_GDR_LEVEL");
@@ -1688,7 +1688,7 @@ static void test_thread_thresholds(void **state)
 	(void)state;
 	defaults_start(&cfg);
 	setenv("NCCL_P2P_DISABLE", "1", 1);
-	assert_int_equal(config_apply_nccl_defaults(&cfg, NULL, NULL), 8);
+	assert_int_equal(config_apply_nccl_defaults(&cfg, 0, NULL, NULL), 8);
 	v = getenv("NCCL_THREAD_THRESHOLDS");
 	assert_non_null(v);
 	assert_int_equal(sscanf(v, "%ld %ld %ld %ld %ld %ld", &t[0], &t[1], &t[2], &t[3], &t[4],
@@ -1753,7 +1753,7 @@ static void test_nccl_channel_defaults(void **state)
 	(void)state;
 	defaults_start(&cfg);
 	setenv("NCCL_P2P_DISABLE", "0", 1);
-	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 0);
+	assert_int_equal(config_apply_nccl_defaults(&cfg, 0, note_default, &a), 0);
 	assert_null(getenv("NCCL_NET_GDR_LEVEL"));
 	assert_null(getenv("NCCL_PROTO"));
 	assert_null(getenv("NCCL_MIN_NCHANNELS"));
@@ -1763,7 +1763,7 @@ static void test_nccl_channel_defaults(void **state)
 	setenv("NCCL_P2P_DISABLE", "1", 1);
 	setenv("NCCL_BUFFSIZE", "4194304", 1);
 	memset(&a, 0, sizeof(a));
-	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 7);
+	assert_int_equal(config_apply_nccl_defaults(&cfg, 0, note_default, &a), 7);
 	assert_string_equal(getenv("NCCL_MIN_NCHANNELS"), "32");
 	assert_null(getenv("NCCL_NCHANNELS_PER_NET_PEER"));
 	assert_string_equal(getenv("NCCL_P2P_NET_CHUNKSIZE"), "2097152");
@@ -1778,7 +1778,7 @@ static void test_nccl_channel_defaults(void **state)
 	unsetenv("NCCL_PROTO");
 	cfg.backend = CONFIG_BACKEND_TCP;
 	memset(&a, 0, sizeof(a));
-	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 4);
+	assert_int_equal(config_apply_nccl_defaults(&cfg, 0, note_default, &a), 4);
 	assert_null(getenv("NCCL_MIN_NCHANNELS"));
 	assert_null(getenv("NCCL_BUFFSIZE"));
 	assert_null(getenv("NCCL_P2P_NET_CHUNKSIZE"));
@@ -1796,7 +1796,7 @@ static void test_nccl_channel_defaults(void **state)
 	unsetenv("NCCL_NET_GDR_LEVEL");
 	unsetenv("NCCL_PROTO");
 	cfg.nccl_defaults = 0;
-	assert_int_equal(config_apply_nccl_defaults(&cfg, note_default, &a), 0);
+	assert_int_equal(config_apply_nccl_defaults(&cfg, 0, note_default, &a), 0);
 	assert_null(getenv("NCCL_MIN_NCHANNELS"));
 	unsetenv("NCCL_P2P_DISABLE");
 }
@@ -1804,32 +1804,50 @@ static void test_nccl_channel_defaults(void **state)
 /* NCCL_GRAPH_REGISTER=0 and NCCL_ALGO=^PAT only for GPU traffic of one
  * host through the plugin; NCCL_GRAPH_REGISTER only without NCCL_PASS_SM,
  * whose send/recv need NCCL's registration of graph-captured buffers,
- * NCCL_ALGO with it too (PAT is slow on this path either way).  The
- * user's values win. */
+ * and only where ring registrations are kept (no hints from NCCL, or
+ * NCCL_SYMMEM_COLL_REGISTER=1): declined ones make graph registration
+ * harmless to rings.  NCCL_ALGO with NCCL_PASS_SM too (PAT is slow on this
+ * path either way).  The user's values win. */
 static void test_graph_register_and_algo_defaults(void **state)
 {
 	struct config cfg;
 
 	(void)state;
 	defaults_start(&cfg);
-	config_apply_nccl_defaults(&cfg, NULL, NULL);
+	config_apply_nccl_defaults(&cfg, 0, NULL, NULL);
 	assert_null(getenv("NCCL_GRAPH_REGISTER"));	/* P2P on */
 	assert_null(getenv("NCCL_ALGO"));
 
 	setenv("NCCL_P2P_DISABLE", "1", 1);
 	cfg.pass_sm = 1;
-	config_apply_nccl_defaults(&cfg, NULL, NULL);
+	config_apply_nccl_defaults(&cfg, 0, NULL, NULL);
 	assert_null(getenv("NCCL_GRAPH_REGISTER"));
 	assert_string_equal(getenv("NCCL_ALGO"), "^PAT");
 	assert_non_null(getenv("NCCL_THREAD_THRESHOLDS"));
 
+	/* NCCL 2.28 on: ring registrations declined, graph registration kept. */
 	cfg.pass_sm = 0;
-	config_apply_nccl_defaults(&cfg, NULL, NULL);
+	cfg.coll_register = CONFIG_AUTO;
+	config_apply_nccl_defaults(&cfg, 1, NULL, NULL);
+	assert_null(getenv("NCCL_GRAPH_REGISTER"));
+	cfg.coll_register = CONFIG_OFF;
+	config_apply_nccl_defaults(&cfg, 1, NULL, NULL);
+	assert_null(getenv("NCCL_GRAPH_REGISTER"));
+
+	/* ... but with the user keeping ring registrations, it goes. */
+	cfg.coll_register = CONFIG_ON;
+	config_apply_nccl_defaults(&cfg, 1, NULL, NULL);
+	assert_string_equal(getenv("NCCL_GRAPH_REGISTER"), "0");
+	unsetenv("NCCL_GRAPH_REGISTER");
+
+	/* Older NCCL gives no hints: nothing is declined. */
+	cfg.coll_register = CONFIG_AUTO;
+	config_apply_nccl_defaults(&cfg, 0, NULL, NULL);
 	assert_string_equal(getenv("NCCL_GRAPH_REGISTER"), "0");
 
 	setenv("NCCL_GRAPH_REGISTER", "1", 1);
 	setenv("NCCL_ALGO", "Ring", 1);
-	config_apply_nccl_defaults(&cfg, NULL, NULL);
+	config_apply_nccl_defaults(&cfg, 0, NULL, NULL);
 	assert_string_equal(getenv("NCCL_GRAPH_REGISTER"), "1");
 	assert_string_equal(getenv("NCCL_ALGO"), "Ring");
 
@@ -1852,7 +1870,7 @@ static void test_ll128_chunk(void **state)
 	assert_true(config_ll128_chunk(&cfg) == 0);	/* P2P on: NCCL's own path */
 	setenv("NCCL_P2P_DISABLE", "1", 1);
 	assert_true(config_ll128_chunk(&cfg) == 512 * 1024);
-	config_apply_nccl_defaults(&cfg, NULL, NULL);
+	config_apply_nccl_defaults(&cfg, 0, NULL, NULL);
 	assert_string_equal(getenv("NCCL_PROTO"), "^LL");	/* the plugin's, not the user's */
 	assert_true(config_ll128_chunk(&cfg) == 512 * 1024);
 	assert_int_equal(atoi(getenv("NCCL_MIN_NCHANNELS")), SMFREE_RING_CHANNELS);
@@ -2006,7 +2024,7 @@ static void test_p2p_chunk_fits_nccl_pool(void **state)
 		for (int k = 0; k < n; k++)
 			setenv(env[k].name, env[k].value, 1);
 		setenv("NCCL_P2P_DISABLE", "1", 1);
-		config_apply_nccl_defaults(&cfg, NULL, NULL);
+		config_apply_nccl_defaults(&cfg, 0, NULL, NULL);
 		if (strcmp(getenv("NCCL_P2P_NET_CHUNKSIZE"), rows[i].chunk))
 			fail_msg("row %zu: NCCL_P2P_NET_CHUNKSIZE=%s, expected %s", i,
 				 getenv("NCCL_P2P_NET_CHUNKSIZE"), rows[i].chunk);
@@ -2077,7 +2095,7 @@ static void test_channel_bounds(void **state)
 			setenv(rows[i].name[k], rows[i].value[k], 1);
 		}
 		assert_int_equal(config_parse(&cfg, table_get, env, err, sizeof(err)), 0);
-		config_apply_nccl_defaults(&cfg, NULL, NULL);
+		config_apply_nccl_defaults(&cfg, 0, NULL, NULL);
 		min = getenv("NCCL_MIN_NCHANNELS");
 		if (!rows[i].min_set)
 			assert_null(min);
