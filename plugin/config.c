@@ -1352,6 +1352,11 @@ static int intra_host_via_net(void)
 	return nccl_int_var(env_get, NULL, "NCCL_P2P_DISABLE", &p2p_off) && p2p_off != 0;
 }
 
+int config_p2p_off(void)
+{
+	return intra_host_via_net();
+}
+
 /* ... and the plugin's copy engines carry it.  With NCCL_SYMMEM_BACKEND=tcp
  * sockets do (with =ib, RDMA loopback), as between hosts, and NCCL's own sizing fits them better:
  * 32 channels of 16 MiB buffers ran a 256 MiB all_reduce over TCP at 2.2

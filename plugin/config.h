@@ -159,6 +159,10 @@ uint64_t config_ll_max(const struct config *cfg);
  * compute the most SMs.  Returns 1 or 0. */
 int config_coll_register(const struct config *cfg);
 
+/* NCCL_P2P_DISABLE read as NCCL reads it, non-zero: GPU traffic of a host
+ * goes through the net, and NCCL counts every GPU as a node of its own. */
+int config_p2p_off(void);
+
 /* How many channels NCCL opens for a ring on the intra-host path: the
  * plugin's NCCL_MIN_NCHANNELS default (32, lowered to the user's
  * NCCL_MAX_CTAS or NCCL_MAX_NCHANNELS where those are lower), or the

@@ -76,7 +76,7 @@ int staging_is_user_buffer(struct staging_alloc *s, int in_setup, uintptr_t lo, 
 
 int conn_may_decline(const struct reg_case *r)
 {
-	return r->kind == CONN_RING && r->same_host && !r->keep_rings;
+	return r->kind == CONN_RING && r->p2p_off && !r->keep_rings;
 }
 
 int conn_declines(struct staging_alloc *s, const struct reg_case *r)

@@ -68,15 +68,20 @@ int staging_is_user_buffer(struct staging_alloc *s, int in_setup, uintptr_t lo, 
 /* Device memory NCCL registers on a connection. */
 struct reg_case {
 	enum conn_kind kind;	/* the connection's */
-	int same_host;		/* on one host's copy-engine path (the shm backend) */
+	int p2p_off;		/* NCCL_P2P_DISABLE: every GPU is a node of its own */
 	int keep_rings;		/* ring registrations kept (config_coll_register()) */
 	int in_setup;		/* conn_in_setup() of the connection */
 	uintptr_t lo, hi;	/* the allocation holding the memory */
 };
 
 /* Whether regMr may decline memory on such a connection at all: a ring or
- * tree connection of one host, ring registrations not kept.  Needs none of
- * lo and hi, so a caller can ask before it asks the driver for them. */
+ * tree connection of a job with P2P off, ring registrations not kept.
+ * Whatever the connection's backend: NCCL picks a registered ring's
+ * channel count on each rank from whether all of that rank's ring
+ * registrations succeeded (one channel, else all), so every rank must get
+ * the same answer; a rank whose ring neighbours all sit on other hosts
+ * would otherwise run on one channel against its neighbours' many.  Needs
+ * none of lo and hi, so a caller can ask before it asks the driver. */
 int conn_may_decline(const struct reg_case *r);
 
 /* Whether regMr declines it (1): a user buffer where conn_may_decline().

@@ -515,10 +515,10 @@ ncclResult_t net_set_net_attr(void *ctx, ncclNetAttr_v11_t *attr)
 }
 
 /* Whether `data`, device memory NCCL registers on ring connection `c`,
- * is a user buffer the plugin keeps unregistered (conn_hints.h): on the
- * copy-engine path of one host, where NCCL would then run the collective
- * on one channel, unless config_coll_register() says otherwise.  Memory
- * the driver cannot place goes on to be registered, or fail, as before. */
+ * is a user buffer the plugin keeps unregistered (conn_hints.h): with P2P
+ * off, where NCCL would then run the collective on one channel, unless
+ * config_coll_register() says otherwise.  Memory the driver cannot place
+ * goes on to be registered, or fail, as before. */
 static int declines_user_buffer(struct net_comm *c, void *data)
 {
 	const struct config *cfg = config_get();
@@ -529,8 +529,8 @@ static int declines_user_buffer(struct net_comm *c, void *data)
 
 	if (!cfg || !cu)
 		return 0;
-	/* Between hosts nothing was measured: NCCL's choice stands there. */
-	r.same_host = strcmp(tp_comm_backend(c->tp), "shm") == 0;
+	/* On every connection alike, also between hosts (conn_may_decline). */
+	r.p2p_off = config_p2p_off();
 	r.keep_rings = config_coll_register(cfg);
 	r.in_setup = conn_in_setup(c);
 	if (!conn_may_decline(&r))

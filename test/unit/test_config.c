@@ -2136,6 +2136,31 @@ static void test_plugin_ref_count(void **state)
 	}
 }
 
+/* config_p2p_off() reads NCCL_P2P_DISABLE as NCCL does (strtoll, any
+ * base): regMr declines ring registrations on every connection when it is
+ * on, so it must agree with NCCL's own reading on every rank. */
+static void test_p2p_off(void **state)
+{
+	static const struct {
+		const char *value;
+		int off;
+	} cases[] = {
+		{ "1", 1 }, { "0x1", 1 }, { "01", 1 }, { "2", 1 }, { "0", 0 }, { "", 0 },
+		{ "no", 0 }, { "00", 0 },
+	};
+
+	(void)state;
+	unsetenv("NCCL_P2P_DISABLE");
+	assert_int_equal(config_p2p_off(), 0);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		setenv("NCCL_P2P_DISABLE", cases[i].value, 1);
+		if (config_p2p_off() != cases[i].off)
+			fail_msg("NCCL_P2P_DISABLE=\"%s\": %d, want %d", cases[i].value,
+				 config_p2p_off(), cases[i].off);
+	}
+	unsetenv("NCCL_P2P_DISABLE");
+}
+
 /* ---- the env plugin's defaults (NCCL_ENV_PLUGIN=symmem) ---------------- */
 
 static const char *const env_plugin_vars[] = {
@@ -2392,6 +2417,7 @@ int main(void)
 		cmocka_unit_test(test_nccl_channel_defaults),
 		cmocka_unit_test(test_config_get_defaults),
 		cmocka_unit_test(test_plugin_ref_count),
+		cmocka_unit_test(test_p2p_off),
 		cmocka_unit_test(test_env_plugin_sets_routing),
 		cmocka_unit_test(test_env_plugin_unusable_paths),
 		cmocka_unit_test(test_env_plugin_without_nccl_defaults),

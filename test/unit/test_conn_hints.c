@@ -142,7 +142,7 @@ static void test_setup_per_thread(void **state)
 static void test_declines(void **state)
 {
 	struct staging_alloc s = { 0, 0 };
-	struct reg_case ring = { .kind = CONN_RING, .same_host = 1, .lo = 0x10000000,
+	struct reg_case ring = { .kind = CONN_RING, .p2p_off = 1, .lo = 0x10000000,
 				 .hi = 0x11400000 };
 	struct reg_case r;
 
@@ -159,9 +159,9 @@ static void test_declines(void **state)
 	r.keep_rings = 1;
 	assert_int_equal(conn_declines(&s, &r), 0);		/* NCCL_SYMMEM_COLL_REGISTER=1 */
 	r.keep_rings = 0;
-	r.same_host = 0;
-	assert_int_equal(conn_declines(&s, &r), 0);		/* between hosts */
-	r.same_host = 1;
+	r.p2p_off = 0;
+	assert_int_equal(conn_declines(&s, &r), 0);		/* P2P on: NCCL does not cap */
+	r.p2p_off = 1;
 	r.kind = CONN_P2P;
 	assert_int_equal(conn_declines(&s, &r), 0);		/* send/recv: zero-copy */
 	r.kind = CONN_UNHINTED;
@@ -176,7 +176,7 @@ static void test_declines(void **state)
 static void test_declines_records_only_rings(void **state)
 {
 	struct staging_alloc s = { 0, 0 };
-	struct reg_case p2p = { .kind = CONN_P2P, .same_host = 1, .lo = 0x1000, .hi = 0x2000 };
+	struct reg_case p2p = { .kind = CONN_P2P, .p2p_off = 1, .lo = 0x1000, .hi = 0x2000 };
 
 	(void)state;
 	assert_false(conn_may_decline(&p2p));
