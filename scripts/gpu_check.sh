@@ -232,6 +232,12 @@ fi
 # several messages in flight, registered buffers too.
 bench tcp -E NCCL_SYMMEM_BACKEND=tcp -E NCCL_IB_HCA=mlx5 -o all_reduce,alltoall,sendrecv -b 8 -e 67108864 -c none -i 3
 bench tcp-reg -R -E NCCL_SYMMEM_BACKEND=tcp -o alltoall,sendrecv -b 8 -e 67108864 -f 64 -c none -i 3
+# Registered rings over TCP connections: declined as on the copy-engine
+# path (since session 32 on every connection of a P2P-off job, so that
+# every rank of a job across hosts picks the same channel count).
+SUBSYS=INIT,ENV,NET,REG bench tcp-reg-rings -R -E NCCL_SYMMEM_BACKEND=tcp -o all_gather,broadcast,sendrecv \
+	-b 1048576 -e 16777216 -f 4 -c none -i 3
+expect_declined tcp-reg-rings
 grep -h -m1 "RDMA devices" "$OUT"/logs/tcp/nccl.*.log | sed 's/.*NCCL INFO //' | head -1
 # NCCL's buffers from cudaMalloc: exported as legacy CUDA IPC handles.
 bench cumem0 -E NCCL_CUMEM_ENABLE=0 -o all_reduce,all_gather,reduce_scatter,alltoall,sendrecv \
