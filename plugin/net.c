@@ -49,6 +49,7 @@ static int gpu_ptrs;
  * registrations can be declined (conn_hints.c).  Set before the first
  * build_devices, which reads it once. */
 static atomic_int rings_hinted;
+static atomic_int hints_announced;
 
 struct net_ctx {
 	uint64_t comm_id;
@@ -243,6 +244,26 @@ static void build_devices(void)
 	config_nccl_advice(cfg, emit_nccl_advice, NULL);
 }
 
+/* With P2P off, what registrations of user buffers on ring connections
+ * become (conn_hints.h): once per process, from the table NCCL chose. */
+static void announce_hints(const struct config *cfg, int hinted)
+{
+	if (!config_p2p_off() || atomic_exchange(&hints_announced, 1))
+		return;
+	if (!hinted)
+		LOG_INFO("NET/symmem: NCCL gives no connection hints (net v10 or older), so user "
+			 "buffers it registers on ring connections stay registered and NCCL runs "
+			 "such all_gathers and broadcasts on one channel; NCCL_GRAPH_REGISTER=0 "
+			 "keeps CUDA graphs off that path");
+	else if (config_coll_register(cfg))
+		LOG_INFO("NET/symmem: user buffers NCCL registers on ring connections stay "
+			 "registered (NCCL_SYMMEM_COLL_REGISTER=1 or NCCL_PASS_SM=1)");
+	else
+		LOG_INFO("NET/symmem: NCCL says which connections are rings (net v11): user "
+			 "buffers it registers on them are declined on every connection, so that "
+			 "every rank runs those collectives on all its channels");
+}
+
 static const struct config *load_config(void)
 {
 	const struct config *cfg = config_get();
@@ -312,6 +333,7 @@ ncclResult_t net_init(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *conf
 	announce(cfg);
 	if (ctx)
 		rings_hinted = 1;
+	announce_hints(cfg, atomic_load(&rings_hinted));
 	pthread_once(&devices_once, build_devices);
 	announce_rdma(cfg);
 	if (!ctx)

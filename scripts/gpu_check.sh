@@ -235,8 +235,8 @@ bench tcp-reg -R -E NCCL_SYMMEM_BACKEND=tcp -o alltoall,sendrecv -b 8 -e 6710886
 # Registered rings over TCP connections: declined as on the copy-engine
 # path (since session 32 on every connection of a P2P-off job, so that
 # every rank of a job across hosts picks the same channel count).
-SUBSYS=INIT,ENV,NET,REG bench tcp-reg-rings -R -E NCCL_SYMMEM_BACKEND=tcp -o all_gather,broadcast,sendrecv \
-	-b 1048576 -e 16777216 -f 4 -c none -i 3
+SUBSYS=INIT,ENV,NET,REG bench tcp-reg-rings -R -E NCCL_SYMMEM_BACKEND=tcp -E NCCL_PROTO=Simple \
+	-o all_gather,broadcast,sendrecv -b 1048576 -e 16777216 -f 4 -c none -i 3
 expect_declined tcp-reg-rings
 grep -h -m1 "RDMA devices" "$OUT"/logs/tcp/nccl.*.log | sed 's/.*NCCL INFO //' | head -1
 # NCCL's buffers from cudaMalloc: exported as legacy CUDA IPC handles.

@@ -1274,6 +1274,57 @@ static void test_connection_kinds(void **state)
 	assert_int_equal(run_child("--child-conn-kinds", verbose), 0);
 }
 
+/* With P2P off, init says once what becomes of user buffers NCCL registers
+ * on ring connections, from the table NCCL chose: the v11 one (NCCL 2.28,
+ * which hints) declines them unless they are kept, older ones cannot.
+ * EXPECT_HINTS names the case: v11, v10, kept, or p2p-on (no line). */
+static int child_hints(void)
+{
+	static const char *const lines[] = {
+		"NCCL says which connections are rings", "NCCL gives no connection hints",
+		"stay registered (NCCL_SYMMEM_COLL_REGISTER=1",
+	};
+	const char *want = getenv("EXPECT_HINTS");
+	void *lib = harness_open(), *c = NULL;
+	int expect[3] = { 0, 0, 0 };
+
+	if (!lib || !want)
+		return 10;
+	if (!strcmp(want, "v10")) {
+		const ncclNet_v10_t *v10 = dlsym(lib, "ncclNetPlugin_v10");
+
+		if (!v10 || v10->init(harness_logger, NULL) != ncclSuccess)
+			return 11;
+		expect[1] = 1;
+	} else {
+		if (!(c = harness_init()))
+			return 12;
+		expect[0] = !strcmp(want, "v11");
+		expect[2] = !strcmp(want, "kept");
+	}
+	for (int i = 0; i < 3; i++)
+		if (harness_info_count(lines[i]) != expect[i])
+			return 13 + i;
+	if (c)
+		net->finalize(c);
+	return 0;
+}
+
+static void test_hints_announced(void **state)
+{
+	const char *v11[] = { "NCCL_P2P_DISABLE", "1", "EXPECT_HINTS", "v11", NULL };
+	const char *v10[] = { "NCCL_P2P_DISABLE", "1", "EXPECT_HINTS", "v10", NULL };
+	const char *kept[] = { "NCCL_P2P_DISABLE", "1", "NCCL_SYMMEM_COLL_REGISTER", "1",
+			       "EXPECT_HINTS", "kept", NULL };
+	const char *p2p_on[] = { "EXPECT_HINTS", "p2p-on", NULL };
+
+	(void)state;
+	assert_int_equal(run_child("--child-hints", v11), 0);
+	assert_int_equal(run_child("--child-hints", v10), 0);
+	assert_int_equal(run_child("--child-hints", kept), 0);
+	assert_int_equal(run_child("--child-hints", p2p_on), 0);
+}
+
 static int setup(void **state)
 {
 	*state = harness_open();
@@ -1319,6 +1370,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_monitor_lines),
 		cmocka_unit_test(test_path_lines),
 		cmocka_unit_test(test_connection_kinds),
+		cmocka_unit_test(test_hints_announced),
 	};
 
 	if (argc > 1 && !strcmp(argv[1], "--child-bad-env"))
@@ -1339,5 +1391,7 @@ int main(int argc, char **argv)
 		return child_ib_hca();
 	if (argc > 1 && !strcmp(argv[1], "--child-ib-forced"))
 		return child_ib_forced();
+	if (argc > 1 && !strcmp(argv[1], "--child-hints"))
+		return child_hints();
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
