@@ -50,6 +50,7 @@ static int gpu_ptrs;
  * build_devices, which reads it once. */
 static atomic_int rings_hinted;
 static atomic_int hints_announced;
+static atomic_int unhinted_warned;
 
 struct net_ctx {
 	uint64_t comm_id;
@@ -444,6 +445,24 @@ ncclResult_t net_listen(void *ctx, int dev, void *handle, void **listenComm)
 	return ncclSuccess;
 }
 
+/* A connection NCCL made without a hint, in a job whose NCCL hints the
+ * others (the v11 table): nothing on it is declined, so this rank could
+ * keep a ring registration that the others decline and run that
+ * collective on one channel against their many (conn_may_decline).  NCCL
+ * 2.28.9 hinted every connection measured (session 32's logs); a later
+ * NCCL that stops would land here.  Once per process. */
+static void warn_unhinted(const struct config *cfg, enum conn_kind kind)
+{
+	if (kind != CONN_UNHINTED || !atomic_load(&rings_hinted) || !cfg ||
+	    config_coll_register(cfg) || !config_p2p_off() || atomic_exchange(&unhinted_warned, 1))
+		return;
+	LOG_WARN("NET/symmem: NCCL made a connection without saying what it carries "
+		 "(setNetAttr), though it did for others: user buffers it registers on it stay "
+		 "registered, so a registered all_gather or broadcast could run on one channel "
+		 "on this rank only; set NCCL_SYMMEM_COLL_REGISTER=1 on every rank (which also "
+		 "sets NCCL_GRAPH_REGISTER=0), or keep collective buffers unregistered");
+}
+
 static ncclResult_t publish_comm(struct tp_comm *tp, int dev, int kind, void **out)
 {
 	const struct config *cfg = config_get();
@@ -458,6 +477,7 @@ static ncclResult_t publish_comm(struct tp_comm *tp, int dev, int kind, void **o
 	c->tp = tp;
 	c->dev = dev;
 	c->kind = hints_take();
+	warn_unhinted(cfg, c->kind);
 	conn_setup_begin(c);
 	monitor_open(&c->mon);
 	if (cfg && cfg->verbose)

@@ -1266,6 +1266,49 @@ static int child_conn_kinds(void)
 	return 0;
 }
 
+/* With P2P off and NCCL's hints (v11), a connection made without one gets
+ * one WARN per process: its ring registrations would not be declined.
+ * Hinted connections, NCCL_SYMMEM_COLL_REGISTER=1 and P2P on give none.
+ * EXPECT_WARN: 1 or 0. */
+static int child_unhinted(void)
+{
+	const char *want = getenv("EXPECT_WARN");
+	ncclNetAttr_v11_t ring = { .op = OP_UNDEFINED };
+	void *c, *send, *recv;
+
+	if (!want || !harness_open() || !(c = harness_init()))
+		return 10;
+	if (hinted_pair(c, &ring, &send, &recv) != ncclSuccess || harness_warn_count())
+		return 11;
+	net->closeSend(send);
+	net->closeRecv(recv);
+	for (int k = 0; k < 2; k++) {
+		if (harness_pair(c, &send, &recv) != ncclSuccess)
+			return 12;
+		net->closeSend(send);
+		net->closeRecv(recv);
+	}
+	if (harness_warn_count() != atoi(want))
+		return 13;
+	if (atoi(want) && !strstr(harness_last_warn(), "without saying what it carries"))
+		return 14;
+	net->finalize(c);
+	return 0;
+}
+
+static void test_unhinted_connection_warns(void **state)
+{
+	const char *off[] = { "NCCL_P2P_DISABLE", "1", "EXPECT_WARN", "1", NULL };
+	const char *kept[] = { "NCCL_P2P_DISABLE", "1", "NCCL_SYMMEM_COLL_REGISTER", "1",
+			       "EXPECT_WARN", "0", NULL };
+	const char *on[] = { "EXPECT_WARN", "0", NULL };
+
+	(void)state;
+	assert_int_equal(run_child("--child-unhinted", off), 0);
+	assert_int_equal(run_child("--child-unhinted", kept), 0);
+	assert_int_equal(run_child("--child-unhinted", on), 0);
+}
+
 static void test_connection_kinds(void **state)
 {
 	const char *verbose[] = { "NCCL_SM_FREE_VERBOSE", "1", NULL };
@@ -1371,6 +1414,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_path_lines),
 		cmocka_unit_test(test_connection_kinds),
 		cmocka_unit_test(test_hints_announced),
+		cmocka_unit_test(test_unhinted_connection_warns),
 	};
 
 	if (argc > 1 && !strcmp(argv[1], "--child-bad-env"))
@@ -1393,5 +1437,7 @@ int main(int argc, char **argv)
 		return child_ib_forced();
 	if (argc > 1 && !strcmp(argv[1], "--child-hints"))
 		return child_hints();
+	if (argc > 1 && !strcmp(argv[1], "--child-unhinted"))
+		return child_unhinted();
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
