@@ -254,8 +254,8 @@ static void announce_hints(const struct config *cfg, int hinted)
 	if (!hinted)
 		LOG_INFO("NET/symmem: NCCL gives no connection hints (net v10 or older), so user "
 			 "buffers it registers on ring connections stay registered and NCCL runs "
-			 "such all_gathers and broadcasts on one channel; NCCL_GRAPH_REGISTER=0 "
-			 "keeps CUDA graphs off that path");
+			 "such all_gathers and broadcasts on one channel (without NCCL_PASS_SM the "
+			 "plugin sets NCCL_GRAPH_REGISTER=0 where unset, keeping CUDA graphs off it)");
 	else if (config_coll_register(cfg))
 		LOG_INFO("NET/symmem: user buffers NCCL registers on ring connections stay "
 			 "registered (NCCL_SYMMEM_COLL_REGISTER=1 or NCCL_PASS_SM=1)");
@@ -457,10 +457,10 @@ static void warn_unhinted(const struct config *cfg, enum conn_kind kind)
 	    config_coll_register(cfg) || !config_p2p_off() || atomic_exchange(&unhinted_warned, 1))
 		return;
 	LOG_WARN("NET/symmem: NCCL made a connection without saying what it carries "
-		 "(setNetAttr), though it did for others: user buffers it registers on it stay "
-		 "registered, so a registered all_gather or broadcast could run on one channel "
-		 "on this rank only; set NCCL_SYMMEM_COLL_REGISTER=1 on every rank (which also "
-		 "sets NCCL_GRAPH_REGISTER=0), or keep collective buffers unregistered");
+		 "(setNetAttr), though its net v11 table is meant to: user buffers it registers "
+		 "on it stay registered, so a registered all_gather or broadcast could run on one "
+		 "channel on this rank only; set NCCL_SYMMEM_COLL_REGISTER=1 on every rank (which "
+		 "also sets NCCL_GRAPH_REGISTER=0), or keep collective buffers unregistered");
 }
 
 static ncclResult_t publish_comm(struct tp_comm *tp, int dev, int kind, void **out)
