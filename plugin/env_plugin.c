@@ -65,6 +65,23 @@ static ncclResult_t env_init(uint8_t major, uint8_t minor, uint8_t patch, const 
 	return ncclSuccess;
 }
 
+/* v2: the same, and the list goes to NCCL's log at once.  The net plugin
+ * still logs it too (v1's init has no logger, and NCCL 2.28.9 knows v1
+ * only), so both tables leave the same line where users look. */
+static ncclResult_t env_init_v2(uint8_t major, uint8_t minor, uint8_t patch, const char *suffix,
+				ncclDebugLogger_t logger)
+{
+	const char *set;
+
+	env_init(major, minor, patch, suffix);
+	set = config_env_plugin_applied();
+	if (logger)
+		logger(NCCL_LOG_INFO, NCCL_INIT | NCCL_ENV, __FILE__, __LINE__,
+		       "ENV/Plugin symmem set what the user left unset: %s",
+		       set && set[0] ? set : "nothing");
+	return ncclSuccess;
+}
+
 static ncclResult_t env_finalize(void)
 {
 	return ncclSuccess;
@@ -74,6 +91,13 @@ static const char *env_get(const char *name)
 {
 	return getenv(name);
 }
+
+EXPORT ncclEnv_v2_t ncclEnvPlugin_v2 = {
+	.name = "symmem",
+	.init = env_init_v2,
+	.finalize = env_finalize,
+	.getEnv = env_get,
+};
 
 EXPORT ncclEnv_v1_t ncclEnvPlugin_v1 = {
 	.name = "symmem",

@@ -342,6 +342,16 @@ typedef struct {
 	const char *(*getEnv)(const char *name);
 } ncclEnv_v1_t;
 
+/* v2 (NCCL after 2.28.9, which probes it before v1): init also gets NCCL's
+ * logger. */
+typedef struct {
+	const char *name;
+	ncclResult_t (*init)(uint8_t ncclMajor, uint8_t ncclMinor, uint8_t ncclPatch,
+			     const char *suffix, ncclDebugLogger_t logFunction);
+	ncclResult_t (*finalize)(void);
+	const char *(*getEnv)(const char *name);
+} ncclEnv_v2_t;
+
 /* Offsets from the ABI reference (x86-64 LP64). */
 _Static_assert(sizeof(ncclNet_v11_t) == 176, "ncclNet_v11_t size");
 _Static_assert(sizeof(ncclNet_v10_t) == 160, "ncclNet_v10_t size");
@@ -360,5 +370,6 @@ _Static_assert(sizeof(ncclTunerConstants_v5_t) == 1152, "tuner constants size");
 _Static_assert(offsetof(ncclTunerConstants_v5_t, perChMaxNVLSTreeBws) == 1056, "tuner nvls");
 _Static_assert(sizeof(ncclTuner_v5_t) == 32, "tuner v5 size");
 _Static_assert(sizeof(ncclEnv_v1_t) == 32, "env v1 size");
+_Static_assert(sizeof(ncclEnv_v2_t) == 32, "env v2 size");
 
 #endif

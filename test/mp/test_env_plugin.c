@@ -129,6 +129,42 @@ static int child_other_net(void)
 	return 0;
 }
 
+/* The v2 table, as an NCCL after 2.28.9 would use it (it probes v2
+ * before v1; 2.28.9 knows v1 only, so no NCCL here can call it): called
+ * directly, with a logger.  It routes as v1 does and logs the list. */
+static int child_v2(void)
+{
+	void *lib = dlopen("libnccl-env-symmem.so", RTLD_NOW | RTLD_LOCAL);
+	const ncclEnv_v2_t *v2 = lib ? dlsym(lib, "ncclEnvPlugin_v2") : NULL;
+	const char *net;
+
+	if (!v2 || strcmp(v2->name, "symmem") != 0)
+		return 10;
+	if (v2->init(2, 29, 0, "", harness_logger) != ncclSuccess)
+		return 11;
+	if (!is("NCCL_NET", "symmem") || !is("NCCL_P2P_DISABLE", "1") ||
+	    !is("NCCL_NCHANNELS_PER_NET_PEER", "16"))
+		return 12;
+	net = v2->getEnv("NCCL_NET_PLUGIN");
+	if (!net || net[0] != '/' || !strstr(net, "/libnccl-net-symmem.so"))
+		return 13;
+	if (harness_info_count("ENV/Plugin symmem set what the user left unset: "
+			       "NCCL_NET_PLUGIN=/") != 1 || harness_warn_count())
+		return 14;
+	if (v2->finalize() != ncclSuccess)
+		return 15;
+	return 0;
+}
+
+/* Needs no NCCL: never skipped. */
+static void test_v2_table(void **state)
+{
+	const char *none[] = { NULL };
+
+	(void)state;
+	assert_int_equal(harness_run_child("test_env_plugin", "--child-v2", none), 0);
+}
+
 /* What every child starts from (set in main): none of the variables the
  * env plugin sets or reads, NCCL_ENV_PLUGIN, and NCCL's log in a file. */
 static const char *const cleared[] = {
@@ -209,6 +245,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_defaults, teardown),
 		cmocka_unit_test_teardown(test_user_values, teardown),
 		cmocka_unit_test_teardown(test_other_net, teardown),
+		cmocka_unit_test(test_v2_table),
 	};
 
 	if (argc > 1 && strcmp(argv[1], "--child-defaults") == 0)
@@ -217,6 +254,8 @@ int main(int argc, char **argv)
 		return child_user_values();
 	if (argc > 1 && strcmp(argv[1], "--child-other-net") == 0)
 		return child_other_net();
+	if (argc > 1 && strcmp(argv[1], "--child-v2") == 0)
+		return child_v2();
 	snprintf(log_path, sizeof(log_path), "/tmp/test_env_plugin.%d.log", (int)getpid());
 	child_environment();
 	return cmocka_run_group_tests(tests, NULL, NULL);
