@@ -1357,6 +1357,13 @@ int config_p2p_off(void)
 	return intra_host_via_net();
 }
 
+int config_oob_net(void)
+{
+	long long on = 0;
+
+	return nccl_int_var(env_get, NULL, "NCCL_OOB_NET_ENABLE", &on) && on != 0;
+}
+
 /* ... and the plugin's copy engines carry it.  With NCCL_SYMMEM_BACKEND=tcp
  * sockets do (with =ib, RDMA loopback), as between hosts, and NCCL's own sizing fits them better:
  * 32 channels of 16 MiB buffers ran a 256 MiB all_reduce over TCP at 2.2

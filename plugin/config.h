@@ -163,6 +163,10 @@ int config_coll_register(const struct config *cfg);
  * goes through the net, and NCCL counts every GPU as a node of its own. */
 int config_p2p_off(void);
 
+/* NCCL_OOB_NET_ENABLE read as NCCL reads it, non-zero: NCCL's bootstrap
+ * makes its own connections through the net plugin, without hints. */
+int config_oob_net(void);
+
 /* How many channels NCCL opens for a ring on the intra-host path: the
  * plugin's NCCL_MIN_NCHANNELS default (32, lowered to the user's
  * NCCL_MAX_CTAS or NCCL_MAX_NCHANNELS where those are lower), or the

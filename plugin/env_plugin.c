@@ -52,33 +52,43 @@ static void net_plugin_path(char *out, size_t len)
 	free(real);
 }
 
-static ncclResult_t env_init(uint8_t major, uint8_t minor, uint8_t patch, const char *suffix)
+/* Sets the defaults; how many. */
+static int apply_defaults(void)
 {
 	char net_plugin[PATH_MAX];
+
+	net_plugin_path(net_plugin, sizeof(net_plugin));
+	return config_apply_env_plugin_defaults(net_plugin);
+}
+
+static ncclResult_t env_init(uint8_t major, uint8_t minor, uint8_t patch, const char *suffix)
+{
+	(void)major;
+	(void)minor;
+	(void)patch;
+	(void)suffix;
+	apply_defaults();
+	return ncclSuccess;
+}
+
+/* v2: the same, and the list goes to NCCL's log at once.  The net plugin
+ * logs it again at its init in its own words (v1's init has no logger,
+ * and NCCL 2.28.9 knows v1 only, so that line is the one every NCCL
+ * shows). */
+static ncclResult_t env_init_v2(uint8_t major, uint8_t minor, uint8_t patch, const char *suffix,
+				ncclDebugLogger_t logger)
+{
+	int n;
 
 	(void)major;
 	(void)minor;
 	(void)patch;
 	(void)suffix;
-	net_plugin_path(net_plugin, sizeof(net_plugin));
-	config_apply_env_plugin_defaults(net_plugin);
-	return ncclSuccess;
-}
-
-/* v2: the same, and the list goes to NCCL's log at once.  The net plugin
- * still logs it too (v1's init has no logger, and NCCL 2.28.9 knows v1
- * only), so both tables leave the same line where users look. */
-static ncclResult_t env_init_v2(uint8_t major, uint8_t minor, uint8_t patch, const char *suffix,
-				ncclDebugLogger_t logger)
-{
-	const char *set;
-
-	env_init(major, minor, patch, suffix);
-	set = config_env_plugin_applied();
-	if (logger)
+	n = apply_defaults();
+	if (logger)	/* a list inherited from a parent process is not this one's */
 		logger(NCCL_LOG_INFO, NCCL_INIT | NCCL_ENV, __FILE__, __LINE__,
 		       "ENV/Plugin symmem set what the user left unset: %s",
-		       set && set[0] ? set : "nothing");
+		       n > 0 ? config_env_plugin_applied() : "nothing");
 	return ncclSuccess;
 }
 

@@ -254,8 +254,8 @@ static void announce_hints(const struct config *cfg, int hinted)
 	if (!hinted)
 		LOG_INFO("NET/symmem: NCCL gives no connection hints (net v10 or older), so user "
 			 "buffers it registers on ring connections stay registered and NCCL runs "
-			 "such all_gathers and broadcasts on one channel (without NCCL_PASS_SM the "
-			 "plugin sets NCCL_GRAPH_REGISTER=0 where unset, keeping CUDA graphs off it)");
+			 "such all_gathers and broadcasts on one channel (the plugin's "
+			 "NCCL_GRAPH_REGISTER=0 default keeps CUDA graphs off it)");
 	else if (config_coll_register(cfg))
 		LOG_INFO("NET/symmem: user buffers NCCL registers on ring connections stay "
 			 "registered (NCCL_SYMMEM_COLL_REGISTER=1 or NCCL_PASS_SM=1)");
@@ -450,17 +450,21 @@ ncclResult_t net_listen(void *ctx, int dev, void *handle, void **listenComm)
  * keep a ring registration that the others decline and run that
  * collective on one channel against their many (conn_may_decline).  NCCL
  * 2.28.9 hinted every connection measured (session 32's logs); a later
- * NCCL that stops would land here.  Once per process. */
+ * NCCL that stops would land here.  NCCL's bootstrap over the net
+ * (NCCL_OOB_NET_ENABLE) connects without hints and registers no user
+ * buffers, so it is left out.  Once per process. */
 static void warn_unhinted(const struct config *cfg, enum conn_kind kind)
 {
 	if (kind != CONN_UNHINTED || !atomic_load(&rings_hinted) || !cfg ||
-	    config_coll_register(cfg) || !config_p2p_off() || atomic_exchange(&unhinted_warned, 1))
+	    config_coll_register(cfg) || !config_p2p_off() || config_oob_net() ||
+	    atomic_exchange(&unhinted_warned, 1))
 		return;
 	LOG_WARN("NET/symmem: NCCL made a connection without saying what it carries "
 		 "(setNetAttr), though its net v11 table is meant to: user buffers it registers "
 		 "on it stay registered, so a registered all_gather or broadcast could run on one "
-		 "channel on this rank only; set NCCL_SYMMEM_COLL_REGISTER=1 on every rank (which "
-		 "also sets NCCL_GRAPH_REGISTER=0), or keep collective buffers unregistered");
+		 "channel on this rank only; set NCCL_SYMMEM_COLL_REGISTER=1 on every rank, or "
+		 "keep collective buffers unregistered (under CUDA graphs also "
+		 "NCCL_GRAPH_REGISTER=0)");
 }
 
 static ncclResult_t publish_comm(struct tp_comm *tp, int dev, int kind, void **out)

@@ -156,13 +156,33 @@ static int child_v2(void)
 	return 0;
 }
 
+/* v2 where another net plugin is named: nothing set, and the line says
+ * so even with a list a parent's env plugin left in the environment. */
+static int child_v2_nothing(void)
+{
+	void *lib = dlopen("libnccl-env-symmem.so", RTLD_NOW | RTLD_LOCAL);
+	const ncclEnv_v2_t *v2 = lib ? dlsym(lib, "ncclEnvPlugin_v2") : NULL;
+
+	if (!v2 || v2->init(2, 29, 0, "", harness_logger) != ncclSuccess)
+		return 10;
+	if (!is("NCCL_NET_PLUGIN", "other") || !is("NCCL_NET", NULL))
+		return 11;
+	if (harness_info_count("ENV/Plugin symmem set what the user left unset: nothing") != 1)
+		return 12;
+	return 0;
+}
+
 /* Needs no NCCL: never skipped. */
 static void test_v2_table(void **state)
 {
 	const char *none[] = { NULL };
 
+	const char *other[] = { "NCCL_NET_PLUGIN", "other", "NCCL_SYMMEM_ENV_PLUGIN_SET",
+				"NCCL_NET=symmem", NULL };
+
 	(void)state;
 	assert_int_equal(harness_run_child("test_env_plugin", "--child-v2", none), 0);
+	assert_int_equal(harness_run_child("test_env_plugin", "--child-v2-nothing", other), 0);
 }
 
 /* What every child starts from (set in main): none of the variables the
@@ -256,6 +276,8 @@ int main(int argc, char **argv)
 		return child_other_net();
 	if (argc > 1 && strcmp(argv[1], "--child-v2") == 0)
 		return child_v2();
+	if (argc > 1 && strcmp(argv[1], "--child-v2-nothing") == 0)
+		return child_v2_nothing();
 	snprintf(log_path, sizeof(log_path), "/tmp/test_env_plugin.%d.log", (int)getpid());
 	child_environment();
 	return cmocka_run_group_tests(tests, NULL, NULL);
