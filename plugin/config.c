@@ -1342,26 +1342,25 @@ static const struct {
 	  "(4 x H200, 1 GiB send/recv 0.13 of native instead of 0.96)" },
 };
 
-/* The user sends traffic between GPUs of one host through the net (and so
- * through the plugin): NCCL_P2P_DISABLE read as NCCL reads it, an integer
- * in any base strtoll takes, non-zero for off ("01" and "0x1" too). */
-static int intra_host_via_net(void)
+/* An NCCL switch read as NCCL reads it: an integer in any base strtoll
+ * takes, non-zero for on ("01" and "0x1" too). */
+static int nccl_switch_on(const char *name)
 {
-	long long p2p_off = 0;
+	long long v = 0;
 
-	return nccl_int_var(env_get, NULL, "NCCL_P2P_DISABLE", &p2p_off) && p2p_off != 0;
+	return nccl_int_var(env_get, NULL, name, &v) && v != 0;
 }
 
+/* The user sends traffic between GPUs of one host through the net (and so
+ * through the plugin): NCCL_P2P_DISABLE on. */
 int config_p2p_off(void)
 {
-	return intra_host_via_net();
+	return nccl_switch_on("NCCL_P2P_DISABLE");
 }
 
 int config_oob_net(void)
 {
-	long long on = 0;
-
-	return nccl_int_var(env_get, NULL, "NCCL_OOB_NET_ENABLE", &on) && on != 0;
+	return nccl_switch_on("NCCL_OOB_NET_ENABLE");
 }
 
 /* ... and the plugin's copy engines carry it.  With NCCL_SYMMEM_BACKEND=tcp
@@ -1371,7 +1370,7 @@ int config_oob_net(void)
  * (2 x H200, session 18, bench/results/tcp.md). */
 static int intra_host_by_copy_engine(const struct config *cfg)
 {
-	return intra_host_via_net() && cfg->backend != CONFIG_BACKEND_TCP &&
+	return config_p2p_off() && cfg->backend != CONFIG_BACKEND_TCP &&
 	       cfg->backend != CONFIG_BACKEND_IB;
 }
 
@@ -1380,7 +1379,7 @@ int config_apply_nccl_defaults(const struct config *cfg, int rings_hinted,
 					    const char *why, void *arg),
 			       void *arg)
 {
-	int applied = 0, intra = intra_host_via_net(), by_ce = intra_host_by_copy_engine(cfg);
+	int applied = 0, intra = config_p2p_off(), by_ce = intra_host_by_copy_engine(cfg);
 	int rings_kept = !rings_hinted || config_coll_register(cfg);
 
 	for (size_t i = 0; i < sizeof(nccl_defaults) / sizeof(nccl_defaults[0]); i++) {
@@ -1419,7 +1418,7 @@ uint64_t config_ll128_chunk(const struct config *cfg)
 uint64_t config_ll_max(const struct config *cfg)
 {
 	/* With P2P off the plugin's own NCCL_PROTO=^LL has closed LL. */
-	if (!cfg->nccl_defaults || cfg->user_proto || intra_host_via_net())
+	if (!cfg->nccl_defaults || cfg->user_proto || config_p2p_off())
 		return 0;
 	return cfg->ll_max;
 }
@@ -1562,7 +1561,7 @@ int config_apply_env_plugin_defaults(const char *net_plugin)
 	n += env_default("NCCL_NET_PLUGIN", plugin_value(net_plugin), list, sizeof(list), &used,
 			 &full);
 	for (size_t i = 0; i < sizeof(env_routing) / sizeof(env_routing[0]); i++)
-		if (!env_routing[i].intra_only || intra_host_via_net())
+		if (!env_routing[i].intra_only || config_p2p_off())
 			n += env_default(env_routing[i].name, env_routing[i].value, list,
 					 sizeof(list), &used, &full);
 	if (!parsed || channels_per_peer_wanted(&cfg))

@@ -246,12 +246,13 @@ static void build_devices(void)
 }
 
 /* With P2P off, what registrations of user buffers on ring connections
- * become (conn_hints.h): once per process, from the table NCCL chose. */
-static void announce_hints(const struct config *cfg, int hinted)
+ * become (conn_hints.h): once per process, from the table NCCL chose
+ * (rings_hinted, as build_devices reads it). */
+static void announce_hints(const struct config *cfg)
 {
 	if (!config_p2p_off() || atomic_exchange(&hints_announced, 1))
 		return;
-	if (!hinted)
+	if (!atomic_load(&rings_hinted))
 		LOG_INFO("NET/symmem: NCCL gives no connection hints (net v10 or older), so user "
 			 "buffers it registers on ring connections stay registered and NCCL runs "
 			 "such all_gathers and broadcasts on one channel (the plugin's "
@@ -334,7 +335,7 @@ ncclResult_t net_init(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *conf
 	announce(cfg);
 	if (ctx)
 		rings_hinted = 1;
-	announce_hints(cfg, atomic_load(&rings_hinted));
+	announce_hints(cfg);
 	pthread_once(&devices_once, build_devices);
 	announce_rdma(cfg);
 	if (!ctx)

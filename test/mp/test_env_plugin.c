@@ -132,10 +132,16 @@ static int child_other_net(void)
 /* The v2 table, as an NCCL after 2.28.9 would use it (it probes v2
  * before v1; 2.28.9 knows v1 only, so no NCCL here can call it): called
  * directly, with a logger.  It routes as v1 does and logs the list. */
-static int child_v2(void)
+static const ncclEnv_v2_t *v2_table(void)
 {
 	void *lib = dlopen("libnccl-env-symmem.so", RTLD_NOW | RTLD_LOCAL);
-	const ncclEnv_v2_t *v2 = lib ? dlsym(lib, "ncclEnvPlugin_v2") : NULL;
+
+	return lib ? dlsym(lib, "ncclEnvPlugin_v2") : NULL;
+}
+
+static int child_v2(void)
+{
+	const ncclEnv_v2_t *v2 = v2_table();
 	const char *net;
 
 	if (!v2 || strcmp(v2->name, "symmem") != 0)
@@ -160,8 +166,7 @@ static int child_v2(void)
  * so even with a list a parent's env plugin left in the environment. */
 static int child_v2_nothing(void)
 {
-	void *lib = dlopen("libnccl-env-symmem.so", RTLD_NOW | RTLD_LOCAL);
-	const ncclEnv_v2_t *v2 = lib ? dlsym(lib, "ncclEnvPlugin_v2") : NULL;
+	const ncclEnv_v2_t *v2 = v2_table();
 
 	if (!v2 || v2->init(2, 29, 0, "", harness_logger) != ncclSuccess)
 		return 10;
