@@ -407,7 +407,7 @@ int tp_isend(struct tp_comm *c, const void *data, size_t size, const struct tp_r
 	return c->ops->progress(c, &progressed);
 }
 
-int tp_irecv(struct tp_comm *c, void *data, size_t size, const struct tp_region *reg,
+int tp_irecv(struct tp_comm *c, void *data, size_t size, struct tp_region *reg,
 	     struct tp_req **out)
 {
 	struct tp_req *r;
@@ -423,6 +423,13 @@ int tp_irecv(struct tp_comm *c, void *data, size_t size, const struct tp_region 
 	rc = check_region(c, reg, data, size);
 	if (rc)
 		return rc;
+	if (reg && reg->id) {
+		int ready;
+
+		rc = region_announce(c, reg, &ready);
+		if (rc || !ready)
+			return rc;	/* not ready: *out NULL, NCCL retries */
+	}
 	trace_call(c);
 	r = comm_req_alloc(c, REQ_RECV);
 	if (!r)

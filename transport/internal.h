@@ -141,6 +141,15 @@ struct tp_region {
 	uint32_t id;			/* exported: the peer's name for it, else 0 */
 	uint64_t offset;		/* base's offset in the exported allocation */
 	struct sm_export *exp;
+	/* Receiver of a shared-memory connection: the message that names
+	 * the export to the sender.  It is written when the first receive
+	 * into the region is posted (region_announce), not at registration,
+	 * so registering never waits for a sender that is not reading (CUDA
+	 * graph capture registers buffers long before any data moves). */
+	struct wire_region ann_msg;
+	int ann_fd;			/* the export's fd (owned by exp), or -1 */
+	int ann_pending;		/* ann_msg not yet written; under ann_lock */
+	uint64_t ann_wait_since;	/* first receive that found the socket full */
 	struct smf_engine *ce;		/* hid != 0: the engine holding it */
 	uint32_t hid;			/* the copy helper's name for it, or 0 */
 	/* Receiver, shadowed by the staging pool (shadow.c). */
@@ -280,7 +289,8 @@ struct tp_comm {
 	size_t rin_len;
 	int rin_fd;
 	uint64_t ann_read;	/* sender: registration messages read (ctrl->announced) */
-	/* Receiver: registration messages for the socket.  Withdrawals wait
+	/* Receiver: registration messages for the socket.  Withdrawals (and
+	 * the rest of an announcement the socket took only in part) wait
 	 * here while the socket is full (the sender reads it only when it
 	 * moves data), so deregMr never blocks on an idle sender; NCCL's
 	 * service thread writes them, its progress thread pushes them on. */
@@ -393,8 +403,14 @@ int region_poll(struct tp_comm *c);
 /* Receiver: pushes withdrawals waiting for room on to the socket, without
  * waiting; a no-op (one atomic load) when none waits. */
 void region_push_backlog(struct tp_comm *c);
-/* Receiver: tells the sender registration `id` is gone (never waits). */
-int region_withdraw(struct tp_comm *c, uint32_t id);
+/* Receiver: tells the sender the registration is gone (never waits;
+ * nothing when it was never announced). */
+int region_withdraw(struct tp_comm *c, struct tp_region *r);
+/* Receiver, before publishing a receive into `r`: writes its announcement
+ * if that is still to do.  *ready is 1 once it is wholly on the socket;
+ * 0 means retry later (NCCL retries irecv), until ANNOUNCE_TIMEOUT_MS
+ * without the sender reading fails the connection. */
+int region_announce(struct tp_comm *c, struct tp_region *r, int *ready);
 void region_close_all(struct tp_comm *c);
 
 /* region.c: exports [ptr, ptr + size) to this process's copy helper;

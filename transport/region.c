@@ -1,14 +1,14 @@
 /* Registrations and how the sender learns about the receiver's.
  *
  * When the receiving end of a shared-memory connection registers GPU
- * memory, the allocation is exported and announced on the connection's
- * Unix socket (cuMem memory: the fd rides along with SCM_RIGHTS).  The
- * announcement always precedes the first receive that names it.  The
- * receiver counts the messages it wrote in the shared header, and the
- * sender reads them whenever it moves data and the count moved, so a
- * withdrawn registration is unmapped promptly and the socket never fills;
- * a region is mapped on its first use. */
-#include <poll.h>
+ * memory, the allocation is exported, and announced on the connection's
+ * Unix socket (cuMem memory: the fd rides along with SCM_RIGHTS) when the
+ * first receive into it is posted, so the announcement always precedes
+ * the first receive that names it and registering never waits for the
+ * sender.  The receiver counts the messages it wrote in the shared header,
+ * and the sender reads them whenever it moves data and the count moved,
+ * so a withdrawn registration is unmapped promptly and the socket never
+ * fills; a region is mapped on its first use. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,9 +18,9 @@
 #include "internal.h"
 #include "sock.h"
 
-/* The socket is non-blocking; the sender reads it whenever it moves data
- * and ctrl->announced says a message waits, so waiting for room is short
- * unless the sender is stuck or idle for this long. */
+/* The socket is non-blocking; the sender reads it whenever it tries to
+ * send and ctrl->announced says a message waits, so a receive waits for
+ * room for its announcement this long only when the sender is stuck. */
 #define ANNOUNCE_TIMEOUT_MS 10000
 /* Withdrawals kept while the socket is full: past this many bytes (about
  * 37000 messages) further ones are dropped, and the sender unmaps those
@@ -34,16 +34,6 @@ static void note_written(struct tp_comm *c, size_t n)
 	c->ann_bytes += n;
 	atomic_store_explicit(&c->ctrl->announced, c->ann_bytes / sizeof(struct wire_region),
 			      memory_order_release);
-}
-
-/* Waits until the socket takes bytes again or `deadline` (sm_now_ns()
- * clock) passes: 1 when writable. */
-static int wait_writable(int fd, uint64_t deadline)
-{
-	uint64_t now = sm_now_ns();
-
-	return now < deadline &&
-	       sm_wait_fd(fd, POLLOUT, (int)((deadline - now + 999999) / 1000000)) > 0;
 }
 
 /* Writes what the socket takes of the backlog now; the caller holds
@@ -66,46 +56,84 @@ static int backlog_push(struct tp_comm *c)
 	return SM_OK;
 }
 
-/* An announcement with its export fd: it must be on the socket before
- * tp_register returns (a receive may name it next), behind the
- * withdrawals already waiting, within ANNOUNCE_TIMEOUT_MS in all. */
-static int send_bounded(struct tp_comm *c, const void *buf, size_t len, int pass_fd)
+/* Makes room for `n` more bytes in the backlog, up to BACKLOG_MAX: 0 when
+ * there is room.  The caller holds ann_lock. */
+static int backlog_reserve(struct tp_comm *c, size_t n)
 {
-	uint64_t deadline = sm_now_ns() + ANNOUNCE_TIMEOUT_MS * 1000000ull;
-	const uint8_t *p = buf;
-	size_t done = 0;
-	int rc = SM_OK;
+	size_t cap;
+	uint8_t *p;
 
+	if (c->aout_len + n <= c->aout_cap)
+		return 0;
+	if (c->aout_len + n > BACKLOG_MAX)
+		return -1;
+	cap = c->aout_cap ? 2 * c->aout_cap : 64 * sizeof(struct wire_region);
+	while (cap < c->aout_len + n)
+		cap *= 2;
+	p = realloc(c->aout, cap);
+	if (!p)
+		return -1;
+	c->aout = p;
+	c->aout_cap = cap;
+	return 0;
+}
+
+/* Writes the region's message with its export fd, once the messages
+ * before it are out.  A message the socket takes only in part has passed
+ * its fd already; the rest waits in the backlog. */
+static int announce_now(struct tp_comm *c, struct tp_region *r)
+{
+	size_t len = sizeof(r->ann_msg);
+	ssize_t n;
+
+	if (c->aout_len)
+		return SM_OK;
+	n = sm_send_some(c->fd, &r->ann_msg, len, r->ann_fd);
+	if (n < 0)
+		return comm_fail(c, SM_ERR_REMOTE, "announcing a registration: %s",
+				 sm_last_error());
+	if (n == 0)
+		return SM_OK;
+	r->ann_pending = 0;
+	note_written(c, (size_t)n);
+	if ((size_t)n == len)
+		return SM_OK;
+	if (backlog_reserve(c, len - (size_t)n))
+		return comm_fail(c, SM_ERR_SYSTEM, "out of memory for a registration message");
+	memcpy(c->aout, (const uint8_t *)&r->ann_msg + n, len - (size_t)n);
+	c->aout_len = len - (size_t)n;
+	return backlog_push(c);
+}
+
+int region_announce(struct tp_comm *c, struct tp_region *r, int *ready)
+{
+	uint64_t now;
+	int rc;
+
+	*ready = 0;
 	pthread_mutex_lock(&c->ann_lock);
-	for (;;) {
-		rc = backlog_push(c);
-		if (rc || !c->aout_len)
-			break;
-		if (!wait_writable(c->fd, deadline))
-			goto timeout;
-	}
-	while (!rc && done < len) {
-		ssize_t n = sm_send_some(c->fd, p + done, len - done, done ? -1 : pass_fd);
-
-		if (n < 0) {
-			rc = comm_fail(c, SM_ERR_REMOTE, "announcing a registration: %s",
-				       sm_last_error());
-			break;
-		}
-		done += (size_t)n;
-		note_written(c, (size_t)n);
-		if (done < len && !wait_writable(c->fd, deadline))
-			goto timeout;
-	}
+	rc = backlog_push(c);
+	if (!rc && r->ann_pending)
+		rc = announce_now(c, r);
+	/* Whole on the socket (with whatever preceded it) before a receive
+	 * names it: the sender looks a region up when it sees the receive. */
+	if (!rc && !r->ann_pending && !c->aout_len)
+		*ready = 1;
 	pthread_mutex_unlock(&c->ann_lock);
-	return rc;
-timeout:
-	pthread_mutex_unlock(&c->ann_lock);
+	if (rc || *ready)
+		return rc;
+	/* The sender reads the socket whenever it tries to send, so only a
+	 * sender that stopped sending leaves it full this long. */
+	now = sm_now_ns();
+	if (!r->ann_wait_since)
+		r->ann_wait_since = now;
+	if (now - r->ann_wait_since < ANNOUNCE_TIMEOUT_MS * 1000000ull)
+		return SM_OK;
 	return comm_fail(c, SM_ERR_REMOTE, "sender did not read a registration announcement "
 			 "within %d s", ANNOUNCE_TIMEOUT_MS / 1000);
 }
 
-int region_withdraw(struct tp_comm *c, uint32_t id)
+int region_withdraw(struct tp_comm *c, struct tp_region *r)
 {
 	struct wire_region msg;
 	int rc = SM_OK;
@@ -113,18 +141,12 @@ int region_withdraw(struct tp_comm *c, uint32_t id)
 	memset(&msg, 0, sizeof(msg));
 	msg.magic = REGION_MAGIC;
 	msg.op = REGION_DEL;
-	msg.id = id;
+	msg.id = r->id;
 	pthread_mutex_lock(&c->ann_lock);
-	if (c->aout_len + sizeof(msg) > c->aout_cap && c->aout_len + sizeof(msg) <= BACKLOG_MAX) {
-		size_t cap = c->aout_cap ? 2 * c->aout_cap : 64 * sizeof(msg);
-		uint8_t *n = realloc(c->aout, cap);
-
-		if (n) {
-			c->aout = n;
-			c->aout_cap = cap;
-		}
-	}
-	if (c->aout_len + sizeof(msg) <= c->aout_cap) {
+	if (r->ann_pending) {
+		/* Never announced: the sender has nothing to forget. */
+		r->ann_pending = 0;
+	} else if (!backlog_reserve(c, sizeof(msg))) {
 		memcpy(c->aout + c->aout_len, &msg, sizeof(msg));
 		c->aout_len += sizeof(msg);
 		rc = backlog_push(c);
@@ -152,22 +174,21 @@ void region_push_backlog(struct tp_comm *c)
  * its staging-pool piece) and tells the sender about it. */
 static int announce(struct tp_comm *c, struct tp_region *r, const void *ptr)
 {
-	struct wire_region msg;
-	int fd = -1, rc;
+	struct wire_region *msg = &r->ann_msg;
+	int rc;
 
-	memset(&msg, 0, sizeof(msg));
-	msg.magic = REGION_MAGIC;
-	msg.op = REGION_ADD;
-	msg.id = r->id;
-	rc = sm_export_get(ptr, r->size, &r->exp, &msg.info, &r->offset, &fd);
+	memset(msg, 0, sizeof(*msg));
+	msg->magic = REGION_MAGIC;
+	msg->op = REGION_ADD;
+	msg->id = r->id;
+	r->ann_fd = -1;
+	rc = sm_export_get(ptr, r->size, &r->exp, &msg->info, &r->offset, &r->ann_fd);
 	if (rc)
 		return rc;
-	rc = send_bounded(c, &msg, sizeof(msg), fd);
-	if (rc) {
-		sm_export_put(r->exp);
-		r->exp = NULL;
-	}
-	return rc;
+	pthread_mutex_lock(&c->ann_lock);
+	r->ann_pending = 1;
+	pthread_mutex_unlock(&c->ann_lock);
+	return SM_OK;
 }
 
 /* A receive buffer the sender cannot be given (not exportable, or
@@ -348,7 +369,7 @@ void tp_deregister(struct tp_comm *c, struct tp_region *r)
 	if (c && c->serial != r->comm_serial)
 		c = NULL;
 	if (r->id && r->exp && c && !c->failed)
-		region_withdraw(c, r->id);
+		region_withdraw(c, r);
 	region_release(r);
 	free(r);
 }

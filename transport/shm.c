@@ -100,8 +100,8 @@ static int staged_copy(struct tp_comm *c, struct remote_region *rr, uint64_t off
  *
  * A receive that names a registration still unknown once the socket is
  * drained can never resolve: the receiver writes the announcement whole
- * (send_bounded) before tp_register returns, so before any receive can
- * name it, and an AF_UNIX send is in the reader's queue when it returns.
+ * (region_announce) before it publishes the first receive that names it,
+ * and an AF_UNIX send is in the reader's queue when it returns.
  * Waiting would hang NCCL; the connection fails instead. */
 static int direct_copy(struct tp_comm *c, unsigned slot, const void *data, size_t size,
 		       const struct tp_region *reg, struct smf_copy *copy, int *started,

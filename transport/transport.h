@@ -137,7 +137,10 @@ int tp_region_covers(const struct tp_region *r, const void *data, size_t size);
  * or the peer's registration has not arrived). */
 int tp_isend(struct tp_comm *c, const void *data, size_t size, const struct tp_region *reg,
 	     struct tp_req **out);
-int tp_irecv(struct tp_comm *c, void *data, size_t size, const struct tp_region *reg,
+/* `reg` is not const: the first receive into a registration announces it
+ * to the sender (registering does not, so it never waits for the sender),
+ * and *out is NULL while that cannot be written yet. */
+int tp_irecv(struct tp_comm *c, void *data, size_t size, struct tp_region *reg,
 	     struct tp_req **out);
 /* On done the request is released; *size is the byte count moved. */
 int tp_test(struct tp_req *r, int *done, size_t *size);
