@@ -212,7 +212,8 @@ struct tp_req {
 	/* TCP, GPU memory through the bounce slots (tcp_bounce.c) */
 	uint64_t staged;	/* send: bytes whose copy into a slot started */
 	uint64_t landed;	/* receive: bytes copied up from the slots */
-	int wire_done;		/* receive: every byte is off the wire, only copies remain */
+	int wire_done;		/* receive: every byte arrived (off the wire, or the sender's
+				 * copy landed), only this side's copies remain */
 	/* ibverbs (ib.c) */
 	void *ib_mr;		/* registered for this request alone (no registration) */
 	uint32_t ib_lkey;	/* send: the source's key */

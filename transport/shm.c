@@ -395,6 +395,11 @@ static int shm_progress_recv(struct tp_comm *c, int *progressed)
 				break;
 			if (!r->landed_seen)
 				note_landed(c, r);
+			/* Every byte is here: what remains is this side's copy
+			 * out of the pool, bounded by the copy limit, so a
+			 * sender that closed after its last message no longer
+			 * matters (comm_check_peer). */
+			r->wire_done = 1;
 			if (r->shadow && r->msg_size) {
 				rc = shadow_copy_out(c, r, &landed);
 				if (rc)

@@ -3,7 +3,9 @@
  * has passed, with an error naming the copy, instead of leaving NCCL
  * waiting for ever.  The copy engine's stand-in (engine_standin.c) holds
  * copies back or refuses them, as a stuck GPU, driver or copy helper
- * would.  Real sockets and shared memory, one process. */
+ * would.  A receive whose bytes all arrived waits on its own copy alone:
+ * that limit, not the sender's hang-up, ends the wait.  Real sockets and
+ * shared memory, one process. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -335,6 +337,65 @@ static void test_slow_but_healthy_never_times_out(void **state)
 	pair_close(&p);
 }
 
+/* Through the staging pool, the sender's copy lands, its send completes
+ * and it closes (its last message); only the receiver's own copy out of
+ * the pool is still held.  The sender's hang-up must not fail a receive
+ * whose bytes all arrived: it completes once its copy lands (`lands`), or
+ * fails after its own copy limit like any copy, not as "peer died". */
+static void pool_receive_outlives_sender(int lands)
+{
+	struct tp_req *sr = NULL;
+	struct pair p;
+	double t0, end;
+	int done = 0, rv = SM_OK;
+
+	holding_pair(&p, 16, TP_BACKEND_SHM, 0, TIMEOUT_S);
+	end = now() + DEADLINE_S;
+	while (!sr && now() < end)
+		assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &sr), SM_OK);
+	assert_non_null(sr);
+	while (!done && now() < end)	/* only copies into p.dst are held */
+		assert_int_equal(tp_test(sr, &done, NULL), SM_OK);
+	assert_true(done);
+	tp_deregister(p.sc, p.sreg);
+	tp_close(p.sc);
+	p.sc = NULL;
+	p.sreg = NULL;
+	/* Longer than one liveness interval (50 ms): the hang-up is seen. */
+	t0 = now();
+	ask_for(&p, NULL, 0, 0.12);
+	if (lands) {
+		standin_engine.hold_dst = NULL;
+		done = 0;
+		while (!done && now() < end)
+			assert_int_equal(tp_test(p.rr, &done, NULL), SM_OK);
+		assert_true(done);
+		assert_int_equal(p.dst[0], 0x5a);
+		assert_int_equal(p.dst[SIZE - 1], 0x5a);
+		pair_close(&p);
+		return;
+	}
+	while (now() < end) {
+		rv = tp_test(p.rr, &done, NULL);
+		if (rv)
+			break;
+		assert_false(done);
+	}
+	assert_int_equal(rv, SM_ERR_CUDA);
+	assert_true(now() - t0 >= TIMEOUT_S);
+	assert_non_null(strstr(sm_last_error(), "out of the staging pool"));
+	assert_non_null(strstr(sm_last_error(), "did not land in"));
+	standin_engine.hold_dst = NULL;
+	pair_close(&p);
+}
+
+static void test_pool_receive_outlives_sender(void **state)
+{
+	(void)state;
+	pool_receive_outlives_sender(1);
+	pool_receive_outlives_sender(0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -346,6 +407,7 @@ int main(void)
 		cmocka_unit_test(test_gap_in_asks_restarts_the_clock),
 		cmocka_unit_test(test_slow_asks_still_time_out),
 		cmocka_unit_test(test_slow_but_healthy_never_times_out),
+		cmocka_unit_test(test_pool_receive_outlives_sender),
 	};
 
 	int failed = cmocka_run_group_tests(tests, NULL, NULL);
