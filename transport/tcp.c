@@ -98,25 +98,25 @@ static int tcp_isend(struct tp_comm *c, struct tp_req **out, const void *data, s
 	return SM_OK;
 }
 
-static int tcp_flush_posts(struct tp_comm *c)
+/* A write that fails means the sender hung up: nothing more will come
+ * for the receives not yet announced, but earlier ones may still have
+ * their bytes in the socket (host memory) or their copies in flight (GPU
+ * memory).  Failing here would fail those too; the header read
+ * (tcp_progress_recv) and comm_check_peer fail the first receive that
+ * really lacks its bytes. */
+static void tcp_flush_posts(struct tp_comm *c)
 {
 	ssize_t n;
 
 	if (!c->out_len)
-		return SM_OK;
+		return;
 	n = sm_send_some(c->fd, c->out, c->out_len, -1);
-	if (n < 0 && bounce_pending(c)) {
-		/* The sender hung up: nothing more will come for these
-		 * receives, and earlier ones still finish their copies
-		 * (the next header read fails the connection). */
+	if (n < 0) {
 		c->out_len = 0;
-		return SM_OK;
+		return;
 	}
-	if (n < 0)
-		return comm_fail(c, SM_ERR_REMOTE, "sending peer: %s", sm_last_error());
 	memmove(c->out, c->out + n, c->out_len - (size_t)n);
 	c->out_len -= (size_t)n;
-	return SM_OK;
 }
 
 ssize_t tcp_recv(struct tp_comm *c, void *dst, size_t len)
@@ -152,7 +152,8 @@ static int tcp_irecv(struct tp_comm *c, struct tp_req *r, const struct tp_region
 	memcpy(c->out + c->out_len, &r->seq, 8);
 	memcpy(c->out + c->out_len + 8, &size, 8);
 	c->out_len += 16;
-	return tcp_flush_posts(c);
+	tcp_flush_posts(c);
+	return SM_OK;
 }
 
 static int tcp_progress_send(struct tp_comm *c, int *progressed)
@@ -218,11 +219,12 @@ static int tcp_progress_recv(struct tp_comm *c, int *progressed)
 	ssize_t n;
 	int rc;
 
-	rc = tcp_flush_posts(c);
-	if (!rc && c->bounce)
+	tcp_flush_posts(c);
+	if (c->bounce) {
 		rc = bounce_land(c, progressed);
-	if (rc)
-		return rc;
+		if (rc)
+			return rc;
+	}
 	while ((r = comm_head(c)) != NULL) {
 		if (!r->have_size) {
 			uint64_t size;

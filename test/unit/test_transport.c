@@ -364,6 +364,50 @@ static void test_tcp_oversized_send_mid_message(void **state)
 	free(out);
 }
 
+/* TCP, host memory: the sender sends message 0 whole and closes (its
+ * last message).  The receiver posts two more receives before it tests
+ * receive 0 (NCCL posts ahead): the first announcement reaches the closed
+ * socket and brings back its reset, the second cannot be written.  That
+ * failed write must not fail receive 0, whose bytes are in the socket;
+ * receive 1, whose bytes never come, fails instead. */
+static void test_tcp_host_receive_outlives_sender(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_TCP, 1 << 20, 65536);
+	uint8_t src[64], dst[64], d1[64], d2[64];
+	struct tp_comm *s, *r;
+	struct tp_req *sr, *r0, *r1, *r2;
+	struct pollfd p;
+	int done = 0, rc = SM_OK;
+	double end = now() + 5;
+
+	(void)state;
+	memset(src, 0x5a, sizeof(src));
+	memset(dst, 0, sizeof(dst));
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &r0), SM_OK);
+	sr = isend_when_posted(s, src, sizeof(src), end);
+	while (!done && now() < end)
+		assert_int_equal(tp_test(sr, &done, NULL), SM_OK);
+	assert_true(done);
+	tp_close(s);
+	assert_int_equal(tp_irecv(r, d1, sizeof(d1), NULL, &r1), SM_OK);
+	/* The reset for that announcement arrived: the next write fails. */
+	p = (struct pollfd){ .fd = r->fd };
+	assert_int_equal(poll(&p, 1, 2000), 1);
+	assert_true(p.revents & POLLERR);
+	assert_int_equal(tp_irecv(r, d2, sizeof(d2), NULL, &r2), SM_OK);
+	done = 0;
+	assert_int_equal(tp_test(r0, &done, NULL), SM_OK);
+	assert_true(done);
+	assert_memory_equal(dst, src, sizeof(src));
+	done = 0;
+	while (rc == SM_OK && !done && now() < end)
+		rc = tp_test(r1, &done, NULL);
+	assert_int_equal(done, 0);
+	assert_int_equal(rc, SM_ERR_REMOTE);
+	tp_close(r);
+}
+
 /* NCCL_IB_HCA as NCCL reads it: prefixes by default, '=' for exact names,
  * '^' to exclude, ':port' ignored for the choice of device (an excluded
  * port leaves its device in); and the same list syntax for
@@ -1550,6 +1594,7 @@ int main(void)
 		cmocka_unit_test(test_recv_wait_shm),
 		cmocka_unit_test(test_recv_wait_tcp),
 		cmocka_unit_test(test_tcp_oversized_send_mid_message),
+		cmocka_unit_test(test_tcp_host_receive_outlives_sender),
 		cmocka_unit_test(test_peer_segment_checked),
 		cmocka_unit_test(test_stranger_refused),
 		cmocka_unit_test(test_stranger_fds_closed),
