@@ -173,6 +173,7 @@ struct remote_region {
 	struct sm_mapping *map;		/* imported on first use, when no helper copies */
 	uint32_t hid;			/* the copy helper's name for it, or 0 */
 	int helper_tried;		/* hid stays 0: the helper could not map it */
+	int dying;			/* withdrawn; kept for the sends still copying into it */
 };
 
 enum req_kind {
@@ -202,6 +203,7 @@ struct tp_req {
 	uint64_t t_landed;	/* when the sender saw the bytes land (0 = unknown) */
 	uint64_t t_seen;	/* receive: when this side saw that */
 	struct smf_copy copy;	/* send, direct: the copy in flight */
+	uint32_t region;	/* send, direct: the peer's registration it copies into */
 	uint64_t stage_end;	/* send: its span in host staging ends here (0 = none) */
 	/* receive into a shadowed registration: the piece to copy on from */
 	uint8_t *shadow;
@@ -286,6 +288,7 @@ struct tp_comm {
 	struct sm_pool *pool;	/* receiver: this GPU's staging pool, held while open */
 	struct remote_region *remote;	/* sender: the peer's registrations */
 	unsigned nremote, remote_cap;
+	unsigned remote_dying;	/* sender: entries of remote[] that are dying */
 	uint8_t rin[sizeof(struct wire_region)];	/* sender: partial message */
 	size_t rin_len;
 	int rin_fd;
@@ -398,6 +401,10 @@ int region_map(struct tp_comm *c, struct remote_region *rr);
  * rr->hid stays 0 when it cannot be (the copy then runs in this process). */
 void region_to_helper(struct tp_comm *c, struct remote_region *rr);
 int region_drain(struct tp_comm *c);
+/* Sender: a direct send into registration `id` landed (and left the
+ * queue); a withdrawn registration goes once no queued send copies
+ * into it. */
+void region_landed(struct tp_comm *c, uint32_t id);
 /* Sender: reads the peer's registration messages when ctrl->announced
  * says some wait (a load, no system call, when none does). */
 int region_poll(struct tp_comm *c);

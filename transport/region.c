@@ -399,7 +399,51 @@ static void remote_drop(struct tp_comm *c, struct remote_region *rr)
 		close(rr->fd);
 	if (!c->keep_mappings)
 		sm_import_put(rr->map);
+	if (rr->dying)
+		c->remote_dying--;
 	*rr = c->remote[--c->nremote];
+}
+
+/* Whether a send still queued copies into the peer's registration `id`. */
+static int remote_busy(const struct tp_comm *c, uint32_t id)
+{
+	for (unsigned i = 0; i < c->q_count; i++) {
+		const struct tp_req *r = c->queue[(c->q_head + i) % TP_MAX_REQUESTS];
+
+		if (r->direct && r->region == id)
+			return 1;
+	}
+	return 0;
+}
+
+/* The peer withdrew `rr` (after an abort NCCL deregisters with receives
+ * in flight).  A queued send may still be copying into it: in this
+ * process, unmapping it now would let that copy fault and poison the
+ * CUDA context every later copy needs (the copy helper defers its unmap
+ * for the same reason, copyd.c).  Such a registration is only marked and
+ * goes when the last of those sends lands (region_landed) or at close,
+ * which waits for their copies or keeps the mapping. */
+static void remote_withdrawn(struct tp_comm *c, struct remote_region *rr)
+{
+	if (rr->dying)
+		return;
+	if (!remote_busy(c, rr->id)) {
+		remote_drop(c, rr);
+		return;
+	}
+	rr->dying = 1;
+	c->remote_dying++;
+}
+
+void region_landed(struct tp_comm *c, uint32_t id)
+{
+	struct remote_region *rr;
+
+	if (!c->remote_dying)
+		return;
+	rr = remote_find(c, id);
+	if (rr && rr->dying && !remote_busy(c, id))
+		remote_drop(c, rr);
 }
 
 /* Takes `fd` (the peer's export, or -1): kept with the registration, or
@@ -453,7 +497,7 @@ static int handle_message(struct tp_comm *c, const struct wire_region *msg, int 
 		close(fd);
 	rr = remote_find(c, msg->id);
 	if (rr)
-		remote_drop(c, rr);
+		remote_withdrawn(c, rr);
 	return SM_OK;
 }
 
@@ -498,12 +542,15 @@ int region_lookup(struct tp_comm *c, uint32_t id, struct remote_region **out)
 	int rc;
 
 	*out = remote_find(c, id);
-	if (*out)
-		return SM_OK;
-	rc = region_drain(c);
-	if (rc)
-		return rc;
-	*out = remote_find(c, id);
+	if (!*out) {
+		rc = region_drain(c);
+		if (rc)
+			return rc;
+		*out = remote_find(c, id);
+	}
+	/* Withdrawn: kept only for the copies already queued into it. */
+	if (*out && (*out)->dying)
+		*out = NULL;
 	return SM_OK;
 }
 

@@ -103,22 +103,21 @@ static int staged_copy(struct tp_comm *c, struct remote_region *rr, uint64_t off
  * (region_announce) before it publishes the first receive that names it,
  * and an AF_UNIX send is in the reader's queue when it returns.
  * Waiting would hang NCCL; the connection fails instead. */
-static int direct_copy(struct tp_comm *c, unsigned slot, const void *data, size_t size,
-		       const struct tp_region *reg, struct smf_copy *copy, int *started,
-		       uint64_t *stage_end)
+static int direct_copy(struct tp_comm *c, unsigned slot, uint32_t id, const void *data,
+		       size_t size, const struct tp_region *reg, struct smf_copy *copy,
+		       int *started, uint64_t *stage_end)
 {
-	struct shm_ctrl *ctrl = c->ctrl;
-	uint64_t offset = ctrl->recv_offset[slot];
+	uint64_t offset = c->ctrl->recv_offset[slot];
 	struct remote_region *rr;
 	int rc;
 
 	*started = 0;
-	rc = region_lookup(c, ctrl->recv_region[slot], &rr);
+	rc = region_lookup(c, id, &rr);
 	if (rc)
 		return rc;
 	if (!rr)
 		return comm_fail(c, SM_ERR_REMOTE, "the peer's receive names its registration %u, "
-				 "which it never announced", ctrl->recv_region[slot]);
+				 "which it never announced or already withdrew", id);
 	if (offset > rr->info.alloc_size || size > rr->info.alloc_size - offset)
 		return comm_fail(c, SM_ERR_REMOTE, "receive at offset %llu of a %llu-byte peer "
 				 "allocation cannot hold %zu bytes", (unsigned long long)offset,
@@ -166,6 +165,7 @@ static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, s
 	struct shm_ctrl *ctrl = c->ctrl;
 	unsigned slot = c->posted % TP_MAX_REQUESTS;
 	struct smf_copy copy;
+	uint32_t region;
 	int direct = 0;
 	uint64_t capacity, stage_end = 0;
 	struct tp_req *r;
@@ -186,10 +186,12 @@ static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, s
 				 "send of %zu bytes into a posted receive of %llu bytes (message %llu)",
 				 size, (unsigned long long)capacity, (unsigned long long)c->posted);
 	}
-	if (ctrl->recv_region[slot] != 0) {
+	/* Read once: the peer can write the header. */
+	region = ctrl->recv_region[slot];
+	if (region != 0) {
 		int started;
 
-		rc = direct_copy(c, slot, data, size, reg, &copy, &started, &stage_end);
+		rc = direct_copy(c, slot, region, data, size, reg, &copy, &started, &stage_end);
 		if (rc)
 			return rc;
 		if (!started)		/* no copy slot free: NCCL retries */
@@ -202,6 +204,7 @@ static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, s
 	r->size = size;
 	if (direct) {
 		r->direct = 1;
+		r->region = region;
 		r->copy = copy;
 		r->stage_end = stage_end;
 		r->by_helper = copy.helper || stage_end;
@@ -335,6 +338,8 @@ static int shm_progress_send(struct tp_comm *c, int *progressed)
 			r->done = 1;
 			atomic_store_explicit(&ctrl->send_done, r->seq + 1, memory_order_release);
 			comm_pop(c);
+			if (r->direct)
+				region_landed(c, r->region);
 			*progressed = 1;
 			continue;
 		}

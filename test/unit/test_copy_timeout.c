@@ -4,8 +4,9 @@
  * waiting for ever.  The copy engine's stand-in (engine_standin.c) holds
  * copies back or refuses them, as a stuck GPU, driver or copy helper
  * would.  A receive whose bytes all arrived waits on its own copy alone:
- * that limit, not the sender's hang-up, ends the wait.  Real sockets and
- * shared memory, one process. */
+ * that limit, not the sender's hang-up, ends the wait.  And a copy still
+ * queued keeps its target mapped when the receiver withdraws it.  Real
+ * sockets and shared memory, one process. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -396,6 +397,48 @@ static void test_pool_receive_outlives_sender(void **state)
 	pool_receive_outlives_sender(0);
 }
 
+/* The receiver withdraws its registration (after an abort NCCL
+ * deregisters with receives in flight) while the sender's copy into it,
+ * issued in this process (no copy helper), is still queued.  The sender
+ * reads the withdrawal at its next test but keeps the receiver's buffer
+ * mapped until that copy landed: unmapping it under a running copy would
+ * fault the sender's CUDA context.  Then the mapping goes. */
+static void test_withdrawal_waits_for_queued_copy(void **state)
+{
+	struct tp_req *sr = NULL;
+	struct pair p;
+	double end;
+	int done = 0;
+
+	(void)state;
+	standin_engine_reset(17);	/* no helper: copies run in this process */
+	pair_open(&p, TP_BACKEND_SHM, 1, DEADLINE_S);
+	standin_engine.hold_dst = p.dst;
+	standin_engine.hold_len = SIZE;
+	end = now() + DEADLINE_S;
+	while (!sr && now() < end)
+		assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &sr), SM_OK);
+	assert_non_null(sr);
+	assert_int_equal(standin_engine.range_starts, 0);
+	assert_int_equal(sm_import_count(), 1);
+	tp_deregister(p.rc, p.rreg);
+	p.rreg = NULL;
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(tp_test(sr, &done, NULL), SM_OK);
+		assert_false(done);
+	}
+	assert_int_equal(sm_import_count(), 1);
+	assert_int_equal(tp_remote_region_count(p.sc), 1);
+	standin_engine.hold_dst = NULL;
+	while (!done && now() < end)
+		assert_int_equal(tp_test(sr, &done, NULL), SM_OK);
+	assert_true(done);
+	assert_int_equal(p.dst[0], 0x5a);
+	assert_int_equal(sm_import_count(), 0);
+	assert_int_equal(tp_remote_region_count(p.sc), 0);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -408,6 +451,7 @@ int main(void)
 		cmocka_unit_test(test_slow_asks_still_time_out),
 		cmocka_unit_test(test_slow_but_healthy_never_times_out),
 		cmocka_unit_test(test_pool_receive_outlives_sender),
+		cmocka_unit_test(test_withdrawal_waits_for_queued_copy),
 	};
 
 	int failed = cmocka_run_group_tests(tests, NULL, NULL);
