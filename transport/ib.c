@@ -25,6 +25,19 @@
 #include "ib.h"
 #include "internal.h"
 
+/* The probe's answer may take one lost packet's retry, 4.096 us x
+ * 2^timeout (4.3 s at NCCL's 20): it gets two of those, and 2 s at least.
+ * Outside the verbs build so that test_transport checks it on any host. */
+#define PROBE_MIN_NS (2000ull * 1000 * 1000)
+
+uint64_t ib_probe_wait_for(int timeout)
+{
+	/* 4096 ns << timeout is one interval, already in nanoseconds. */
+	uint64_t retry_ns = (4096ull << timeout) * 2;
+
+	return retry_ns > PROBE_MIN_NS ? retry_ns : PROBE_MIN_NS;
+}
+
 #ifdef SYMMEM_HAVE_VERBS
 
 /* One posted receive as the sender sees it.  `seq1` (message number + 1)
@@ -42,9 +55,6 @@ struct ib_fifo {
 #define IMM_OVERSIZE 0xffffffffu	/* the sender refused the message */
 #define WR_FIFO (1ull << 63)		/* wr_id of a FIFO write (receiver) */
 #define WR_PROBE (1ull << 62)		/* wr_id of the connector's probe write */
-/* The probe's answer may take one lost packet's retry, 4.096 us x
- * 2^timeout (4.3 s at NCCL's 20): it gets two of those, and 2 s at least. */
-#define PROBE_MIN_NS (2000ull * 1000 * 1000)
 /* NCCL's defaults for its own IB transport: 4.096 us x 2^20 = 4.3 s per
  * retry, 7 retries.  A dead peer is noticed sooner by the TCP socket
  * (comm_check_peer), so long timeouts cost nothing there. */
@@ -254,9 +264,7 @@ int ib_conn_probe(struct tp_comm *c)
 
 uint64_t ib_probe_wait_ns(const struct tp_comm *c)
 {
-	uint64_t retry_ns = (4096ull << c->ib->timeout) / 1000 * 2;
-
-	return retry_ns > PROBE_MIN_NS ? retry_ns : PROBE_MIN_NS;
+	return ib_probe_wait_for(c->ib->timeout);
 }
 
 /* *done = 1 once the probe was acknowledged; fails if it came back with

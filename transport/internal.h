@@ -520,6 +520,10 @@ int ib_conn_unreachable(const struct tp_comm *c, int required);
 int ib_conn_probe(struct tp_comm *c);
 int ib_conn_probe_done(struct tp_comm *c, int *done);
 uint64_t ib_probe_wait_ns(const struct tp_comm *c);
+/* What ib_probe_wait_ns gives at NCCL_IB_TIMEOUT `timeout` (1..31): two
+ * retry intervals of 4.096 us x 2^timeout, 2 s at least (the connect
+ * deadline still caps the whole setup). */
+uint64_t ib_probe_wait_for(int timeout);
 /* 1 if this process can open the RDMA device for opt (the listener's
  * offer in the handle), which *held then holds open until ib_dev_put:
  * a listener keeps it, so its connections do not open it again.  A

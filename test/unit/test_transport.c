@@ -1517,6 +1517,22 @@ static void test_ib_forced_without_device(void **state)
 	assert_non_null(strstr(sm_last_error(), "NCCL_SYMMEM_BACKEND=ib"));
 }
 
+/* The connector's probe write waits two retry intervals of NCCL_IB_TIMEOUT
+ * (4.096 us x 2^n each, the time one lost packet costs), 2 s at least: at
+ * NCCL's 20 that is 8.59 s, not the floor. */
+static void test_ib_probe_wait(void **state)
+{
+	(void)state;
+	assert_int_equal(ib_probe_wait_for(20), 2 * 4096ull * (1ull << 20));
+	assert_true(ib_probe_wait_for(20) > 8500000000ull);
+	assert_int_equal(ib_probe_wait_for(22), 2 * 4096ull * (1ull << 22));
+	assert_int_equal(ib_probe_wait_for(31), 2 * 4096ull * (1ull << 31));
+	/* Two intervals first pass 2 s at 18 (2.15 s). */
+	assert_int_equal(ib_probe_wait_for(18), 2 * 4096ull * (1ull << 18));
+	assert_int_equal(ib_probe_wait_for(17), 2000000000ull);
+	assert_int_equal(ib_probe_wait_for(1), 2000000000ull);
+}
+
 /* The RDMA device closest to a GPU on the PCI tree; equally close ones
  * and unknown places shared out by the plugin's device number. */
 /* NCCL_IB_HCA's ":port": the port an inclusion list names for a device;
@@ -1624,6 +1640,7 @@ int main(void)
 		cmocka_unit_test(test_copy_engine_needs_driver),
 		cmocka_unit_test(test_gpu_setup_needs_engine),
 		cmocka_unit_test(test_ib_forced_without_device),
+		cmocka_unit_test(test_ib_probe_wait),
 		cmocka_unit_test(test_ib_auto_falls_back_to_tcp),
 		cmocka_unit_test(test_nic_closest),
 		cmocka_unit_test(test_hca_port),
