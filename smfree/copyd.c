@@ -45,6 +45,12 @@
  * leaves its mappings to the end of the process; below the client's 5 s
  * before it kills a helper that does not exit. */
 #define EXIT_DRAIN_NS (4000ull * 1000 * 1000)
+/* How long a failed copy-engine call's stream may take to run what the
+ * call left queued before its requests end (end_failed()).  The stream
+ * holds `depth` calls at most, milliseconds of copies; the whole loop
+ * waits meanwhile, so this stays far below the client's copy timeout
+ * (NCCL_SYMMEM_COPY_TIMEOUT, 60 s by default). */
+#define FAILED_DRAIN_NS (1000ull * 1000 * 1000)
 
 struct range {
 	uint32_t id;
@@ -625,8 +631,9 @@ static int take(struct copyd *d, uint64_t now)
 	return n;
 }
 
-/* Ends every request of the copy led by slot `lead`. */
-static void finish(struct copyd *d, unsigned lead, CUresult crc, uint64_t now)
+/* Ends every request of the copy led by slot `lead`; with `keep_ranges`
+ * its mappings stay held for good (end_failed()). */
+static void finish(struct copyd *d, unsigned lead, CUresult crc, uint64_t now, int keep_ranges)
 {
 	for (unsigned m = lead; m != CD_SLOTS; m = d->queue.next[m]) {
 		struct cd_slot *s = &d->ring->slot[m];
@@ -636,8 +643,10 @@ static void finish(struct copyd *d, unsigned lead, CUresult crc, uint64_t now)
 		if (now - d->queued_at[lead] > d->ring->stats.landed_max_ns)
 			d->ring->stats.landed_max_ns = now - d->queued_at[lead];
 		sm_hist_add(&d->ring->stats.landed_hist, now - d->queued_at[lead]);
-		range_unhold(d, d->slot_src[m]);
-		range_unhold(d, d->slot_dst[m]);
+		if (!keep_ranges) {
+			range_unhold(d, d->slot_src[m]);
+			range_unhold(d, d->slot_dst[m]);
+		}
 		if (crc != CUDA_SUCCESS)
 			slot_fail(s, sm_last_error());
 		else
@@ -717,8 +726,11 @@ static CUresult queue_copy(struct copyd *d, const struct cd_group *g, CUstream s
 
 /* Queues n > 1 copies as one batch call, 2D ones as their rows.  The
  * copies of a call run in any order: they never overlap (NCCL's steps in
- * flight are distinct bytes). */
-static CUresult queue_batch(struct copyd *d, const struct cd_group *g, int n, CUstream st)
+ * flight are distinct bytes).  *queued is set once some of them are on
+ * the stream (a short copy from host memory goes ahead on its own), which
+ * a failure later in the call does not take back. */
+static CUresult queue_batch(struct copyd *d, const struct cd_group *g, int n, CUstream st,
+			    int *queued)
 {
 	CUdeviceptr src[CD_BATCH_MAX], dst[CD_BATCH_MAX];
 	size_t len[CD_BATCH_MAX], first = 0;
@@ -741,6 +753,7 @@ static CUresult queue_batch(struct copyd *d, const struct cd_group *g, int n, CU
 			crc = queue_small(d, &g[i], st);
 			if (crc != CUDA_SUCCESS)
 				return crc;
+			*queued = 1;
 			continue;
 		}
 
@@ -759,6 +772,47 @@ static CUresult queue_batch(struct copyd *d, const struct cd_group *g, int n, CU
 	d->ring->stats.batches++;
 	d->ring->stats.batched += count;
 	return d->cu->memcpy_batch_async(dst, src, len, count, &attr, &first, 1, st);
+}
+
+/* 1 once nothing queued on stream `st` runs any more; 0 if it still does
+ * after FAILED_DRAIN_NS, or the stream reports an error instead (its work
+ * may or may not have stopped). */
+static int stream_drained(struct copyd *d, CUstream st)
+{
+	uint64_t limit = sm_now_ns() + FAILED_DRAIN_NS;
+	CUresult crc;
+
+	while ((crc = d->cu->stream_query(st)) == CUDA_ERROR_NOT_READY) {
+		if (sm_now_ns() > limit)
+			return 0;
+		usleep(100);
+	}
+	return crc == CUDA_SUCCESS;
+}
+
+/* Ends the requests of a call that failed (sm_last_error() says how).
+ * With `on_stream`, part of it may be queued on stream `st` all the same:
+ * short copies sent ahead of a batch call that failed, or a copy whose
+ * event could not be recorded.  Nothing would ever wait for that work
+ * (no event, no place in fifo[]), so the requests end only once the
+ * stream ran it: else the client reuses their buffers, and finish() frees
+ * dying ranges (range_del()), while the copy still moves bytes.  A stream
+ * still busy after the bound leaves the requests failed and their ranges
+ * held for good: mappings kept to the end of the process beat a copy
+ * faulting on an unmapped one. */
+static void end_failed(struct copyd *d, unsigned lead, CUresult crc, int st, int on_stream)
+{
+	char why[256];
+	int keep = 0;
+
+	if (on_stream && !stream_drained(d, d->stream[st])) {
+		/* First: the slot's message has room for 80 bytes. */
+		snprintf(why, sizeof(why), "%s", sm_last_error());
+		sm_fail(SM_ERR_CUDA, "still queued after %.0f s, mappings kept: %s",
+			(double)FAILED_DRAIN_NS / 1e9, why);
+		keep = 1;
+	}
+	finish(d, lead, crc, sm_now_ns(), keep);
 }
 
 /* When the copy queued now will start, and which destination goes first
@@ -796,7 +850,8 @@ static int issue(struct copyd *d)
 	int queued = 0, n, members;
 
 	while (d->queue.n && d->fifo_n[d->next_stream] < d->depth) {
-		int st = d->next_stream;
+		int st = d->next_stream, on_stream = 0;
+		const char *call;
 		unsigned lead;
 		uint64_t t0, t1;
 		CUresult crc;
@@ -806,10 +861,16 @@ static int issue(struct copyd *d)
 		lead = g[0].lead;
 		d->next_stream = (st + 1) % d->nstreams;
 		t0 = sm_now_ns();
-		crc = n == 1 ? queue_copy(d, &g[0], d->stream[st]) : queue_batch(d, g, n, d->stream[st]);
+		crc = n == 1 ? queue_copy(d, &g[0], d->stream[st]) :
+		      queue_batch(d, g, n, d->stream[st], &on_stream);
 		t1 = sm_now_ns();
-		if (crc == CUDA_SUCCESS)
+		call = n > 1 ? "cuMemcpyBatchAsync" :
+		       g[0].width && g[0].members > 1 ? "cuMemcpy2DAsync" : "cuMemcpyAsync";
+		if (crc == CUDA_SUCCESS) {
+			on_stream = 1;
+			call = "cuEventRecord after a copy";
 			crc = d->cu->event_record(d->ev[lead], d->stream[st]);
+		}
 		d->queued_at[lead] = sm_now_ns();
 		d->ring->stats.copy_call_ns += t1 - t0;
 		d->ring->stats.event_call_ns += d->queued_at[lead] - t1;
@@ -822,11 +883,8 @@ static int issue(struct copyd *d)
 			members += g[i].members;
 		}
 		if (crc != CUDA_SUCCESS) {
-			sm_cuda_fail(crc, "%s of %llu bytes",
-				     n > 1 ? "cuMemcpyBatchAsync" :
-				     g[0].width && g[0].members > 1 ? "cuMemcpy2DAsync" : "cuMemcpyAsync",
-				     (unsigned long long)bytes);
-			finish(d, lead, crc, d->queued_at[lead]);
+			sm_cuda_fail(crc, "%s of %llu bytes", call, (unsigned long long)bytes);
+			end_failed(d, lead, crc, st, on_stream);
 			continue;
 		}
 		for (unsigned m = lead; m != CD_SLOTS; m = d->queue.next[m]) {
@@ -872,7 +930,7 @@ static int complete(struct copyd *d)
 				break;
 			if (crc != CUDA_SUCCESS)
 				sm_cuda_fail(crc, "the copy engine reported a failed copy");
-			finish(d, lead, crc, now);
+			finish(d, lead, crc, now, 0);
 			d->inflight_bytes -= d->copy_len[lead];
 			d->fifo_head[st] = (d->fifo_head[st] + 1) % CD_SLOTS;
 			d->fifo_n[st]--;

@@ -1,0 +1,414 @@
+/* The copy helper (smfree/copyd.c) when a copy-engine call fails after
+ * part of it is already on a stream: a short copy from host staging sent
+ * ahead of a batch call that fails, or a copy whose event cannot be
+ * recorded.  Its requests may end, and a mapping the client dropped may
+ * go, only once that copy stopped running.
+ *
+ * The helper's GPU calls cannot run here, so the driver table is a fake
+ * engine: a copy queued on a stream runs for `copy_ns` of wall-clock time
+ * (or forever), and the stream, its events and cuStreamSynchronize all
+ * answer by that clock.  Everything else is the helper's own code,
+ * included whole, and its mappings are real memfd host staging mapped by
+ * range_add().  (scripts/gpu_check.sh runs the helper on GPUs.) */
+#define main copyd_main
+#include "copyd.c"
+#undef main
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#define MIB (1ull << 20)
+#define MS (1000ull * 1000)
+#define NEVER UINT64_MAX
+
+/* ---- the fake engine ---- */
+
+struct fake_copy {
+	CUdeviceptr src, dst;
+	size_t len;
+	uint64_t lands_ns;
+};
+
+struct fake_reg {
+	void *p;
+	size_t size;
+};
+
+static struct {
+	struct fake_copy copy[64];
+	int ncopies;
+	struct fake_reg reg[16];
+	int nregs;
+	uint64_t copy_ns;	/* how long a queued copy runs; NEVER: it never lands */
+	int fail_batch;		/* cuMemcpyBatchAsync fails */
+	int fail_copy;		/* cuMemcpyAsync fails */
+	int fail_event;		/* cuEventRecord fails */
+	int unregistered;	/* cuMemHostUnregister calls */
+	int freed_under_copy;	/* ... of memory a copy still running reads or writes */
+} eng;
+
+static int running(const struct fake_copy *c)
+{
+	return c->lands_ns == NEVER || sm_now_ns() < c->lands_ns;
+}
+
+/* Copies still running; the test has one stream, so its events too. */
+static int copies_running(void)
+{
+	int n = 0;
+
+	for (int i = 0; i < eng.ncopies; i++)
+		n += running(&eng.copy[i]);
+	return n;
+}
+
+static CUresult queue(CUdeviceptr dst, CUdeviceptr src, size_t len)
+{
+	struct fake_copy *c = &eng.copy[eng.ncopies++];
+
+	assert_true(eng.ncopies <= 64);
+	c->src = src;
+	c->dst = dst;
+	c->len = len;
+	c->lands_ns = eng.copy_ns == NEVER ? NEVER : sm_now_ns() + eng.copy_ns;
+	return CUDA_SUCCESS;
+}
+
+static CUresult f_error_string(CUresult rc, const char **s)
+{
+	(void)rc;
+	*s = "fake failure";
+	return CUDA_SUCCESS;
+}
+
+static CUresult f_memcpy(CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream st)
+{
+	(void)st;
+	return eng.fail_copy ? CUDA_ERROR_INVALID_VALUE : queue(dst, src, len);
+}
+
+static CUresult f_memcpy_2d(const CUDA_MEMCPY2D *c, CUstream st)
+{
+	(void)st;
+	return queue(c->dstDevice, c->srcDevice, c->WidthInBytes * c->Height);
+}
+
+static CUresult f_memcpy_batch(CUdeviceptr *dst, CUdeviceptr *src, size_t *len, size_t n,
+			       CUmemcpyAttributes *attr, size_t *idx, size_t nattr, CUstream st)
+{
+	(void)attr;
+	(void)idx;
+	(void)nattr;
+	(void)st;
+	if (eng.fail_batch)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (size_t i = 0; i < n; i++)
+		queue(dst[i], src[i], len[i]);
+	return CUDA_SUCCESS;
+}
+
+static CUresult f_event_record(CUevent e, CUstream st)
+{
+	(void)e;
+	(void)st;
+	return eng.fail_event ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+static CUresult f_event_query(CUevent e)
+{
+	(void)e;
+	return copies_running() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
+
+static CUresult f_stream_query(CUstream st)
+{
+	(void)st;
+	return copies_running() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
+
+/* Blocks as the driver's does: only until the copies land. */
+static CUresult f_stream_synchronize(CUstream st)
+{
+	(void)st;
+	for (int i = 0; i < eng.ncopies; i++) {
+		if (eng.copy[i].lands_ns == NEVER)
+			return CUDA_ERROR_LAUNCH_TIMEOUT;	/* rather than hang the test */
+		while (running(&eng.copy[i]))
+			usleep(100);
+	}
+	return CUDA_SUCCESS;
+}
+
+static CUresult f_host_register(void *p, size_t size, unsigned int flags)
+{
+	(void)flags;
+	assert_true(eng.nregs < 16);
+	eng.reg[eng.nregs++] = (struct fake_reg){ p, size };
+	return CUDA_SUCCESS;
+}
+
+/* Unified addressing: host staging has the same address on the GPU. */
+static CUresult f_host_device_pointer(CUdeviceptr *dp, void *p, unsigned int flags)
+{
+	(void)flags;
+	*dp = (CUdeviceptr)p;
+	return CUDA_SUCCESS;
+}
+
+static int inside(CUdeviceptr a, size_t len, const struct fake_reg *r)
+{
+	CUdeviceptr base = (CUdeviceptr)r->p;
+
+	return a < base + r->size && a + len > base;
+}
+
+static CUresult f_host_unregister(void *p)
+{
+	eng.unregistered++;
+	for (int i = 0; i < eng.nregs; i++) {
+		if (eng.reg[i].p != p)
+			continue;
+		for (int c = 0; c < eng.ncopies; c++)
+			if (running(&eng.copy[c]) &&
+			    (inside(eng.copy[c].src, eng.copy[c].len, &eng.reg[i]) ||
+			     inside(eng.copy[c].dst, eng.copy[c].len, &eng.reg[i])))
+				eng.freed_under_copy++;
+		eng.reg[i] = eng.reg[--eng.nregs];
+		return CUDA_SUCCESS;
+	}
+	fail_msg("cuMemHostUnregister of %p, never registered", p);
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+static const struct sm_cuda_api fake = {
+	.get_error_string = f_error_string,
+	.memcpy_async = f_memcpy,
+	.memcpy_2d_async = f_memcpy_2d,
+	.memcpy_batch_async = f_memcpy_batch,
+	.event_record = f_event_record,
+	.event_query = f_event_query,
+	.stream_query = f_stream_query,
+	.stream_synchronize = f_stream_synchronize,
+	.mem_host_register = f_host_register,
+	.mem_host_get_device_pointer = f_host_device_pointer,
+	.mem_host_unregister = f_host_unregister,
+};
+
+/* ---- the helper, as serve() would have set it up ---- */
+
+static struct copyd d;
+static struct cd_ring ring;
+static uint64_t next_seq;	/* the client's next message number */
+
+static int setup(void **state)
+{
+	(void)state;
+	memset(&eng, 0, sizeof(eng));
+	eng.copy_ns = 20 * MS;
+	memset(&ring, 0, sizeof(ring));
+	next_seq = 0;
+	memset(&d, 0, sizeof(d));
+	d.cu = &fake;
+	d.ring = &ring;
+	d.nstreams = 1;
+	d.depth = 4;
+	d.batch = 16;
+	d.gpu = -1;
+	cd_queue_init(&d.queue, 64 * MIB);
+	return 0;
+}
+
+/* What the helper does at exit, once the engine is idle: every mapping
+ * goes, those kept busy for good included. */
+static int teardown(void **state)
+{
+	(void)state;
+	for (int i = 0; i < eng.ncopies; i++)
+		eng.copy[i].lands_ns = 0;
+	drain_and_unmap(&d);
+	assert_int_equal(eng.nregs, 0);
+	return 0;
+}
+
+/* A mapping as CD_ADD makes it: `size` bytes of memfd host staging.  With
+ * `gpu` the helper takes it for GPU memory (the fake engine copies either),
+ * so that a short copy into it goes as a 2D copy ahead of a batch call. */
+static uint32_t add_range(uint64_t size, int gpu)
+{
+	struct cd_msg m;
+	uint32_t id;
+	void *map;
+	int fd;
+
+	assert_int_equal(sm_memfd_map("test-copyd", size, 4096, &fd, &map), SM_OK);
+	munmap(map, 4096);
+	memset(&m, 0, sizeof(m));
+	m.magic = CD_MAGIC;
+	m.op = CD_ADD;
+	m.info.kind = SM_SHARE_HOST_FD;
+	m.info.alloc_size = size;
+	assert_int_equal(range_add(&d, &m, fd, &id), SM_OK);	/* closes fd */
+	if (gpu)
+		range_find(&d, id)->in_host = 0;
+	return id;
+}
+
+/* A request as the client posts it; returns its slot. */
+static unsigned post(uint32_t src, uint64_t src_off, uint32_t dst, uint64_t dst_off, uint64_t len)
+{
+	struct cd_slot *s = &ring.slot[next_seq % CD_SLOTS];
+
+	s->src_id = src;
+	s->dst_id = dst;
+	s->src_off = src_off;
+	s->dst_off = dst_off;
+	s->len = len;
+	s->seq = next_seq;
+	atomic_store_explicit(&s->state, CD_POSTED, memory_order_release);
+	return (unsigned)(next_seq++ % CD_SLOTS);
+}
+
+static int state(unsigned slot)
+{
+	return atomic_load_explicit(&ring.slot[slot].state, memory_order_acquire);
+}
+
+/* A batch call of a short copy from host staging (sent ahead as its own 2D
+ * copy) and a GPU-to-GPU copy fails; the client had dropped the staging.
+ * The requests end, and the staging is unregistered, only once the 2D
+ * copy stopped reading it. */
+static void test_batch_fails_after_short_copy(void **state_)
+{
+	uint32_t staging = add_range(1 * MIB, 0), gpu_a = add_range(64 * MIB, 1),
+		 gpu_b = add_range(64 * MIB, 1);
+	unsigned a, b;
+
+	(void)state_;
+	a = post(staging, 0, gpu_a, 0, 4096);
+	b = post(gpu_b, 0, gpu_a, 32 * MIB, 1 * MIB);
+	assert_int_equal(take(&d, sm_now_ns()), 2);
+	range_del(&d, staging);		/* NCCL deregisters before closing after an abort */
+	assert_non_null(range_find(&d, staging));	/* busy: only marked */
+	eng.fail_batch = 1;
+	issue(&d);
+
+	assert_int_equal(eng.ncopies, 1);	/* the 2D copy went ahead */
+	assert_int_equal(state(a), CD_FAILED);
+	assert_int_equal(state(b), CD_FAILED);
+	assert_non_null(strstr(ring.slot[a].err, "cuMemcpyBatchAsync"));
+	assert_int_equal(copies_running(), 0);	/* ended only after it landed */
+	assert_int_equal(eng.unregistered, 1);	/* the dropped staging went ... */
+	assert_int_equal(eng.freed_under_copy, 0);	/* ... after its copy */
+	assert_null(range_find(&d, staging));
+	assert_int_equal(range_find(&d, gpu_a)->busy, 0);
+	assert_int_equal(range_find(&d, gpu_b)->busy, 0);
+}
+
+/* A copy is queued but its event cannot be recorded: nothing would ever
+ * wait for it, so the helper waits for its stream before the request
+ * fails and the dropped staging goes. */
+static void test_event_fails_after_copy(void **state_)
+{
+	uint32_t staging = add_range(1 * MIB, 0), gpu = add_range(64 * MIB, 1);
+	unsigned c;
+
+	(void)state_;
+	c = post(staging, 0, gpu, 0, 64 << 10);		/* long enough for a plain copy */
+	assert_int_equal(take(&d, sm_now_ns()), 1);
+	range_del(&d, staging);
+	eng.fail_event = 1;
+	issue(&d);
+
+	assert_int_equal(eng.ncopies, 1);
+	assert_int_equal(state(c), CD_FAILED);
+	assert_int_equal(copies_running(), 0);
+	assert_int_equal(eng.unregistered, 1);
+	assert_int_equal(eng.freed_under_copy, 0);
+	assert_null(range_find(&d, staging));
+	assert_non_null(strstr(ring.slot[c].err, "cuEventRecord"));
+}
+
+/* The queued copy never lands: the helper waits a bounded time, then
+ * fails the request but keeps the mappings it names (held for good)
+ * rather than unmap them under the copy. */
+static void test_copy_never_lands_keeps_mappings(void **state_)
+{
+	uint32_t staging = add_range(1 * MIB, 0), gpu = add_range(64 * MIB, 1);
+	uint64_t t0, took;
+	unsigned c;
+
+	(void)state_;
+	eng.copy_ns = NEVER;
+	c = post(staging, 0, gpu, 0, 64 << 10);
+	assert_int_equal(take(&d, sm_now_ns()), 1);
+	range_del(&d, staging);
+	eng.fail_event = 1;
+	t0 = sm_now_ns();
+	issue(&d);
+	took = sm_now_ns() - t0;
+
+	assert_int_equal(state(c), CD_FAILED);
+	assert_int_equal(eng.unregistered, 0);
+	assert_int_equal(eng.freed_under_copy, 0);
+	assert_non_null(range_find(&d, staging));
+	assert_true(range_find(&d, staging)->busy > 0);
+	assert_true(took >= FAILED_DRAIN_NS);
+	assert_true(took < FAILED_DRAIN_NS + 2000 * MS);
+	assert_non_null(strstr(ring.slot[c].err, "mappings kept"));
+	/* A later drop of the destination only marks it too. */
+	range_del(&d, gpu);
+	assert_int_equal(eng.unregistered, 0);
+	/* The helper still serves: a new request naming live mappings lands. */
+	eng.fail_event = 0;
+	eng.copy_ns = 20 * MS;
+	c = post(add_range(1 * MIB, 0), 0, add_range(1 * MIB, 1), 0, 64 << 10);
+	assert_int_equal(take(&d, sm_now_ns()), 1);
+	assert_int_equal(issue(&d), 1);
+}
+
+/* A call that failed before anything of it was queued costs no wait and
+ * keeps nothing, though an older copy still runs on the same stream. */
+static void test_failed_call_with_nothing_queued(void **state_)
+{
+	uint32_t staging = add_range(1 * MIB, 0), other = add_range(1 * MIB, 0),
+		 gpu = add_range(64 * MIB, 1);
+	uint64_t t0;
+	unsigned x, y;
+
+	(void)state_;
+	d.batch = 1;		/* one call per copy */
+	eng.copy_ns = NEVER;
+	x = post(other, 0, gpu, 0, 64 << 10);
+	assert_int_equal(take(&d, sm_now_ns()), 1);
+	assert_int_equal(issue(&d), 1);		/* queued, never lands */
+	y = post(staging, 0, gpu, 1 * MIB, 64 << 10);
+	assert_int_equal(take(&d, sm_now_ns()), 1);
+	range_del(&d, staging);
+	eng.fail_copy = 1;
+	t0 = sm_now_ns();
+	issue(&d);
+
+	assert_true(sm_now_ns() - t0 < FAILED_DRAIN_NS / 2);
+	assert_int_equal(state(y), CD_FAILED);
+	assert_int_equal(state(x), CD_POSTED);	/* still running */
+	assert_int_equal(eng.unregistered, 1);
+	assert_int_equal(eng.freed_under_copy, 0);
+	assert_null(range_find(&d, staging));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_batch_fails_after_short_copy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_event_fails_after_copy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_copy_never_lands_keeps_mappings, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_failed_call_with_nothing_queued, setup,
+						teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
