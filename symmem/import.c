@@ -69,11 +69,20 @@ static int enable_peer_access(const struct sm_cuda_api *cu, int local, int peer)
 	return SM_OK;
 }
 
+/* Every bounds check on a mapping (shm.c in the rank, covering() in the
+ * copy helper) goes by m->size, the size the peer announced.  cuMemMap
+ * refuses more than the allocation holds, but cuIpcOpenMemHandle maps the
+ * whole allocation whatever was announced: a peer that announced more
+ * would let copies run past the end of the mapping, into another one or
+ * into a fault that poisons the context. */
 static int map_legacy_ipc(const struct sm_cuda_api *cu, struct sm_mapping *m,
 			  const struct sm_share_info *info)
 {
+	CUdeviceptr base;
 	CUipcMemHandle h;
+	size_t opened;
 	CUresult rc;
+	int status;
 
 	if (m->owner_pid == (int)getpid()) {
 		/* CUDA refuses to open its own IPC handles; the address is valid
@@ -87,7 +96,26 @@ static int map_legacy_ipc(const struct sm_cuda_api *cu, struct sm_mapping *m,
 	if (rc != CUDA_SUCCESS)
 		return sm_cuda_fail(rc, "cuIpcOpenMemHandle (allocation of GPU %d in process %d)",
 				    info->device, m->owner_pid);
+	rc = cu->mem_get_address_range(&base, &opened, m->va);
+	if (rc != CUDA_SUCCESS) {
+		status = sm_cuda_fail(rc, "cuMemGetAddressRange of an IPC mapping from process %d",
+				      m->owner_pid);
+		goto close;
+	}
+	/* The handle maps the allocation from its start; anything else
+	 * counts as nothing opened. */
+	opened = m->va >= base && m->va - base <= opened ? opened - (size_t)(m->va - base) : 0;
+	if (m->size > opened) {
+		sm_warn("process %d announced an allocation of %zu bytes, its IPC handle opened "
+			"%zu: refusing it", m->owner_pid, m->size, opened);
+		status = sm_fail(SM_ERR_REMOTE, "peer announced %zu bytes for an allocation of %zu",
+				 m->size, opened);
+		goto close;
+	}
 	return SM_OK;
+close:
+	cu->ipc_close_mem_handle(m->va);
+	return status;
 }
 
 static struct sm_mapping *mapping_find(int owner_pid, uint64_t alloc_id, int device)
@@ -124,6 +152,16 @@ int sm_import_get(int owner_pid, const struct sm_share_info *info, int fd,
 	}
 	pthread_mutex_lock(&import_lock);
 	m = mapping_find(owner_pid, info->alloc_id, device);
+	if (m && info->alloc_size > m->size) {
+		/* The size the first import checked is the one that counts. */
+		pthread_mutex_unlock(&import_lock);
+		sm_warn("process %d announced %llu bytes for an allocation it announced with %zu "
+			"before: refusing it", owner_pid, (unsigned long long)info->alloc_size,
+			m->size);
+		rc = sm_fail(SM_ERR_REMOTE, "peer announced %llu bytes for an allocation of %zu",
+			     (unsigned long long)info->alloc_size, m->size);
+		goto out;
+	}
 	if (m) {
 		m->refs++;
 		*out = m;
