@@ -4,10 +4,9 @@
  * stored in struct config, its default and its range.  Parsing, describing
  * and the typo scan all walk that table, so adding a variable is one line.
  *
- * Value forms, common to every variable:
- *  - A value that is empty (or only whitespace) is an error for every
- *    variable: exporting a variable empty is a mistake, not a request for
- *    the default.
+ * Value forms, common to every variable of the plugin's own:
+ *  - A value that is empty (or only whitespace) is an error: exporting a
+ *    variable empty is a mistake, not a request for the default.
  *  - Scalars (bool, tristate, integer, size, decimal, backend) tolerate
  *    surrounding whitespace.  Lists (NCCL_IB_HCA, NCCL_SOCKET_IFNAME) are
  *    kept verbatim, so whitespace anywhere in them is rejected.
@@ -15,11 +14,24 @@
  *    an optional unit K, KB, KiB, M, MB, MiB, G, GB, GiB, T, TB, TiB (case
  *    insensitive).  Every unit is a power of 1024: "2MB" is 2097152.
  *  - Decimals are [+-]digits[.digits]; no exponent, hex, inf or nan.
+ *
+ * NCCL's own variables (`.nccl` in the table) are read as NCCL reads them,
+ * so that a value NCCL runs with never fails the plugin's init (with
+ * NCCL_NET=symmem that fails every communicator):
+ *  - an empty value is unset, as in NCCL's ncclLoadParam;
+ *  - integers are strtoll(s, NULL, 0): hex and octal taken, text after the
+ *    number ignored, no number at all read as 0; one that does not fit 64
+ *    bits keeps the default, as NCCL does;
+ *  - lists skip empty entries, and one with no entry at all is unset, as
+ *    NCCL's parseStringList and matchIfList read it.
+ * A value NCCL takes but the plugin cannot use (an ibverbs field out of
+ * its range) keeps NCCL's default, with one WARN at init (cfg->warnings).
  */
 #include "config.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +68,7 @@ struct var {
 	enum var_kind kind;
 	size_t off;			/* where the value lives in struct config */
 	size_t len;			/* buffer size, list kinds only */
+	int nccl;			/* NCCL's own: read as NCCL reads it */
 	long long idef, imin, imax;	/* bool, tristate, int, backend */
 	uint64_t udef, umin, umax;	/* size */
 	double ddef, dmin, dmax;	/* factor, seconds */
@@ -64,9 +77,9 @@ struct var {
 static const struct var vars[] = {
 	{ .name = "NCCL_PASS_SM", .kind = VAR_BOOL,
 	  .off = offsetof(struct config, pass_sm), .idef = 0 },
-	{ .name = "NCCL_CUMEM_ENABLE", .kind = VAR_TRISTATE,
+	{ .name = "NCCL_CUMEM_ENABLE", .kind = VAR_TRISTATE, .nccl = 1,
 	  .off = offsetof(struct config, cumem_enable), .idef = CONFIG_AUTO },
-	{ .name = "NCCL_CUMEM_HOST_ENABLE", .kind = VAR_TRISTATE,
+	{ .name = "NCCL_CUMEM_HOST_ENABLE", .kind = VAR_TRISTATE, .nccl = 1,
 	  .off = offsetof(struct config, cumem_host_enable), .idef = CONFIG_AUTO },
 	{ .name = "NCCL_CUMEM_POOL_SIZE", .kind = VAR_SIZE,
 	  .off = offsetof(struct config, pool_size),
@@ -97,30 +110,31 @@ static const struct var vars[] = {
 	  .off = offsetof(struct config, direct_path), .idef = 1 },
 	{ .name = "NCCL_ENABLE_FAULT_TOLERANCE", .kind = VAR_BOOL,
 	  .off = offsetof(struct config, fault_tolerance), .idef = 0 },
-	{ .name = "NCCL_IB_HCA", .kind = VAR_HCA_LIST,
+	{ .name = "NCCL_IB_HCA", .kind = VAR_HCA_LIST, .nccl = 1,
 	  .off = offsetof(struct config, ib_hca),
 	  .len = sizeof(((struct config *)0)->ib_hca) },
 	/* NCCL's own: -1 (unset) lets the plugin pick the port's GID
 	 * (ib_dev.c: RoCE v2 with an IPv4 address first). */
-	{ .name = "NCCL_IB_GID_INDEX", .kind = VAR_INT,
+	{ .name = "NCCL_IB_GID_INDEX", .kind = VAR_INT, .nccl = 1,
 	  .off = offsetof(struct config, ib_gid_index),
 	  .idef = -1, .imin = -1, .imax = 255 },
 	/* NCCL's own, with NCCL's defaults, for the queue pairs of the
 	 * ibverbs backend: retry timeout 4.096 us x 2^n, retries, service
-	 * level, traffic class. */
-	{ .name = "NCCL_IB_TIMEOUT", .kind = VAR_INT,
+	 * level, traffic class.  The ranges are what the ibverbs fields hold;
+	 * a timeout of 0 (no retry timer) is ibverbs', and NCCL passes it on. */
+	{ .name = "NCCL_IB_TIMEOUT", .kind = VAR_INT, .nccl = 1,
 	  .off = offsetof(struct config, ib_timeout),
-	  .idef = 20, .imin = 1, .imax = 31 },
-	{ .name = "NCCL_IB_RETRY_CNT", .kind = VAR_INT,
+	  .idef = 20, .imin = 0, .imax = 31 },
+	{ .name = "NCCL_IB_RETRY_CNT", .kind = VAR_INT, .nccl = 1,
 	  .off = offsetof(struct config, ib_retry),
 	  .idef = 7, .imin = 0, .imax = 7 },
-	{ .name = "NCCL_IB_SL", .kind = VAR_INT,
+	{ .name = "NCCL_IB_SL", .kind = VAR_INT, .nccl = 1,
 	  .off = offsetof(struct config, ib_sl),
 	  .idef = 0, .imin = 0, .imax = 15 },
-	{ .name = "NCCL_IB_TC", .kind = VAR_INT,
+	{ .name = "NCCL_IB_TC", .kind = VAR_INT, .nccl = 1,
 	  .off = offsetof(struct config, ib_tc),
 	  .idef = 0, .imin = 0, .imax = 255 },
-	{ .name = "NCCL_SOCKET_IFNAME", .kind = VAR_IFNAME_LIST,
+	{ .name = "NCCL_SOCKET_IFNAME", .kind = VAR_IFNAME_LIST, .nccl = 1,
 	  .off = offsetof(struct config, socket_ifname),
 	  .len = sizeof(((struct config *)0)->socket_ifname) },
 	/* One stream with two copies queued (the one running and the next):
@@ -380,6 +394,23 @@ static void quote_value(const char *s, char *buf, size_t len)
 		memcpy(buf + len - 4, "...", 4);
 }
 
+/* Adds one sentence to cfg->warnings, "; " after the one before.  One that
+ * does not fit is cut, never those before it. */
+static void add_warning(struct config *cfg, const char *fmt, ...)
+{
+	size_t used = strlen(cfg->warnings), room = sizeof(cfg->warnings) - used;
+	va_list ap;
+
+	if (used && room > 2) {
+		memcpy(cfg->warnings + used, "; ", 3);
+		used += 2;
+		room -= 2;
+	}
+	va_start(ap, fmt);
+	vsnprintf(cfg->warnings + used, room, fmt, ap);
+	va_end(ap);
+}
+
 /* ---- value parsers ---------------------------------------------------- */
 
 static enum parse_rc parse_bool_span(const char *s, size_t n, int *out)
@@ -441,6 +472,43 @@ static enum parse_rc parse_tristate(const char *s, size_t n, int *out)
 	else
 		*out = negative ? CONFIG_AUTO : CONFIG_ON;
 	return PARSE_OK;
+}
+
+/* One of NCCL's integers, read as NCCL's ncclLoadParam reads it: never an
+ * error, since NCCL runs with any value.  strtoll in base 0 (hex and octal
+ * taken, text after the number ignored, no number at all 0); a value that
+ * does not fit 64 bits keeps the default, as in NCCL.  A value NCCL would
+ * hand ibverbs but that is outside the field's range keeps NCCL's default
+ * instead of failing init later on every connection; each such value is
+ * noted for one WARN at init. */
+static void parse_nccl_number(struct config *cfg, const struct var *v, const char *val)
+{
+	char quoted[QUOTE_MAX];
+	char *end;
+	long long x;
+
+	quote_value(val, quoted, sizeof(quoted));
+	errno = 0;
+	x = strtoll(val, &end, 0);
+	if (errno) {
+		add_warning(cfg, "%s='%s' does not fit 64 bits: NCCL keeps its default, and so "
+			    "does the plugin", v->name, quoted);
+		return;
+	}
+	if (end == val)
+		add_warning(cfg, "%s='%s' holds no number: NCCL reads it as 0, and so does the "
+			    "plugin", v->name, quoted);
+	if (v->kind == VAR_TRISTATE) {
+		*(int *)field(cfg, v) = x < 0 ? CONFIG_AUTO : x > 0 ? CONFIG_ON : CONFIG_OFF;
+		return;
+	}
+	if (x < v->imin || x > v->imax) {
+		add_warning(cfg, "%s='%s' is outside %lld..%lld, the range ibverbs takes: the "
+			    "plugin uses NCCL's default %lld", v->name, quoted, v->imin, v->imax,
+			    v->idef);
+		return;
+	}
+	*(int *)field(cfg, v) = (int)x;
 }
 
 /* Decimal integer with optional sign.  Values too large for the caller's
@@ -569,30 +637,26 @@ static enum parse_rc parse_backend(const char *s, size_t n, int *out)
 	return PARSE_BAD;
 }
 
-/* Checks NCCL's device list syntax: [^][=]entry[,entry...].  With
+/* Reads NCCL's device list syntax, [^][=]entry[,entry...], into `out`
+ * (room for `s`) without the empty entries NCCL's parseStringList skips
+ * ("mlx5_0,", "a,,b"); no entry at all leaves only the prefixes.  With
  * `ports`, an entry is name[:port] with name of [A-Za-z0-9_.-]; without,
- * it is an interface prefix of [A-Za-z0-9_.:-].  Writes why it failed. */
-static int check_list(const char *s, int ports, char *why, size_t whylen)
+ * it is an interface prefix of [A-Za-z0-9_.:-].  Returns the entries kept,
+ * or -1 with why in `why` (entries counted as written). */
+static int read_list(const char *s, int ports, char *out, char *why, size_t whylen)
 {
 	size_t entry = 1;
+	int kept = 0;
 
 	if (*s == '^')
-		s++;
+		*out++ = *s++;
 	if (*s == '=')
-		s++;
-	if (*s == '\0') {
-		snprintf(why, whylen, "no names after the prefix");
-		return -1;
-	}
+		*out++ = *s++;
 	for (;; entry++) {
 		const char *name = s;
 
 		while (is_alnum(*s) || *s == '_' || *s == '.' || *s == '-' || (!ports && *s == ':'))
 			s++;
-		if (s == name && (*s == ',' || *s == '\0')) {
-			snprintf(why, whylen, "entry %zu is empty", entry);
-			return -1;
-		}
 		if (s == name && ports && *s == ':') {
 			snprintf(why, whylen, "entry %zu has a port but no name", entry);
 			return -1;
@@ -619,9 +683,7 @@ static int check_list(const char *s, int ports, char *why, size_t whylen)
 				return -1;
 			}
 		}
-		if (*s == '\0')
-			return 0;
-		if (*s != ',') {
+		if (*s != ',' && *s != '\0') {
 			unsigned char c = (unsigned char)*s;
 
 			if (c >= 0x20 && c < 0x7f)
@@ -630,8 +692,18 @@ static int check_list(const char *s, int ports, char *why, size_t whylen)
 				snprintf(why, whylen, "entry %zu: bad character 0x%02x", entry, c);
 			return -1;
 		}
+		if (s > name) {
+			if (kept++)
+				*out++ = ',';
+			memcpy(out, name, (size_t)(s - name));
+			out += s - name;
+		}
+		if (*s == '\0')
+			break;
 		s++;
 	}
+	*out = '\0';
+	return kept;
 }
 
 /* ---- per-variable glue ------------------------------------------------ */
@@ -692,10 +764,16 @@ static int parse_value(struct config *cfg, const struct var *v, const char *val,
 	enum parse_rc rc = PARSE_OK;
 	const char *what = "";
 	const char *range = "is out of range";
+	int list = v->kind == VAR_HCA_LIST || v->kind == VAR_IFNAME_LIST;
 	char why[64];
 
+	if (v->nccl && (v->kind == VAR_INT || v->kind == VAR_TRISTATE)) {
+		parse_nccl_number(cfg, v, val);
+		return 0;
+	}
+	/* Lists are read verbatim: whitespace in one is a bad character. */
 	trim(&s, &n);
-	if (n == 0) {
+	if (n == 0 && !list) {
 		snprintf(problem, plen, "is empty");
 		return -1;
 	}
@@ -763,18 +841,41 @@ static int parse_value(struct config *cfg, const struct var *v, const char *val,
 			snprintf(problem, plen, "is not an absolute file name");
 			return -1;
 		}
-		if (v->kind != VAR_PATH && check_list(val, v->kind == VAR_HCA_LIST, why, sizeof(why))) {
+		if (!list) {
+			memcpy(field(cfg, v), val, strlen(val) + 1);
+			return 0;
+		}
+		switch (read_list(val, v->kind == VAR_HCA_LIST, field(cfg, v), why, sizeof(why))) {
+		case -1:
 			snprintf(problem, plen, "is not a valid list: %s", why);
 			return -1;
+		case 0:
+			/* matchIfList takes no entry as every device; an exclusion
+			 * of nothing NCCL reads as every device left out (NCCL_IB_HCA
+			 * and a NCCL_SOCKET_IFNAME of 2 characters or more), which
+			 * can only be a mistake: unset here, and said so. */
+			if (val[0] == '^')
+				add_warning(cfg, "%s='%s' names nothing to leave out: the plugin "
+					    "takes it as unset (every device); NCCL's own transport "
+					    "would leave every device out", v->name, val);
+			*(char *)field(cfg, v) = '\0';
+			return 0;
+		default:
+			return 0;
 		}
-		memcpy(field(cfg, v), val, strlen(val) + 1);
-		return 0;
 	}
 
 	if (rc == PARSE_OK)
 		return 0;
 	snprintf(problem, plen, "%s", rc == PARSE_RANGE ? range : what);
 	return -1;
+}
+
+/* Whether `val` counts as set: NCCL takes an empty value of its own
+ * variables as unset (ncclLoadParam, parseStringList). */
+static int value_set(const struct var *v, const char *val)
+{
+	return val && (val[0] || !v->nccl);
 }
 
 static void set_defaults(struct config *cfg)
@@ -964,7 +1065,7 @@ int config_parse(struct config *cfg, config_getenv_fn get, void *arg, char *err,
 		const struct var *v = &vars[i];
 		const char *val = get(v->name, arg);
 
-		if (!val)
+		if (!value_set(v, val))
 			continue;
 		if (parse_value(cfg, v, val, problem, sizeof(problem)) == 0)
 			continue;
@@ -1027,7 +1128,7 @@ void config_describe(const struct config *cfg, config_getenv_fn get, void *arg, 
 
 	for (size_t i = 0; i < NVARS; i++) {
 		const struct var *v = &vars[i];
-		int set = get && get(v->name, arg);
+		int set = get && value_set(v, get(v->name, arg));
 
 		if (!set && !all)
 			continue;

@@ -40,13 +40,14 @@ struct config {
 	int dma_enable;			/* NCCL_DMA_ENABLE */
 	int direct_path;		/* NCCL_DIRECT_PATH */
 	int fault_tolerance;		/* NCCL_ENABLE_FAULT_TOLERANCE */
-	char ib_hca[256];		/* NCCL_IB_HCA, syntax-checked, "" when unset */
+	char ib_hca[256];		/* NCCL_IB_HCA, syntax-checked, empty entries
+					 * dropped, "" when unset or no entry */
 	int ib_gid_index;		/* NCCL_IB_GID_INDEX, -1 = chosen per port */
-	int ib_timeout;			/* NCCL_IB_TIMEOUT, 1..31 */
+	int ib_timeout;			/* NCCL_IB_TIMEOUT, 0..31 (0: no retry timer) */
 	int ib_retry;			/* NCCL_IB_RETRY_CNT, 0..7 */
 	int ib_sl;			/* NCCL_IB_SL, 0..15 */
 	int ib_tc;			/* NCCL_IB_TC, 0..255 */
-	char socket_ifname[256];	/* NCCL_SOCKET_IFNAME, "" when unset */
+	char socket_ifname[256];	/* NCCL_SOCKET_IFNAME, as NCCL_IB_HCA */
 	int streams;			/* NCCL_SYMMEM_STREAMS, 1..16 */
 	uint64_t chunk_size;		/* NCCL_SYMMEM_CHUNK_SIZE */
 	uint64_t split_min;		/* NCCL_SYMMEM_SPLIT_SIZE, 0 = never split a copy */
@@ -81,6 +82,10 @@ struct config {
 	int user_max_channels;		/* the lowest of NCCL_MAX_NCHANNELS (or _NRINGS) and
 					 * NCCL_MAX_CTAS, 1..64; 0 unset */
 	int user_min_p2p_channels;	/* NCCL_MIN_P2P_NCHANNELS, 1..64; 0 unset */
+	/* NCCL's own variables whose value NCCL runs with but the plugin
+	 * read otherwise or could not use ("; "-separated sentences, "" for
+	 * none): plugin init logs them in one WARN. */
+	char warnings[512];
 };
 
 /* Looks a name up; getenv in production, a table in tests. */

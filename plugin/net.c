@@ -155,6 +155,8 @@ static void announce(const struct config *cfg)
 	if (config_env_plugin_applied()[0])
 		LOG_INFO("NET/symmem env plugin (NCCL_ENV_PLUGIN) set what the user left unset: %s",
 			 config_env_plugin_applied());
+	if (cfg->warnings[0])
+		LOG_WARN("NET/symmem: %s", cfg->warnings);
 	if (config_unknown_vars(unknown, sizeof(unknown)) > 0)
 		LOG_WARN("NET/symmem: ignoring unknown variable(s): %s", unknown);
 	cuda = sm_cuda_load();

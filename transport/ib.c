@@ -124,7 +124,8 @@ int ib_conn_open(struct tp_comm *c, const struct tp_options *opt, struct ib_dev 
 		return sm_fail(SM_ERR_INTERNAL, "ibverbs connection without an RDMA device");
 	ib_dev_hold(dev);
 	ib->dev = dev;
-	ib->timeout = opt->ib_timeout > 0 ? opt->ib_timeout : QP_TIMEOUT;
+	/* 0 is ibverbs' "no retry timer", which NCCL passes on as well. */
+	ib->timeout = opt->ib_timeout >= 0 ? opt->ib_timeout : QP_TIMEOUT;
 	ib->retry = opt->ib_retry >= 0 ? opt->ib_retry : QP_RETRIES;
 	ib->sl = opt->ib_sl;
 	ib->tc = opt->ib_tc;

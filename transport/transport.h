@@ -37,7 +37,7 @@ struct tp_options {
 	int ib;
 	const char *ib_hca;		/* NCCL_IB_HCA syntax, "" = every device */
 	int ib_gid_index;		/* NCCL_IB_GID_INDEX, -1 = chosen per port */
-	int ib_timeout;			/* NCCL_IB_TIMEOUT, 1..31 (0 = 20, NCCL's) */
+	int ib_timeout;			/* NCCL_IB_TIMEOUT, 0..31 (-1: 20, NCCL's) */
 	int ib_retry;			/* NCCL_IB_RETRY_CNT, 0..7 (-1 or unset: 7) */
 	int ib_sl;			/* NCCL_IB_SL, 0..15 */
 	int ib_tc;			/* NCCL_IB_TC, 0..255 */

@@ -968,7 +968,7 @@ static void test_bad_env_fails_init(void **state)
 		{ "NCCL_PASS_SM", "maybe" },
 		{ "NCCL_CUMEM_GROWTH_FACTOR", "-2" },
 		{ "NCCL_SYMMEM_BACKEND", "carrier-pigeon" },
-		{ "NCCL_IB_GID_INDEX", "256" },
+		{ "NCCL_SYMMEM_STREAMS", "0x2" },
 	};
 
 	(void)state;
@@ -977,6 +977,37 @@ static void test_bad_env_fails_init(void **state)
 
 		assert_int_equal(run_child("--child-bad-env", env), 0);
 	}
+}
+
+/* NCCL's own variables with values NCCL runs with: init succeeds, and
+ * the one value the plugin cannot use (a GID index past ibverbs' 255) is
+ * named in one WARN instead of failing every communicator. */
+static void test_nccl_env_accepted(void **state)
+{
+	const char *env[] = { "NCCL_IB_GID_INDEX", "256", "NCCL_IB_TC", "0x68",
+			      "NCCL_IB_TIMEOUT", "0", "NCCL_IB_HCA", "",
+			      "NCCL_SOCKET_IFNAME", "lo,", "NCCL_CUMEM_ENABLE", "1 # on", NULL };
+
+	(void)state;
+	assert_int_equal(run_child("--child-nccl-env", env), 0);
+}
+
+static int child_nccl_env(void)
+{
+	ncclNetCommConfig_v11_t cfg = { .trafficClass = -1 };
+	void *c = NULL;
+
+	if (!harness_open())
+		return 10;
+	if (net->init(&c, 1, &cfg, harness_logger, NULL) != ncclSuccess || !c)
+		return 11;
+	if (harness_warn_count() != 1 || !strstr(harness_last_warn(), "NCCL_IB_GID_INDEX='256'"))
+		return 12;
+	if (strstr(harness_last_warn(), "NCCL_IB_TC") || strstr(harness_last_warn(), "NCCL_IB_HCA"))
+		return 13;
+	if (net->finalize(c) != ncclSuccess)
+		return 14;
+	return 0;
 }
 
 /* NCCL_IB_HCA: init reports once which RDMA devices it selects (none on
@@ -1442,6 +1473,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_dead_receiver),
 		cmocka_unit_test(test_dead_peer_many_connections),
 		cmocka_unit_test(test_bad_env_fails_init),
+		cmocka_unit_test(test_nccl_env_accepted),
 		cmocka_unit_test(test_finalize_frees_abandoned_connect),
 		cmocka_unit_test(test_last_finalize_says_unload),
 		cmocka_unit_test(test_accept_timeout),
@@ -1456,6 +1488,8 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && !strcmp(argv[1], "--child-bad-env"))
 		return child_bad_env();
+	if (argc > 1 && !strcmp(argv[1], "--child-nccl-env"))
+		return child_nccl_env();
 	if (argc > 1 && !strcmp(argv[1], "--child-accept-timeout"))
 		return child_accept_timeout();
 	if (argc > 1 && !strcmp(argv[1], "--child-monitor"))

@@ -187,6 +187,21 @@ static void reject_why(const char *name, const char *value, const char *form, co
 	assert_contains(err, why);
 }
 
+/* NCCL's own NAME=VALUE alone: never an error, since NCCL runs with it;
+ * cfg->warnings (one WARN at init) names it with `warn`, or is empty
+ * where `warn` is NULL. */
+static void accept_nccl(const char *name, const char *value, struct config *cfg, const char *warn)
+{
+	accept_one(name, value, cfg);
+	if (!warn) {
+		if (cfg->warnings[0])
+			fail_msg("%s='%s': unexpected warning \"%s\"", name, value, cfg->warnings);
+		return;
+	}
+	assert_contains(cfg->warnings, name);
+	assert_contains(cfg->warnings, warn);
+}
+
 /* An integer variable takes both ends of its range and refuses one past
  * each and a word; `off` is its field in struct config. */
 static void int_bounds(const char *name, size_t off, int lo, int hi)
@@ -262,6 +277,23 @@ static void describe_value(struct kv *env, const char *name, char *out, size_t l
 		return;
 	}
 	fail_msg("no line for %s", name);
+}
+
+/* The line for `name`, described for `env` with only set ones listed,
+ * is absent: the variable counts as unset. */
+static void describe_line_is_default(struct kv *env, const char *name)
+{
+	struct config cfg;
+	struct lines l = { 0 };
+	char err[ERRLEN];
+	size_t n = strlen(name);
+
+	if (config_parse(&cfg, table_get, env, err, sizeof(err)) != 0)
+		fail_msg("parse failed: %s", err);
+	config_describe(&cfg, table_get, env, 0, collect, &l);
+	for (int i = 0; i < l.n; i++)
+		if (!strncmp(l.line[i], name, n) && l.line[i][n] == '=')
+			fail_msg("%s described as set: %s", name, l.line[i]);
 }
 
 /* Runs fn in a child and returns its exit status (or 255 on a signal). */
@@ -491,32 +523,47 @@ static void test_visible_gpus(void **state)
 
 /* ---- tristates --------------------------------------------------------- */
 
-static void test_tristate_accepts(void **state)
+/* NCCL_CUMEM_ENABLE and _HOST_ENABLE are NCCL's: read as NCCL's
+ * ncclLoadParam reads them (strtoll base 0, text after the number ignored,
+ * no number 0, past 64 bits the default, empty unset), so the plugin's
+ * legacy-IPC choice agrees with the buffers NCCL made, and never refused. */
+static void test_nccl_tristate(void **state)
 {
 	static const struct {
 		const char *value;
 		int want;
+		const char *warn;
 	} cases[] = {
-		{ "-1", CONFIG_AUTO }, { "-5", CONFIG_AUTO },
-		{ "-100000000000000000000000000", CONFIG_AUTO }, { "-0x1", CONFIG_AUTO },
-		{ "0", CONFIG_OFF }, { "-0", CONFIG_OFF }, { "000", CONFIG_OFF }, { "0x0", CONFIG_OFF },
-		{ "1", CONFIG_ON }, { "2", CONFIG_ON }, { "+7", CONFIG_ON }, { "010", CONFIG_ON },
-		{ "99999999999999999999999", CONFIG_ON }, { "0x10", CONFIG_ON }, { "0XfF", CONFIG_ON },
-		{ " 1 ", CONFIG_ON }, { "\t-1\n", CONFIG_AUTO },
-		{ "true", CONFIG_ON }, { "TRUE", CONFIG_ON }, { "Yes", CONFIG_ON }, { "on", CONFIG_ON },
-		{ "false", CONFIG_OFF }, { "No", CONFIG_OFF }, { "OFF", CONFIG_OFF }, { " off ", CONFIG_OFF },
+		{ "-1", CONFIG_AUTO, NULL }, { "-5", CONFIG_AUTO, NULL }, { "-0x1", CONFIG_AUTO, NULL },
+		{ "0", CONFIG_OFF, NULL }, { "-0", CONFIG_OFF, NULL }, { "000", CONFIG_OFF, NULL },
+		{ "0x0", CONFIG_OFF, NULL }, { "08", CONFIG_OFF, NULL },
+		{ "1", CONFIG_ON, NULL }, { "2", CONFIG_ON, NULL }, { "+7", CONFIG_ON, NULL },
+		{ "010", CONFIG_ON, NULL }, { "0x10", CONFIG_ON, NULL }, { "0XfF", CONFIG_ON, NULL },
+		{ " 1 ", CONFIG_ON, NULL }, { "\t-1\n", CONFIG_AUTO, NULL },
+		/* Text after the number ignored. */
+		{ "1 # on", CONFIG_ON, NULL }, { "1x", CONFIG_ON, NULL }, { "1.5", CONFIG_ON, NULL },
+		{ "0x", CONFIG_OFF, NULL }, { "1e3", CONFIG_ON, NULL },
+		/* Empty: unset. */
+		{ "", CONFIG_AUTO, NULL },
+		/* Past 64 bits: NCCL's default (auto). */
+		{ "99999999999999999999999", CONFIG_AUTO, "does not fit 64 bits" },
+		{ "-100000000000000000000000000", CONFIG_AUTO, "does not fit 64 bits" },
+		/* No number: NCCL reads 0, words included. */
+		{ "true", CONFIG_OFF, "holds no number" }, { "on", CONFIG_OFF, "holds no number" },
+		{ "banana", CONFIG_OFF, "holds no number" }, { " ", CONFIG_OFF, "holds no number" },
+		{ "- 1", CONFIG_OFF, "holds no number" },
 	};
 	struct config cfg;
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		accept_one("NCCL_CUMEM_ENABLE", cases[i].value, &cfg);
+		accept_nccl("NCCL_CUMEM_ENABLE", cases[i].value, &cfg, cases[i].warn);
 		if (cfg.cumem_enable != cases[i].want)
 			fail_msg("NCCL_CUMEM_ENABLE='%s' gave %d, want %d", cases[i].value,
 				 cfg.cumem_enable, cases[i].want);
 		assert_int_equal(cfg.cumem_host_enable, CONFIG_AUTO);
 
-		accept_one("NCCL_CUMEM_HOST_ENABLE", cases[i].value, &cfg);
+		accept_nccl("NCCL_CUMEM_HOST_ENABLE", cases[i].value, &cfg, cases[i].warn);
 		if (cfg.cumem_host_enable != cases[i].want)
 			fail_msg("NCCL_CUMEM_HOST_ENABLE='%s' gave %d, want %d", cases[i].value,
 				 cfg.cumem_host_enable, cases[i].want);
@@ -524,18 +571,31 @@ static void test_tristate_accepts(void **state)
 	}
 }
 
-static void test_tristate_rejects(void **state)
+/* The plugin's own tristate (NCCL_SYMMEM_COLL_REGISTER) stays strict:
+ * an integer or a boolean word, nothing after it. */
+static void test_tristate_strict(void **state)
 {
+	static const struct {
+		const char *value;
+		int want;
+	} ok[] = {
+		{ "-1", CONFIG_AUTO }, { "0x0", CONFIG_OFF }, { "+7", CONFIG_ON }, { " 1 ", CONFIG_ON },
+		{ "true", CONFIG_ON }, { "No", CONFIG_OFF }, { "99999999999999999999999", CONFIG_ON },
+	};
 	static const char *const bad[] = {
 		"banana", "1x", "-", "+", "1.5", "auto", "0x", "0xg", "- 1", "1 2", "--1", "1e3", "maybe",
+		"1 # on",
 	};
+	struct config cfg;
 
 	(void)state;
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		reject_why("NCCL_CUMEM_ENABLE", bad[i], TRI_FORM, "is not an integer");
-		reject_one("NCCL_CUMEM_HOST_ENABLE", bad[i], TRI_FORM);
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		accept_one("NCCL_SYMMEM_COLL_REGISTER", ok[i].value, &cfg);
+		assert_int_equal(cfg.coll_register, ok[i].want);
 	}
-	reject_why("NCCL_CUMEM_ENABLE", "", TRI_FORM, "is empty");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		reject_why("NCCL_SYMMEM_COLL_REGISTER", bad[i], TRI_FORM, "is not an integer");
+	reject_why("NCCL_SYMMEM_COLL_REGISTER", "", TRI_FORM, "is empty");
 }
 
 /* ---- sizes ------------------------------------------------------------- */
@@ -766,16 +826,44 @@ static void test_ib_hca_accepts(void **state)
 	assert_string_equal(cfg.ib_hca, longest);
 }
 
+/* Lists as NCCL's parseStringList reads them: empty entries skipped (and
+ * dropped from the list the transport gets), no entry at all unset (all
+ * devices), an empty value unset.  An exclusion of nothing is unset too,
+ * with a warning: NCCL's own transport would leave every device out. */
+static void test_nccl_lists(void **state)
+{
+	static const struct {
+		const char *value, *want, *warn;
+	} cases[] = {
+		{ "mlx5_0,", "mlx5_0", NULL }, { ",mlx5_0", "mlx5_0", NULL },
+		{ "mlx5_0,,mlx5_1", "mlx5_0,mlx5_1", NULL }, { "a,,b", "a,b", NULL },
+		{ "^mlx5_0,,x:2,", "^mlx5_0,x:2", NULL }, { "=,mlx5_0:1", "=mlx5_0:1", NULL },
+		{ "", "", NULL }, { ",", "", NULL }, { ",,,", "", NULL }, { "=", "", NULL },
+		{ "=,", "", NULL },
+		{ "^", "", "names nothing to leave out" }, { "^=", "", "names nothing to leave out" },
+		{ "^,", "", "names nothing to leave out" },
+	};
+	struct config cfg;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		accept_nccl("NCCL_IB_HCA", cases[i].value, &cfg, cases[i].warn);
+		assert_string_equal(cfg.ib_hca, cases[i].want);
+		/* Interface prefixes take ':' as a name character, so the
+		 * port-carrying case reads the same. */
+		accept_nccl("NCCL_SOCKET_IFNAME", cases[i].value, &cfg, cases[i].warn);
+		assert_string_equal(cfg.socket_ifname, cases[i].want);
+	}
+}
+
 static void test_ib_hca_rejects(void **state)
 {
 	static const struct {
 		const char *value;
 		const char *why;
 	} bad[] = {
-		{ "^", "no names" }, { "=", "no names" }, { "^=", "no names" },
-		{ ",mlx5_0", "entry 1 is empty" }, { "mlx5_0,", "entry 2 is empty" },
-		{ "mlx5_0,,mlx5_1", "entry 2 is empty" },
 		{ "mlx5_0:", "entry 1: missing port after ':'" },
+		{ ",mlx5_0:", "entry 2: missing port after ':'" },
 		{ "mlx5_0:,mlx5_1", "entry 1: missing port after ':'" },
 		{ "mlx5_0:x", "entry 1: port is not a positive integer" },
 		{ "mlx5_0:-1", "entry 1: port is not a positive integer" },
@@ -796,8 +884,7 @@ static void test_ib_hca_rejects(void **state)
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		reject_why("NCCL_IB_HCA", bad[i].value, HCA_FORM, bad[i].why);
-	reject_why("NCCL_IB_HCA", "", HCA_FORM, "is empty");
-	reject_why("NCCL_IB_HCA", "  ", HCA_FORM, "is empty");
+	reject_why("NCCL_IB_HCA", "  ", HCA_FORM, "bad character ' '");
 
 	memset(toolong, 'a', sizeof(toolong) - 1);
 	toolong[sizeof(toolong) - 1] = '\0';
@@ -817,10 +904,9 @@ static void test_socket_ifname(void **state)
 		const char *value;
 		const char *why;
 	} bad[] = {
-		{ "eth0,", "entry 2 is empty" }, { ",eth0", "entry 1 is empty" },
-		{ "eth0,,eth1", "entry 2 is empty" }, { "eth 0", "bad character ' '" },
+		{ "eth 0", "bad character ' '" }, { ",eth 0", "entry 2: bad character ' '" },
 		{ "eth0/1", "bad character '/'" }, { "eth*", "bad character '*'" },
-		{ "^", "no names" }, { "=", "no names" }, { " eth0", "bad character ' '" },
+		{ " eth0", "bad character ' '" },
 		{ "=^eth0", "bad character '^'" }, { "eth0\x01", "bad character 0x01" },
 	};
 	char longest[256], toolong[257], err[ERRLEN];
@@ -838,8 +924,7 @@ static void test_socket_ifname(void **state)
 		assert_contains(err, IFNAME_FORM);
 		assert_contains(err, bad[i].why);
 	}
-	reject_why("NCCL_SOCKET_IFNAME", "eth0,", IFNAME_FORM, "entry 2");
-	reject_why("NCCL_SOCKET_IFNAME", "", IFNAME_FORM, "is empty");
+	reject_why("NCCL_SOCKET_IFNAME", "eth0,eth/1", IFNAME_FORM, "entry 2");
 
 	memset(longest, 'e', sizeof(longest) - 1);
 	longest[sizeof(longest) - 1] = '\0';
@@ -885,13 +970,8 @@ static void test_int_vars(void **state)
 	int_bounds("NCCL_SYMMEM_TRACE_US", offsetof(struct config, trace_us), 0, 60000000);
 	int_bounds("NCCL_SYMMEM_PHASE_US", offsetof(struct config, phase_us), 0, 100000);
 	assert_int_equal(cfg.ib_gid_index, -1);
-	int_bounds("NCCL_IB_GID_INDEX", offsetof(struct config, ib_gid_index), -1, 255);
 	assert_int_equal(cfg.ib_timeout, 20);
 	assert_int_equal(cfg.ib_retry, 7);
-	int_bounds("NCCL_IB_TIMEOUT", offsetof(struct config, ib_timeout), 1, 31);
-	int_bounds("NCCL_IB_RETRY_CNT", offsetof(struct config, ib_retry), 0, 7);
-	int_bounds("NCCL_IB_SL", offsetof(struct config, ib_sl), 0, 15);
-	int_bounds("NCCL_IB_TC", offsetof(struct config, ib_tc), 0, 255);
 	reject_why("NCCL_SYMMEM_PHASE_US", "200us", "an integer 0..100000", "is not an integer");
 
 	for (size_t i = 0; i < sizeof(streams_range) / sizeof(streams_range[0]); i++)
@@ -903,6 +983,78 @@ static void test_int_vars(void **state)
 		reject_why("NCCL_SYMMEM_STREAMS", bad[i], "an integer 1..16", "is not an integer");
 		reject_why("NCCL_SYMMEM_PASS_SM_CHANNELS", bad[i], "an integer 1..64", "is not an integer");
 	}
+}
+
+/* NCCL's IB integers: one form after another as NCCL's ncclLoadParam reads
+ * it, never an error; what ibverbs cannot take keeps NCCL's default with a
+ * warning; the ends of the ibverbs range (timeout 0 included) as given. */
+static void nccl_int_cases(const char *name, size_t off, int lo, int hi, int def)
+{
+	static const struct {
+		const char *value;
+		int want;	/* INT_MIN: the default */
+		const char *warn;
+	} cases[] = {
+		{ "0x5", 5, NULL }, { "5 # five", 5, NULL }, { "5x", 5, NULL }, { " 5", 5, NULL },
+		{ "05", 5, NULL }, { "", -1000, NULL },
+		{ "five", 0, "holds no number" }, { " ", 0, "holds no number" },
+		{ "99999999999999999999", -1000, "does not fit 64 bits" },
+	};
+	struct config cfg;
+	char value[32];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int want = cases[i].want == -1000 ? def : cases[i].want;
+
+		if (want > hi)
+			continue;
+		accept_nccl(name, cases[i].value, &cfg, cases[i].warn);
+		if (field_int(&cfg, off) != want)
+			fail_msg("%s='%s' gave %d, want %d", name, cases[i].value, field_int(&cfg, off),
+				 want);
+	}
+	snprintf(value, sizeof(value), "%d", lo);
+	accept_nccl(name, value, &cfg, NULL);
+	assert_int_equal(field_int(&cfg, off), lo);
+	snprintf(value, sizeof(value), "%d", hi);
+	accept_nccl(name, value, &cfg, NULL);
+	assert_int_equal(field_int(&cfg, off), hi);
+	snprintf(value, sizeof(value), "%d", lo - 1);
+	accept_nccl(name, value, &cfg, "the range ibverbs takes");
+	assert_int_equal(field_int(&cfg, off), def);
+	snprintf(value, sizeof(value), "%#x", hi + 1);
+	accept_nccl(name, value, &cfg, "NCCL's default");
+	assert_int_equal(field_int(&cfg, off), def);
+}
+
+static void test_nccl_ints(void **state)
+{
+	struct config cfg;
+	struct kv two_bad[] = { { "NCCL_IB_SL", "16" }, { "NCCL_IB_TIMEOUT", "32" },
+				{ NULL, NULL } };
+	char err[ERRLEN];
+
+	(void)state;
+	nccl_int_cases("NCCL_IB_GID_INDEX", offsetof(struct config, ib_gid_index), -1, 255, -1);
+	nccl_int_cases("NCCL_IB_TIMEOUT", offsetof(struct config, ib_timeout), 0, 31, 20);
+	nccl_int_cases("NCCL_IB_RETRY_CNT", offsetof(struct config, ib_retry), 0, 7, 7);
+	nccl_int_cases("NCCL_IB_SL", offsetof(struct config, ib_sl), 0, 15, 0);
+	nccl_int_cases("NCCL_IB_TC", offsetof(struct config, ib_tc), 0, 255, 0);
+	/* The review's cases: a site's hex traffic class, NCCL's hex timeout,
+	 * ibverbs' "no retry timer". */
+	accept_nccl("NCCL_IB_TC", "0x68", &cfg, NULL);
+	assert_int_equal(cfg.ib_tc, 0x68);
+	accept_nccl("NCCL_IB_TIMEOUT", "0x16", &cfg, NULL);
+	assert_int_equal(cfg.ib_timeout, 22);
+	accept_nccl("NCCL_IB_TIMEOUT", "0", &cfg, NULL);
+	assert_int_equal(cfg.ib_timeout, 0);
+	/* Every unusable value is named, in one line. */
+	assert_int_equal(config_parse(&cfg, table_get, two_bad, err, sizeof(err)), 0);
+	assert_contains(cfg.warnings, "NCCL_IB_SL='16'");
+	assert_contains(cfg.warnings, "NCCL_IB_TIMEOUT='32'");
+	assert_null(strchr(cfg.warnings, '\n'));
+	assert_int_equal(cfg.ib_sl, 0);
+	assert_int_equal(cfg.ib_timeout, 20);
 }
 
 static void test_backend(void **state)
@@ -1014,14 +1166,42 @@ static void test_cross_check_ring(void **state)
 	assert_contains(err, "NCCL_SYMMEM_CHUNK_SIZE");
 }
 
+/* NCCL's own variables, which NCCL reads as unset when empty. */
+static int nccl_owned(const char *name)
+{
+	static const char *const names[] = {
+		"NCCL_CUMEM_ENABLE", "NCCL_CUMEM_HOST_ENABLE", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX",
+		"NCCL_IB_TIMEOUT", "NCCL_IB_RETRY_CNT", "NCCL_IB_SL", "NCCL_IB_TC",
+		"NCCL_SOCKET_IFNAME",
+	};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(names[i], name))
+			return 1;
+	return 0;
+}
+
+/* An empty value is an error for the plugin's own variables, and unset
+ * (the default, described as such) for NCCL's. */
 static void test_empty_values(void **state)
 {
 	static const char *const empties[] = { "", " ", "\t\n" };
-	struct config cfg;
+	struct config cfg, def;
 	char err[ERRLEN], quoted[16];
+	int nccl = 0;
 
 	(void)state;
+	assert_int_equal(config_parse(&def, table_get, NULL, err, sizeof(err)), 0);
 	for (size_t i = 0; i < NNAMES; i++) {
+		if (nccl_owned(all_names[i])) {
+			struct kv env[] = { { all_names[i], "" }, { NULL, NULL } };
+
+			nccl++;
+			accept_nccl(all_names[i], "", &cfg, NULL);
+			assert_memory_equal(&cfg, &def, sizeof(cfg));
+			describe_line_is_default(env, all_names[i]);
+			continue;
+		}
 		for (size_t e = 0; e < sizeof(empties) / sizeof(empties[0]); e++) {
 			if (parse_one(all_names[i], empties[e], &cfg, err) != -1)
 				fail_msg("%s='%s' accepted", all_names[i], empties[e]);
@@ -1033,6 +1213,7 @@ static void test_empty_values(void **state)
 		snprintf(quoted, sizeof(quoted), "='' ");
 		assert_contains(err, quoted);
 	}
+	assert_int_equal(nccl, 9);
 }
 
 static void test_first_error_wins(void **state)
@@ -2385,8 +2566,8 @@ int main(void)
 		cmocka_unit_test(test_parse_bool_rejects),
 		cmocka_unit_test(test_bool_vars_accept),
 		cmocka_unit_test(test_bool_vars_reject),
-		cmocka_unit_test(test_tristate_accepts),
-		cmocka_unit_test(test_tristate_rejects),
+		cmocka_unit_test(test_nccl_tristate),
+		cmocka_unit_test(test_tristate_strict),
 		cmocka_unit_test(test_parse_size_units),
 		cmocka_unit_test(test_parse_size_rejects),
 		cmocka_unit_test(test_size_vars),
@@ -2396,7 +2577,9 @@ int main(void)
 		cmocka_unit_test(test_ib_hca_accepts),
 		cmocka_unit_test(test_ib_hca_rejects),
 		cmocka_unit_test(test_socket_ifname),
+		cmocka_unit_test(test_nccl_lists),
 		cmocka_unit_test(test_int_vars),
+		cmocka_unit_test(test_nccl_ints),
 		cmocka_unit_test(test_backend),
 		cmocka_unit_test(test_copy_helper_path),
 		cmocka_unit_test(test_visible_gpus),

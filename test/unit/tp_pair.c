@@ -100,6 +100,7 @@ struct tp_options ib_options(const char *hca)
 	o.ib = 2;
 	o.ib_hca = hca;
 	o.ib_gid_index = -1;
+	o.ib_timeout = -1;
 	o.ib_retry = -1;
 	return o;
 }
