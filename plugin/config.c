@@ -1229,6 +1229,7 @@ enum default_when {
 	INTRA_HOST_RINGS_KEPT,	/* that, NCCL_PASS_SM off, and the net keeps ring registrations */
 	INTRA_HOST_CE,		/* that, carried by copy engines (not NCCL_SYMMEM_BACKEND=tcp) */
 	INTRA_HOST_OR_PASS_SM,	/* that, or NCCL_PASS_SM asks for zero-copy user buffers */
+	INTRA_HOST_GPU_BUFFERS,	/* that, and NCCL hands the plugin GPU buffers there */
 };
 
 /* The plugin's NCCL_MIN_NCHANNELS: 32, or the user's cap where that is
@@ -1347,8 +1348,13 @@ static const struct {
 	 * between hosts would force LL128 onto their intra-host P2P and SHM
 	 * paths and would take LL from their small messages.  On the
 	 * copy-engine path LL128 was checked element by element (2-4 x H200)
-	 * and the tuner's LL128 rule needs it. */
-	{ "NCCL_PROTO", "^LL", INTRA_HOST,
+	 * and the tuner's LL128 rule needs it.  The same holds within a host:
+	 * only where NCCL hands the plugin GPU buffers that copy engines fill
+	 * (intra_host_gpu_buffers()).  Where NCCL stages in host memory
+	 * (NCCL_SYMMEM_BACKEND=ib, or the user's NCCL_NET_GDR_LEVEL below PHB)
+	 * LL128 through the plugin was never checked, so NCCL's own gate and
+	 * LL stay (gpu_buffers_left_why()). */
+	{ "NCCL_PROTO", "^LL", INTRA_HOST_GPU_BUFFERS,
 	  "LL keeps its send buffers in host memory, so every LL step is a host-to-GPU copy; "
 	  "from 128 KiB up LL ran at 0.01-0.05 of native on this path, and at 8 B it gained "
 	  "nothing over LL128 (2 x H200: 33.5 us against 31.6)", NULL },
@@ -1443,6 +1449,8 @@ static const struct {
 	  "(4 x H200, 1 GiB send/recv 0.13 of native instead of 0.96)" },
 };
 
+static int gpu_buffers_between_hosts(void);
+
 /* An NCCL switch read as NCCL reads it: an integer in any base strtoll
  * takes, non-zero for on ("01" and "0x1" too). */
 static int nccl_switch_on(const char *name)
@@ -1475,6 +1483,32 @@ static int intra_host_by_copy_engine(const struct config *cfg)
 	       cfg->backend != CONFIG_BACKEND_IB;
 }
 
+/* With P2P off (every GPU its own node), whether NCCL hands the plugin GPU
+ * buffers: not with NCCL_SYMMEM_BACKEND=ib (it advertises host memory
+ * only), and only where NCCL_NET_GDR_LEVEL lets them through: PHB, SYS or
+ * a number of the user's, or unset, which the plugin's own default makes
+ * SYS (the row before NCCL_PROTO; none of them with the defaults off). */
+static int intra_host_gpu_buffers(const struct config *cfg)
+{
+	if (cfg->backend == CONFIG_BACKEND_IB)
+		return 0;
+	if (!getenv("NCCL_NET_GDR_LEVEL"))
+		return cfg->nccl_defaults;
+	return gpu_buffers_between_hosts();
+}
+
+/* Why an INTRA_HOST_GPU_BUFFERS default is left unset on the intra-host
+ * path, for the log: NCCL_PROTO there is the one users look for. */
+static const char *gpu_buffers_left_why(const struct config *cfg)
+{
+	if (cfg->backend == CONFIG_BACKEND_IB)
+		return "NCCL_SYMMEM_BACKEND=ib carries host memory only, so NCCL stages this path in "
+		       "host memory; NCCL's own LL128 safety rule and LL stay (any NCCL_PROTO value "
+		       "turns that rule off)";
+	return "NCCL_NET_GDR_LEVEL (yours, below PHB) makes NCCL stage this path in host memory; "
+	       "NCCL's own LL128 safety rule and LL stay (any NCCL_PROTO value turns that rule off)";
+}
+
 int config_apply_nccl_defaults(const struct config *cfg, int rings_hinted,
 			       void (*emit)(const char *name, const char *value, int applied,
 					    const char *why, void *arg),
@@ -1488,10 +1522,13 @@ int config_apply_nccl_defaults(const struct config *cfg, int rings_hinted,
 		const char *cur = getenv(name);
 		const char *value = nccl_defaults[i].value;
 		enum default_when when = nccl_defaults[i].when;
+		/* Asked here, after the rows before it: NCCL_NET_GDR_LEVEL first. */
+		int gpu = when == INTRA_HOST_GPU_BUFFERS && intra && intra_host_gpu_buffers(cfg);
 		int fits = (when == INTRA_HOST && intra) ||
 			   (when == INTRA_HOST_RINGS_KEPT && intra && !cfg->pass_sm && rings_kept) ||
 			   (when == INTRA_HOST_CE && by_ce) ||
-			   (when == INTRA_HOST_OR_PASS_SM && (intra || cfg->pass_sm));
+			   (when == INTRA_HOST_OR_PASS_SM && (intra || cfg->pass_sm)) || gpu;
+		const char *left_why = NULL;
 		char buf[32];
 		int apply;
 
@@ -1502,23 +1539,31 @@ int config_apply_nccl_defaults(const struct config *cfg, int rings_hinted,
 			applied++;
 		else
 			apply = 0;
+		if (!apply && !cur && cfg->nccl_defaults && when == INTRA_HOST_GPU_BUFFERS && intra &&
+		    !gpu)
+			left_why = gpu_buffers_left_why(cfg);
 		if (emit)
-			emit(name, apply ? value : cur ? cur : "(unset)", apply, nccl_defaults[i].why,
-			     arg);
+			emit(name, apply ? value : cur ? cur : "(unset)", apply,
+			     apply ? nccl_defaults[i].why : left_why, arg);
 	}
 	return applied;
 }
 
+/* Measured, and LL128 checked, only where copy engines fill GPU buffers
+ * under the plugin's NCCL_PROTO=^LL: not where NCCL stages in host memory. */
 uint64_t config_ll128_chunk(const struct config *cfg)
 {
-	if (!cfg->nccl_defaults || cfg->user_proto || !intra_host_by_copy_engine(cfg))
+	if (!cfg->nccl_defaults || cfg->user_proto || !intra_host_by_copy_engine(cfg) ||
+	    !intra_host_gpu_buffers(cfg))
 		return 0;
 	return cfg->ll128_chunk;
 }
 
 uint64_t config_ll_max(const struct config *cfg)
 {
-	/* With P2P off the plugin's own NCCL_PROTO=^LL has closed LL. */
+	/* With P2P off the plugin's own NCCL_PROTO=^LL has closed LL, or,
+	 * where NCCL stages in host memory, LL is NCCL's choice: the rule was
+	 * measured between hosts with P2P on only. */
 	if (!cfg->nccl_defaults || cfg->user_proto || config_p2p_off())
 		return 0;
 	return cfg->ll_max;

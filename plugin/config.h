@@ -113,7 +113,9 @@ int config_unknown_vars(char *out, size_t outlen);
  * user left them unset and NCCL_SYMMEM_NCCL_DEFAULTS is on.  `rings_hinted`:
  * NCCL tells the net which connections are rings (net v11, NCCL 2.28 on),
  * so the plugin can decline user buffers on them.  `emit` hears each one:
- * its value now and whether it was set here.  Returns how many were set.
+ * its value now, whether it was set here, and why: why it was set, or for
+ * one left unset where the plugin sets it in similar jobs, why not (NULL
+ * otherwise).  Returns how many were set.
  * Call only once a GPU path is really offered. */
 int config_apply_nccl_defaults(const struct config *cfg, int rings_hinted,
 			       void (*emit)(const char *name, const char *value, int applied,

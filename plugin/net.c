@@ -182,6 +182,8 @@ static void emit_nccl_default(const char *name, const char *value, int applied, 
 	if (applied)
 		LOG_INFO("NET/symmem set %s=%s: %s (NCCL_SYMMEM_NCCL_DEFAULTS=0 leaves it alone)",
 			 name, value, why);
+	else if (why)
+		LOG_INFO("NET/symmem %s=%s left as it is: %s", name, value, why);
 	else
 		LOG_INFO("NET/symmem %s=%s left as it is", name, value);
 }

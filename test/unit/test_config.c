@@ -1765,14 +1765,21 @@ struct applied {
 	int calls, set;
 	char last[64];
 	char proto[64];		/* what NCCL_PROTO was reported as */
+	char proto_why[512];	/* and why, "" for none */
 };
 
+/* A default set comes with why; one left alone only with why not. */
 static void note_default(const char *name, const char *value, int applied, const char *why,
 			 void *arg)
 {
 	struct applied *a = arg;
 
-	assert_non_null(why);
+	if (applied)
+		assert_non_null(why);
+	if (strcmp(name, "NCCL_PROTO") == 0)
+		snprintf(a->proto_why, sizeof(a->proto_why), "%s", why ? why : "");
+	else if (!applied)
+		assert_null(why);
 	a->calls++;
 	a->set += applied;
 	snprintf(a->last, sizeof(a->last), "%s", value);
@@ -1852,6 +1859,95 @@ static void test_nccl_defaults(void **state)
 	assert_null(getenv("NCCL_MIN_NCHANNELS"));
 	assert_null(getenv("NCCL_BUFFSIZE"));
 	unsetenv("NCCL_NET_GDR_LEVEL");
+}
+
+/* NCCL_PROTO=^LL switches NCCL's LL128 safety gate off, so the plugin sets
+ * it only where NCCL hands it GPU buffers that copy engines fill: P2P off,
+ * not the ib backend, NCCL_NET_GDR_LEVEL PHB, SYS or a number (or unset,
+ * which the plugin makes SYS).  Elsewhere on that path it stays unset and
+ * the log says why; the tuner's LL128 rule goes with it. */
+static void test_proto_default(void **state)
+{
+	static const struct {
+		const char *backend;	/* NCCL_SYMMEM_BACKEND, NULL: auto */
+		const char *gdr;	/* the user's NCCL_NET_GDR_LEVEL, NULL: unset */
+		int set;
+		const char *why;	/* in the reason for leaving it, NULL: none */
+	} rows[] = {
+		{ NULL, NULL, 1, NULL },
+		{ "shm", NULL, 1, NULL },
+		{ "tcp", NULL, 1, NULL },
+		{ NULL, "SYS", 1, NULL },
+		{ NULL, "PHB", 1, NULL },
+		{ NULL, "3", 1, NULL },
+		{ "tcp", "SYS", 1, NULL },
+		{ "ib", NULL, 0, "NCCL_SYMMEM_BACKEND=ib" },
+		{ "ib", "SYS", 0, "NCCL_SYMMEM_BACKEND=ib" },
+		{ NULL, "LOC", 0, "NCCL_NET_GDR_LEVEL" },
+		{ NULL, "PIX", 0, "NCCL_NET_GDR_LEVEL" },
+		{ NULL, "PXB", 0, "NCCL_NET_GDR_LEVEL" },
+		{ NULL, "", 0, "NCCL_NET_GDR_LEVEL" },
+		{ "tcp", "PXB", 0, "NCCL_NET_GDR_LEVEL" },
+	};
+	char err[ERRLEN];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct kv env[] = { { "NCCL_SYMMEM_BACKEND", rows[i].backend }, { NULL, NULL } };
+		struct applied a = { 0 };
+		struct config cfg;
+		const char *proto;
+
+		defaults_start(&cfg);
+		assert_int_equal(config_parse(&cfg, table_get, rows[i].backend ? env : NULL, err,
+					      sizeof(err)), 0);
+		setenv("NCCL_P2P_DISABLE", "1", 1);
+		if (rows[i].gdr)
+			setenv("NCCL_NET_GDR_LEVEL", rows[i].gdr, 1);
+		config_apply_nccl_defaults(&cfg, 0, note_default, &a);
+		proto = getenv("NCCL_PROTO");
+		if (rows[i].set != (proto && !strcmp(proto, "^LL")))
+			fail_msg("row %zu (backend %s, gdr %s): NCCL_PROTO %s", i,
+				 rows[i].backend ? rows[i].backend : "auto",
+				 rows[i].gdr ? rows[i].gdr : "unset", proto ? proto : "unset");
+		if (!rows[i].set) {
+			assert_null(proto);
+			assert_string_equal(a.proto, "(unset)");
+			assert_contains(a.proto_why, rows[i].why);
+			assert_contains(a.proto_why, "LL128");
+			assert_true(config_ll128_chunk(&cfg) == 0);
+		} else {
+			assert_contains(a.proto_why, "LL keeps its send buffers in host memory");
+		}
+		/* The tuner's LL128 rule: copy engines (not tcp) and ^LL. */
+		if (rows[i].set && !(rows[i].backend && !strcmp(rows[i].backend, "tcp")))
+			assert_true(config_ll128_chunk(&cfg) == 512 * 1024);
+		defaults_end();
+	}
+
+	/* Not the plugin's to set: P2P on, the defaults off, the user's own
+	 * NCCL_PROTO; no reason given. */
+	{
+		struct applied a = { 0 };
+		struct config cfg;
+
+		defaults_start(&cfg);
+		config_apply_nccl_defaults(&cfg, 0, note_default, &a);
+		assert_null(getenv("NCCL_PROTO"));
+		assert_string_equal(a.proto_why, "");
+		setenv("NCCL_P2P_DISABLE", "1", 1);
+		setenv("NCCL_NET_GDR_LEVEL", "LOC", 1);
+		cfg.nccl_defaults = 0;
+		config_apply_nccl_defaults(&cfg, 0, note_default, &a);
+		assert_null(getenv("NCCL_PROTO"));
+		assert_string_equal(a.proto_why, "");
+		cfg.nccl_defaults = 1;
+		setenv("NCCL_PROTO", "Simple", 1);
+		config_apply_nccl_defaults(&cfg, 0, note_default, &a);
+		assert_string_equal(getenv("NCCL_PROTO"), "Simple");
+		assert_string_equal(a.proto_why, "");
+		defaults_end();
+	}
 }
 
 /* NCCL_THREAD_THRESHOLDS as NCCL parses it (tree LL, LL128, Simple, then
@@ -2555,6 +2651,7 @@ int main(void)
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_parse_bool_words),
 		cmocka_unit_test(test_thread_thresholds),
+		cmocka_unit_test(test_proto_default),
 		cmocka_unit_test(test_nccl_advice),
 		cmocka_unit_test(test_graph_register_and_algo_defaults),
 		cmocka_unit_test(test_ll128_chunk),
