@@ -82,5 +82,6 @@ if [ -n "${README_1G:-}" ]; then
 	run_1g -o reduce_scatter -C native,plugin,passsm -c 5
 fi
 cat "$OUT/overlap.txt" ${README_1G:+"$OUT/overlap-1g.txt"}
-python3 scripts/plot_overlap.py "$OUT/overlap.txt" "$OUT/overlap.png" || fail=1
+python3 scripts/plot_overlap.py "$OUT/overlap.txt" ${README_1G:+"$OUT/overlap-1g.txt"} \
+	"$OUT/overlap.png" || fail=1
 exit $fail

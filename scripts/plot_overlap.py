@@ -1,8 +1,10 @@
-"""Plot of the overlap benchmark: GEMM slowdown and collective busbw while
-overlapped, per configuration, for each collective.  Reads the "CSV," lines
-nccl_overlap prints; writes one PNG.  matplotlib: Debian's python3-matplotlib.
+"""Plot of the overlap benchmark: GEMM slowdown, collective busbw while
+overlapped, and the batch's makespan against native NCCL's, per
+configuration, for each collective.  Reads the "CSV," lines nccl_overlap
+prints, from one file or several (the 128 MiB batches and the README's
+1 GiB ones); writes one PNG.  matplotlib: Debian's python3-matplotlib.
 
-Usage: python3 scripts/plot_overlap.py overlap.txt overlap.png"""
+Usage: python3 scripts/plot_overlap.py overlap.txt [overlap-1g.txt ...] overlap.png"""
 import sys
 
 import matplotlib
@@ -30,6 +32,7 @@ def read(path):
                 "ctas": ctas,
                 "slowdown": float(g_a) / float(g_o) if float(g_o) > 0 else 0.0,
                 "busbw": float(bw_o),
+                "span": float(span),
                 "size": int(size),
             })
     return rows
@@ -47,25 +50,41 @@ def label_repeats(rows):
             r["config"] += " " + r["ctas"]
 
 
+def native_span(rows, case):
+    """The makespan of native NCCL's run of `case` (same invocation)."""
+    for r in rows:
+        if r["case"] == case and r["config"] == "native" and r["span"] > 0:
+            return r["span"]
+    return 0.0
+
+
 def main():
-    rows = read(sys.argv[1])
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    rows = []
+    for path in sys.argv[1:-1]:
+        rows += read(path)
     if not rows:
-        sys.exit("no CSV lines in " + sys.argv[1])
+        sys.exit("no CSV lines in " + " ".join(sys.argv[1:-1]))
     label_repeats(rows)
-    cases = sorted({r["case"] for r in rows})
+    cases = sorted({r["case"] for r in rows}, key=lambda c: ([x["size"] for x in rows
+                                                               if x["case"] == c][0], c))
     configs = sorted({r["config"] for r in rows})
     width = 0.8 / len(configs)
-    fig, axes = plt.subplots(2, 1, figsize=(max(8, 1.4 * len(cases)), 8))
+    fig, axes = plt.subplots(3, 1, figsize=(max(8, 1.4 * len(cases)), 12))
     for k, cfg in enumerate(configs):
-        xs, slow, bw = [], [], []
+        xs, slow, bw, span = [], [], [], []
         for i, case in enumerate(cases):
             r = [x for x in rows if x["case"] == case and x["config"] == cfg]
             if r:
+                base = native_span(rows, case)
                 xs.append(i + k * width)
                 slow.append(r[0]["slowdown"])
                 bw.append(r[0]["busbw"])
+                span.append(r[0]["span"] / base if base else 0.0)
         axes[0].bar(xs, slow, width, label=cfg)
         axes[1].bar(xs, bw, width, label=cfg)
+        axes[2].bar(xs, span, width, label=cfg)
     for ax in axes:
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(cases))])
         ax.set_xticklabels(cases, rotation=20)
@@ -73,9 +92,12 @@ def main():
     axes[0].set_ylabel("GEMM time overlapped / alone")
     axes[0].axhline(1.0, color="black", linewidth=0.5)
     axes[1].set_ylabel("collective busbw overlapped (GB/s)")
+    axes[2].set_ylabel("makespan / native NCCL's")
+    axes[2].axhline(1.0, color="black", linewidth=0.5)
+    axes[2].axhline(0.85, color="grey", linewidth=0.5, linestyle="--")
     fig.suptitle("GEMM + collective overlap (bf16 8192^3 GEMMs beside each collective)")
     fig.tight_layout()
-    fig.savefig(sys.argv[2], dpi=120)
+    fig.savefig(sys.argv[-1], dpi=120)
 
 
 if __name__ == "__main__":
