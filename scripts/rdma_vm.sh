@@ -53,6 +53,10 @@ if [ -n "$need" ]; then
 fi
 
 mkdir -p "$dir" || skip "cannot make $dir"
+# One VM at a time per folder: two runs (test suites of two checkouts)
+# would rebuild each other's initramfs and read each other's output.
+exec 9>"$dir/lock" || skip "cannot open $dir/lock"
+flock -w 600 9 || skip "another run held $dir/lock for 10 minutes"
 kdir="$dir/kernel"
 if [ ! -f "$kdir/ok" ]; then
 	pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/ {print $2; exit}')
