@@ -504,6 +504,8 @@ static int handle_message(struct tp_comm *c, const struct wire_region *msg, int 
 /* Reads every complete announcement waiting on the socket. */
 int region_drain(struct tp_comm *c)
 {
+	struct wire_region msg;
+
 	for (;;) {
 		int fd = -1, rc;
 		ssize_t n = sm_recv_some(c->fd, c->rin + c->rin_len, sizeof(c->rin) - c->rin_len,
@@ -521,7 +523,9 @@ int region_drain(struct tp_comm *c)
 		c->rin_len += (size_t)n;
 		if (c->rin_len < sizeof(c->rin))
 			continue;
-		rc = handle_message(c, (const struct wire_region *)c->rin, c->rin_fd);
+		/* Copied out: rin is a byte buffer, not aligned for the struct. */
+		memcpy(&msg, c->rin, sizeof(msg));
+		rc = handle_message(c, &msg, c->rin_fd);
 		c->rin_len = 0;
 		c->rin_fd = -1;
 		c->ann_read++;
