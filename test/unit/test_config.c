@@ -254,17 +254,25 @@ static void assert_line(const struct lines *l, const char *want)
 		fail_msg("line \"%s\" appears %d times, expected once", want, hits);
 }
 
-/* The value part of the line for `name`, as described for `env`. */
-static void describe_value(struct kv *env, const char *name, char *out, size_t len)
+/* The lines config_describe gives for `env`: every variable (`all`) or
+ * only those set. */
+static void describe_lines(struct kv *env, int all, struct lines *l)
 {
 	struct config cfg;
-	struct lines l = { 0 };
 	char err[ERRLEN];
-	size_t n = strlen(name);
 
 	if (config_parse(&cfg, table_get, env, err, sizeof(err)) != 0)
 		fail_msg("parse failed: %s", err);
-	config_describe(&cfg, table_get, env, 1, collect, &l);
+	config_describe(&cfg, table_get, env, all, collect, l);
+}
+
+/* The value part of the line for `name`, as described for `env`. */
+static void describe_value(struct kv *env, const char *name, char *out, size_t len)
+{
+	struct lines l = { 0 };
+	size_t n = strlen(name);
+
+	describe_lines(env, 1, &l);
 	for (int i = 0; i < l.n; i++) {
 		char *sp;
 
@@ -283,14 +291,10 @@ static void describe_value(struct kv *env, const char *name, char *out, size_t l
  * is absent: the variable counts as unset. */
 static void describe_line_is_default(struct kv *env, const char *name)
 {
-	struct config cfg;
 	struct lines l = { 0 };
-	char err[ERRLEN];
 	size_t n = strlen(name);
 
-	if (config_parse(&cfg, table_get, env, err, sizeof(err)) != 0)
-		fail_msg("parse failed: %s", err);
-	config_describe(&cfg, table_get, env, 0, collect, &l);
+	describe_lines(env, 0, &l);
 	for (int i = 0; i < l.n; i++)
 		if (!strncmp(l.line[i], name, n) && l.line[i][n] == '=')
 			fail_msg("%s described as set: %s", name, l.line[i]);
