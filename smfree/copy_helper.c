@@ -134,8 +134,15 @@ static int request(struct smf_helper *h, const struct cd_msg *m, int fd, int tim
 		 * would get the previous one's id, and copies would go to the
 		 * wrong buffer): this helper gets no more requests. */
 		atomic_store(&h->dead, HELPER_GIVEN_UP);
+		/* Copies it still holds would go on writing into buffers whose
+		 * requests now fail and whose owners may reuse them: it is
+		 * ended, and they with its context.  Not reaped yet, so the
+		 * pid is still this child's. */
+		if (atomic_load(&h->reaped) != REAP_DONE)
+			kill(h->pid, SIGKILL);
 		rc = sm_fail(SM_ERR_SYSTEM, "the copy helper (pid %d) did not answer in %.1f s; "
-			     "no further requests go to it", (int)h->pid, timeout_ms / 1000.0);
+			     "it was stopped and no further requests go to it", (int)h->pid,
+			     timeout_ms / 1000.0);
 		goto out;
 	}
 	n = sm_recv_some(h->ctrl, r, sizeof(*r), &got);
