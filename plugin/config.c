@@ -991,6 +991,41 @@ static void note_visible_gpus(struct config *cfg, const char *cvd)
 		snprintf(cfg->gpus_visible, sizeof(cfg->gpus_visible), "%s", cvd);
 }
 
+/* What config_apply_nccl_defaults() set, "NAME=value;NAME=value" (values
+ * may hold spaces, never ';'), kept in the environment beside them.  A
+ * process that parses the environment again (a child that inherits it, or
+ * the plugin loaded anew by a later NCCL) must not take the plugin's own
+ * defaults for the user's choices: a NCCL_PROTO counted as the user's turns
+ * the tuner's LL128 rule off. */
+#define DEFAULTS_SET "NCCL_SYMMEM_NCCL_DEFAULTS_SET"
+
+/* 1 when `val` is what the plugin itself gave `name` (DEFAULTS_SET). */
+static int set_by_plugin(config_getenv_fn get, void *arg, const char *name, const char *val)
+{
+	const char *p = get(DEFAULTS_SET, arg);
+	size_t n = strlen(name), v = strlen(val);
+
+	while (p && *p) {
+		const char *end = strchr(p, ';');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+
+		if (len == n + 1 + v && !strncmp(p, name, n) && p[n] == '=' &&
+		    !strncmp(p + n + 1, val, v))
+			return 1;
+		p = end ? end + 1 : NULL;
+	}
+	return 0;
+}
+
+/* An NCCL variable as the user set it: NULL also when its value is the
+ * plugin's own default from an earlier init. */
+static const char *user_value(config_getenv_fn get, void *arg, const char *name)
+{
+	const char *v = get(name, arg);
+
+	return v && set_by_plugin(get, arg, name, v) ? NULL : v;
+}
+
 /* NCCL's channel bounds are NCCL's variables: the plugin only reads them,
  * the way NCCL's own loader does (strtoll in base 0, text after the number
  * ignored, no number at all meaning unset; NCCL warns about those itself),
@@ -999,7 +1034,7 @@ static void note_visible_gpus(struct config *cfg, const char *cvd)
 
 static int nccl_int_var(config_getenv_fn get, void *arg, const char *name, long long *out)
 {
-	const char *s = get(name, arg);
+	const char *s = user_value(get, arg, name);
 	char *end;
 	long long v;
 
@@ -1075,7 +1110,7 @@ int config_parse(struct config *cfg, config_getenv_fn get, void *arg, char *err,
 	note_visible_gpus(cfg, get(CUDA_VISIBLE, arg));
 	/* Read before the plugin sets its own NCCL_PROTO and
 	 * NCCL_MIN_NCHANNELS defaults. */
-	cfg->user_proto = get("NCCL_PROTO", arg) != NULL;
+	cfg->user_proto = user_value(get, arg, "NCCL_PROTO") != NULL;
 	/* NCCL_NET_PLUGIN_REF_COUNT starts NCCL's count of the plugin's
 	 * users; read the way NCCL reads its own integers (strtoll, base 0). */
 	cfg->kept_loaded = nccl_int_var(get, arg, "NCCL_NET_PLUGIN_REF_COUNT", &ref_count) &&
@@ -1215,7 +1250,8 @@ int config_unknown_vars(char *out, size_t outlen)
 		if (n < plen || strncmp(*e, prefix, plen) != 0)
 			continue;
 		/* Not the user's: the env plugin's note of what it set. */
-		if (find_var(*e, n) || (n == strlen(ENV_PLUGIN_SET) && !strncmp(*e, ENV_PLUGIN_SET, n)))
+		if (find_var(*e, n) || (n == strlen(ENV_PLUGIN_SET) && !strncmp(*e, ENV_PLUGIN_SET, n)) ||
+		    (n == strlen(DEFAULTS_SET) && !strncmp(*e, DEFAULTS_SET, n)))
 			continue;
 		count++;
 		append_name(out, outlen, &used, &full, *e, n);
@@ -1516,10 +1552,13 @@ int config_apply_nccl_defaults(const struct config *cfg, int rings_hinted,
 {
 	int applied = 0, intra = config_p2p_off(), by_ce = intra_host_by_copy_engine(cfg);
 	int rings_kept = !rings_hinted || config_coll_register(cfg);
+	char set[512] = "";
+	size_t used = 0;
 
 	for (size_t i = 0; i < sizeof(nccl_defaults) / sizeof(nccl_defaults[0]); i++) {
 		const char *name = nccl_defaults[i].name;
-		const char *cur = getenv(name);
+		/* Set by an earlier init of the plugin: counts as unset. */
+		const char *cur = user_value(env_get, NULL, name);
 		const char *value = nccl_defaults[i].value;
 		enum default_when when = nccl_defaults[i].when;
 		/* Asked here, after the rows before it: NCCL_NET_GDR_LEVEL first. */
@@ -1535,10 +1574,15 @@ int config_apply_nccl_defaults(const struct config *cfg, int rings_hinted,
 		if (nccl_defaults[i].value_for)
 			value = nccl_defaults[i].value_for(cfg, buf, sizeof(buf));
 		apply = cfg->nccl_defaults && !cur && fits && value;
-		if (apply && setenv(name, value, 0) == 0)
+		if (apply && setenv(name, value, 1) == 0)
 			applied++;
 		else
 			apply = 0;
+		if (apply)
+			used += (size_t)snprintf(set + used, used < sizeof(set) ? sizeof(set) - used : 0,
+						 "%s%s=%s", used ? ";" : "", name, value);
+		else if (!cur && getenv(name))
+			unsetenv(name);	/* an earlier init's default that no longer applies */
 		if (!apply && !cur && cfg->nccl_defaults && when == INTRA_HOST_GPU_BUFFERS && intra &&
 		    !gpu)
 			left_why = gpu_buffers_left_why(cfg);
@@ -1546,6 +1590,11 @@ int config_apply_nccl_defaults(const struct config *cfg, int rings_hinted,
 			emit(name, apply ? value : cur ? cur : "(unset)", apply,
 			     apply ? nccl_defaults[i].why : left_why, arg);
 	}
+	/* A list cut short would claim a wrong value: then none. */
+	if (applied && used < sizeof(set))
+		setenv(DEFAULTS_SET, set, 1);
+	else if (getenv(DEFAULTS_SET))
+		unsetenv(DEFAULTS_SET);
 	return applied;
 }
 

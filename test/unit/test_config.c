@@ -1740,6 +1740,7 @@ static void unset_channel_defaults(void)
 	unsetenv("NCCL_THREAD_THRESHOLDS");
 	unsetenv("NCCL_GRAPH_REGISTER");
 	unsetenv("NCCL_ALGO");
+	unsetenv("NCCL_SYMMEM_NCCL_DEFAULTS_SET");
 }
 
 /* A default configuration and none of the variables the plugin may set
@@ -1870,6 +1871,58 @@ static void test_nccl_defaults(void **state)
  * not the ib backend, NCCL_NET_GDR_LEVEL PHB, SYS or a number (or unset,
  * which the plugin makes SYS).  Elsewhere on that path it stays unset and
  * the log says why; the tuner's LL128 rule goes with it. */
+static const char *real_get(const char *name, void *arg)
+{
+	(void)arg;
+	return getenv(name);
+}
+
+/* The plugin's own defaults, read back by a later parse of the same
+ * environment (a child that inherits it, or the plugin loaded again), are
+ * not the user's: NCCL_PROTO=^LL keeps the tuner's LL128 rule on and
+ * NCCL_MIN_NCHANNELS=32 is no user minimum; a later init sets them again
+ * as its own, a value the user changed is the user's, and a default that
+ * no longer applies is taken back. */
+static void test_own_defaults_not_the_users(void **state)
+{
+	struct applied a = { 0 };
+	struct config cfg, again;
+	char err[ERRLEN];
+
+	(void)state;
+	defaults_start(&cfg);
+	setenv("NCCL_P2P_DISABLE", "1", 1);
+	assert_int_equal(config_parse(&cfg, real_get, NULL, err, sizeof(err)), 0);
+	assert_true(config_apply_nccl_defaults(&cfg, 1, note_default, &a) > 0);
+	assert_string_equal(getenv("NCCL_PROTO"), "^LL");
+	assert_string_equal(getenv("NCCL_MIN_NCHANNELS"), "32");
+	assert_contains(getenv("NCCL_SYMMEM_NCCL_DEFAULTS_SET"), "NCCL_PROTO=^LL");
+
+	assert_int_equal(config_parse(&again, real_get, NULL, err, sizeof(err)), 0);
+	assert_int_equal(again.user_proto, 0);
+	assert_int_equal(again.user_min_channels, -1);
+	assert_true(config_ll128_chunk(&again) == 512 * 1024);
+	memset(&a, 0, sizeof(a));
+	assert_true(config_apply_nccl_defaults(&again, 1, note_default, &a) > 0);
+	assert_string_equal(a.proto, "^LL");
+	assert_contains(a.proto_why, "LL keeps its send buffers in host memory");
+
+	setenv("NCCL_PROTO", "Simple", 1);
+	assert_int_equal(config_parse(&again, real_get, NULL, err, sizeof(err)), 0);
+	assert_int_equal(again.user_proto, 1);
+	assert_true(config_ll128_chunk(&again) == 0);
+
+	/* P2P on: none applies, and the earlier ones are taken back. */
+	setenv("NCCL_PROTO", "^LL", 1);
+	setenv("NCCL_P2P_DISABLE", "0", 1);
+	assert_int_equal(config_parse(&again, real_get, NULL, err, sizeof(err)), 0);
+	assert_int_equal(config_apply_nccl_defaults(&again, 1, note_default, &a), 0);
+	assert_null(getenv("NCCL_PROTO"));
+	assert_null(getenv("NCCL_MIN_NCHANNELS"));
+	assert_null(getenv("NCCL_SYMMEM_NCCL_DEFAULTS_SET"));
+	defaults_end();
+}
+
 static void test_proto_default(void **state)
 {
 	static const struct {
@@ -2656,6 +2709,7 @@ int main(void)
 		cmocka_unit_test(test_parse_bool_words),
 		cmocka_unit_test(test_thread_thresholds),
 		cmocka_unit_test(test_proto_default),
+		cmocka_unit_test(test_own_defaults_not_the_users),
 		cmocka_unit_test(test_nccl_advice),
 		cmocka_unit_test(test_graph_register_and_algo_defaults),
 		cmocka_unit_test(test_ll128_chunk),
