@@ -66,8 +66,18 @@ prove() {
 	case $gdr in hosts*) outside='via NET/(Socket|IB)' ;; esac
 	for log in "$dir"/nccl.*.log; do
 		[ -e "$log" ] || continue
-		grep -q 'Using network symmem' "$log" || continue
+		# Every process of a plugin run: one that NCCL routed elsewhere
+		# must not drop out of the checks below.
+		if ! grep -q 'Using network symmem' "$log"; then
+			echo "a process not routed through the plugin: $log"; fail=1
+			continue
+		fi
 		n=$((n + 1))
+		# The GPUDirect and P2P checks below pass a log with no channel.
+		case $gdr in hosts*) ;; *)
+			grep -q 'via NET/symmem' "$log" ||
+				{ echo "no channel via NET/symmem in $log"; fail=1; } ;;
+		esac
 		grep -q 'via P2P' "$log" && p2p=$((p2p + 1))
 		if grep -E "$outside" "$log" | head -2 | grep .; then
 			echo "traffic outside NET/symmem in $log"; fail=1
@@ -192,17 +202,19 @@ gpu_apps() {
 # expect_fail NAME PATTERN [nccl_bench args...]: the plugin run must fail,
 # well before its deadline (no hang), with PATTERN in a WARN line.
 expect_fail() {
-	local name=$1 pattern=$2 t0 took
+	local name=$1 pattern=$2 t0 took rc
 	shift 2
 	mkdir -p "$OUT/logs/$name"
 	note "$name (must fail with a WARN matching '$pattern'): nccl_bench -m plugin $*"
 	t0=$(date +%s)
-	if timeout 300 ./build-gpu/nccl_bench ${NRANKS:+-n $NRANKS} -t "${PHASE_TIMEOUT:-240}" -m plugin "$@" \
+	timeout 300 ./build-gpu/nccl_bench ${NRANKS:+-n $NRANKS} -t "${PHASE_TIMEOUT:-240}" -m plugin "$@" \
 		-E NCCL_DEBUG=INFO -E NCCL_DEBUG_SUBSYS=INIT,NET \
 		-E "NCCL_DEBUG_FILE=$OUT/logs/$name/nccl.%p.log" \
-		>"$OUT/logs/$name/table.txt" 2>"$OUT/logs/$name/stderr.txt"; then
-		echo "FAILED: $name succeeded but must fail"; fail=1
-	fi
+		>"$OUT/logs/$name/table.txt" 2>"$OUT/logs/$name/stderr.txt"
+	rc=$?
+	[ $rc = 0 ] && { echo "FAILED: $name succeeded but must fail"; fail=1; }
+	# timeout's own kill is a hang too, whatever PHASE_TIMEOUT says.
+	case $rc in 124 | 137) echo "FAILED: $name hung until timeout 300 killed it"; fail=1 ;; esac
 	took=$(($(date +%s) - t0))
 	echo "$name: failed after $took s"
 	[ "$took" -lt "${PHASE_TIMEOUT:-240}" ] || { echo "FAILED: $name ran into its deadline"; fail=1; }

@@ -352,6 +352,51 @@ static int print_rows(const struct bench_opts *o, struct row *rows, int nrows)
 	return bad;
 }
 
+/* Timed sizes an op cannot run at (its buffers do not divide among the
+ * ranks: bench_rank.c's one() reports nothing for them) and extra cases
+ * that cannot be checked exactly with this rank count are listed; an op
+ * with no non-zero size left fails the run instead of passing unchecked.
+ * Returns the number of such ops. */
+static int print_skipped(const struct bench_opts *o)
+{
+	struct bench_shape s;
+	struct bench_pattern pat;
+	int empty = 0;
+
+	for (int op = 0; op < OP_COUNT; op++) {
+		int ran = 0, header = 0;
+
+		if (!o->ops[op])
+			continue;
+		for (int i = 0; i < o->nsizes; i++) {
+			if (bench_shape(op, o->nranks, bench_dtypes[0].size, o->sizes[i], &s)) {
+				ran += o->sizes[i] > 0;
+				continue;
+			}
+			if (!header++)
+				printf("# %s: not run (does not divide among %d ranks):", bench_op_name(op),
+				       o->nranks);
+			printf(" %zu", o->sizes[i]);
+		}
+		if (header)
+			printf("\n");
+		if (!ran && !o->cycles) {
+			printf("# %s: no non-zero size ran: nothing checked\n", bench_op_name(op));
+			empty++;
+		}
+	}
+	for (int k = 0; k < o->ncases; k++) {
+		if (bench_pattern_make(&pat, o->cases[k].dtype, o->cases[k].redop, o->nranks, 0)) {
+			printf("# %s:%s not checked: not exact with %d ranks\n",
+			       bench_dtypes[o->cases[k].dtype].name,
+			       bench_redop_name(o->cases[k].redop), o->nranks);
+			continue;
+		}
+		bench_pattern_free(&pat);
+	}
+	return empty;
+}
+
 static void add_sizes(struct bench_opts *o, size_t min, size_t max, size_t factor)
 {
 	size_t s = min;
@@ -482,6 +527,7 @@ int main(int argc, char **argv)
 		printf(" %s", o.plugin_env[i]);
 	printf(")\n");
 	bad = print_rows(&o, rows, nrows);
+	bad += print_skipped(&o);
 	free(rows);
 	fclose(results);
 	if (nrows == 0)

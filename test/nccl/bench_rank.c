@@ -212,6 +212,19 @@ static void one(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop, size_t
 		barrier(c);
 		us = c->o->iter_times ? timed_alone(c, op, dtype, redop, &s, &exec, bytes) :
 		     timed_together(c, op, dtype, redop, &s, &exec);
+		/* The last timed run's result as well: ops queued back to back
+		 * (and graph replays) must leave the same bytes as the lone
+		 * checked call above (the inputs are unchanged, no op is in
+		 * place). */
+		uint64_t after;
+
+		CUDA_OK(cudaMemcpy(c->host, c->rbuf, rbytes, cudaMemcpyDeviceToHost));
+		after = bench_check(&pat, op, c->rank, c->host, &s, 1);
+		if (after)
+			fprintf(stderr, "rank %d %s %s/%s %zu bytes: %llu wrong element(s) after the "
+				"timed runs\n", c->rank, bench_op_name(op), d->name,
+				bench_redop_name(redop), bytes, (unsigned long long)after);
+		errors += after;
 	}
 	if (exec)
 		CUDA_OK(cudaGraphExecDestroy(exec));
