@@ -170,7 +170,7 @@ static void one(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop, size_t
 	struct bench_shape s;
 	cudaGraphExec_t exec = NULL;
 	size_t sbytes, rbytes;
-	uint64_t errors = 0;
+	uint64_t errors = 0, after;
 	double us = 0;
 
 	if (!bench_shape(op, c->o->nranks, d->size, bytes, &s))
@@ -216,8 +216,6 @@ static void one(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop, size_t
 		 * (and graph replays) must leave the same bytes as the lone
 		 * checked call above (the inputs are unchanged, no op is in
 		 * place). */
-		uint64_t after;
-
 		CUDA_OK(cudaMemcpy(c->host, c->rbuf, rbytes, cudaMemcpyDeviceToHost));
 		after = bench_check(&pat, op, c->rank, c->host, &s, 1);
 		if (after)
