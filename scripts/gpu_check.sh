@@ -230,8 +230,17 @@ if [ -z "${SKIP_GRAPH:-}" ]; then
 fi
 # GPU buffers over TCP go through the pinned bounce slots (tcp_bounce.c):
 # several messages in flight, registered buffers too.
-bench tcp -E NCCL_SYMMEM_BACKEND=tcp -E NCCL_IB_HCA=mlx5 -o all_reduce,alltoall,sendrecv -b 8 -e 67108864 -c none -i 3
-bench tcp-reg -R -E NCCL_SYMMEM_BACKEND=tcp -o alltoall,sendrecv -b 8 -e 67108864 -f 64 -c none -i 3
+# NCCL_SM_FREE_VERBOSE logs each connection's data path: every process
+# must have TCP connections and none on the copy-engine path, or these runs
+# would pass on copy engines were the backend setting ignored.
+bench tcp -E NCCL_SYMMEM_BACKEND=tcp -E NCCL_IB_HCA=mlx5 -E NCCL_SM_FREE_VERBOSE=1 \
+	-o all_reduce,alltoall,sendrecv -b 8 -e 67108864 -c none -i 3
+bench tcp-reg -R -E NCCL_SYMMEM_BACKEND=tcp -E NCCL_SM_FREE_VERBOSE=1 -o alltoall,sendrecv \
+	-b 8 -e 67108864 -f 64 -c none -i 3
+for r in tcp tcp-reg; do
+	expect_in_logs $r ': tcp data path' 'no connection on the TCP data path'
+	expect_none_in_logs $r ': shm data path' 'a copy-engine connection with NCCL_SYMMEM_BACKEND=tcp'
+done
 # Registered rings over TCP connections: declined as on the copy-engine
 # path (since session 32 on every connection of a P2P-off job, so that
 # every rank of a job across hosts picks the same channel count).
