@@ -52,6 +52,18 @@ static int expected(size_t bytes)
 	return mib < (size_t)expect_cap() ? (int)mib : expect_cap();
 }
 
+/* What *nChannels holds before the call: a value no rule produces, so a
+ * tuner that writes it without cause (a 0 meaning "NCCL decides") shows. */
+#define NCH_BEFORE 77
+
+/* *nChannels after the call: the answer, or NCH_BEFORE left alone. */
+static int expected_nch(size_t bytes)
+{
+	int n = expected(bytes);
+
+	return n ? n : NCH_BEFORE;
+}
+
 /* Whether the tuner must turn Ring Simple into Ring LL128: the rule of
  * smfree_ring_ll128(), over the channels NCCL runs on (its ring channels,
  * or the NCCL_PASS_SM cap). */
@@ -150,7 +162,7 @@ static void check_v5(void **state)
 	assert_memory_equal(&consts, &before, sizeof(consts));
 	for (int coll = ncclFuncBroadcast; coll <= ncclFuncAllReduce; coll++) {
 		for (size_t bytes = 1; bytes <= (1ull << 32); bytes <<= 4) {
-			int nch = 0;
+			int nch = NCH_BEFORE;
 
 			fill_table(table);
 			memcpy(orig, table, sizeof(table));
@@ -158,7 +170,7 @@ static void check_v5(void **state)
 							 NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, 0, &nch),
 					 ncclSuccess);
 			assert_memory_equal(table, orig, sizeof(table));
-			assert_int_equal(nch, expected(bytes));
+			assert_int_equal(nch, expected_nch(bytes));
 		}
 	}
 	assert_int_equal(t->finalize(ctx), ncclSuccess);
@@ -171,7 +183,7 @@ static void check_v4_v3(void **state)
 	ncclTuner_v3_t *t3 = dlsym(lib, "ncclTunerPlugin_v3");
 	float table[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS], orig[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
 	void *ctx = NULL;
-	int nch = 0;
+	int nch = NCH_BEFORE;
 
 	(void)state;
 	assert_non_null(t4);
@@ -182,15 +194,15 @@ static void check_v4_v3(void **state)
 	assert_int_equal(t4->getCollInfo(ctx, ncclFuncAllGather, 64 << 20, 1, (float **)(void *)table,
 					 NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, 1, &nch), ncclSuccess);
 	assert_memory_equal(table, orig, sizeof(table));
-	assert_int_equal(nch, expected(64 << 20));
+	assert_int_equal(nch, expected_nch(64 << 20));
 	assert_int_equal(t4->destroy(ctx), ncclSuccess);
 
-	nch = 0;
+	nch = NCH_BEFORE;
 	assert_int_equal(t3->init(4, 1, harness_logger, &ctx), ncclSuccess);
 	assert_int_equal(t3->getCollInfo(ctx, ncclFuncReduceScatter, 3 << 20, 1, (float **)(void *)table,
 					 NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, &nch), ncclSuccess);
 	assert_memory_equal(table, orig, sizeof(table));
-	assert_int_equal(nch, expected(3 << 20));
+	assert_int_equal(nch, expected_nch(3 << 20));
 	assert_int_equal(t3->destroy(ctx), ncclSuccess);
 }
 
@@ -355,20 +367,96 @@ static void ll_between_hosts(void **state)
 		assert_int_equal(changed, 0);
 }
 
+/* Choices the rules must not touch even where they act: NCCL's pick is
+ * the first of equal cells (Tree before Ring), a pick that is not Ring
+ * Simple (or not LL) stays, a table of a layout this code was not written
+ * for stays, and a NULL nChannels is no crash.  Each question is asked
+ * where the rule acts (4 ranks on 4 nodes, 1 MiB all_gather for LL128,
+ * 1 GiB all_reduce for LL), and the environments that have the rule must
+ * see the same call change the table of the right layout, so the
+ * "unchanged" assertions below are not met by a rule that never acts. */
+static void choices_kept(void **state)
+{
+	ncclTuner_v5_t *t = dlsym(lib, "ncclTunerPlugin_v5");
+	float table[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
+	float orig[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
+	/* One more algorithm than this ABI has: rows of the same width. */
+	float wide[NCCL_NUM_ALGORITHMS + 1][NCCL_NUM_PROTOCOLS];
+	float wide_orig[NCCL_NUM_ALGORITHMS + 1][NCCL_NUM_PROTOCOLS];
+	size_t ll128_bytes = 1 << 20, ll_bytes = 1ull << 30;
+	int ll128 = expected_ll128(ncclFuncAllGather, ll128_bytes, 4, 0);
+	int leave_ll = expected_leave_ll(ncclFuncAllReduce, ll_bytes, 4);
+	void *ctx = NULL;
+	int nch = NCH_BEFORE;
+
+	(void)state;
+	assert_int_equal(t->init(&ctx, 9, 4, 4, harness_logger, NULL, NULL), ncclSuccess);
+
+	/* The rules act here where the environment has them. */
+	fill_ring_table(table, 300.0f, 0);
+	memcpy(orig, table, sizeof(table));
+	ask_v5(t, ctx, ncclFuncAllGather, ll128_bytes, 0, table);
+	assert_int_equal(memcmp(table, orig, sizeof(table)) != 0, ll128);
+	fill_ll_table(table, 300.0f, 0);
+	memcpy(orig, table, sizeof(table));
+	ask_v5(t, ctx, ncclFuncAllReduce, ll_bytes, 0, table);
+	assert_int_equal(memcmp(table, orig, sizeof(table)) != 0, leave_ll);
+
+	/* Tree Simple as cheap as Ring Simple: NCCL takes Tree (the first). */
+	fill_ring_table(table, 300.0f, 0);
+	table[NCCL_ALGO_TREE][NCCL_PROTO_SIMPLE] = table[NCCL_ALGO_RING][NCCL_PROTO_SIMPLE];
+	ask_v5_unchanged(t, ctx, ncclFuncAllGather, ll128_bytes, 0, table);
+
+	/* Ring LL picked on the LL128 path: not Ring Simple, so it stays. */
+	fill_ring_table(table, 300.0f, 0);
+	table[NCCL_ALGO_RING][NCCL_PROTO_LL] = 100.0f;
+	ask_v5_unchanged(t, ctx, ncclFuncAllGather, ll128_bytes, 0, table);
+
+	/* Ring Simple picked on the LL path: not LL, so it stays. */
+	fill_ll_table(table, 50.0f, 0);
+	ask_v5_unchanged(t, ctx, ncclFuncAllReduce, ll_bytes, 0, table);
+
+	/* A table with an algorithm this ABI does not know. */
+	for (int a = 0; a <= NCCL_NUM_ALGORITHMS; a++)
+		for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++)
+			wide[a][p] = NCCL_ALGO_PROTO_IGNORE;
+	fill_ring_table(wide, 300.0f, 0);
+	memcpy(wide_orig, wide, sizeof(wide));
+	assert_int_equal(t->getCollInfo(ctx, ncclFuncAllGather, ll128_bytes, 1, (float **)(void *)wide,
+					NCCL_NUM_ALGORITHMS + 1, NCCL_NUM_PROTOCOLS, 0, &nch),
+			 ncclSuccess);
+	assert_memory_equal(wide, wide_orig, sizeof(wide));
+	fill_ll_table(wide, 300.0f, 0);
+	memcpy(wide_orig, wide, sizeof(wide));
+	assert_int_equal(t->getCollInfo(ctx, ncclFuncAllReduce, ll_bytes, 1, (float **)(void *)wide,
+					NCCL_NUM_ALGORITHMS + 1, NCCL_NUM_PROTOCOLS, 0, &nch),
+			 ncclSuccess);
+	assert_memory_equal(wide, wide_orig, sizeof(wide));
+
+	/* No nChannels to write: the call succeeds and leaves the table. */
+	fill_ring_table(table, 300.0f, 0);
+	memcpy(orig, table, sizeof(table));
+	assert_int_equal(t->getCollInfo(ctx, ncclFuncAllGather, ll128_bytes, 1,
+					(float **)(void *)table, NCCL_NUM_ALGORITHMS,
+					NCCL_NUM_PROTOCOLS, 0, NULL), ncclSuccess);
+	assert_memory_equal(table, orig, sizeof(table));
+	assert_int_equal(t->finalize(ctx), ncclSuccess);
+}
+
 /* A single rank has nobody to talk to: nothing to cap. */
 static void single_rank_untouched(void **state)
 {
 	ncclTuner_v4_t *t4 = dlsym(lib, "ncclTunerPlugin_v4");
 	float table[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
 	void *ctx = NULL;
-	int nch = 0;
+	int nch = NCH_BEFORE;
 
 	(void)state;
 	fill_table(table);
 	assert_int_equal(t4->init(1, 1, harness_logger, &ctx), ncclSuccess);
 	assert_int_equal(t4->getCollInfo(ctx, ncclFuncAllReduce, 1 << 20, 1, (float **)(void *)table,
 					 NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, 0, &nch), ncclSuccess);
-	assert_int_equal(nch, 0);
+	assert_int_equal(nch, NCH_BEFORE);
 	assert_int_equal(t4->destroy(ctx), ncclSuccess);
 }
 
@@ -481,6 +569,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(registered_before_hints),
 		cmocka_unit_test(ring_protocol),
 		cmocka_unit_test(ll_between_hosts),
+		cmocka_unit_test(choices_kept),
 		cmocka_unit_test(single_rank_untouched),
 		cmocka_unit_test(golden),
 	};
