@@ -490,6 +490,8 @@ static void test_one_destination(void **state)
 	seen[3] = 500;					/* past the newest: not counted */
 	assert_true(cd_one_destination(seen, 4, 101, 64));
 	assert_true(cd_one_destination(seen, 2, 101, 64));	/* only key 1 counts */
+	seen[2] = 101;					/* a key past nkeys, recent */
+	assert_true(cd_one_destination(seen, 2, 101, 64));
 }
 
 /* In every phase each GPU of the set writes to a different one, never to
@@ -575,6 +577,77 @@ static void test_small_rows(void **state)
 	}
 }
 
+/* The limits of merging, each at its edge: a copy may fill the size cap
+ * exactly; a row may be packed on one side (pitch == width) and as far as
+ * CD_STRIDE_MAX widths on the other; the pitch is measured from the copy's
+ * own offsets, not from 0; a copy taken away is never joined again; a
+ * second copy of a batch may fill the call exactly, and a strided one
+ * brings only the rows the copy count leaves room for. */
+static void test_merge_edges(void **state)
+{
+	struct cd_group out[CD_BATCH_MAX];
+	const struct cd_group *g;
+
+	(void)state;
+	two_steps(4 * MIB);				/* 2 + 2 MiB: the cap itself */
+	assert_int_equal(q.n, 1);
+	assert_int_equal(cd_queue_at(&q, 0)->len, 4 * MIB);
+
+	cd_queue_init(&q, 64 * MIB);			/* packed source, strided destination */
+	add(0, 1, 0, 2, 0, MIB);
+	add(1, 1, MIB, 2, 4 * MIB, MIB);
+	assert_int_equal(q.n, 1);
+	assert_int_equal(cd_queue_at(&q, 0)->spitch, MIB);
+	assert_int_equal(cd_queue_at(&q, 0)->dpitch, 4 * MIB);
+	cd_queue_init(&q, 64 * MIB);			/* and the other way round */
+	add(0, 1, 0, 2, 0, MIB);
+	add(1, 1, 4 * MIB, 2, MIB, MIB);
+	assert_int_equal(q.n, 1);
+	assert_int_equal(cd_queue_at(&q, 0)->dpitch, MIB);
+
+	cd_queue_init(&q, 64 * MIB);			/* CD_STRIDE_MAX widths apart */
+	add(0, 1, 0, 2, 0, MIB);
+	add(1, 1, CD_STRIDE_MAX * MIB, 2, CD_STRIDE_MAX * MIB, MIB);
+	assert_int_equal(q.n, 1);
+	assert_int_equal(cd_queue_at(&q, 0)->members, 2);
+
+	/* Rows 1 GiB apart (the pitch cap) starting 4 GiB in: they join. */
+	cd_queue_init(&q, 1ull << 40);
+	add(0, 1, 4096 * MIB, 2, 4096 * MIB, 256 * MIB);
+	add(1, 1, 5120 * MIB, 2, 5120 * MIB, 256 * MIB);
+	assert_int_equal(q.n, 1);
+	assert_int_equal(cd_queue_at(&q, 0)->spitch, 1024 * MIB);
+
+	/* A copy taken whole leaves no group for the next step to join. */
+	cd_queue_init(&q, 64 * MIB);
+	add(0, 1, 0, 2, 0, MIB);
+	assert_int_equal(cd_queue_take(&q, 0, 64 * MIB, out), 0);
+	assert_int_equal(q.n, 0);
+	add(1, 1, MIB, 2, MIB, MIB);
+	assert_int_equal(q.n, 1);
+	g = cd_queue_at(&q, 0);
+	assert_int_equal(g->lead, 1);
+	assert_int_equal(g->members, 1);
+	assert_int_equal(g->src_off, MIB);
+
+	/* Two copies of 4 MiB fill a call of 8 MiB. */
+	cd_queue_init(&q, 16 * MIB);
+	add(0, 10, 0, 20, 0, 4 * MIB);
+	add(1, 11, 0, 21, 0, 4 * MIB);
+	assert_int_equal(cd_queue_take_batch(&q, 1, 8 * MIB, 16, out), 2);
+	assert_int_equal(q.n, 0);
+
+	/* One copy, then 1 MiB rows with room for three by size but two by
+	 * count (3 copies in all). */
+	cd_queue_init(&q, 16 * MIB);
+	add(0, 9, 0, 9, 0, MIB);
+	for (uint32_t i = 0; i < 4; i++)
+		add(1 + i, 1, 4 * MIB * i, 2, 4 * MIB * i, MIB);
+	assert_int_equal(cd_queue_take_batch(&q, 1, 4 * MIB, 3, out), 2);
+	assert_int_equal(out[1].members, 2);
+	assert_int_equal(cd_queue_at(&q, 0)->members, 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -598,6 +671,7 @@ int main(void)
 		cmocka_unit_test(test_one_destination),
 		cmocka_unit_test(test_phase_target),
 		cmocka_unit_test(test_small_rows),
+		cmocka_unit_test(test_merge_edges),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
