@@ -17,6 +17,7 @@
  * hung; bench/results/tcp.md).  The helper issues short receive copies as
  * 2D copies, which do not wait for NCCL's kernel's time slice
  * (CD_SMALL_HOST). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,7 +60,23 @@ struct tcp_bounce {
 	CUcontext ctx;		/* ... in this context */
 	unsigned head, count;	/* slots in use, oldest first */
 	struct slot slot[SLOTS];
+	struct tcp_bounce *parked_next;
 };
+
+/* Bounce buffers a close could not free (a copy may still read or write
+ * them, or the driver would not unpin them): kept for the life of the
+ * process, listed so that they stay reachable, which is what they are,
+ * parked rather than lost (LeakSanitizer reports them otherwise). */
+static struct tcp_bounce *parked;
+static pthread_mutex_t parked_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void park(struct tcp_bounce *b)
+{
+	pthread_mutex_lock(&parked_lock);
+	b->parked_next = parked;
+	parked = b;
+	pthread_mutex_unlock(&parked_lock);
+}
 
 static uint8_t *slot_mem(const struct tcp_bounce *b, const struct slot *s)
 {
@@ -306,13 +323,16 @@ void bounce_close(struct tp_comm *c)
 			"within %g s (none once a copy was overdue); its %llu-byte bounce buffer "
 			"stays allocated", stuck,
 			c->copy_limit_ns / 1e9, BOUNCE_BYTES);
+		park(b);
 		return;
 	}
 	/* The helper lets go first: its copies have landed. */
 	if (b->hid)
 		smf_range_del(c->ce, b->hid);
-	if (bounce_unpin(b))
+	if (bounce_unpin(b)) {
+		park(b);
 		return;
+	}
 	if (b->hid)
 		munmap(b->mem, BOUNCE_BYTES);
 	else

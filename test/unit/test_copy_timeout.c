@@ -186,6 +186,21 @@ static void test_tcp_bounce_copy_times_out(void **state)
 	held_copy_fails(TP_BACKEND_TCP, 1, 0, "TCP bounce buffer", 0, 0);
 }
 
+/* TCP, closed with the copy from a bounce slot still held: the close does
+ * not wait the limit again, and the bounce buffer, which the copy may
+ * still read, stays with the copy helper (its range is not dropped) and
+ * allocated. */
+static void test_tcp_bounce_kept_at_close(void **state)
+{
+	int ranges;
+
+	(void)state;
+	held_copy_fails(TP_BACKEND_TCP, 1, 0, "TCP bounce buffer", 1, 0);
+	ranges = standin_engine.ranges;
+	/* The receiver's bounce buffer: still named to the helper. */
+	assert_true(ranges >= 1);
+}
+
 /* Shared memory through the staging pool: the receiver's copy out of it. */
 static void test_shm_staged_copy_out_times_out(void **state)
 {
@@ -444,6 +459,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_shm_direct_copy_times_out),
 		cmocka_unit_test(test_tcp_bounce_copy_times_out),
+		cmocka_unit_test(test_tcp_bounce_kept_at_close),
 		cmocka_unit_test(test_shm_staged_copy_out_times_out),
 		cmocka_unit_test(test_shm_copy_start_times_out),
 		cmocka_unit_test(test_start_clock_restarts_after_a_gap),
