@@ -294,6 +294,46 @@ static void test_shm_copy_start_times_out(void **state)
 	pair_close(&p);
 }
 
+/* TCP, every copy start refused: the receive slot that holds all its
+ * bytes never gets a copy slot, and the receive fails after the limit,
+ * timed from the slot's first refusal (timed again from every retry, it
+ * never failed).  The bytes come from host memory, so the sender needs no
+ * copy and completes. */
+static void test_tcp_bounce_copy_start_times_out(void **state)
+{
+	struct tp_req *sr = NULL;
+	struct pair p;
+	double t0, end;
+	int done = 0, sent = 0, rv = SM_OK;
+
+	(void)state;
+	standin_engine_reset(18);
+	standin_engine.helper = 1;
+	standin_engine.refuse_pct = 100;
+	pair_open(&p, TP_BACKEND_TCP, 1, TIMEOUT_S);
+	t0 = now();
+	end = t0 + DEADLINE_S;
+	while (!sr && now() < end)
+		assert_int_equal(tp_isend(p.sc, p.src, SIZE, NULL, &sr), SM_OK);
+	assert_non_null(sr);
+	while (now() < end) {
+		rv = tp_test(p.rr, &done, NULL);
+		if (rv)
+			break;
+		assert_false(done);
+		if (!sent)
+			assert_int_equal(tp_test(sr, &sent, NULL), SM_OK);
+	}
+	assert_int_equal(rv, SM_ERR_CUDA);
+	assert_true(sent);
+	assert_true(now() - t0 >= TIMEOUT_S);
+	assert_non_null(strstr(sm_last_error(), "TCP bounce buffer, waiting for a free copy slot"));
+	assert_non_null(strstr(sm_last_error(), "did not land in"));
+	assert_int_equal(standin_engine.starts, 0);
+	assert_int_equal(p.dst[0], 0xee);
+	pair_close(&p);
+}
+
 /* Refused starts with a long gap between two tries (NCCL's thread held up
  * for longer than the limit, say by a debugger) do not fail the send at
  * the next try: the clock starts again.  Refused without a break for the
@@ -462,6 +502,7 @@ int main(void)
 		cmocka_unit_test(test_tcp_bounce_kept_at_close),
 		cmocka_unit_test(test_shm_staged_copy_out_times_out),
 		cmocka_unit_test(test_shm_copy_start_times_out),
+		cmocka_unit_test(test_tcp_bounce_copy_start_times_out),
 		cmocka_unit_test(test_start_clock_restarts_after_a_gap),
 		cmocka_unit_test(test_gap_in_asks_restarts_the_clock),
 		cmocka_unit_test(test_slow_asks_still_time_out),

@@ -30,7 +30,9 @@ static double now(void)
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static void make_pair(struct tp_comm **s, struct tp_comm **r)
+/* A connected pair whose copies may take `copy_timeout` seconds (0: the
+ * transport's default limit). */
+static void make_pair_limited(struct tp_comm **s, struct tp_comm **r, double copy_timeout)
 {
 	struct tp_options o = {
 		.backend = TP_BACKEND_TCP,
@@ -40,6 +42,7 @@ static void make_pair(struct tp_comm **s, struct tp_comm **r)
 		.ifname = "",
 		.zero_copy = 1,
 		.gpu = 1,	/* takes the (stand-in) engine, so bounce slots */
+		.copy_timeout = copy_timeout,
 	};
 	uint8_t h[TP_HANDLE_SIZE];
 	struct tp_listener *l;
@@ -56,6 +59,11 @@ static void make_pair(struct tp_comm **s, struct tp_comm **r)
 	tp_close_listener(l);
 	assert_non_null(*s);
 	assert_non_null(*r);
+}
+
+static void make_pair(struct tp_comm **s, struct tp_comm **r)
+{
+	make_pair_limited(s, r, 0);
 }
 
 static uint8_t pattern(size_t byte, int msg)
@@ -470,6 +478,161 @@ static void test_every_copy_in_the_helper(void **state)
 	one_message((4u << 20) + 1, MAX_MSG, 10, 0);
 }
 
+/* The receiver's bounce slots as the stall report shows them. */
+static void slots_in_use(struct tp_comm *rc, char *buf, size_t len)
+{
+	bounce_describe(rc, buf, len);
+}
+
+/* A receive slot still taking bytes waits on the sender, not on a copy:
+ * a sender that stops half way through a slot for longer than the copy
+ * limit (NCCL's proxy busy elsewhere) fails nothing, and the message
+ * completes whole once it goes on.  Only a slot that holds all it will is
+ * timed (timed from the connection's first wait, a slow sender failed a
+ * healthy receive as a stuck copy). */
+static void test_slow_sender_is_not_a_stuck_copy(void **state)
+{
+	const double limit_s = 0.3;
+	size_t size = 24u << 20;	/* more than loopback's socket buffers */
+	uint8_t *src = malloc(size), *dst = malloc(size);
+	struct tp_comm *sc, *rc;
+	struct tp_region *rreg;
+	struct tp_req *sr = NULL, *rr;
+	char slots[96];
+	double end, t;
+	int done = 0;
+
+	(void)state;
+	assert_non_null(src);
+	assert_non_null(dst);
+	standin_engine_reset(8);
+	make_pair_limited(&sc, &rc, limit_s);
+	assert_int_equal(tp_register(rc, dst, size, TP_MEM_CUDA, &rreg), SM_OK);
+	for (size_t j = 0; j < size; j++)
+		src[j] = pattern(j, 0);
+	memset(dst, 0xee, size);
+	assert_int_equal(tp_irecv(rc, dst, size, rreg, &rr), SM_OK);
+	end = now() + DEADLINE_S;
+	/* Host memory: what the socket takes in the isend's one write leaves
+	 * now, the rest when the sender is tested again. */
+	while (!sr && now() < end)
+		assert_int_equal(tp_isend(sc, src, size, NULL, &sr), SM_OK);
+	assert_non_null(sr);
+	for (t = now() + 3 * limit_s; now() < t;) {
+		assert_int_equal(tp_test(rr, &done, NULL), SM_OK);
+		assert_false(done);
+	}
+	/* The socket is drained and the full slots' copies landed: one slot
+	 * holds the bytes of a slot begun, waiting for the rest. */
+	slots_in_use(rc, slots, sizeof(slots));
+	assert_string_equal(slots, "bounce slots in use 1 of 4 (0 copying)");
+	assert_int_equal(wait_both(sr, rr, end), size);
+	for (size_t j = 0; j < size; j++)
+		if (dst[j] != pattern(j, 0))
+			fail_msg("byte %zu of %zu wrong", j, size);
+	tp_deregister(rc, rreg);
+	tp_close(sc);
+	tp_close(rc);
+	assert_int_equal(standin_engine.out, 0);
+	free(src);
+	free(dst);
+}
+
+/* A slot is taken for bytes, not for a header alone: while a GPU send's
+ * first copy is held, its header arrives and nothing more, and the
+ * receiver holds no slot (the stall report counts none in use). */
+static void test_no_slot_without_bytes(void **state)
+{
+	struct tp_comm *sc, *rc;
+	struct side s, r;
+	char slots[96];
+	double end, t;
+	int done = 0;
+
+	(void)state;
+	standin_engine_reset(10);
+	standin_engine.hold_nth = 1;	/* the sender's only copy */
+	end = post_one_message(&sc, &rc, &s, &r, 100, MAX_MSG, NULL);
+	for (t = now() + 0.05; now() < t;) {
+		assert_int_equal(tp_test(s.req[0], &done, NULL), SM_OK);
+		assert_false(done);
+		assert_int_equal(tp_test(r.req[0], &done, NULL), SM_OK);
+		assert_false(done);
+	}
+	assert_true(r.req[0]->have_size);	/* the header came */
+	slots_in_use(rc, slots, sizeof(slots));
+	assert_string_equal(slots, "bounce slots in use 0 of 4 (0 copying)");
+	standin_engine.hold_nth = 0;
+	assert_int_equal(wait_both(s.req[0], r.req[0], end), 100);
+	for (size_t j = 0; j < 100; j++)
+		assert_int_equal(r.buf[0][j], pattern(j, 0));
+	side_close(&s);
+	side_close(&r);
+	assert_int_equal(standin_engine.out, 0);
+}
+
+/* A sender that hangs up after its last message leaves the receive whose
+ * bytes all arrived to complete, though no copy slot is free for it yet
+ * (its slot holds all its bytes, its copy not started): the hang-up is
+ * not the receive's failure while the copy can still start.  The receive
+ * posted after it fails. */
+static void test_sender_hangup_leaves_receive_waiting_for_an_event(void **state)
+{
+	struct tp_comm *sc, *rc;
+	struct side s, r;
+	struct tp_req *second;
+	size_t size = 1000, got = 0;
+	double end;
+	int done = 0, rv = SM_OK;
+
+	(void)state;
+	standin_engine_reset(9);
+	make_pair(&sc, &rc);
+	side_open(&s, sc);
+	side_open(&r, rc);
+	for (size_t j = 0; j < size; j++)
+		s.buf[0][j] = pattern(j, 0);
+	memset(r.buf[0], 0xee, MAX_MSG);
+	assert_int_equal(tp_irecv(rc, r.buf[0], MAX_MSG, r.gpu[0], &r.req[0]), SM_OK);
+	assert_int_equal(tp_irecv(rc, r.buf[1], MAX_MSG, r.gpu[1], &second), SM_OK);
+	standin_engine.refuse_pct = 100;	/* no copy starts */
+	end = now() + DEADLINE_S;
+	/* From host memory: the sender needs no copy. */
+	while (!s.req[0] && now() < end)
+		assert_int_equal(tp_isend(sc, s.buf[0], size, NULL, &s.req[0]), SM_OK);
+	while (!done && now() < end)
+		assert_int_equal(tp_test(s.req[0], &done, NULL), SM_OK);
+	assert_true(done);
+	done = 0;
+	while (!r.req[0]->wire_done && now() < end) {
+		assert_int_equal(tp_test(r.req[0], &done, NULL), SM_OK);
+		assert_false(done);
+	}
+	assert_true(r.req[0]->wire_done);
+	side_close(&s);
+
+	/* Past the liveness check's interval: the hang-up is seen. */
+	for (double t = now() + 0.2; now() < t;) {
+		assert_int_equal(tp_test(r.req[0], &done, NULL), SM_OK);
+		assert_false(done);
+	}
+	assert_int_equal(standin_engine.starts, 0);
+	standin_engine.refuse_pct = 0;
+	while (!done && now() < end)
+		assert_int_equal(tp_test(r.req[0], &done, &got), SM_OK);
+	assert_true(done);
+	assert_int_equal(got, size);
+	for (size_t j = 0; j < size; j++)
+		assert_int_equal(r.buf[0][j], pattern(j, 0));
+	assert_int_equal(r.buf[0][size], 0xee);
+	done = 0;
+	while (!rv && !done && now() < end)
+		rv = tp_test(second, &done, NULL);
+	assert_int_equal(rv, SM_ERR_REMOTE);
+	side_close(&r);
+	assert_int_equal(standin_engine.out, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -481,6 +644,9 @@ int main(void)
 		cmocka_unit_test(test_sender_hangup_with_bytes_in_socket),
 		cmocka_unit_test(test_helper_runs_the_copies),
 		cmocka_unit_test(test_every_copy_in_the_helper),
+		cmocka_unit_test(test_slow_sender_is_not_a_stuck_copy),
+		cmocka_unit_test(test_no_slot_without_bytes),
+		cmocka_unit_test(test_sender_hangup_leaves_receive_waiting_for_an_event),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
