@@ -102,7 +102,8 @@ static void test_properties(void **state)
 
 	harness_reset_warn();
 	assert_int_not_equal(net->getProperties(1, &p), ncclSuccess);
-	assert_int_equal(harness_warn_count(), 1);
+	assert_int_not_equal(net->getProperties(-1, &p), ncclSuccess);	/* below the range too */
+	assert_int_equal(harness_warn_count(), 2);
 }
 
 /* ---- one thread drives both ends --------------------------------------- */
@@ -192,6 +193,118 @@ static void test_oversized_send(void **state)
 	assert_int_equal(rc, ncclInvalidUsage);
 	assert_int_equal(net->closeSend(send), ncclSuccess);
 	assert_int_equal(net->closeRecv(recv), ncclSuccess);
+}
+
+/* Calls outside what getProperties advertises are refused with a WARN
+ * before they reach the connection, which goes on working: a receive or a
+ * send of more than maxP2pBytes (the send into a receive that is posted,
+ * so that the connection would otherwise take it up), an irecv of other
+ * than the one buffer maxRecvs allows, and NULL memory with a size to
+ * register (NULL with no size registers). */
+static void test_refused_arguments(void **state)
+{
+	ncclNetProperties_v11_t p;
+	uint8_t src[64], dst[64];
+	size_t cap = sizeof(dst), big;
+	void *send, *recv, *sreq = (void *)0x77, *rreq = (void *)0x1, *mh = (void *)0x77, *d = dst;
+	void *two[2] = { dst, dst };
+	size_t two_caps[2] = { sizeof(dst), sizeof(dst) };
+	int got;
+
+	(void)state;
+	assert_int_equal(net->getProperties(0, &p), ncclSuccess);
+	big = (size_t)p.maxP2pBytes + 1;
+	assert_int_equal(harness_pair(ctx, &send, &recv), ncclSuccess);
+	harness_reset_warn();
+	assert_int_equal(net->irecv(recv, 1, &d, &big, (int[]){ 0 }, NULL, NULL, &rreq),
+			 ncclInternalError);
+	assert_null(rreq);
+	assert_non_null(strstr(harness_last_warn(), "maxP2pBytes"));
+	rreq = (void *)0x1;
+	assert_int_equal(net->irecv(recv, 2, two, two_caps, (int[]){ 0, 0 }, NULL, NULL, &rreq),
+			 ncclInternalError);
+	assert_null(rreq);
+	assert_non_null(strstr(harness_last_warn(), "maxRecvs"));
+	rreq = (void *)0x1;
+	assert_int_equal(net->irecv(recv, 0, two, two_caps, (int[]){ 0 }, NULL, NULL, &rreq),
+			 ncclInternalError);
+	assert_null(rreq);
+	assert_int_equal(net->regMr(send, NULL, 4096, NCCL_PTR_HOST, &mh), ncclInvalidArgument);
+	assert_null(mh);
+	assert_non_null(strstr(harness_last_warn(), "NULL"));
+	assert_int_equal(harness_warn_count(), 4);
+	assert_int_equal(net->regMr(send, NULL, 0, NCCL_PTR_HOST, &mh), ncclSuccess);
+	assert_non_null(mh);
+	assert_int_equal(net->deregMr(send, mh), ncclSuccess);
+
+	/* The one receive posted; a send past maxP2pBytes is refused. */
+	assert_int_equal(net->irecv(recv, 1, &d, &cap, (int[]){ 0 }, NULL, NULL, &rreq),
+			 ncclSuccess);
+	assert_non_null(rreq);
+	assert_int_equal(net->isend(send, src, big, 0, NULL, NULL, &sreq), ncclInternalError);
+	assert_null(sreq);
+	assert_int_equal(harness_warn_count(), 5);
+	assert_non_null(strstr(harness_last_warn(), "maxP2pBytes"));
+
+	/* Nothing of the refused calls reached the connection. */
+	pattern_fill(src, sizeof(src), 5);
+	assert_int_equal(harness_isend(send, src, sizeof(src), NULL, &sreq, 5), ncclSuccess);
+	assert_int_equal(harness_wait(rreq, &got, 5), ncclSuccess);
+	assert_int_equal(got, (int)sizeof(src));
+	assert_int_equal(pattern_check(dst, sizeof(dst), 5), sizeof(dst));
+	assert_int_equal(harness_wait(sreq, NULL, 5), ncclSuccess);
+	assert_int_equal(harness_warn_count(), 5);
+	assert_int_equal(net->closeSend(send), ncclSuccess);
+	assert_int_equal(net->closeRecv(recv), ncclSuccess);
+}
+
+/* test() writes a request's size only once it is done, for a receive and
+ * for a send alike: before that the caller's sizes are left as they were
+ * (NCCL reads them at completion only). */
+static void test_sizes_written_when_done(void **state)
+{
+	enum { SIZE = 8 * MIB };	/* more than one write of the socket or ring takes */
+	uint8_t *src = malloc(SIZE), *dst = malloc(SIZE);
+	size_t cap = SIZE;
+	void *send, *recv, *sreq, *rreq, *d = dst;
+	int sdone = 0, rdone = 0, ssize = -7, rsize = -7, pending = 0;
+	double end = harness_now() + 10;
+
+	(void)state;
+	assert_non_null(src);
+	assert_non_null(dst);
+	assert_int_equal(harness_pair(ctx, &send, &recv), ncclSuccess);
+	assert_int_equal(net->irecv(recv, 1, &d, &cap, (int[]){ 0 }, NULL, NULL, &rreq),
+			 ncclSuccess);
+	/* Nothing sent yet. */
+	assert_int_equal(net->test(rreq, &rdone, &rsize), ncclSuccess);
+	assert_false(rdone);
+	assert_int_equal(rsize, -7);
+	pattern_fill(src, SIZE, 3);
+	assert_int_equal(harness_isend(send, src, SIZE, NULL, &sreq, 5), ncclSuccess);
+	while ((!sdone || !rdone) && harness_now() < end) {
+		if (!sdone) {
+			assert_int_equal(net->test(sreq, &sdone, &ssize), ncclSuccess);
+			if (!sdone) {
+				assert_int_equal(ssize, -7);
+				pending++;
+			}
+		}
+		if (!rdone) {
+			assert_int_equal(net->test(rreq, &rdone, &rsize), ncclSuccess);
+			if (!rdone)
+				assert_int_equal(rsize, -7);
+		}
+	}
+	assert_true(sdone && rdone);
+	assert_true(pending > 0);	/* the send was seen in flight */
+	assert_int_equal(ssize, SIZE);
+	assert_int_equal(rsize, SIZE);
+	assert_int_equal(pattern_check(dst, SIZE, 3), SIZE);
+	assert_int_equal(net->closeSend(send), ncclSuccess);
+	assert_int_equal(net->closeRecv(recv), ncclSuccess);
+	free(src);
+	free(dst);
 }
 
 static void test_32_in_flight(void **state)
@@ -1459,6 +1572,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_one_thread_fifo),
 		cmocka_unit_test(test_send_waits_for_receive),
 		cmocka_unit_test(test_oversized_send),
+		cmocka_unit_test(test_refused_arguments),
+		cmocka_unit_test(test_sizes_written_when_done),
 		cmocka_unit_test(test_32_in_flight),
 		cmocka_unit_test(test_untested_requests_hold_their_slots),
 		cmocka_unit_test(test_close_with_requests_in_flight),
