@@ -487,7 +487,9 @@ int tp_test(struct tp_req *r, int *done, size_t *size)
 			comm_progressed(c);
 		if (!r->done && !progressed) {
 			rc = comm_check_peer(c, r);
-			if (rc)
+			/* Its last look at the connection may complete r and
+			 * find the hang-up behind it, as above. */
+			if (rc && !r->done)
 				return rc;
 		}
 		if (!r->done)
