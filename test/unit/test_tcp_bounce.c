@@ -280,6 +280,31 @@ static void test_landed_copy_frees_its_event(void **state)
 	assert_int_equal(standin_engine.out, 0);
 }
 
+/* After the sender hung up: the receive into r's first buffer completes
+ * with its `size` bytes and nothing past them, the next receive (`second`)
+ * fails with a remote error, and nothing hangs; closes r. */
+static void finish_after_hangup(struct side *r, struct tp_req *second, size_t size, double end)
+{
+	size_t got = 0;
+	int done = 0, rv = SM_OK;
+
+	while (!done && now() < end)
+		assert_int_equal(tp_test(r->req[0], &done, &got), SM_OK);
+	assert_true(done);
+	assert_int_equal(got, size);
+	for (size_t j = 0; j < size; j++)
+		if (r->buf[0][j] != pattern(j, 0))
+			fail_msg("byte %zu of %zu wrong", j, size);
+	if (size < MAX_MSG)
+		assert_int_equal(r->buf[0][size], 0xee);
+	done = 0;
+	while (!rv && !done && now() < end)
+		rv = tp_test(second, &done, NULL);
+	assert_int_equal(rv, SM_ERR_REMOTE);
+	side_close(r);
+	assert_int_equal(standin_engine.out, 0);
+}
+
 /* The sender sends one message of `size` and hangs up while the
  * receiver's copies of it are held and a second receive is posted; two
  * more are posted after the hang-up.  The first receive completes whole
@@ -290,9 +315,8 @@ static void hangup_behind(size_t size)
 	struct tp_comm *sc, *rc;
 	struct side s, r;
 	struct tp_req *second, *late;
-	size_t got = 0;
 	double end;
-	int done = 0, rv = SM_OK;
+	int done = 0;
 
 	standin_engine_reset(7);
 	end = post_one_message(&sc, &rc, &s, &r, size, MAX_MSG, &second);
@@ -317,19 +341,7 @@ static void hangup_behind(size_t size)
 	for (int i = 2; i < 4; i++)
 		assert_int_equal(tp_irecv(rc, r.buf[i], MAX_MSG, r.gpu[i], &late), SM_OK);
 	standin_engine.hold_dst = NULL;
-	while (!done && now() < end)
-		assert_int_equal(tp_test(r.req[0], &done, &got), SM_OK);
-	assert_true(done);
-	assert_int_equal(got, size);
-	for (size_t j = 0; j < size; j++)
-		if (r.buf[0][j] != pattern(j, 0))
-			fail_msg("byte %zu of %zu wrong", j, size);
-	done = 0;
-	while (!rv && !done && now() < end)
-		rv = tp_test(second, &done, NULL);
-	assert_int_equal(rv, SM_ERR_REMOTE);
-	side_close(&r);
-	assert_int_equal(standin_engine.out, 0);
+	finish_after_hangup(&r, second, size, end);
 }
 
 static void test_sender_hangup_leaves_earlier_receive(void **state)
@@ -581,9 +593,9 @@ static void test_sender_hangup_leaves_receive_waiting_for_an_event(void **state)
 	struct tp_comm *sc, *rc;
 	struct side s, r;
 	struct tp_req *second;
-	size_t size = 1000, got = 0;
+	size_t size = 1000;
 	double end;
-	int done = 0, rv = SM_OK;
+	int done = 0;
 
 	(void)state;
 	standin_engine_reset(9);
@@ -618,19 +630,7 @@ static void test_sender_hangup_leaves_receive_waiting_for_an_event(void **state)
 	}
 	assert_int_equal(standin_engine.starts, 0);
 	standin_engine.refuse_pct = 0;
-	while (!done && now() < end)
-		assert_int_equal(tp_test(r.req[0], &done, &got), SM_OK);
-	assert_true(done);
-	assert_int_equal(got, size);
-	for (size_t j = 0; j < size; j++)
-		assert_int_equal(r.buf[0][j], pattern(j, 0));
-	assert_int_equal(r.buf[0][size], 0xee);
-	done = 0;
-	while (!rv && !done && now() < end)
-		rv = tp_test(second, &done, NULL);
-	assert_int_equal(rv, SM_ERR_REMOTE);
-	side_close(&r);
-	assert_int_equal(standin_engine.out, 0);
+	finish_after_hangup(&r, second, size, end);
 }
 
 int main(void)
