@@ -1231,6 +1231,12 @@ static void append_name(char *out, size_t outlen, size_t *used, int *full,
  * The plugin writes it; it is not one of the user's variables. */
 #define ENV_PLUGIN_SET "NCCL_SYMMEM_ENV_PLUGIN_SET"
 
+/* Whether the first `n` bytes of `s` are exactly `name`. */
+static int is_name(const char *s, size_t n, const char *name)
+{
+	return n == strlen(name) && !strncmp(s, name, n);
+}
+
 int config_unknown_vars(char *out, size_t outlen)
 {
 	static const char prefix[] = "NCCL_SYMMEM_";
@@ -1249,9 +1255,8 @@ int config_unknown_vars(char *out, size_t outlen)
 
 		if (n < plen || strncmp(*e, prefix, plen) != 0)
 			continue;
-		/* Not the user's: the env plugin's note of what it set. */
-		if (find_var(*e, n) || (n == strlen(ENV_PLUGIN_SET) && !strncmp(*e, ENV_PLUGIN_SET, n)) ||
-		    (n == strlen(DEFAULTS_SET) && !strncmp(*e, DEFAULTS_SET, n)))
+		/* Not the user's: the plugins' notes of what they set. */
+		if (find_var(*e, n) || is_name(*e, n, ENV_PLUGIN_SET) || is_name(*e, n, DEFAULTS_SET))
 			continue;
 		count++;
 		append_name(out, outlen, &used, &full, *e, n);

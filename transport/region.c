@@ -171,8 +171,9 @@ void region_push_backlog(struct tp_comm *c)
 }
 
 /* Exports the allocation holding [ptr, ptr + r->size) (NCCL's buffer, or
- * its staging-pool piece) and tells the sender about it. */
-static int announce(struct tp_comm *c, struct tp_region *r, const void *ptr)
+ * its staging-pool piece) and readies the message that tells the sender
+ * about it; the first receive into the region writes it (region_announce). */
+static int prepare_announcement(struct tp_comm *c, struct tp_region *r, const void *ptr)
 {
 	struct wire_region *msg = &r->ann_msg;
 	int rc;
@@ -200,7 +201,7 @@ static int receiver_announce(struct tp_comm *c, struct tp_region *r)
 	int rc;
 
 	if (c->zero_copy) {
-		rc = announce(c, r, (void *)r->base);
+		rc = prepare_announcement(c, r, (void *)r->base);
 		if (!rc || c->failed)
 			return rc;
 		snprintf(why, sizeof(why), "%s", sm_last_error());
@@ -210,7 +211,7 @@ static int receiver_announce(struct tp_comm *c, struct tp_region *r)
 	rc = shadow_open(c, r, why);
 	if (rc)
 		return rc;
-	rc = announce(c, r, r->shadow);
+	rc = prepare_announcement(c, r, r->shadow);
 	if (rc)
 		shadow_close(r);
 	return rc;
