@@ -31,6 +31,10 @@
 #        NCCL_FROM=wheel runs the NCCL drivers on PyTorch's NCCL (2.28.9 on the
 #        GPU hosts) instead of the system's (2.28.3).
 #        SKIP_GRAPH=1 leaves out the CUDA-graph runs.
+#        PART=matrix runs only full's / quick's driver matrix (every op, the
+#        protocols, graphs, registered buffers), PART=extras only the rest
+#        (TCP, cudaMalloc buffers, visibility, killed ranks, PyTorch): a
+#        4-GPU full does not fit one 10-minute device call.
 #        PHASE_TIMEOUT (s) per phase; a phase past it has its ranks' stacks
 #        taken (cuda-gdb) into its log folder before they are killed.
 MODE=${1:-full}
@@ -199,35 +203,45 @@ fi
 MAX=1073741824
 PROTO_MAX=$MAX
 [ "$MODE" = quick ] && MAX=268435456 PROTO_MAX=67108864
-bench default -b 0 -e $MAX
-# NCCL_ENV_PLUGIN=symmem and nothing else: the library's env plugin routes
-# the job and gives NCCL its channels per peer (plugin/env_plugin.c).
-bench env-plugin -Z -b 8 -e $MAX -f 64 -c none -i 5
-expect_env_plugin env-plugin
-for proto in Simple LL LL128; do
-	NCCL_PROTO=$proto bench "proto-$proto" -b 0 -e $PROTO_MAX -c none -i 5
-done
-if [ -z "${SKIP_GRAPH:-}" ]; then
-	# NCCL registers graph-captured buffers by itself (NCCL_GRAPH_REGISTER
-	# left on since session 32): send/recv and alltoall zero-copy, ring
-	# collectives' user buffers declined.
-	SUBSYS=INIT,ENV,NET,REG bench graph -G -b 0 -e $MAX -c none
-	expect_declined graph
-	expect_none_in_logs graph 'set NCCL_GRAPH_REGISTER=0' \
-		"NCCL_GRAPH_REGISTER=0 set though NCCL 2.28 says which connections are rings"
+case ${PART:=all} in
+all | matrix | extras) ;;
+*) echo "PART=$PART: expected matrix or extras"; exit 2 ;;
+esac
+in_part() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
+
+if in_part matrix; then
+	bench default -b 0 -e $MAX
+	# NCCL_ENV_PLUGIN=symmem and nothing else: the library's env plugin routes
+	# the job and gives NCCL its channels per peer (plugin/env_plugin.c).
+	bench env-plugin -Z -b 8 -e $MAX -f 64 -c none -i 5
+	expect_env_plugin env-plugin
+	for proto in Simple LL LL128; do
+		NCCL_PROTO=$proto bench "proto-$proto" -b 0 -e $PROTO_MAX -c none -i 5
+	done
+	if [ -z "${SKIP_GRAPH:-}" ]; then
+		# NCCL registers graph-captured buffers by itself (NCCL_GRAPH_REGISTER
+		# left on since session 32): send/recv and alltoall zero-copy, ring
+		# collectives' user buffers declined.
+		SUBSYS=INIT,ENV,NET,REG bench graph -G -b 0 -e $MAX -c none
+		expect_declined graph
+		expect_none_in_logs graph 'set NCCL_GRAPH_REGISTER=0' \
+			"NCCL_GRAPH_REGISTER=0 set though NCCL 2.28 says which connections are rings"
+	fi
+	SUBSYS=INIT,ENV,NET,REG bench registered -R -b 8 -e $MAX -c none
+	expect_declined registered
+	# Ring registrations kept (as with NCCL_PASS_SM=1): NCCL's one-channel path.
+	SUBSYS=INIT,ENV,NET,REG bench registered-rings -R -E NCCL_SYMMEM_COLL_REGISTER=1 \
+		-o all_gather,broadcast,all_reduce -b 1048576 -e $((MAX / 4)) -f 4 -c none -i 3
+	expect_in_logs registered-rings ' - NET register userbuff' "no ring registration kept"
+	expect_none_in_logs registered-rings 'registers for ring collectives stay unregistered' \
+		"a ring registration declined with NCCL_SYMMEM_COLL_REGISTER=1"
+	if [ -z "${SKIP_GRAPH:-}" ]; then
+		bench registered-graph -R -G -o sendrecv,alltoall -b 1048576 -e $MAX -c none
+		expect_phases registered-graph
+	fi
 fi
-SUBSYS=INIT,ENV,NET,REG bench registered -R -b 8 -e $MAX -c none
-expect_declined registered
-# Ring registrations kept (as with NCCL_PASS_SM=1): NCCL's one-channel path.
-SUBSYS=INIT,ENV,NET,REG bench registered-rings -R -E NCCL_SYMMEM_COLL_REGISTER=1 \
-	-o all_gather,broadcast,all_reduce -b 1048576 -e $((MAX / 4)) -f 4 -c none -i 3
-expect_in_logs registered-rings ' - NET register userbuff' "no ring registration kept"
-expect_none_in_logs registered-rings 'registers for ring collectives stay unregistered' \
-	"a ring registration declined with NCCL_SYMMEM_COLL_REGISTER=1"
-if [ -z "${SKIP_GRAPH:-}" ]; then
-	bench registered-graph -R -G -o sendrecv,alltoall -b 1048576 -e $MAX -c none
-	expect_phases registered-graph
-fi
+in_part extras || finish
+
 # GPU buffers over TCP go through the pinned bounce slots (tcp_bounce.c):
 # several messages in flight, registered buffers too.
 # NCCL_SM_FREE_VERBOSE logs each connection's data path: every process
