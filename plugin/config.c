@@ -1675,6 +1675,20 @@ int config_ib_mode(const struct config *cfg)
 	return 1;
 }
 
+/* Why, under NCCL_SYMMEM_BACKEND=auto, connections to other hosts leave
+ * this host's RDMA devices unused; NULL where they would use them (or the
+ * user chose the backend).  NCCL_NET_GDR_LEVEL at PHB, SYS or a number
+ * (the plugin's own SYS with NCCL_P2P_DISABLE=1 or NCCL_PASS_SM=1) lets
+ * NCCL hand the plugin GPU buffers, and the ibverbs path carries host
+ * memory only: GPU traffic between hosts then goes over TCP. */
+const char *config_rdma_passed_over(const struct config *cfg)
+{
+	if (cfg->backend != CONFIG_BACKEND_AUTO || !gpu_buffers_between_hosts())
+		return NULL;
+	return "NCCL hands the plugin GPU buffers (NCCL_NET_GDR_LEVEL), and its ibverbs path "
+	       "carries host memory only (GPUDirect RDMA is not built)";
+}
+
 /* ---- the env plugin (NCCL_ENV_PLUGIN=symmem) --------------------------- */
 
 /* What routes a job through the plugin, set by the env plugin where the

@@ -186,6 +186,11 @@ int config_ring_channels(const struct config *cfg);
  * may hand over GPU buffers, which it carries only over TCP). */
 int config_ib_mode(const struct config *cfg);
 
+/* Why connections to other hosts pass over this host's RDMA devices under
+ * NCCL_SYMMEM_BACKEND=auto (they carry GPU buffers, which only TCP
+ * takes), or NULL where they do not. */
+const char *config_rdma_passed_over(const struct config *cfg);
+
 /* How many whole GPUs CUDA_VISIBLE_DEVICES (NULL: unset) shows a process
  * when it lists whole GPUs only, as a scheduler's per-task binding does
  * (indices or GPU- UUIDs); 0 when it is unset or empty, names a MIG

@@ -79,6 +79,7 @@ struct net_mr {
 
 static atomic_int announced;
 static atomic_int rdma_announced;
+static atomic_int rdma_passed_warned;
 static atomic_int decline_announced;
 static atomic_int live_contexts;	/* v11 contexts: one per communicator */
 
@@ -98,12 +99,14 @@ static const char *real_getenv(const char *name, void *arg)
  * other hosts will use it (once, with NCCL_IB_HCA set or verbose). */
 static void announce_rdma(const struct config *cfg)
 {
-	char found[256], selected[256], why[96];
+	char found[256], selected[256], why[96], tcp_why[192];
 	int n, mode = config_ib_mode(cfg);
-	const char *tcp_why = cfg->backend != CONFIG_BACKEND_AUTO ?
-		"over TCP (NCCL_SYMMEM_BACKEND)" :
-		"over TCP: NCCL_NET_GDR_LEVEL lets NCCL hand the plugin GPU buffers, which only "
-		"its TCP path carries (GPUDirect RDMA is not built)";
+	const char *passed = config_rdma_passed_over(cfg);
+
+	if (passed)
+		snprintf(tcp_why, sizeof(tcp_why), "over TCP: %s", passed);
+	else
+		snprintf(tcp_why, sizeof(tcp_why), "over TCP (NCCL_SYMMEM_BACKEND)");
 
 	/* After build_devices: the plugin's own NCCL_NET_GDR_LEVEL counts. */
 	if ((!cfg->ib_hca[0] && !cfg->verbose && mode != 2) || atomic_exchange(&rdma_announced, 1))
@@ -116,6 +119,29 @@ static void announce_rdma(const struct config *cfg)
 		 mode == 2 ? "over ibverbs only (NCCL_SYMMEM_BACKEND=ib)" :
 		 mode == 0 ? tcp_why :
 		 n ? "over ibverbs where the peer has an RDMA device too, else TCP" : "over TCP");
+}
+
+/* A connection to another host went over TCP while this host has RDMA
+ * devices NCCL_IB_HCA selects: a job across hosts that expects RDMA gets
+ * TCP's speed.  A WARN, once per process, at the first such connection
+ * (not at init: single-host jobs on hosts with NICs never cross it).
+ * Under NCCL_SYMMEM_BACKEND=auto a TCP connection is always one to
+ * another host. */
+static void warn_rdma_passed_over(const struct config *cfg, const struct tp_comm *tp)
+{
+	char found[256], selected[256], why[96];
+	const char *passed = config_rdma_passed_over(cfg);
+
+	if (!passed || strcmp(tp_comm_backend(tp), "tcp") != 0 ||
+	    atomic_exchange(&rdma_passed_warned, 1))
+		return;
+	if (tp_rdma_devices(cfg->ib_hca, found, sizeof(found), selected, sizeof(selected), why,
+			    sizeof(why)) <= 0)
+		return;
+	LOG_WARN("NET/symmem: connections to other hosts run over TCP, though this host has "
+		 "RDMA device(s) %s: %s. With NCCL_P2P_DISABLE=0, and NCCL_NET_GDR_LEVEL and "
+		 "NCCL_PASS_SM unset, NCCL keeps its own paths inside each host and hands the "
+		 "plugin host memory between hosts, which goes over ibverbs", selected, passed);
 }
 
 /* GPUs hidden per process (a scheduler's per-task binding): copies into
@@ -487,6 +513,8 @@ static ncclResult_t publish_comm(struct tp_comm *tp, int dev, int kind, void **o
 	c->dev = dev;
 	c->kind = hints_take();
 	warn_unhinted(cfg, c->kind);
+	if (cfg)
+		warn_rdma_passed_over(cfg, tp);
 	conn_setup_begin(c);
 	monitor_open(&c->mon);
 	if (cfg && cfg->verbose)

@@ -5,10 +5,15 @@
  * socket (TCP_NODELAY, polled send/recv) in the same run, which is the
  * floor any TCP path has.  Every message carries a pattern of its round
  * and is checked.
+ * PINGPONG_APART=1 puts the second process in a PID namespace of its own,
+ * which the plugin's host identity includes, so the two connect as two
+ * hosts do (TCP or ibverbs); that needs the privilege to make the
+ * namespace (root, as inside scripts/rdma_vm.sh).
  * Usage: SYMMEM_PLUGIN=... [NCCL_SYMMEM_BACKEND=tcp] bench_pingpong [size] [rounds] */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,6 +219,30 @@ static int side(int ctl, int parent, size_t size, int rounds)
 	return rc;
 }
 
+/* The second process's side; with PINGPONG_APART set, run by a child in a
+ * new PID namespace (unshare() moves only the children made after it). */
+static int second_side(int ctl, size_t size, int rounds)
+{
+	const char *apart = getenv("PINGPONG_APART");
+	int status;
+	pid_t inner;
+
+	if (!apart || strcmp(apart, "1") != 0)
+		return side(ctl, 0, size, rounds);
+	if (unshare(CLONE_NEWPID) != 0) {
+		perror("bench_pingpong: PINGPONG_APART: unshare(CLONE_NEWPID)");
+		return 5;
+	}
+	inner = fork();
+	if (inner < 0)
+		return 5;
+	if (inner == 0)
+		_exit(side(ctl, 0, size, rounds));
+	if (waitpid(inner, &status, 0) != inner || !WIFEXITED(status))
+		return 5;
+	return WEXITSTATUS(status);
+}
+
 int main(int argc, char **argv)
 {
 	size_t size = argc > 1 ? strtoull(argv[1], NULL, 0) : 8;
@@ -227,7 +256,7 @@ int main(int argc, char **argv)
 	if (pid < 0)
 		return 1;
 	if (pid == 0)
-		_exit(side(sv[1], 0, size, rounds));
+		_exit(second_side(sv[1], size, rounds));
 	rc = side(sv[0], 1, size, rounds);
 	waitpid(pid, &status, 0);
 	if (rc || !WIFEXITED(status) || WEXITSTATUS(status)) {

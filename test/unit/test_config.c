@@ -2301,17 +2301,25 @@ static void test_ib_mode(void **state)
 	(void)state;
 	defaults_start(&cfg);
 	assert_int_equal(config_ib_mode(&cfg), 1);
+	assert_null(config_rdma_passed_over(&cfg));
 	for (size_t i = 0; i < sizeof(host_staging) / sizeof(host_staging[0]); i++) {
 		setenv("NCCL_NET_GDR_LEVEL", host_staging[i], 1);
 		assert_int_equal(config_ib_mode(&cfg), 1);
+		assert_null(config_rdma_passed_over(&cfg));
 	}
+	/* GPU buffers under auto: the devices are passed over, and the
+	 * reason (the WARN at the first connection to another host) says so. */
 	for (size_t i = 0; i < sizeof(gpu_buffers) / sizeof(gpu_buffers[0]); i++) {
 		setenv("NCCL_NET_GDR_LEVEL", gpu_buffers[i], 1);
 		assert_int_equal(config_ib_mode(&cfg), 0);
+		assert_non_null(strstr(config_rdma_passed_over(&cfg), "NCCL_NET_GDR_LEVEL"));
 	}
+	/* A backend the user chose is no surprise: nothing to tell. */
 	assert_int_equal(config_parse(&cfg, table_get, ib, err, sizeof(err)), 0);
 	assert_int_equal(config_ib_mode(&cfg), 2);	/* even with SYS */
+	assert_null(config_rdma_passed_over(&cfg));
 	assert_int_equal(config_parse(&cfg, table_get, tcp, err, sizeof(err)), 0);
+	assert_null(config_rdma_passed_over(&cfg));
 	unsetenv("NCCL_NET_GDR_LEVEL");
 	assert_int_equal(config_ib_mode(&cfg), 0);
 	defaults_end();
