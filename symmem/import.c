@@ -105,11 +105,12 @@ static int map_legacy_ipc(const struct sm_cuda_api *cu, struct sm_mapping *m,
 	/* The handle maps the allocation from its start; anything else
 	 * counts as nothing opened. */
 	opened = m->va >= base && m->va - base <= opened ? opened - (size_t)(m->va - base) : 0;
+	/* No WARN of its own: the caller's failure carries this text to NCCL
+	 * (or, from the copy helper, to the client that asked). */
 	if (m->size > opened) {
-		sm_warn("process %d announced an allocation of %zu bytes, its IPC handle opened "
-			"%zu: refusing it", m->owner_pid, m->size, opened);
-		status = sm_fail(SM_ERR_REMOTE, "peer announced %zu bytes for an allocation of %zu",
-				 m->size, opened);
+		status = sm_fail(SM_ERR_REMOTE, "process %d announced an allocation of %zu bytes, "
+				 "its IPC handle opened %zu: refusing it", m->owner_pid, m->size,
+				 opened);
 		goto close;
 	}
 	return SM_OK;
@@ -155,10 +156,8 @@ int sm_import_get(int owner_pid, const struct sm_share_info *info, int fd,
 	if (m && info->alloc_size > m->size) {
 		/* The size the first import checked is the one that counts. */
 		pthread_mutex_unlock(&import_lock);
-		sm_warn("process %d announced %llu bytes for an allocation it announced with %zu "
-			"before: refusing it", owner_pid, (unsigned long long)info->alloc_size,
-			m->size);
-		rc = sm_fail(SM_ERR_REMOTE, "peer announced %llu bytes for an allocation of %zu",
+		rc = sm_fail(SM_ERR_REMOTE, "process %d announced %llu bytes for an allocation it "
+			     "announced with %zu before: refusing it", owner_pid,
 			     (unsigned long long)info->alloc_size, m->size);
 		goto out;
 	}
