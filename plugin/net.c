@@ -101,16 +101,16 @@ static void announce_rdma(const struct config *cfg)
 {
 	char found[256], selected[256], why[96], tcp_why[192];
 	int n, mode = config_ib_mode(cfg);
-	const char *passed = config_rdma_passed_over(cfg);
-
-	if (passed)
-		snprintf(tcp_why, sizeof(tcp_why), "over TCP: %s", passed);
-	else
-		snprintf(tcp_why, sizeof(tcp_why), "over TCP (NCCL_SYMMEM_BACKEND)");
+	const char *passed;
 
 	/* After build_devices: the plugin's own NCCL_NET_GDR_LEVEL counts. */
 	if ((!cfg->ib_hca[0] && !cfg->verbose && mode != 2) || atomic_exchange(&rdma_announced, 1))
 		return;
+	passed = config_rdma_passed_over(cfg);
+	if (passed)
+		snprintf(tcp_why, sizeof(tcp_why), "over TCP: %s", passed);
+	else
+		snprintf(tcp_why, sizeof(tcp_why), "over TCP (NCCL_SYMMEM_BACKEND)");
 	n = tp_rdma_devices(cfg->ib_hca, found, sizeof(found), selected, sizeof(selected), why,
 			    sizeof(why));
 	LOG_INFO("NET/symmem RDMA devices: %s%s%s; NCCL_IB_HCA=%s selects %d%s%s; other hosts are "
