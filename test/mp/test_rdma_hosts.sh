@@ -12,24 +12,24 @@ plugin=$1
 pingpong=$2
 passed='connections to other hosts run over TCP, though this host has RDMA device(s) rxe0'
 
-run() {
-	env SYMMEM_PLUGIN="$plugin" PINGPONG_APART=1 HARNESS_VERBOSE=1 NCCL_SM_FREE_VERBOSE=1 \
-		NCCL_IB_HCA=rxe0 "$@" "$pingpong" 8 50 2>&1
+# posed TEXT PATH WARNS [VAR=value ...]: the ping-pong passes, its four
+# connection ends (two per process) run on PATH, and WARNS WARN lines say
+# the RDMA device was passed over (and no other WARN).
+posed() {
+	text=$1 path=$2 warns=$3
+	shift 3
+	out=$(env SYMMEM_PLUGIN="$plugin" PINGPONG_APART=1 HARNESS_VERBOSE=1 \
+		NCCL_SM_FREE_VERBOSE=1 NCCL_IB_HCA=rxe0 "$@" "$pingpong" 8 50 2>&1)
+	check $? "posed hosts, $text: the ping-pong passes"
+	k=$(echo "$out" | grep -c ": $path data path")
+	check "$([ "$k" = 4 ]; echo $?)" "posed hosts, $text: 4 connection ends on $path ($k)"
+	k=$(echo "$out" | grep -c "^WARN .*$passed")
+	check "$([ "$k" = "$warns" ]; echo $?)" "posed hosts, $text: $warns passed-over WARN(s) ($k)"
+	k=$(echo "$out" | grep "^WARN " | grep -vc "$passed")
+	check "$([ "$k" = 0 ]; echo $?)" "posed hosts, $text: no other WARN ($k)"
+	[ $fail = 0 ] || echo "$out" | sed 's/^/# /'
 }
 
-out=$(run NCCL_NET_GDR_LEVEL=SYS)
-check $? "posed hosts, GPU buffers allowed: the ping-pong passes"
-k=$(echo "$out" | grep -c ': tcp data path')
-check "$([ "$k" = 4 ]; echo $?)" "posed hosts, GPU buffers allowed: 4 connection ends on TCP ($k)"
-k=$(echo "$out" | grep -c "^WARN .*$passed")
-check "$([ "$k" = 2 ]; echo $?)" "posed hosts, GPU buffers allowed: one WARN per process ($k)"
-[ $fail = 0 ] || echo "$out" | sed 's/^/# /'
-
-out=$(run)
-check $? "posed hosts, host staging: the ping-pong passes"
-k=$(echo "$out" | grep -c ': ib data path')
-check "$([ "$k" = 4 ]; echo $?)" "posed hosts, host staging: 4 connection ends on ibverbs ($k)"
-k=$(echo "$out" | grep -c "^WARN ")
-check "$([ "$k" = 0 ]; echo $?)" "posed hosts, host staging: no WARN ($k)"
-[ $fail = 0 ] || echo "$out" | sed 's/^/# /'
+posed "GPU buffers allowed" tcp 2 NCCL_NET_GDR_LEVEL=SYS
+posed "host staging" ib 0
 exit $fail
