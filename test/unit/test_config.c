@@ -585,6 +585,8 @@ static void test_tristate_strict(void **state)
 	} ok[] = {
 		{ "-1", CONFIG_AUTO }, { "0x0", CONFIG_OFF }, { "+7", CONFIG_ON }, { " 1 ", CONFIG_ON },
 		{ "true", CONFIG_ON }, { "No", CONFIG_OFF }, { "99999999999999999999999", CONFIG_ON },
+		/* strtoll, which NCCL reads its switches with, takes 0X too. */
+		{ "0X1", CONFIG_ON }, { "0X0", CONFIG_OFF },
 	};
 	static const char *const bad[] = {
 		"banana", "1x", "-", "+", "1.5", "auto", "0x", "0xg", "- 1", "1 2", "--1", "1e3", "maybe",
@@ -903,6 +905,8 @@ static void test_socket_ifname(void **state)
 {
 	static const char *const ok[] = {
 		"eth0", "^docker,lo", "=eth0", "^=ib0,eth1", "eth0:1", "en", "br-1a2b.100", "a_b",
+		/* Alias interfaces: what follows ':' is a name, not an IB port. */
+		"eth0:", "eth0:db", "^lo,eth0:",
 	};
 	static const struct {
 		const char *value;
@@ -912,6 +916,7 @@ static void test_socket_ifname(void **state)
 		{ "eth0/1", "bad character '/'" }, { "eth*", "bad character '*'" },
 		{ " eth0", "bad character ' '" },
 		{ "=^eth0", "bad character '^'" }, { "eth0\x01", "bad character 0x01" },
+		{ "eth0\x7f", "bad character 0x7f" },
 	};
 	char longest[256], toolong[257], err[ERRLEN];
 	struct config cfg;
@@ -1059,6 +1064,27 @@ static void test_nccl_ints(void **state)
 	assert_null(strchr(cfg.warnings, '\n'));
 	assert_int_equal(cfg.ib_sl, 0);
 	assert_int_equal(cfg.ib_timeout, 20);
+}
+
+/* cfg->warnings becomes one WARN line: the first sentence starts it,
+ * each later one follows "; ", so the log reads as sentences and never
+ * begins with a separator. */
+static void test_nccl_warnings_joined(void **state)
+{
+	static const char first[] = "NCCL_IB_TIMEOUT='32'";
+	struct kv two_bad[] = { { "NCCL_IB_TIMEOUT", "32" }, { "NCCL_IB_SL", "16" },
+				{ NULL, NULL } };
+	struct config cfg;
+	char err[ERRLEN];
+
+	(void)state;
+	accept_nccl("NCCL_IB_SL", "16", &cfg, "outside 0..15");
+	assert_int_equal(strncmp(cfg.warnings, "NCCL_IB_SL='16'", 15), 0);
+	assert_lacks(cfg.warnings, "; ");
+
+	assert_int_equal(config_parse(&cfg, table_get, two_bad, err, sizeof(err)), 0);
+	assert_int_equal(strncmp(cfg.warnings, first, sizeof(first) - 1), 0);
+	assert_contains(cfg.warnings, "NCCL's default 20; NCCL_IB_SL='16'");
 }
 
 static void test_backend(void **state)
@@ -1255,6 +1281,10 @@ static void test_error_one_line(void **state)
 	assert_null(strchr(err, '\r'));
 	assert_contains(err, "NCCL_PASS_SM='ma?ybe?'");
 	assert_contains(err, BOOL_FORM);
+	/* DEL is a control character too: a terminal would act on it. */
+	assert_int_equal(parse_one("NCCL_PASS_SM", "on\x7f", &cfg, err), -1);
+	assert_null(strchr(err, '\x7f'));
+	assert_contains(err, "NCCL_PASS_SM='on?'");
 
 	/* A huge value is cut, but the name and accepted form survive. */
 	memset(big, '7', sizeof(big) - 1);
@@ -1557,6 +1587,10 @@ static int child_unknown_vars(void)
 	setenv("NCCL_PASS_SM", "1", 1);			/* known, other prefix */
 	setenv("XNCCL_SYMMEM_FOO", "1", 1);		/* prefix not at the start */
 	setenv("nccl_symmem_streamz", "1", 1);		/* names are case-sensitive */
+	/* The plugins' notes of what they set, which a child process
+	 * inherits: not the user's, so never reported as typos. */
+	setenv("NCCL_SYMMEM_NCCL_DEFAULTS_SET", "NCCL_PROTO=^LL", 1);
+	setenv("NCCL_SYMMEM_ENV_PLUGIN_SET", "NCCL_NET=symmem", 1);
 
 	n = config_unknown_vars(out, sizeof(out));
 	if (n != 2) {
@@ -1923,6 +1957,37 @@ static void test_own_defaults_not_the_users(void **state)
 	defaults_end();
 }
 
+/* The plugin's note of what it set (a child inherits it with the rest
+ * of the environment) matches a value whole: a NCCL_MIN_NCHANNELS=3 of
+ * the user's is not the plugin's 32, wherever 32 sits in the note, and
+ * stays the user's. */
+static void test_own_defaults_matched_whole(void **state)
+{
+	static const char *const notes[] = {
+		"NCCL_MIN_NCHANNELS=32",
+		"NCCL_PROTO=^LL;NCCL_MIN_NCHANNELS=32",
+		"NCCL_MIN_NCHANNELS=32;NCCL_BUFFSIZE=16777216",
+	};
+	struct config cfg;
+	char err[ERRLEN];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(notes) / sizeof(notes[0]); i++) {
+		defaults_start(&cfg);
+		setenv("NCCL_P2P_DISABLE", "1", 1);
+		setenv("NCCL_SYMMEM_NCCL_DEFAULTS_SET", notes[i], 1);
+		setenv("NCCL_MIN_NCHANNELS", "3", 1);
+		assert_int_equal(config_parse(&cfg, real_get, NULL, err, sizeof(err)), 0);
+		assert_int_equal(cfg.user_min_channels, 3);
+		assert_int_equal(config_ring_channels(&cfg), 4);	/* NCCL's own */
+		config_apply_nccl_defaults(&cfg, 0, NULL, NULL);
+		if (strcmp(getenv("NCCL_MIN_NCHANNELS"), "3") != 0)
+			fail_msg("note \"%s\": NCCL_MIN_NCHANNELS=%s, want the user's 3", notes[i],
+				 getenv("NCCL_MIN_NCHANNELS"));
+		defaults_end();
+	}
+}
+
 static void test_proto_default(void **state)
 {
 	static const struct {
@@ -2123,6 +2188,24 @@ static void test_nccl_channel_defaults(void **state)
 	assert_int_equal(config_ll128_chunk(&cfg), 0);
 	assert_int_equal(config_nccl_advice(&cfg, NULL, NULL), 0);
 	assert_int_equal(config_ring_channels(&cfg), 4);	/* NCCL's own */
+
+	/* NCCL_SYMMEM_BACKEND=ib: RDMA loopback carries it, not the copy
+	 * engines, so NCCL's channels and steps stay as with tcp; it stages
+	 * in host memory, so NCCL_PROTO stays NCCL's too. */
+	unset_channel_defaults();
+	unsetenv("NCCL_NET_GDR_LEVEL");
+	unsetenv("NCCL_PROTO");
+	cfg.backend = CONFIG_BACKEND_IB;
+	memset(&a, 0, sizeof(a));
+	assert_int_equal(config_apply_nccl_defaults(&cfg, 0, note_default, &a), 3);
+	assert_null(getenv("NCCL_MIN_NCHANNELS"));
+	assert_null(getenv("NCCL_BUFFSIZE"));
+	assert_null(getenv("NCCL_P2P_NET_CHUNKSIZE"));
+	assert_null(getenv("NCCL_THREAD_THRESHOLDS"));
+	assert_null(getenv("NCCL_PROTO"));
+	assert_string_equal(getenv("NCCL_ALGO"), "^PAT");
+	assert_int_equal(config_ll128_chunk(&cfg), 0);
+	assert_int_equal(config_nccl_advice(&cfg, NULL, NULL), 0);
 	cfg.backend = CONFIG_BACKEND_AUTO;
 
 	/* NCCL_SYMMEM_NCCL_DEFAULTS=0 turns these off too. */
@@ -2410,6 +2493,9 @@ static void test_channel_bounds(void **state)
 		/* A minimum of the user's: the plugin sets none. */
 		{ { "NCCL_MIN_NCHANNELS", NULL }, { "16", NULL }, "16", 16 },
 		{ { "NCCL_MIN_NRINGS", NULL }, { "8", NULL }, NULL, 8 },
+		/* 0 is a minimum too (NCCL's own 4 then): not overridden by 32. */
+		{ { "NCCL_MIN_NRINGS", NULL }, { "0", NULL }, NULL, 4 },
+		{ { "NCCL_MIN_NCHANNELS", NULL }, { "0", NULL }, "0", 4 },
 		/* Below NCCL's own 4 the ring keeps NCCL's 4, unless capped. */
 		{ { "NCCL_MIN_NCHANNELS", NULL }, { "1", NULL }, "1", 4 },
 		{ { "NCCL_MIN_NCHANNELS", "NCCL_MAX_CTAS" }, { "1", "3" }, "1", 3 },
@@ -2677,11 +2763,17 @@ static void test_env_plugin_without_nccl_defaults(void **state)
 static void test_env_plugin_backend_and_bad_values(void **state)
 {
 	(void)state;
-	env_plugin_clear();
-	setenv("NCCL_SYMMEM_BACKEND", "tcp", 1);
-	assert_int_equal(config_apply_env_plugin_defaults("/x/libnccl-net-symmem.so"), 5);
-	assert_string_equal(getenv("NCCL_P2P_DISABLE"), "1");
-	assert_null(getenv("NCCL_NCHANNELS_PER_NET_PEER"));
+	/* Sockets or RDMA loopback, not copy engines: NCCL's channels per
+	 * peer fit them. */
+	static const char *const backends[] = { "tcp", "ib" };
+
+	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
+		env_plugin_clear();
+		setenv("NCCL_SYMMEM_BACKEND", backends[i], 1);
+		assert_int_equal(config_apply_env_plugin_defaults("/x/libnccl-net-symmem.so"), 5);
+		assert_string_equal(getenv("NCCL_P2P_DISABLE"), "1");
+		assert_null(getenv("NCCL_NCHANNELS_PER_NET_PEER"));
+	}
 
 	/* NCCL_PASS_SM=1: the channels per peer stay the user's call. */
 	env_plugin_clear();
@@ -2718,6 +2810,7 @@ int main(void)
 		cmocka_unit_test(test_thread_thresholds),
 		cmocka_unit_test(test_proto_default),
 		cmocka_unit_test(test_own_defaults_not_the_users),
+		cmocka_unit_test(test_own_defaults_matched_whole),
 		cmocka_unit_test(test_nccl_advice),
 		cmocka_unit_test(test_graph_register_and_algo_defaults),
 		cmocka_unit_test(test_ll128_chunk),
@@ -2743,6 +2836,7 @@ int main(void)
 		cmocka_unit_test(test_nccl_lists),
 		cmocka_unit_test(test_int_vars),
 		cmocka_unit_test(test_nccl_ints),
+		cmocka_unit_test(test_nccl_warnings_joined),
 		cmocka_unit_test(test_backend),
 		cmocka_unit_test(test_copy_helper_path),
 		cmocka_unit_test(test_visible_gpus),
