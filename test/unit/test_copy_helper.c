@@ -328,9 +328,10 @@ static void test_exited_helper_reaped(void **state)
 	assert_no_children();
 }
 
-/* Starts the helper by hand with a raw socket, as the plugin would; no
- * cmocka asserts, so a forked child may call it.  -1 on failure. */
-static pid_t spawn_helper(const char *path, int *sock)
+/* Starts the helper by hand with a raw socket, as the plugin would, and
+ * `extra` (if >= 0) as the child's descriptor CD_CTRL_FD + 1; no cmocka
+ * asserts, so a forked child may call it.  -1 on failure. */
+static pid_t spawn_helper_with(const char *path, int *sock, int extra)
 {
 	posix_spawn_file_actions_t fa;
 	char pid[24], *argv[3];
@@ -345,12 +346,19 @@ static pid_t spawn_helper(const char *path, int *sock)
 	argv[2] = NULL;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, sv[1], CD_CTRL_FD);
+	if (extra >= 0)
+		posix_spawn_file_actions_adddup2(&fa, extra, CD_CTRL_FD + 1);
 	if (posix_spawn(&child, argv[0], &fa, NULL, argv, environ) != 0)
 		child = -1;
 	posix_spawn_file_actions_destroy(&fa);
 	close(sv[1]);
 	*sock = sv[0];
 	return child;
+}
+
+static pid_t spawn_helper(const char *path, int *sock)
+{
+	return spawn_helper_with(path, sock, -1);
 }
 
 static pid_t raw_helper(int *sock)
@@ -435,10 +443,23 @@ static void test_refusals_then_hangup(void **state)
 	assert_int_equal(r.status, SM_ERR_INVALID);
 	assert_non_null(strstr(r.msg, "protocol"));
 	m.version = CD_VERSION;
+	m.nstreams = 0;
+	ask(sock, &m, &r);
+	assert_int_equal(r.status, SM_ERR_INVALID);
+	assert_non_null(strstr(r.msg, "0 streams asked for"));
+	m.nstreams = 17;	/* the helper has room for 16 */
+	ask(sock, &m, &r);
+	assert_int_equal(r.status, SM_ERR_INVALID);
+	assert_non_null(strstr(r.msg, "17 streams asked for"));
+	m.nstreams = 2;
 	m.depth = 0;
 	ask(sock, &m, &r);
 	assert_int_equal(r.status, SM_ERR_INVALID);
 	assert_non_null(strstr(r.msg, "0 copies per stream"));
+	m.depth = CD_SLOTS + 1;
+	ask(sock, &m, &r);
+	assert_int_equal(r.status, SM_ERR_INVALID);
+	assert_non_null(strstr(r.msg, "1025 copies per stream"));
 	m.depth = 2;
 	m.batch = 0;
 	ask(sock, &m, &r);
@@ -500,6 +521,16 @@ static void test_bad_ring_refused(void **state)
 	assert_int_equal(r.status, SM_ERR_INVALID);
 	assert_non_null(strstr(r.msg, "request ring has the wrong layout"));
 
+	/* Our magic, another ring size. */
+	assert_int_equal(sm_memfd_map("odd-ring", sizeof(*good), sizeof(*good), &fd, (void **)&good),
+			 SM_OK);
+	good->magic = CD_MAGIC;
+	good->nslots = CD_SLOTS / 2;
+	ask_with_fd(sock, &m, fd, &r);
+	assert_int_equal(r.status, SM_ERR_INVALID);
+	assert_non_null(strstr(r.msg, "request ring has the wrong layout"));
+	munmap(good, sizeof(*good));
+
 	assert_int_equal(sm_memfd_map("good-ring", sizeof(*good), sizeof(*good), &fd, (void **)&good),
 			 SM_OK);
 	good->magic = CD_MAGIC;
@@ -508,9 +539,11 @@ static void test_bad_ring_refused(void **state)
 	ask_with_fd(sock, &m, fd, &r);
 	assert_int_equal(r.status, SM_ERR_CUDA);
 	assert_null(strstr(r.msg, "ring"));
+	/* A GPU that would not open: it leaves without waiting for the
+	 * hang-up. */
+	assert_int_equal(exited_within(pid, 5000), 0);
 	munmap(good, sizeof(*good));
 	close(sock);
-	assert_int_equal(exited_within(pid, 5000), 0);
 }
 
 /* A plugin of an older build sends a shorter hello: the helper names both
@@ -670,6 +703,58 @@ static void test_exits_when_client_dies(void **state)
 	prctl(PR_SET_CHILD_SUBREAPER, 0);
 }
 
+/* Descriptors the client's process had open (NCCL's sockets) are not
+ * kept by the helper, the one right after its socket included: a pipe's
+ * reader sees the end while the helper runs. */
+static void test_inherited_fds_closed(void **state)
+{
+	struct cd_msg m = { .magic = CD_MAGIC, .op = 77 };
+	struct cd_reply r;
+	int sock, rd[2], wr[2];
+	pid_t pid;
+
+	(void)state;
+	assert_int_equal(make_pipes(rd, wr, 2), 0);
+	pid = spawn_helper_with(helper_path(), &sock, wr[0]);
+	assert_true(pid > 0);
+	close(wr[0]);
+	close(wr[1]);		/* wr[1] was inherited under its own number */
+	ask(sock, &m, &r);	/* past its start */
+	for (int i = 0; i < 2; i++) {
+		assert_true(writers_gone(rd[i], 5000));
+		close(rd[i]);
+	}
+	assert_int_equal(waitpid(pid, NULL, WNOHANG), 0);
+	close(sock);
+	assert_int_equal(exited_within(pid, 5000), 0);
+}
+
+/* CD_SLOTS copies in flight fill the ring: the next post starts nothing
+ * (the caller retries) and takes no message number. */
+static void test_full_ring_refuses_post(void **state)
+{
+	struct smf_helper *h;
+	uint64_t seq = 0, last = 0;
+	int started = 0;
+
+	(void)state;
+	h = start_standin("slow-first-add", NULL, &params);
+	for (int i = 0; i < CD_SLOTS; i++) {
+		assert_int_equal(smf_helper_post(h, 1, 0, 2, 0, 4096, &seq, &started), SM_OK);
+		assert_int_equal(started, 1);
+		assert_int_equal(seq, (uint64_t)i);
+	}
+	last = seq;
+	seq = 77;
+	assert_int_equal(smf_helper_post(h, 1, 0, 2, 0, 4096, &seq, &started), SM_OK);
+	assert_int_equal(started, 0);
+	assert_int_equal(seq, 77);
+	assert_string_equal(smf_helper_state(h, 0), "posted");
+	assert_string_equal(smf_helper_state(h, last), "posted");
+	smf_helper_stop(h);
+	assert_no_children();
+}
+
 /* Started by hand by anyone but the client it names, it does not run. */
 static void test_wrong_parent(void **state)
 {
@@ -700,6 +785,8 @@ int main(void)
 		cmocka_unit_test(test_refused_request_closes_two_fds),
 		cmocka_unit_test(test_garbage_ends_helper),
 		cmocka_unit_test(test_wrong_parent),
+		cmocka_unit_test(test_inherited_fds_closed),
+		cmocka_unit_test(test_full_ring_refuses_post),
 		cmocka_unit_test(test_exits_when_client_dies),
 	};
 

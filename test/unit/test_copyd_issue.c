@@ -16,6 +16,7 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <sys/socket.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
@@ -46,6 +47,7 @@ static struct {
 	int fail_batch;		/* cuMemcpyBatchAsync fails */
 	int fail_copy;		/* cuMemcpyAsync fails */
 	int fail_event;		/* cuEventRecord fails */
+	int fail_query;		/* cuEventQuery reports a failed copy once it landed */
 	int unregistered;	/* cuMemHostUnregister calls */
 	int freed_under_copy;	/* ... of memory a copy still running reads or writes */
 } eng;
@@ -120,7 +122,9 @@ static CUresult f_event_record(CUevent e, CUstream st)
 static CUresult f_event_query(CUevent e)
 {
 	(void)e;
-	return copies_running() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+	if (copies_running())
+		return CUDA_ERROR_NOT_READY;
+	return eng.fail_query ? CUDA_ERROR_LAUNCH_FAILED : CUDA_SUCCESS;
 }
 
 static CUresult f_stream_query(CUstream st)
@@ -399,6 +403,365 @@ static void test_failed_call_with_nothing_queued(void **state_)
 	assert_null(range_find(&d, staging));
 }
 
+/* Lets queued copies run until they landed, then has the helper end them. */
+static void land_all(void)
+{
+	while (copies_running())
+		usleep(1000);
+	complete(&d);
+}
+
+/* Requests that name no mapping, or bytes outside the one they name, fail
+ * at once with the reason; one that fits a mapping exactly is taken.  None
+ * of the failed ones holds a mapping or a slot. */
+static void test_requests_outside_mappings_fail(void **state_)
+{
+	uint32_t staging = add_range(1 * MIB, 0), gpu = add_range(64 * MIB, 1);
+	unsigned bad[6], fit;
+
+	(void)state_;
+	bad[0] = post(staging, 0, 999, 0, 4096);			/* no such mapping */
+	bad[1] = post(0, 0, gpu, 0, 4096);				/* id 0 names none */
+	bad[2] = post(staging, 4096, gpu, 0, 1 * MIB);			/* runs past the end */
+	bad[3] = post(staging, 2 * MIB, gpu, 0, 4096);			/* starts past the end */
+	bad[4] = post(staging, 4096, gpu, 4096, UINT64_MAX - 4095);	/* off + len wraps to 0 */
+	bad[5] = post(staging, 0, gpu, 64 * MIB + 1, 0);		/* empty, past the end */
+	fit = post(staging, 0, gpu, 63 * MIB, 1 * MIB);			/* to the last byte */
+	assert_int_equal(take(&d, sm_now_ns()), 7);
+	for (int i = 0; i < 6; i++) {
+		assert_int_equal(state(bad[i]), CD_FAILED);
+		assert_non_null(strstr(ring.slot[bad[i]].err, "unknown mapping or runs past one"));
+		assert_int_equal(d.held[bad[i]], 0);
+	}
+	assert_int_equal(state(fit), CD_POSTED);
+	assert_int_equal(range_find(&d, staging)->busy, 1);
+	assert_int_equal(range_find(&d, gpu)->busy, 1);
+	assert_int_equal(issue(&d), 1);
+	land_all();
+	assert_int_equal(state(fit), CD_DONE);
+	assert_int_equal(range_find(&d, staging)->busy, 0);
+	assert_int_equal(range_find(&d, gpu)->busy, 0);
+}
+
+/* A copy lands: its request ends done, its mappings are free again, and
+ * its slot can be taken anew, also once the ring went round.  Until it
+ * lands it stays posted. */
+static void test_landed_copy_ends_and_ring_goes_round(void **state_)
+{
+	uint32_t staging = add_range(1 * MIB, 0), gpu = add_range(64 * MIB, 1);
+	unsigned c;
+
+	(void)state_;
+	c = post(staging, 0, gpu, 0, 64 << 10);
+	assert_int_equal(take(&d, sm_now_ns()), 1);
+	assert_int_equal(issue(&d), 1);
+	assert_int_equal(complete(&d), 1);	/* still running */
+	assert_int_equal(state(c), CD_POSTED);
+	land_all();
+	assert_int_equal(state(c), CD_DONE);
+	assert_int_equal(range_find(&d, staging)->busy, 0);
+	/* A whole ring more of requests (these fail at once): the last one
+	 * reuses the ended copy's slot. */
+	for (int i = 0; i < CD_SLOTS; i++)
+		post(staging, 2 * MIB, gpu, 0, 4096);
+	assert_int_equal(take(&d, sm_now_ns()), CD_SLOTS);
+	assert_int_equal(state(c), CD_FAILED);
+}
+
+/* The engine reports a copy failed: its request fails with the reason. */
+static void test_failed_copy_fails_request(void **state_)
+{
+	uint32_t staging = add_range(1 * MIB, 0), gpu = add_range(64 * MIB, 1);
+	unsigned c;
+
+	(void)state_;
+	c = post(staging, 0, gpu, 0, 64 << 10);
+	assert_int_equal(take(&d, sm_now_ns()), 1);
+	assert_int_equal(issue(&d), 1);
+	eng.fail_query = 1;
+	land_all();
+	assert_int_equal(state(c), CD_FAILED);
+	assert_non_null(strstr(ring.slot[c].err, "failed copy"));
+	assert_int_equal(range_find(&d, staging)->busy, 0);
+	assert_int_equal(range_find(&d, gpu)->busy, 0);
+}
+
+/* The client drops both mappings of a copy still running: they stay
+ * until it landed (each drop counted once), new requests naming them fail
+ * at once, and they go when it lands. */
+static void test_dropped_mappings_wait_for_copy(void **state_)
+{
+	uint32_t staging = add_range(1 * MIB, 0), gpu = add_range(64 * MIB, 1);
+	unsigned c, late;
+
+	(void)state_;
+	c = post(staging, 0, gpu, 0, 64 << 10);
+	assert_int_equal(take(&d, sm_now_ns()), 1);
+	assert_int_equal(issue(&d), 1);
+	range_del(&d, staging);
+	range_del(&d, gpu);
+	range_del(&d, gpu);		/* dropped twice: still one drop */
+	assert_int_equal(ring.stats.dropped_busy, 2);
+	assert_non_null(range_find(&d, staging));
+	assert_non_null(range_find(&d, gpu));
+	late = post(staging, 4096, gpu, 4096, 4096);
+	assert_int_equal(take(&d, sm_now_ns()), 1);
+	assert_int_equal(state(late), CD_FAILED);
+	assert_int_equal(range_find(&d, staging)->busy, 1);
+	assert_int_equal(range_find(&d, gpu)->busy, 1);
+	land_all();
+	assert_int_equal(state(c), CD_DONE);
+	assert_int_equal(eng.freed_under_copy, 0);
+	assert_null(range_find(&d, staging));
+	assert_null(range_find(&d, gpu));
+	assert_int_equal(eng.unregistered, 2);
+}
+
+/* A slot whose number is not the next one, or which is not posted, is
+ * not taken (the client has not filled it yet, or wrote it wrong). */
+static void test_only_next_message_taken(void **state_)
+{
+	uint32_t staging = add_range(1 * MIB, 0), gpu = add_range(64 * MIB, 1);
+	struct cd_slot *s = &ring.slot[0];
+
+	(void)state_;
+	post(staging, 0, gpu, 0, 4096);
+	s->seq = CD_SLOTS;		/* a ring ahead */
+	assert_int_equal(take(&d, sm_now_ns()), 0);
+	s->seq = 0;
+	atomic_store(&s->state, CD_FREE);
+	assert_int_equal(take(&d, sm_now_ns()), 0);
+	atomic_store(&s->state, CD_POSTED);
+	assert_int_equal(take(&d, sm_now_ns()), 1);
+	assert_int_equal(range_find(&d, staging)->busy, 1);
+}
+
+/* A client that posts into a slot the helper still holds (the oldest
+ * request, not ended yet, though every later one has) is not served: the
+ * helper takes at most a ring of requests past the oldest it holds. */
+static void test_held_slot_not_taken_again(void **state_)
+{
+	uint32_t staging = add_range(1 * MIB, 0), gpu = add_range(64 * MIB, 1);
+	unsigned first;
+
+	(void)state_;
+	first = post(staging, 0, gpu, 0, 4096);
+	for (int i = 1; i < CD_SLOTS; i++)
+		post(staging, 2 * MIB, gpu, 0, 4096);	/* fail at once */
+	assert_int_equal(take(&d, sm_now_ns()), CD_SLOTS);
+	assert_int_equal(complete(&d), 0);
+	assert_int_equal(post(staging, 4096, gpu, 4096, 4096), first);	/* over it */
+	assert_int_equal(take(&d, sm_now_ns()), 0);
+	assert_int_equal(range_find(&d, staging)->busy, 1);
+}
+
+/* At most `depth` calls wait on a stream, and the copies go round the
+ * streams: with two streams of depth 1, two of three copies are queued and
+ * the third waits for room. */
+static void test_depth_and_streams(void **state_)
+{
+	uint32_t a = add_range(1 * MIB, 0), b = add_range(1 * MIB, 0), gpu = add_range(64 * MIB, 1);
+
+	(void)state_;
+	eng.copy_ns = NEVER;
+	d.nstreams = 2;
+	d.depth = 1;
+	d.batch = 1;
+	post(a, 0, gpu, 0, 64 << 10);
+	post(b, 0, gpu, 1 * MIB, 64 << 10);
+	post(a, 1 * MIB - 4096, gpu, 8 * MIB, 4096);
+	assert_int_equal(take(&d, sm_now_ns()), 3);
+	assert_int_equal(issue(&d), 2);
+	assert_int_equal(d.fifo_n[0], 1);
+	assert_int_equal(d.fifo_n[1], 1);
+	assert_int_equal(d.queue.n, 1);		/* waits for room */
+	assert_int_equal(eng.ncopies, 2);
+}
+
+/* At exit the mappings go only once the copies still running landed. */
+static void test_exit_waits_for_copies(void **state_)
+{
+	uint32_t staging = add_range(1 * MIB, 0), gpu = add_range(64 * MIB, 1);
+
+	(void)state_;
+	eng.copy_ns = 30 * MS;
+	post(staging, 0, gpu, 0, 64 << 10);
+	assert_int_equal(take(&d, sm_now_ns()), 1);
+	assert_int_equal(issue(&d), 1);
+	drain_and_unmap(&d);
+	assert_int_equal(eng.unregistered, 2);
+	assert_int_equal(eng.freed_under_copy, 0);
+}
+
+/* ---- control messages, over a real socket pair ---- */
+
+static int client_sock = -1;
+
+static int setup_ctrl(void **state)
+{
+	int sv[2];
+
+	setup(state);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+	client_sock = sv[0];
+	d.ctrl = sv[1];
+	return 0;
+}
+
+static int teardown_ctrl(void **state)
+{
+	close(client_sock);
+	close(d.ctrl);
+	return teardown(state);
+}
+
+static int open_fds(void)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	struct dirent *de;
+	int n = 0;
+
+	assert_non_null(dir);
+	while ((de = readdir(dir)) != NULL)
+		n += de->d_name[0] != '.';
+	closedir(dir);
+	return n - 1;
+}
+
+/* Sends `m` with `fd` (closed here) and has the helper handle it;
+ * returns what control() did. */
+static int send_ctrl(const struct cd_msg *m, int fd)
+{
+	assert_int_equal(sm_send_some(client_sock, m, sizeof(*m), fd), (ssize_t)sizeof(*m));
+	if (fd >= 0)
+		close(fd);
+	return control(&d);
+}
+
+static void take_answer(struct cd_reply *r)
+{
+	assert_int_equal(recv(client_sock, r, sizeof(*r), MSG_DONTWAIT), (ssize_t)sizeof(*r));
+	assert_int_equal(r->magic, CD_MAGIC);
+}
+
+static void no_answer(void)
+{
+	struct cd_reply r;
+
+	assert_int_equal(recv(client_sock, &r, sizeof(r), MSG_DONTWAIT), -1);
+	assert_int_equal(errno, EAGAIN);
+}
+
+static struct cd_msg host_add(uint64_t size)
+{
+	struct cd_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.magic = CD_MAGIC;
+	m.op = CD_ADD;
+	m.info.kind = SM_SHARE_HOST_FD;
+	m.info.alloc_size = size;
+	return m;
+}
+
+static int host_fd(uint64_t size)
+{
+	void *map;
+	int fd;
+
+	assert_int_equal(sm_memfd_map("test-copyd", size, 4096, &fd, &map), SM_OK);
+	munmap(map, 4096);
+	return fd;
+}
+
+/* A mapping asked for over the socket is answered with its name, which
+ * requests then use; the descriptor that came with it is not kept.  A
+ * drop has no answer and the name is gone. */
+static void test_add_answers_name_and_del_drops(void **state_)
+{
+	struct cd_msg m = host_add(1 * MIB);
+	struct cd_reply r;
+	int fds = open_fds();
+	uint32_t first;
+
+	(void)state_;
+	assert_int_equal(send_ctrl(&m, host_fd(1 * MIB)), 0);
+	take_answer(&r);
+	assert_int_equal(r.status, SM_OK);
+	assert_int_not_equal(r.id, 0);
+	assert_non_null(range_find(&d, r.id));
+	assert_int_equal(ring.stats.maps, 1);
+	first = r.id;
+	assert_int_equal(send_ctrl(&m, host_fd(1 * MIB)), 0);
+	take_answer(&r);
+	assert_int_equal(r.status, SM_OK);
+	assert_int_not_equal(r.id, first);
+	assert_non_null(range_find(&d, r.id));
+	assert_int_equal(open_fds(), fds);
+
+	memset(&m, 0, sizeof(m));
+	m.magic = CD_MAGIC;
+	m.op = CD_DEL;
+	m.id = first;
+	assert_int_equal(send_ctrl(&m, -1), 0);
+	no_answer();
+	assert_null(range_find(&d, first));
+	assert_int_equal(eng.unregistered, 1);
+	assert_int_equal(open_fds(), fds);
+}
+
+/* Host staging shorter than the size the client claims, or without its
+ * descriptor, is refused with the reason; nothing is mapped or kept, and
+ * the helper goes on serving. */
+static void test_bad_host_staging_refused(void **state_)
+{
+	struct cd_msg m = host_add(2 * MIB);
+	struct cd_reply r;
+	int fds = open_fds();
+
+	(void)state_;
+	assert_int_equal(send_ctrl(&m, host_fd(1 * MIB)), 0);
+	take_answer(&r);
+	assert_int_equal(r.status, SM_ERR_INVALID);
+	assert_int_equal(r.id, 0);
+	assert_non_null(strstr(r.msg, "host staging"));
+	assert_int_equal(send_ctrl(&m, -1), 0);
+	take_answer(&r);
+	assert_int_equal(r.status, SM_ERR_INVALID);
+	assert_non_null(strstr(r.msg, "host memory without its descriptor"));
+	assert_int_equal(d.nranges, 0);
+	assert_int_equal(eng.nregs, 0);
+	assert_int_equal(open_fds(), fds);
+	m = host_add(1 * MIB);
+	assert_int_equal(send_ctrl(&m, host_fd(1 * MIB)), 0);
+	take_answer(&r);
+	assert_int_equal(r.status, SM_OK);
+}
+
+/* A second hello is refused and changes nothing; a wake-up with nothing
+ * to read does not end the helper. */
+static void test_second_hello_refused(void **state_)
+{
+	struct cd_msg m;
+	struct cd_reply r;
+
+	(void)state_;
+	assert_int_equal(control(&d), 0);
+	memset(&m, 0, sizeof(m));
+	m.magic = CD_MAGIC;
+	m.op = CD_HELLO;
+	m.version = CD_VERSION;
+	m.nstreams = 2;
+	m.depth = 2;
+	m.batch = 1;
+	assert_int_equal(send_ctrl(&m, -1), 0);
+	take_answer(&r);
+	assert_int_equal(r.status, SM_ERR_INVALID);
+	assert_non_null(strstr(r.msg, "second hello"));
+	assert_ptr_equal(d.ring, &ring);
+	assert_int_equal(d.nstreams, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -408,6 +771,23 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_failed_call_with_nothing_queued, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_requests_outside_mappings_fail, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_landed_copy_ends_and_ring_goes_round, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_failed_copy_fails_request, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dropped_mappings_wait_for_copy, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_only_next_message_taken, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_held_slot_not_taken_again, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_depth_and_streams, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exit_waits_for_copies, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_add_answers_name_and_del_drops, setup_ctrl,
+						teardown_ctrl),
+		cmocka_unit_test_setup_teardown(test_bad_host_staging_refused, setup_ctrl,
+						teardown_ctrl),
+		cmocka_unit_test_setup_teardown(test_second_hello_refused, setup_ctrl,
+						teardown_ctrl),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
