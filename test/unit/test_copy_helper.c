@@ -755,6 +755,100 @@ static void test_full_ring_refuses_post(void **state)
 	assert_no_children();
 }
 
+/* Posts one copy (source `src`) and waits until the helper ended it;
+ * returns what the test that saw it ended said. */
+static int post_and_wait(struct smf_helper *h, uint32_t src, uint64_t *seq)
+{
+	uint64_t end = sm_now_ns() + 5000ull * 1000 * 1000;
+	int started = 0, done = 0, rc;
+
+	assert_int_equal(smf_helper_post(h, 1, 0, src, 0, 4096, seq, &started), SM_OK);
+	assert_int_equal(started, 1);
+	while ((rc = smf_helper_test(h, *seq, &done)) == SM_OK && !done)
+		assert_true(sm_now_ns() < end);
+	return rc;
+}
+
+/* Copies that ended, done or failed, give their slots back once tested:
+ * the ring goes round more than once.  A failed one says why; a copy
+ * tested again after its slot was reused is an error, not another copy's
+ * result. */
+static void test_ended_copies_free_slots(void **state)
+{
+	struct smf_helper *h;
+	uint64_t seq = 0;
+	int done = 1;
+
+	(void)state;
+	h = start_standin("serve-ring", NULL, &params);
+	assert_int_equal(post_and_wait(h, 2, &seq), SM_OK);
+	assert_int_equal(post_and_wait(h, 0, &seq), SM_ERR_CUDA);
+	assert_non_null(strstr(sm_last_error(), "copy helper: stand-in: no mapping 0"));
+	/* Round the ring: slots 0 (done) and 1 (failed) are taken again. */
+	for (int i = 2; i <= CD_SLOTS + 1; i++)
+		assert_int_equal(post_and_wait(h, i % 2 ? 0 : 2, &seq),
+				 i % 2 ? SM_ERR_CUDA : SM_OK);
+	assert_int_equal(seq, CD_SLOTS + 1);
+	assert_int_equal(smf_helper_test(h, 0, &done), SM_ERR_INTERNAL);
+	assert_int_equal(done, 0);
+	assert_non_null(strstr(sm_last_error(), "copy 0 tested after its slot was reused"));
+	assert_string_equal(smf_helper_state(h, 0), "reused");
+	smf_helper_stop(h);
+	assert_no_children();
+}
+
+/* A copy given up before it ended (here one that then fails) gives its
+ * slot back once the helper ended it, without a test. */
+static void test_abandoned_failed_copy_frees_slot(void **state)
+{
+	struct smf_helper *h;
+	uint64_t seq = 0, end;
+	int started = 0;
+
+	(void)state;
+	h = start_standin("serve-ring", NULL, &params);
+	assert_int_equal(smf_helper_post(h, 1, 0, 0, 0, 4096, &seq, &started), SM_OK);
+	assert_int_equal(started, 1);
+	smf_helper_abandon(h, seq);
+	for (end = sm_now_ns() + 5000ull * 1000 * 1000;
+	     strcmp(smf_helper_state(h, 0), "failed") != 0; usleep(100))
+		assert_true(sm_now_ns() < end);
+	for (int i = 1; i < CD_SLOTS; i++)
+		assert_int_equal(post_and_wait(h, 2, &seq), SM_OK);
+	assert_int_equal(post_and_wait(h, 2, &seq), SM_OK);	/* in the abandoned slot */
+	assert_int_equal(seq, CD_SLOTS);
+	smf_helper_stop(h);
+	assert_no_children();
+}
+
+/* A mapping answered without a name, or with an answer that is not one,
+ * fails: the first with the reason, the second as a helper gone. */
+static void test_bad_add_answers(void **state)
+{
+	struct sm_share_info info;
+	struct smf_helper *h;
+	uint32_t id = 77;
+
+	(void)state;
+	h = start_standin("serve-ring", NULL, &params);
+	memset(&info, 0, sizeof(info));
+	info.kind = SM_SHARE_LEGACY_IPC;
+	info.alloc_size = 4096;
+	assert_int_equal(smf_helper_add(h, (int)getpid(), &info, -1, &id), SM_OK);
+	assert_int_equal(id, 1);
+	info.alloc_size = 1;
+	assert_int_equal(smf_helper_add(h, (int)getpid(), &info, -1, &id), SM_ERR_SYSTEM);
+	assert_int_equal(id, 0);
+	assert_non_null(strstr(sm_last_error(), "answered a mapping without a name"));
+	info.alloc_size = 2;
+	id = 77;
+	assert_int_equal(smf_helper_add(h, (int)getpid(), &info, -1, &id), SM_ERR_SYSTEM);
+	assert_int_equal(id, 0);
+	assert_non_null(strstr(sm_last_error(), "has exited"));
+	smf_helper_stop(h);
+	assert_no_children();
+}
+
 /* Started by hand by anyone but the client it names, it does not run. */
 static void test_wrong_parent(void **state)
 {
@@ -787,6 +881,9 @@ int main(void)
 		cmocka_unit_test(test_wrong_parent),
 		cmocka_unit_test(test_inherited_fds_closed),
 		cmocka_unit_test(test_full_ring_refuses_post),
+		cmocka_unit_test(test_ended_copies_free_slots),
+		cmocka_unit_test(test_abandoned_failed_copy_frees_slot),
+		cmocka_unit_test(test_bad_add_answers),
 		cmocka_unit_test(test_exits_when_client_dies),
 	};
 
