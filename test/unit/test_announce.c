@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -189,12 +190,224 @@ static void test_receive_gives_up_on_a_sender_that_never_reads(void **state)
 	pair_close(&p);
 }
 
+/* Receive slot i % 32 serves message i: a plain host receive 32
+ * messages after one into a registration (the same slot) goes through the
+ * ring, into the host buffer, and the registration is left alone. */
+static void test_ring_receive_after_direct_in_slot(void **state)
+{
+	static uint8_t dst[SIZE], host[SIZE];
+	struct tp_region *reg;
+	struct tp_req *sr, *rr;
+	struct pair p;
+
+	(void)state;
+	pair_open(&p);
+	assert_int_equal(tp_register(p.r, dst, SIZE, TP_MEM_CUDA, &reg), SM_OK);
+	move_once(&p, dst, reg);
+	memset(dst, 0xee, SIZE);
+	for (int m = 1; m <= TP_MAX_REQUESTS; m++) {
+		double end = now() + 5;
+
+		memset(host, 0, SIZE);
+		assert_int_equal(tp_irecv(p.r, host, SIZE, NULL, &rr), SM_OK);
+		sr = isend_when_posted(p.s, p.src, SIZE, end);
+		assert_int_equal(complete_both(sr, rr, end), SIZE);
+		assert_memory_equal(host, p.src, SIZE);
+	}
+	assert_int_equal(dst[0], 0xee);
+	assert_int_equal(dst[SIZE - 1], 0xee);
+	tp_deregister(p.r, reg);
+	pair_close(&p);
+}
+
+/* A receive into part of a registration lands at its own offset in it,
+ * and nothing around it is written. */
+static void test_receive_inside_registration(void **state)
+{
+	static uint8_t buf[3 * SIZE];
+	struct tp_region *reg;
+	struct pair p;
+
+	(void)state;
+	pair_open(&p);
+	memset(buf, 0xee, sizeof(buf));
+	assert_int_equal(tp_register(p.r, buf, sizeof(buf), TP_MEM_CUDA, &reg), SM_OK);
+	move_once(&p, buf + SIZE, reg);
+	for (size_t i = 0; i < SIZE; i++) {
+		assert_int_equal(buf[i], 0xee);
+		assert_int_equal(buf[2 * SIZE + i], 0xee);
+	}
+	tp_deregister(p.r, reg);
+	pair_close(&p);
+}
+
+/* Where a receive's bytes go in its registration is written by the
+ * receiver into memory it shares with the sender.  An offset past the
+ * registration's allocation (also one that would wrap the sum), or one
+ * that leaves too little room, fails the sender with a remote error
+ * before any copy starts. */
+static void test_receive_offset_outside_registration(void **state)
+{
+	const uint64_t bad[] = { SIZE + 4096, 1ull << 63, SIZE - 100 };
+	static uint8_t dst[SIZE];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct tp_req *sr = NULL, *rr = NULL;
+		struct tp_region *reg;
+		double end = now() + 5;
+		struct pair p;
+		int rc = SM_OK;
+
+		pair_open(&p);
+		assert_int_equal(tp_register(p.r, dst, SIZE, TP_MEM_CUDA, &reg), SM_OK);
+		assert_int_equal(tp_irecv(p.r, dst, SIZE, reg, &rr), SM_OK);
+		assert_non_null(rr);
+		p.r->ctrl->recv_offset[0] = bad[i];
+		while (!sr && rc == SM_OK && now() < end)
+			rc = tp_isend(p.s, p.src, SIZE, p.sreg, &sr);
+		assert_null(sr);
+		assert_int_equal(rc, SM_ERR_REMOTE);
+		assert_non_null(strstr(sm_last_error(), "cannot hold"));
+		assert_int_equal(standin_engine.starts, 0);
+		tp_deregister(p.r, reg);
+		pair_close(&p);
+	}
+}
+
+/* The time the sender saw a copy land is the peer's word, for the
+ * receiver's statistics only: one in the future counts as no wait, not
+ * as the longest. */
+static void test_landing_time_from_the_future(void **state)
+{
+	static uint8_t dst[SIZE];
+	struct tp_req *sr, *rr = NULL;
+	struct tp_region *reg;
+	struct tp_stats st;
+	double end = now() + 5;
+	struct pair p;
+	int done = 0;
+
+	(void)state;
+	pair_open(&p);
+	assert_int_equal(tp_register(p.r, dst, SIZE, TP_MEM_CUDA, &reg), SM_OK);
+	assert_int_equal(tp_irecv(p.r, dst, SIZE, reg, &rr), SM_OK);
+	assert_non_null(rr);
+	sr = NULL;
+	while (!sr && now() < end)
+		assert_int_equal(tp_isend(p.s, p.src, SIZE, p.sreg, &sr), SM_OK);
+	assert_non_null(sr);
+	while (!done && now() < end)
+		assert_int_equal(tp_test(sr, &done, NULL), SM_OK);
+	assert_true(done);
+	p.r->ctrl->land_ns[0] = sm_now_ns() + 10ull * 1000 * 1000 * 1000;
+	done = 0;
+	while (!done && now() < end)
+		assert_int_equal(tp_test(rr, &done, NULL), SM_OK);
+	assert_true(done);
+	assert_memory_equal(dst, p.src, SIZE);
+	tp_get_stats(p.r, &st);
+	assert_int_equal(st.stage[TP_STAGE_NOTICE].n[0], 1);
+	assert_int_equal(st.stage[TP_STAGE_NOTICE].n[SM_HIST_BUCKETS - 1], 0);
+	tp_deregister(p.r, reg);
+	pair_close(&p);
+}
+
+/* NCCL may deregister a registration after its connection closed, while
+ * another connection has announced a registration of the same number:
+ * deregistering the old one through the new connection withdraws nothing
+ * from that connection's sender, whose receives go on landing in place. */
+static void test_stale_deregistration_leaves_new_comm_alone(void **state)
+{
+	static uint8_t d1[SIZE], d2[SIZE];
+	struct tp_region *reg1, *reg2;
+	struct pair a, b;
+
+	(void)state;
+	pair_open(&a);
+	assert_int_equal(tp_register(a.r, d1, SIZE, TP_MEM_CUDA, &reg1), SM_OK);
+	move_once(&a, d1, reg1);
+	pair_close(&a);
+	pair_open(&b);
+	assert_int_equal(tp_register(b.r, d2, SIZE, TP_MEM_CUDA, &reg2), SM_OK);
+	assert_int_equal(reg2->id, reg1->id);
+	move_once(&b, d2, reg2);
+	tp_deregister(b.r, reg1);
+	move_once(&b, d2, reg2);
+	assert_int_equal(tp_remote_region_count(b.s), 1);
+	assert_int_equal(b.s->failed, 0);
+	tp_deregister(b.r, reg2);
+	pair_close(&b);
+}
+
+/* Live mappings of this process whose name holds `name`. */
+static int mappings_named(const char *name)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int n = 0;
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, name))
+			n++;
+	fclose(f);
+	return n;
+}
+
+/* Sends from a host buffer the copy helper cannot map go through the
+ * connection's host staging: many more messages than the staging holds
+ * at once all land (each gives its room back once its copy landed), and
+ * the staging goes with the connection. */
+static void test_host_sends_through_staging(void **state)
+{
+	static uint8_t dst[SIZE], host[SIZE];
+	struct tp_region *reg, *hreg;
+	struct tp_stats st;
+	struct pair p;
+
+	(void)state;
+	pair_open(&p);
+	standin_engine.helper = 0;	/* registered while the helper cannot map it */
+	assert_int_equal(tp_register(p.s, host, SIZE, TP_MEM_HOST, &hreg), SM_OK);
+	standin_engine.helper = 1;
+	assert_int_equal(tp_register(p.r, dst, SIZE, TP_MEM_CUDA, &reg), SM_OK);
+	for (int m = 0; m < 3 * (1 << 20) / SIZE; m++) {
+		double end = now() + 5;
+		struct tp_req *sr = NULL, *rr = NULL;
+
+		memset(host, m + 1, SIZE);
+		memset(dst, 0, SIZE);
+		assert_int_equal(tp_irecv(p.r, dst, SIZE, reg, &rr), SM_OK);
+		assert_non_null(rr);
+		while (!sr && now() < end)
+			assert_int_equal(tp_isend(p.s, host, SIZE, hreg, &sr), SM_OK);
+		assert_non_null(sr);
+		assert_int_equal(complete_both(sr, rr, end), SIZE);
+		assert_memory_equal(dst, host, SIZE);
+	}
+	tp_get_stats(p.s, &st);
+	assert_int_equal(st.direct, 3 * (1 << 20) / SIZE);
+	assert_true(mappings_named("symmem-stage") > 0);	/* here and in the helper */
+	tp_deregister(p.r, reg);
+	tp_deregister(p.s, hreg);
+	pair_close(&p);
+	assert_int_equal(mappings_named("symmem-stage"), 0);
+	assert_int_equal(standin_engine.ranges, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_register_many_while_sender_idle),
 		cmocka_unit_test(test_receive_waits_for_room),
 		cmocka_unit_test(test_receive_gives_up_on_a_sender_that_never_reads),
+		cmocka_unit_test(test_ring_receive_after_direct_in_slot),
+		cmocka_unit_test(test_receive_inside_registration),
+		cmocka_unit_test(test_receive_offset_outside_registration),
+		cmocka_unit_test(test_landing_time_from_the_future),
+		cmocka_unit_test(test_stale_deregistration_leaves_new_comm_alone),
+		cmocka_unit_test(test_host_sends_through_staging),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,6 +7,7 @@
  * that limit, not the sender's hang-up, ends the wait.  And a copy still
  * queued keeps its target mapped when the receiver withdraws it.  Real
  * sockets and shared memory, one process. */
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +19,7 @@
 #include <cmocka.h>
 
 #include "engine_standin.h"
+#include "internal.h"
 #include "symmem.h"
 #include "transport.h"
 #include "tp_pair.h"
@@ -494,6 +496,247 @@ static void test_withdrawal_waits_for_queued_copy(void **state)
 	pair_close(&p);
 }
 
+/* Every message's first copy start is refused once, then goes; messages
+ * come 50 ms apart for twice the limit.  The wait for a free copy slot is
+ * timed from the message's own first refusal, so none fails (timed from
+ * the first refusal on the connection, one failed once past the limit). */
+static void test_start_clock_is_per_message(void **state)
+{
+	struct pair p;
+	double end;
+
+	(void)state;
+	refusing_pair(&p, 19, 0);
+	end = now() + DEADLINE_S;
+	for (int i = 0; i < 2 * TIMEOUT_S / 0.05; i++) {
+		struct tp_req *sr = NULL;
+
+		if (i)
+			assert_int_equal(tp_irecv(p.rc, p.dst, SIZE, p.rreg, &p.rr), SM_OK);
+		memset(p.src, i + 1, SIZE);
+		standin_engine.refuse_pct = 100;
+		assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &sr), SM_OK);
+		assert_null(sr);
+		standin_engine.refuse_pct = 0;
+		while (!sr) {
+			if (tp_isend(p.sc, p.src, SIZE, p.sreg, &sr))
+				fail_msg("message %d: %s", i, sm_last_error());
+			assert_true(now() < end);
+		}
+		assert_int_equal(complete_both(sr, p.rr, end), SIZE);
+		assert_int_equal(p.dst[SIZE - 1], i + 1);
+		usleep(50 * 1000);
+	}
+	pair_close(&p);
+}
+
+/* Sends until `sr` is done, failing past `end`. */
+static void send_done(struct tp_req *sr, double end)
+{
+	int done = 0;
+
+	while (!done && now() < end)
+		assert_int_equal(tp_test(sr, &done, NULL), SM_OK);
+	assert_true(done);
+}
+
+/* Two sends queued into one registration, which the receiver withdraws
+ * while both copies (in this process) are held; the first lands while the
+ * second is still held: that landing
+ * keeps the mapping for the second, which lands whole; the mapping goes
+ * with the last. */
+static void test_withdrawal_waits_for_every_queued_copy(void **state)
+{
+	struct tp_req *s0 = NULL, *s1 = NULL, *r1;
+	struct pair p;
+	double end;
+	int done = 0;
+
+	(void)state;
+	standin_engine_reset(20);	/* no helper: copies run in this process */
+	pair_open(&p, TP_BACKEND_SHM, 1, DEADLINE_S);
+	assert_int_equal(tp_irecv(p.rc, p.dst + SIZE / 2, SIZE / 2, p.rreg, &r1), SM_OK);
+	standin_engine.hold_nth = 1;
+	end = now() + DEADLINE_S;
+	while (!s0 && now() < end)
+		assert_int_equal(tp_isend(p.sc, p.src, SIZE / 2, p.sreg, &s0), SM_OK);
+	while (!s1 && now() < end)
+		assert_int_equal(tp_isend(p.sc, p.src + SIZE / 2, SIZE / 2, p.sreg, &s1), SM_OK);
+	assert_non_null(s1);
+	tp_deregister(p.rc, p.rreg);
+	p.rreg = NULL;
+	assert_int_equal(tp_test(s0, &done, NULL), SM_OK);	/* reads the withdrawal */
+	assert_false(done);
+	standin_engine.hold_nth = 2;
+	send_done(s0, end);
+	assert_int_equal(sm_import_count(), 1);
+	assert_int_equal(tp_remote_region_count(p.sc), 1);
+	standin_engine.hold_nth = 0;
+	send_done(s1, end);
+	assert_int_equal(p.dst[SIZE - 1], 0x5a);
+	assert_int_equal(sm_import_count(), 0);
+	assert_int_equal(tp_remote_region_count(p.sc), 0);
+	pair_close(&p);
+}
+
+/* A withdrawn registration no queued send copies into goes at once,
+ * though a send into another registration is still copying. */
+static void test_withdrawal_of_idle_region_not_held_by_another(void **state)
+{
+	struct tp_region *reg_b;
+	struct tp_req *s0 = NULL, *s1 = NULL, *rb;
+	uint8_t *dst_b = malloc(SIZE);
+	struct pair p;
+	double end;
+	int done = 0;
+
+	(void)state;
+	assert_non_null(dst_b);
+	standin_engine_reset(21);	/* no helper: copies run in this process */
+	pair_open(&p, TP_BACKEND_SHM, 1, DEADLINE_S);
+	end = now() + DEADLINE_S;
+	while (!s0 && now() < end)
+		assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &s0), SM_OK);
+	assert_non_null(s0);
+	send_done(s0, end);
+	assert_int_equal(tp_register(p.rc, dst_b, SIZE, TP_MEM_CUDA, &reg_b), SM_OK);
+	assert_int_equal(tp_irecv(p.rc, dst_b, SIZE, reg_b, &rb), SM_OK);
+	standin_engine.hold_dst = dst_b;
+	standin_engine.hold_len = SIZE;
+	while (!s1 && now() < end)
+		assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &s1), SM_OK);
+	assert_non_null(s1);
+	assert_int_equal(tp_remote_region_count(p.sc), 2);
+	tp_deregister(p.rc, p.rreg);
+	p.rreg = NULL;
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(tp_test(s1, &done, NULL), SM_OK);
+		assert_false(done);
+	}
+	assert_int_equal(tp_remote_region_count(p.sc), 1);
+	assert_int_equal(sm_import_count(), 1);
+	standin_engine.hold_dst = NULL;
+	send_done(s1, end);
+	assert_int_equal(dst_b[0], 0x5a);
+	tp_deregister(p.rc, reg_b);
+	pair_close(&p);
+	free(dst_b);
+}
+
+/* A receive that names a registration the receiver withdrew, which the
+ * sender keeps only for the copy still queued into it, fails the sender
+ * with a remote error; no copy into it starts. */
+static void test_receive_into_withdrawn_region_fails(void **state)
+{
+	struct tp_req *s0 = NULL, *s1 = NULL, *r1 = NULL;
+	struct tp_region fake;
+	struct pair p;
+	double end;
+	int done = 0, starts;
+
+	(void)state;
+	standin_engine_reset(22);	/* no helper: copies run in this process */
+	pair_open(&p, TP_BACKEND_SHM, 1, DEADLINE_S);
+	standin_engine.hold_dst = p.dst;
+	standin_engine.hold_len = SIZE;
+	end = now() + DEADLINE_S;
+	while (!s0 && now() < end)
+		assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &s0), SM_OK);
+	assert_non_null(s0);
+	memset(&fake, 0, sizeof(fake));
+	fake.comm = p.rc;
+	fake.comm_serial = p.rc->serial;
+	fake.base = (uintptr_t)p.dst;
+	fake.size = SIZE;
+	fake.mem = TP_MEM_HOST;
+	fake.id = p.rreg->id;
+	tp_deregister(p.rc, p.rreg);
+	p.rreg = NULL;
+	assert_int_equal(tp_test(s0, &done, NULL), SM_OK);	/* reads the withdrawal */
+	assert_false(done);
+	assert_int_equal(tp_remote_region_count(p.sc), 1);	/* kept for s0's copy */
+	assert_int_equal(tp_irecv(p.rc, p.dst, SIZE, &fake, &r1), SM_OK);
+	assert_non_null(r1);
+	starts = standin_engine.starts;
+	assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &s1), SM_ERR_REMOTE);
+	assert_null(s1);
+	assert_non_null(strstr(sm_last_error(), "already withdrew"));
+	assert_int_equal(standin_engine.starts, starts);
+	standin_engine.hold_dst = NULL;
+	pair_close(&p);
+}
+
+/* A registration announced with a descriptor (cuMem memory) and mapped
+ * in this process for a copy: the import consumes the descriptor, so
+ * when the registration is withdrawn nothing closes that number again;
+ * by then this process may have opened something else there. */
+static void test_imported_fd_not_closed_twice(void **state)
+{
+	struct tp_req *sr = NULL, *rr = NULL;
+	struct wire_region msg;
+	struct tp_region fake;
+	struct pair p;
+	int pfd[2], n = -1, mine, done = 0;
+	double end;
+
+	(void)state;
+	standin_engine_reset(23);	/* no helper: copies run in this process */
+	pair_open(&p, TP_BACKEND_SHM, 1, DEADLINE_S);
+	end = now() + DEADLINE_S;
+	while (!sr && now() < end)
+		assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &sr), SM_OK);
+	assert_non_null(sr);
+	assert_int_equal(complete_both(sr, p.rr, end), SIZE);
+
+	assert_int_equal(pipe(pfd), 0);
+	memset(&msg, 0, sizeof(msg));
+	msg.magic = REGION_MAGIC;
+	msg.op = REGION_ADD;
+	msg.id = 9;
+	msg.info.kind = SM_SHARE_POSIX_FD;
+	msg.info.alloc_size = SIZE;
+	msg.info.addr = (uint64_t)(uintptr_t)p.dst;
+	assert_int_equal(sm_send_some(p.rc->fd, &msg, sizeof(msg), pfd[1]), (ssize_t)sizeof(msg));
+	close(pfd[1]);
+	assert_int_equal(region_drain(p.sc), SM_OK);
+	for (unsigned i = 0; i < p.sc->nremote; i++)
+		if (p.sc->remote[i].id == 9)
+			n = p.sc->remote[i].fd;
+	assert_true(n >= 0);
+
+	memset(&fake, 0, sizeof(fake));
+	fake.comm = p.rc;
+	fake.comm_serial = p.rc->serial;
+	fake.base = (uintptr_t)p.dst;
+	fake.size = SIZE;
+	fake.mem = TP_MEM_HOST;
+	fake.id = 9;
+	memset(p.dst, 0, SIZE);
+	assert_int_equal(tp_irecv(p.rc, p.dst, SIZE, &fake, &rr), SM_OK);
+	assert_non_null(rr);
+	sr = NULL;
+	while (!sr && now() < end)
+		assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &sr), SM_OK);
+	assert_non_null(sr);
+	while (!done && now() < end)
+		assert_int_equal(tp_test(sr, &done, NULL), SM_OK);
+	assert_true(done);
+	assert_int_equal(p.dst[0], 0x5a);
+	/* The descriptor went with the import: this process reuses the number. */
+	mine = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	assert_true(mine >= 0);
+	assert_int_equal(dup2(mine, n), n);
+	msg.op = REGION_DEL;
+	assert_int_equal(sm_send_some(p.rc->fd, &msg, sizeof(msg), -1), (ssize_t)sizeof(msg));
+	assert_int_equal(region_drain(p.sc), SM_OK);
+	assert_int_equal(tp_remote_region_count(p.sc), 1);
+	assert_true(fcntl(n, F_GETFD) >= 0);
+	close(n);
+	close(mine);
+	close(pfd[0]);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -509,6 +752,11 @@ int main(void)
 		cmocka_unit_test(test_slow_but_healthy_never_times_out),
 		cmocka_unit_test(test_pool_receive_outlives_sender),
 		cmocka_unit_test(test_withdrawal_waits_for_queued_copy),
+		cmocka_unit_test(test_start_clock_is_per_message),
+		cmocka_unit_test(test_withdrawal_waits_for_every_queued_copy),
+		cmocka_unit_test(test_withdrawal_of_idle_region_not_held_by_another),
+		cmocka_unit_test(test_receive_into_withdrawn_region_fails),
+		cmocka_unit_test(test_imported_fd_not_closed_twice),
 	};
 
 	int failed = cmocka_run_group_tests(tests, NULL, NULL);
