@@ -149,7 +149,7 @@ struct tp_region {
 	struct wire_region ann_msg;
 	int ann_fd;			/* the export's fd (owned by exp), or -1 */
 	int ann_pending;		/* ann_msg not yet written; under ann_lock */
-	uint64_t ann_wait_since;	/* first receive that found the socket full */
+	uint64_t ann_wait_since;	/* when the current wait for room began, or 0 */
 	struct smf_engine *ce;		/* hid != 0: the engine holding it */
 	uint32_t hid;			/* the copy helper's name for it, or 0 */
 	/* Receiver, shadowed by the staging pool (shadow.c). */

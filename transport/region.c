@@ -120,8 +120,14 @@ int region_announce(struct tp_comm *c, struct tp_region *r, int *ready)
 	if (!rc && !r->ann_pending && !c->aout_len)
 		*ready = 1;
 	pthread_mutex_unlock(&c->ann_lock);
-	if (rc || *ready)
+	if (rc)
 		return rc;
+	if (*ready) {
+		/* A later wait (other messages ahead of a receive, long after)
+		 * counts from its own start. */
+		r->ann_wait_since = 0;
+		return SM_OK;
+	}
 	/* The sender reads the socket whenever it tries to send, so only a
 	 * sender that stopped sending leaves it full this long. */
 	now = sm_now_ns();

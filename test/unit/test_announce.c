@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -396,12 +397,45 @@ static void test_host_sends_through_staging(void **state)
 	assert_int_equal(standin_engine.ranges, 0);
 }
 
+/* A region whose first receive once waited for room, and whose later
+ * receive, long after, finds other messages waiting again: the 10 s limit
+ * counts from the start of this wait, not the first one, so the
+ * connection goes on.  Before, the first wait's clock was kept and the
+ * later receive failed a healthy connection at once. */
+static void test_second_wait_counts_from_its_own_start(void **state)
+{
+	static uint8_t dst[SIZE];
+	struct tp_region *reg;
+	struct tp_req *rr = (struct tp_req *)1;
+	struct pair p;
+
+	(void)state;
+	pair_open(&p);
+	fill_socket(p.r);
+	assert_int_equal(tp_register(p.r, dst, SIZE, TP_MEM_CUDA, &reg), SM_OK);
+	assert_int_equal(tp_irecv(p.r, dst, SIZE, reg, &rr), SM_OK);
+	assert_null(rr);		/* the first wait starts its clock */
+	move_once(&p, dst, reg);
+	sleep(11);			/* past ANNOUNCE_TIMEOUT_MS since then */
+	move_once(&p, dst, reg);
+	fill_socket(p.r);
+	rr = (struct tp_req *)1;
+	assert_int_equal(tp_irecv(p.r, dst, SIZE, reg, &rr), SM_OK);
+	assert_null(rr);		/* waits again, and is not failed */
+	assert_int_equal(p.r->failed, 0);
+	move_once(&p, dst, reg);
+	assert_int_equal(p.s->failed, 0);
+	tp_deregister(p.r, reg);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_register_many_while_sender_idle),
 		cmocka_unit_test(test_receive_waits_for_room),
 		cmocka_unit_test(test_receive_gives_up_on_a_sender_that_never_reads),
+		cmocka_unit_test(test_second_wait_counts_from_its_own_start),
 		cmocka_unit_test(test_ring_receive_after_direct_in_slot),
 		cmocka_unit_test(test_receive_inside_registration),
 		cmocka_unit_test(test_receive_offset_outside_registration),
