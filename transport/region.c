@@ -23,7 +23,7 @@
  * room for its announcement this long only when the sender is stuck. */
 #define ANNOUNCE_TIMEOUT_MS 10000
 /* Withdrawals kept while the socket is full: past this many bytes (about
- * 37000 messages) further ones are dropped, and the sender unmaps those
+ * 29000 messages of 144 bytes) further ones are dropped, and the sender unmaps those
  * registrations only when the connection closes. */
 #define BACKLOG_MAX (4u << 20)
 
@@ -63,10 +63,10 @@ static int backlog_reserve(struct tp_comm *c, size_t n)
 	size_t cap;
 	uint8_t *p;
 
-	if (c->aout_len + n <= c->aout_cap)
-		return 0;
 	if (c->aout_len + n > BACKLOG_MAX)
 		return -1;
+	if (c->aout_len + n <= c->aout_cap)
+		return 0;
 	cap = c->aout_cap ? 2 * c->aout_cap : 64 * sizeof(struct wire_region);
 	while (cap < c->aout_len + n)
 		cap *= 2;
