@@ -1,6 +1,7 @@
 #include "fd_util.h"
 
 #include <poll.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -45,4 +46,19 @@ int writers_gone(int rd, int ms)
 	struct pollfd p = { .fd = rd, .events = POLLIN };
 
 	return poll(&p, 1, ms) == 1 && (p.revents & POLLHUP);
+}
+
+int mappings_named(const char *name)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int n = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, name))
+			n++;
+	fclose(f);
+	return n;
 }

@@ -1,6 +1,7 @@
-/* Descriptors in tests: send several with one message, as no sender of
- * ours does but anyone who can connect may; and tell whether every copy
- * of a pipe's write end is closed. */
+/* Descriptors and mappings in tests: send several descriptors with one
+ * message, as no sender of ours does but anyone who can connect may; tell
+ * whether every copy of a pipe's write end is closed; count this
+ * process's mappings of a shared segment. */
 #ifndef SYMMEM_TEST_FD_UTIL_H
 #define SYMMEM_TEST_FD_UTIL_H
 
@@ -15,5 +16,9 @@ int make_pipes(int *rd, int *wr, int n);
 
 /* 1 when the read end `rd` sees every write end closed within `ms`. */
 int writers_gone(int rd, int ms);
+
+/* Live mappings of this process whose line in /proc/self/maps holds
+ * `name` (a memfd's name), or -1 when that file cannot be read. */
+int mappings_named(const char *name);
 
 #endif

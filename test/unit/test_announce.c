@@ -24,6 +24,7 @@
 #include "symmem.h"
 #include "transport.h"
 #include "tp_pair.h"
+#include "fd_util.h"
 
 #define NREG 4096
 #define SIZE 4096
@@ -138,6 +139,21 @@ static void test_register_many_while_sender_idle(void **state)
 	pair_close(&p);
 }
 
+/* Fills the receiver's socket, then registers `dst`: its first receive
+ * is not posted (NCCL retries it), and the connection stays up. */
+static struct tp_region *register_while_full(struct pair *p, uint8_t *dst)
+{
+	struct tp_region *reg;
+	struct tp_req *rr = (struct tp_req *)1;
+
+	fill_socket(p->r);
+	assert_int_equal(tp_register(p->r, dst, SIZE, TP_MEM_CUDA, &reg), SM_OK);
+	assert_int_equal(tp_irecv(p->r, dst, SIZE, reg, &rr), SM_OK);
+	assert_null(rr);
+	assert_int_equal(p->r->failed, 0);
+	return reg;
+}
+
 /* A receive into a new registration while the socket is full is not
  * posted (NCCL retries it); once the sender reads, the announcement goes
  * out whole and the data lands. */
@@ -145,16 +161,11 @@ static void test_receive_waits_for_room(void **state)
 {
 	static uint8_t dst[SIZE];
 	struct tp_region *reg;
-	struct tp_req *rr = (struct tp_req *)1;
 	struct pair p;
 
 	(void)state;
 	pair_open(&p);
-	fill_socket(p.r);
-	assert_int_equal(tp_register(p.r, dst, SIZE, TP_MEM_CUDA, &reg), SM_OK);
-	assert_int_equal(tp_irecv(p.r, dst, SIZE, reg, &rr), SM_OK);
-	assert_null(rr);
-	assert_int_equal(p.r->failed, 0);
+	reg = register_while_full(&p, dst);
 	move_once(&p, dst, reg);
 	assert_int_equal(p.r->aout_len, 0);
 	assert_int_equal(p.s->failed, 0);
@@ -341,21 +352,6 @@ static void test_stale_deregistration_leaves_new_comm_alone(void **state)
 	pair_close(&b);
 }
 
-/* Live mappings of this process whose name holds `name`. */
-static int mappings_named(const char *name)
-{
-	FILE *f = fopen("/proc/self/maps", "r");
-	char line[512];
-	int n = 0;
-
-	assert_non_null(f);
-	while (fgets(line, sizeof(line), f))
-		if (strstr(line, name))
-			n++;
-	fclose(f);
-	return n;
-}
-
 /* Sends from a host buffer the copy helper cannot map go through the
  * connection's host staging: many more messages than the staging holds
  * at once all land (each gives its room back once its copy landed), and
@@ -411,15 +407,11 @@ static void test_second_wait_counts_from_its_own_start(void **state)
 
 	(void)state;
 	pair_open(&p);
-	fill_socket(p.r);
-	assert_int_equal(tp_register(p.r, dst, SIZE, TP_MEM_CUDA, &reg), SM_OK);
-	assert_int_equal(tp_irecv(p.r, dst, SIZE, reg, &rr), SM_OK);
-	assert_null(rr);		/* the first wait starts its clock */
+	reg = register_while_full(&p, dst);	/* the first wait starts its clock */
 	move_once(&p, dst, reg);
 	sleep(11);			/* past ANNOUNCE_TIMEOUT_MS since then */
 	move_once(&p, dst, reg);
 	fill_socket(p.r);
-	rr = (struct tp_req *)1;
 	assert_int_equal(tp_irecv(p.r, dst, SIZE, reg, &rr), SM_OK);
 	assert_null(rr);		/* waits again, and is not failed */
 	assert_int_equal(p.r->failed, 0);

@@ -91,6 +91,41 @@ static void holding_pair(struct pair *p, unsigned seed, int backend, int zero_co
 	standin_engine.hold_len = SIZE;
 }
 
+/* The receiver's registration `id` of its receive buffer, as a receive
+ * names it, without the receiver's bookkeeping (withdrawn, or announced
+ * by hand). */
+static void fake_region(struct tp_region *f, const struct pair *p, uint32_t id)
+{
+	memset(f, 0, sizeof(*f));
+	f->comm = p->rc;
+	f->comm_serial = p->rc->serial;
+	f->base = (uintptr_t)p->dst;
+	f->size = SIZE;
+	f->mem = TP_MEM_HOST;
+	f->id = id;
+}
+
+/* A pair whose copies run in this process (no copy helper): returns its
+ * first send, issued; with `hold` the engine holds its copy into the
+ * receive buffer until the test lets go. */
+static struct tp_req *inprocess_first_send(struct pair *p, unsigned seed, int hold)
+{
+	struct tp_req *sr = NULL;
+	double end;
+
+	standin_engine_reset(seed);
+	pair_open(p, TP_BACKEND_SHM, 1, DEADLINE_S);
+	if (hold) {
+		standin_engine.hold_dst = p->dst;
+		standin_engine.hold_len = SIZE;
+	}
+	end = now() + DEADLINE_S;
+	while (!sr && now() < end)
+		assert_int_equal(tp_isend(p->sc, p->src, SIZE, p->sreg, &sr), SM_OK);
+	assert_non_null(sr);
+	return sr;
+}
+
 /* Asks about the held copy for `seconds`: its wait has begun and no limit
  * is near (an error here fails the test). */
 static void ask_for(struct pair *p, struct tp_req *sr, int failing_send, double seconds)
@@ -364,6 +399,39 @@ static void test_start_clock_restarts_after_a_gap(void **state)
 	pair_close(&p);
 }
 
+/* Sends `n` messages `gap_ms` apart over a refusing pair, each retried
+ * as NCCL's proxy does until its copy starts (with `refuse_first`, the
+ * first start of each is refused for certain); every one must land,
+ * none time out. */
+static void send_apart(struct pair *p, int n, int gap_ms, int refuse_first)
+{
+	double end = now() + DEADLINE_S;
+
+	for (int i = 0; i < n; i++) {
+		struct tp_req *sr = NULL;
+
+		if (i)
+			assert_int_equal(tp_irecv(p->rc, p->dst, SIZE, p->rreg, &p->rr), SM_OK);
+		memset(p->src, i + 1, SIZE);
+		if (refuse_first) {
+			int pct = standin_engine.refuse_pct;
+
+			standin_engine.refuse_pct = 100;
+			assert_int_equal(tp_isend(p->sc, p->src, SIZE, p->sreg, &sr), SM_OK);
+			assert_null(sr);
+			standin_engine.refuse_pct = pct;
+		}
+		while (!sr) {
+			if (tp_isend(p->sc, p->src, SIZE, p->sreg, &sr))
+				fail_msg("message %d: %s", i, sm_last_error());
+			assert_true(now() < end);
+		}
+		assert_int_equal(complete_both(sr, p->rr, end), SIZE);
+		assert_int_equal(p->dst[SIZE - 1], i + 1);
+		usleep(gap_ms * 1000);
+	}
+}
+
 /* A healthy connection whose copy starts are often refused for a moment
  * (half of them here) and whose messages come apart, for longer in all
  * than the limit: every message lands, none times out.  The clock of a
@@ -371,26 +439,10 @@ static void test_start_clock_restarts_after_a_gap(void **state)
 static void test_slow_but_healthy_never_times_out(void **state)
 {
 	struct pair p;
-	double end;
 
 	(void)state;
 	refusing_pair(&p, 13, 50);
-	end = now() + DEADLINE_S;
-	for (int i = 0; i < 20; i++) {
-		struct tp_req *sr = NULL;
-
-		if (i)
-			assert_int_equal(tp_irecv(p.rc, p.dst, SIZE, p.rreg, &p.rr), SM_OK);
-		memset(p.src, i + 1, SIZE);
-		while (!sr) {
-			if (tp_isend(p.sc, p.src, SIZE, p.sreg, &sr))
-				fail_msg("message %d: %s", i, sm_last_error());
-			assert_true(now() < end);
-		}
-		assert_int_equal(complete_both(sr, p.rr, end), SIZE);
-		assert_int_equal(p.dst[SIZE - 1], i + 1);
-		usleep(60 * 1000);
-	}
+	send_apart(&p, 20, 60, 0);
 	assert_true(standin_engine.starts >= 20);
 	pair_close(&p);
 }
@@ -462,20 +514,14 @@ static void test_pool_receive_outlives_sender(void **state)
  * fault the sender's CUDA context.  Then the mapping goes. */
 static void test_withdrawal_waits_for_queued_copy(void **state)
 {
-	struct tp_req *sr = NULL;
+	struct tp_req *sr;
 	struct pair p;
 	double end;
 	int done = 0;
 
 	(void)state;
-	standin_engine_reset(17);	/* no helper: copies run in this process */
-	pair_open(&p, TP_BACKEND_SHM, 1, DEADLINE_S);
-	standin_engine.hold_dst = p.dst;
-	standin_engine.hold_len = SIZE;
+	sr = inprocess_first_send(&p, 17, 1);
 	end = now() + DEADLINE_S;
-	while (!sr && now() < end)
-		assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &sr), SM_OK);
-	assert_non_null(sr);
 	assert_int_equal(standin_engine.range_starts, 0);
 	assert_int_equal(sm_import_count(), 1);
 	tp_deregister(p.rc, p.rreg);
@@ -503,30 +549,10 @@ static void test_withdrawal_waits_for_queued_copy(void **state)
 static void test_start_clock_is_per_message(void **state)
 {
 	struct pair p;
-	double end;
 
 	(void)state;
 	refusing_pair(&p, 19, 0);
-	end = now() + DEADLINE_S;
-	for (int i = 0; i < 2 * TIMEOUT_S / 0.05; i++) {
-		struct tp_req *sr = NULL;
-
-		if (i)
-			assert_int_equal(tp_irecv(p.rc, p.dst, SIZE, p.rreg, &p.rr), SM_OK);
-		memset(p.src, i + 1, SIZE);
-		standin_engine.refuse_pct = 100;
-		assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &sr), SM_OK);
-		assert_null(sr);
-		standin_engine.refuse_pct = 0;
-		while (!sr) {
-			if (tp_isend(p.sc, p.src, SIZE, p.sreg, &sr))
-				fail_msg("message %d: %s", i, sm_last_error());
-			assert_true(now() < end);
-		}
-		assert_int_equal(complete_both(sr, p.rr, end), SIZE);
-		assert_int_equal(p.dst[SIZE - 1], i + 1);
-		usleep(50 * 1000);
-	}
+	send_apart(&p, (int)(2 * TIMEOUT_S / 0.05), 50, 1);
 	pair_close(&p);
 }
 
@@ -592,12 +618,8 @@ static void test_withdrawal_of_idle_region_not_held_by_another(void **state)
 
 	(void)state;
 	assert_non_null(dst_b);
-	standin_engine_reset(21);	/* no helper: copies run in this process */
-	pair_open(&p, TP_BACKEND_SHM, 1, DEADLINE_S);
+	s0 = inprocess_first_send(&p, 21, 0);
 	end = now() + DEADLINE_S;
-	while (!s0 && now() < end)
-		assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &s0), SM_OK);
-	assert_non_null(s0);
 	send_done(s0, end);
 	assert_int_equal(tp_register(p.rc, dst_b, SIZE, TP_MEM_CUDA, &reg_b), SM_OK);
 	assert_int_equal(tp_irecv(p.rc, dst_b, SIZE, reg_b, &rb), SM_OK);
@@ -628,28 +650,14 @@ static void test_withdrawal_of_idle_region_not_held_by_another(void **state)
  * with a remote error; no copy into it starts. */
 static void test_receive_into_withdrawn_region_fails(void **state)
 {
-	struct tp_req *s0 = NULL, *s1 = NULL, *r1 = NULL;
+	struct tp_req *s0, *s1 = NULL, *r1 = NULL;
 	struct tp_region fake;
 	struct pair p;
-	double end;
 	int done = 0, starts;
 
 	(void)state;
-	standin_engine_reset(22);	/* no helper: copies run in this process */
-	pair_open(&p, TP_BACKEND_SHM, 1, DEADLINE_S);
-	standin_engine.hold_dst = p.dst;
-	standin_engine.hold_len = SIZE;
-	end = now() + DEADLINE_S;
-	while (!s0 && now() < end)
-		assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &s0), SM_OK);
-	assert_non_null(s0);
-	memset(&fake, 0, sizeof(fake));
-	fake.comm = p.rc;
-	fake.comm_serial = p.rc->serial;
-	fake.base = (uintptr_t)p.dst;
-	fake.size = SIZE;
-	fake.mem = TP_MEM_HOST;
-	fake.id = p.rreg->id;
+	s0 = inprocess_first_send(&p, 22, 1);
+	fake_region(&fake, &p, p.rreg->id);
 	tp_deregister(p.rc, p.rreg);
 	p.rreg = NULL;
 	assert_int_equal(tp_test(s0, &done, NULL), SM_OK);	/* reads the withdrawal */
@@ -680,12 +688,8 @@ static void test_imported_fd_not_closed_twice(void **state)
 	double end;
 
 	(void)state;
-	standin_engine_reset(23);	/* no helper: copies run in this process */
-	pair_open(&p, TP_BACKEND_SHM, 1, DEADLINE_S);
+	sr = inprocess_first_send(&p, 23, 0);
 	end = now() + DEADLINE_S;
-	while (!sr && now() < end)
-		assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &sr), SM_OK);
-	assert_non_null(sr);
 	assert_int_equal(complete_both(sr, p.rr, end), SIZE);
 
 	assert_int_equal(pipe(pfd), 0);
@@ -704,13 +708,7 @@ static void test_imported_fd_not_closed_twice(void **state)
 			n = p.sc->remote[i].fd;
 	assert_true(n >= 0);
 
-	memset(&fake, 0, sizeof(fake));
-	fake.comm = p.rc;
-	fake.comm_serial = p.rc->serial;
-	fake.base = (uintptr_t)p.dst;
-	fake.size = SIZE;
-	fake.mem = TP_MEM_HOST;
-	fake.id = 9;
+	fake_region(&fake, &p, 9);
 	memset(p.dst, 0, SIZE);
 	assert_int_equal(tp_irecv(p.rc, p.dst, SIZE, &fake, &rr), SM_OK);
 	assert_non_null(rr);

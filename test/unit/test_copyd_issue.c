@@ -275,6 +275,17 @@ static unsigned post(uint32_t src, uint64_t src_off, uint32_t dst, uint64_t dst_
 	return (unsigned)(next_seq++ % CD_SLOTS);
 }
 
+/* Posts one 64 KiB copy from the start of `staging` to the start of `gpu`
+ * (long enough for a plain copy, not a 2D one) and has the helper take
+ * it: its slot. */
+static unsigned take_one(uint32_t staging, uint32_t gpu)
+{
+	unsigned c = post(staging, 0, gpu, 0, 64 << 10);
+
+	assert_int_equal(take(&d, sm_now_ns()), 1);
+	return c;
+}
+
 static int state(unsigned slot)
 {
 	return atomic_load_explicit(&ring.slot[slot].state, memory_order_acquire);
@@ -320,8 +331,7 @@ static void test_event_fails_after_copy(void **state_)
 	unsigned c;
 
 	(void)state_;
-	c = post(staging, 0, gpu, 0, 64 << 10);		/* long enough for a plain copy */
-	assert_int_equal(take(&d, sm_now_ns()), 1);
+	c = take_one(staging, gpu);
 	range_del(&d, staging);
 	eng.fail_event = 1;
 	issue(&d);
@@ -346,8 +356,7 @@ static void test_copy_never_lands_keeps_mappings(void **state_)
 
 	(void)state_;
 	eng.copy_ns = NEVER;
-	c = post(staging, 0, gpu, 0, 64 << 10);
-	assert_int_equal(take(&d, sm_now_ns()), 1);
+	c = take_one(staging, gpu);
 	range_del(&d, staging);
 	eng.fail_event = 1;
 	t0 = sm_now_ns();
@@ -452,8 +461,7 @@ static void test_landed_copy_ends_and_ring_goes_round(void **state_)
 	unsigned c;
 
 	(void)state_;
-	c = post(staging, 0, gpu, 0, 64 << 10);
-	assert_int_equal(take(&d, sm_now_ns()), 1);
+	c = take_one(staging, gpu);
 	assert_int_equal(issue(&d), 1);
 	assert_int_equal(complete(&d), 1);	/* still running */
 	assert_int_equal(state(c), CD_POSTED);
@@ -475,8 +483,7 @@ static void test_failed_copy_fails_request(void **state_)
 	unsigned c;
 
 	(void)state_;
-	c = post(staging, 0, gpu, 0, 64 << 10);
-	assert_int_equal(take(&d, sm_now_ns()), 1);
+	c = take_one(staging, gpu);
 	assert_int_equal(issue(&d), 1);
 	eng.fail_query = 1;
 	land_all();
@@ -495,8 +502,7 @@ static void test_dropped_mappings_wait_for_copy(void **state_)
 	unsigned c, late;
 
 	(void)state_;
-	c = post(staging, 0, gpu, 0, 64 << 10);
-	assert_int_equal(take(&d, sm_now_ns()), 1);
+	c = take_one(staging, gpu);
 	assert_int_equal(issue(&d), 1);
 	range_del(&d, staging);
 	range_del(&d, gpu);

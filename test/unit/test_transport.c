@@ -259,21 +259,6 @@ static void test_ring_wraps_tcp(void **state)
 	ring_wraps(TP_BACKEND_TCP);
 }
 
-/* Mappings of this process whose name holds `name`. */
-static int mappings_named(const char *name)
-{
-	FILE *f = fopen("/proc/self/maps", "r");
-	char line[512];
-	int n = 0;
-
-	assert_non_null(f);
-	while (fgets(line, sizeof(line), f))
-		if (strstr(line, name))
-			n++;
-	fclose(f);
-	return n;
-}
-
 /* Messages of exactly the ring's size, each read in one piece: the
  * receiver gives the room of every message back as it reads it, so the
  * next one fits (kept back, both ends waited for each other for ever).
