@@ -1333,14 +1333,21 @@ int config_coll_register(const struct config *cfg)
  * 4 (2 x H200, bench/results/channels.md). */
 #define NCCL_OWN_RING_CHANNELS 4
 
+static int intra_host_by_copy_engine(const struct config *cfg);
+
 int config_ring_channels(const struct config *cfg)
 {
 	int lo, hi, n;
 
+	/* The plugin's minimum counts only where it sets it (copy engines
+	 * with its NCCL defaults); with P2P on NCCL's rings inside a host are
+	 * its own, and the minimum stands for "no bound from here". */
 	if (cfg->user_min_channels >= 0)
 		lo = cfg->user_min_channels;
+	else if (!config_p2p_off() || (cfg->nccl_defaults && intra_host_by_copy_engine(cfg)))
+		lo = plugin_min_channels(cfg);
 	else
-		lo = cfg->backend == CONFIG_BACKEND_TCP ? 0 : plugin_min_channels(cfg);
+		lo = 0;		/* tcp, ib or no defaults: NCCL's own rings */
 	if (cfg->user_min_ctas > lo)
 		lo = cfg->user_min_ctas;
 	hi = cfg->user_max_channels ? cfg->user_max_channels : NCCL_MAX_CHANNELS;

@@ -175,9 +175,11 @@ int config_p2p_off(void);
 int config_oob_net(void);
 
 /* How many channels NCCL opens for a ring on the intra-host path: the
- * plugin's NCCL_MIN_NCHANNELS default (32, lowered to the user's
- * NCCL_MAX_CTAS or NCCL_MAX_NCHANNELS where those are lower), or the
- * user's own bounds, combined as NCCL combines them. */
+ * plugin's NCCL_MIN_NCHANNELS default where it sets one (32, lowered to
+ * the user's NCCL_MAX_CTAS or NCCL_MAX_NCHANNELS where those are lower),
+ * NCCL's own 4 where it does not (NCCL_SYMMEM_BACKEND=tcp or ib,
+ * NCCL_SYMMEM_NCCL_DEFAULTS=0), or the user's own bounds, combined as
+ * NCCL combines them. */
 int config_ring_channels(const struct config *cfg);
 
 /* The ibverbs backend between hosts: 2 = required (NCCL_SYMMEM_BACKEND=ib),

@@ -2206,15 +2206,18 @@ static void test_nccl_channel_defaults(void **state)
 	assert_string_equal(getenv("NCCL_ALGO"), "^PAT");
 	assert_int_equal(config_ll128_chunk(&cfg), 0);
 	assert_int_equal(config_nccl_advice(&cfg, NULL, NULL), 0);
+	assert_int_equal(config_ring_channels(&cfg), 4);	/* NCCL's own */
 	cfg.backend = CONFIG_BACKEND_AUTO;
 
-	/* NCCL_SYMMEM_NCCL_DEFAULTS=0 turns these off too. */
+	/* NCCL_SYMMEM_NCCL_DEFAULTS=0 turns these off too, and NCCL's rings
+	 * keep its own count. */
 	unset_channel_defaults();
 	unsetenv("NCCL_NET_GDR_LEVEL");
 	unsetenv("NCCL_PROTO");
 	cfg.nccl_defaults = 0;
 	assert_int_equal(config_apply_nccl_defaults(&cfg, 0, note_default, &a), 0);
 	assert_null(getenv("NCCL_MIN_NCHANNELS"));
+	assert_int_equal(config_ring_channels(&cfg), 4);
 	unsetenv("NCCL_P2P_DISABLE");
 }
 
