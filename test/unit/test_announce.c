@@ -97,9 +97,7 @@ static void move_once(struct pair *p, uint8_t *dst, struct tp_region *reg)
 			assert_int_equal(tp_isend(p->s, p->src, SIZE, p->sreg, &sr), SM_OK);
 	}
 	assert_non_null(rr);
-	while (!sr && now() < end)
-		assert_int_equal(tp_isend(p->s, p->src, SIZE, p->sreg, &sr), SM_OK);
-	assert_non_null(sr);
+	sr = isend_when_posted(p->s, p->src, SIZE, p->sreg, end);
 	assert_int_equal(complete_both(sr, rr, end), SIZE);
 	assert_memory_equal(dst, p->src, SIZE);
 }
@@ -222,7 +220,7 @@ static void test_ring_receive_after_direct_in_slot(void **state)
 
 		memset(host, 0, SIZE);
 		assert_int_equal(tp_irecv(p.r, host, SIZE, NULL, &rr), SM_OK);
-		sr = isend_when_posted(p.s, p.src, SIZE, end);
+		sr = isend_when_posted(p.s, p.src, SIZE, NULL, end);
 		assert_int_equal(complete_both(sr, rr, end), SIZE);
 		assert_memory_equal(host, p.src, SIZE);
 	}
@@ -298,25 +296,16 @@ static void test_landing_time_from_the_future(void **state)
 	struct tp_stats st;
 	double end = now() + 5;
 	struct pair p;
-	int done = 0;
 
 	(void)state;
 	pair_open(&p);
 	assert_int_equal(tp_register(p.r, dst, SIZE, TP_MEM_CUDA, &reg), SM_OK);
 	assert_int_equal(tp_irecv(p.r, dst, SIZE, reg, &rr), SM_OK);
 	assert_non_null(rr);
-	sr = NULL;
-	while (!sr && now() < end)
-		assert_int_equal(tp_isend(p.s, p.src, SIZE, p.sreg, &sr), SM_OK);
-	assert_non_null(sr);
-	while (!done && now() < end)
-		assert_int_equal(tp_test(sr, &done, NULL), SM_OK);
-	assert_true(done);
+	sr = isend_when_posted(p.s, p.src, SIZE, p.sreg, end);
+	wait_done(sr, end);
 	p.r->ctrl->land_ns[0] = sm_now_ns() + 10ull * 1000 * 1000 * 1000;
-	done = 0;
-	while (!done && now() < end)
-		assert_int_equal(tp_test(rr, &done, NULL), SM_OK);
-	assert_true(done);
+	wait_done(rr, end);
 	assert_memory_equal(dst, p.src, SIZE);
 	tp_get_stats(p.r, &st);
 	assert_int_equal(st.stage[TP_STAGE_NOTICE].n[0], 1);
@@ -377,9 +366,7 @@ static void test_host_sends_through_staging(void **state)
 		memset(dst, 0, SIZE);
 		assert_int_equal(tp_irecv(p.r, dst, SIZE, reg, &rr), SM_OK);
 		assert_non_null(rr);
-		while (!sr && now() < end)
-			assert_int_equal(tp_isend(p.s, host, SIZE, hreg, &sr), SM_OK);
-		assert_non_null(sr);
+		sr = isend_when_posted(p.s, host, SIZE, hreg, end);
 		assert_int_equal(complete_both(sr, rr, end), SIZE);
 		assert_memory_equal(dst, host, SIZE);
 	}

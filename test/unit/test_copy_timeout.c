@@ -120,9 +120,7 @@ static struct tp_req *inprocess_first_send(struct pair *p, unsigned seed, int ho
 		standin_engine.hold_len = SIZE;
 	}
 	end = now() + DEADLINE_S;
-	while (!sr && now() < end)
-		assert_int_equal(tp_isend(p->sc, p->src, SIZE, p->sreg, &sr), SM_OK);
-	assert_non_null(sr);
+	sr = isend_when_posted(p->sc, p->src, SIZE, p->sreg, end);
 	return sr;
 }
 
@@ -257,9 +255,7 @@ static double slow_asks_fail_after(double every)
 
 	holding_pair(&p, 15, TP_BACKEND_SHM, 1, 1.0);
 	end = now() + DEADLINE_S;
-	while (!sr && now() < end)
-		assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &sr), SM_OK);
-	assert_non_null(sr);
+	sr = isend_when_posted(p.sc, p.src, SIZE, p.sreg, end);
 	t0 = now();
 	while (now() < end) {
 		rv = tp_test(sr, &done, NULL);
@@ -350,9 +346,7 @@ static void test_tcp_bounce_copy_start_times_out(void **state)
 	pair_open(&p, TP_BACKEND_TCP, 1, TIMEOUT_S);
 	t0 = now();
 	end = t0 + DEADLINE_S;
-	while (!sr && now() < end)
-		assert_int_equal(tp_isend(p.sc, p.src, SIZE, NULL, &sr), SM_OK);
-	assert_non_null(sr);
+	sr = isend_when_posted(p.sc, p.src, SIZE, NULL, end);
 	while (now() < end) {
 		rv = tp_test(p.rr, &done, NULL);
 		if (rv)
@@ -461,12 +455,8 @@ static void pool_receive_outlives_sender(int lands)
 
 	holding_pair(&p, 16, TP_BACKEND_SHM, 0, TIMEOUT_S);
 	end = now() + DEADLINE_S;
-	while (!sr && now() < end)
-		assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &sr), SM_OK);
-	assert_non_null(sr);
-	while (!done && now() < end)	/* only copies into p.dst are held */
-		assert_int_equal(tp_test(sr, &done, NULL), SM_OK);
-	assert_true(done);
+	sr = isend_when_posted(p.sc, p.src, SIZE, p.sreg, end);
+	wait_done(sr, end);	/* only copies into p.dst are held */
 	tp_deregister(p.sc, p.sreg);
 	tp_close(p.sc);
 	p.sc = NULL;
@@ -477,9 +467,7 @@ static void pool_receive_outlives_sender(int lands)
 	if (lands) {
 		standin_engine.hold_dst = NULL;
 		done = 0;
-		while (!done && now() < end)
-			assert_int_equal(tp_test(p.rr, &done, NULL), SM_OK);
-		assert_true(done);
+		wait_done(p.rr, end);
 		assert_int_equal(p.dst[0], 0x5a);
 		assert_int_equal(p.dst[SIZE - 1], 0x5a);
 		pair_close(&p);
@@ -533,9 +521,7 @@ static void test_withdrawal_waits_for_queued_copy(void **state)
 	assert_int_equal(sm_import_count(), 1);
 	assert_int_equal(tp_remote_region_count(p.sc), 1);
 	standin_engine.hold_dst = NULL;
-	while (!done && now() < end)
-		assert_int_equal(tp_test(sr, &done, NULL), SM_OK);
-	assert_true(done);
+	wait_done(sr, end);
 	assert_int_equal(p.dst[0], 0x5a);
 	assert_int_equal(sm_import_count(), 0);
 	assert_int_equal(tp_remote_region_count(p.sc), 0);
@@ -556,16 +542,6 @@ static void test_start_clock_is_per_message(void **state)
 	pair_close(&p);
 }
 
-/* Sends until `sr` is done, failing past `end`. */
-static void send_done(struct tp_req *sr, double end)
-{
-	int done = 0;
-
-	while (!done && now() < end)
-		assert_int_equal(tp_test(sr, &done, NULL), SM_OK);
-	assert_true(done);
-}
-
 /* Two sends queued into one registration, which the receiver withdraws
  * while both copies (in this process) are held; the first lands while the
  * second is still held: that landing
@@ -584,21 +560,18 @@ static void test_withdrawal_waits_for_every_queued_copy(void **state)
 	assert_int_equal(tp_irecv(p.rc, p.dst + SIZE / 2, SIZE / 2, p.rreg, &r1), SM_OK);
 	standin_engine.hold_nth = 1;
 	end = now() + DEADLINE_S;
-	while (!s0 && now() < end)
-		assert_int_equal(tp_isend(p.sc, p.src, SIZE / 2, p.sreg, &s0), SM_OK);
-	while (!s1 && now() < end)
-		assert_int_equal(tp_isend(p.sc, p.src + SIZE / 2, SIZE / 2, p.sreg, &s1), SM_OK);
-	assert_non_null(s1);
+	s0 = isend_when_posted(p.sc, p.src, SIZE / 2, p.sreg, end);
+	s1 = isend_when_posted(p.sc, p.src + SIZE / 2, SIZE / 2, p.sreg, end);
 	tp_deregister(p.rc, p.rreg);
 	p.rreg = NULL;
 	assert_int_equal(tp_test(s0, &done, NULL), SM_OK);	/* reads the withdrawal */
 	assert_false(done);
 	standin_engine.hold_nth = 2;
-	send_done(s0, end);
+	wait_done(s0, end);
 	assert_int_equal(sm_import_count(), 1);
 	assert_int_equal(tp_remote_region_count(p.sc), 1);
 	standin_engine.hold_nth = 0;
-	send_done(s1, end);
+	wait_done(s1, end);
 	assert_int_equal(p.dst[SIZE - 1], 0x5a);
 	assert_int_equal(sm_import_count(), 0);
 	assert_int_equal(tp_remote_region_count(p.sc), 0);
@@ -620,14 +593,12 @@ static void test_withdrawal_of_idle_region_not_held_by_another(void **state)
 	assert_non_null(dst_b);
 	s0 = inprocess_first_send(&p, 21, 0);
 	end = now() + DEADLINE_S;
-	send_done(s0, end);
+	wait_done(s0, end);
 	assert_int_equal(tp_register(p.rc, dst_b, SIZE, TP_MEM_CUDA, &reg_b), SM_OK);
 	assert_int_equal(tp_irecv(p.rc, dst_b, SIZE, reg_b, &rb), SM_OK);
 	standin_engine.hold_dst = dst_b;
 	standin_engine.hold_len = SIZE;
-	while (!s1 && now() < end)
-		assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &s1), SM_OK);
-	assert_non_null(s1);
+	s1 = isend_when_posted(p.sc, p.src, SIZE, p.sreg, end);
 	assert_int_equal(tp_remote_region_count(p.sc), 2);
 	tp_deregister(p.rc, p.rreg);
 	p.rreg = NULL;
@@ -638,7 +609,7 @@ static void test_withdrawal_of_idle_region_not_held_by_another(void **state)
 	assert_int_equal(tp_remote_region_count(p.sc), 1);
 	assert_int_equal(sm_import_count(), 1);
 	standin_engine.hold_dst = NULL;
-	send_done(s1, end);
+	wait_done(s1, end);
 	assert_int_equal(dst_b[0], 0x5a);
 	tp_deregister(p.rc, reg_b);
 	pair_close(&p);
@@ -684,7 +655,7 @@ static void test_imported_fd_not_closed_twice(void **state)
 	struct wire_region msg;
 	struct tp_region fake;
 	struct pair p;
-	int pfd[2], n = -1, mine, done = 0;
+	int pfd[2], n = -1, mine;
 	double end;
 
 	(void)state;
@@ -712,13 +683,8 @@ static void test_imported_fd_not_closed_twice(void **state)
 	memset(p.dst, 0, SIZE);
 	assert_int_equal(tp_irecv(p.rc, p.dst, SIZE, &fake, &rr), SM_OK);
 	assert_non_null(rr);
-	sr = NULL;
-	while (!sr && now() < end)
-		assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &sr), SM_OK);
-	assert_non_null(sr);
-	while (!done && now() < end)
-		assert_int_equal(tp_test(sr, &done, NULL), SM_OK);
-	assert_true(done);
+	sr = isend_when_posted(p.sc, p.src, SIZE, p.sreg, end);
+	wait_done(sr, end);
 	assert_int_equal(p.dst[0], 0x5a);
 	/* The descriptor went with the import: this process reuses the number. */
 	mine = open("/dev/null", O_RDONLY | O_CLOEXEC);

@@ -284,7 +284,7 @@ static void one_checked_message(struct tp_comm *s, struct tp_comm *r, unsigned s
 	fill(src, sizeof(src), seed);
 	memset(dst, 0xa5, sizeof(dst));
 	assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &rr), SM_OK);
-	sr = isend_when_posted(s, src, sizeof(src), now() + 10);
+	sr = isend_when_posted(s, src, sizeof(src), NULL, now() + 10);
 	assert_int_equal(complete_both(sr, rr, now() + 10), sizeof(src));
 	assert_memory_equal(src, dst, sizeof(src));
 }

@@ -237,7 +237,7 @@ static void ring_wraps(int backend)
 			src[i] = (uint8_t)(i * 31 + (size_t)m + 1);
 		memset(dst, 0, size);
 		assert_int_equal(tp_irecv(r, dst, 300000, NULL, &rr), SM_OK);
-		sr = isend_when_posted(s, src, size, end);
+		sr = isend_when_posted(s, src, size, NULL, end);
 		assert_int_equal(complete_both(sr, rr, end), size);
 		assert_memory_equal(src, dst, size);
 	}
@@ -281,7 +281,7 @@ static void test_ring_sized_messages(void **state)
 
 		memset(src, m + 1, 65536);
 		assert_int_equal(tp_irecv(r, dst, 65536, NULL, &rr), SM_OK);
-		sr = isend_when_posted(s, src, 65536, end);
+		sr = isend_when_posted(s, src, 65536, NULL, end);
 		assert_int_equal(complete_both(sr, rr, end), 65536);
 		assert_memory_equal(src, dst, 65536);
 	}
@@ -334,7 +334,7 @@ static void test_send_call_moves_one_ring_at_most(void **state)
 	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
 	assert_int_equal(tp_irecv(r, dst, BIG, NULL, &sp.rr), SM_OK);
 	assert_int_equal(pthread_create(&t, NULL, spin_recv, &sp), 0);
-	sr = isend_when_posted(s, src, BIG, end);
+	sr = isend_when_posted(s, src, BIG, NULL, end);
 	assert_true(sr->moved <= RING);
 	for (uint64_t before = sr->moved; !done && now() < end; before = sr->moved) {
 		assert_int_equal(tp_test(sr, &done, NULL), SM_OK);
@@ -390,7 +390,7 @@ static void recv_wait(int backend)
 			usleep(3000);
 		}
 		assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &rr), SM_OK);
-		sr = isend_when_posted(s, src, sizeof(src), end);
+		sr = isend_when_posted(s, src, sizeof(src), NULL, end);
 		assert_int_equal(complete_both(sr, rr, end), sizeof(dst));
 	}
 	tp_get_stats(s, &st);
@@ -431,7 +431,7 @@ static void test_shm_send_one_byte_too_many(void **state)
 	memset(dst, 0, sizeof(dst));
 	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
 	assert_int_equal(tp_irecv(r, dst, 64, NULL, &rr), SM_OK);
-	sr = isend_when_posted(s, src, 64, end);
+	sr = isend_when_posted(s, src, 64, NULL, end);
 	assert_int_equal(complete_both(sr, rr, end), 64);
 	memset(dst, 0, sizeof(dst));
 	assert_int_equal(tp_irecv(r, dst, 64, NULL, &rr), SM_OK);
@@ -471,7 +471,7 @@ static void test_tcp_oversized_send_mid_message(void **state)
 	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
 	assert_int_equal(tp_irecv(r, out, BIG, NULL, &r0), SM_OK);
 	assert_int_equal(tp_irecv(r, tiny, sizeof(tiny), NULL, &r1), SM_OK);
-	s0 = isend_when_posted(s, big, BIG, now() + 5);
+	s0 = isend_when_posted(s, big, BIG, NULL, now() + 5);
 	/* The socket fills, the receiver reads a little, the sender goes on:
 	 * message 0 is part-way out. */
 	for (int i = 0; i < 4; i++) {
@@ -514,7 +514,7 @@ static void test_tcp_host_receive_outlives_sender(void **state)
 	memset(dst, 0, sizeof(dst));
 	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
 	assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &r0), SM_OK);
-	sr = isend_when_posted(s, src, sizeof(src), end);
+	sr = isend_when_posted(s, src, sizeof(src), NULL, end);
 	while (!done && now() < end)
 		assert_int_equal(tp_test(sr, &done, NULL), SM_OK);
 	assert_true(done);
@@ -980,7 +980,7 @@ static void test_corrupt_ring_counters(void **state)
 
 	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
 	assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &rr), SM_OK);
-	sr = isend_when_posted(s, src, sizeof(src), now() + 10);
+	sr = isend_when_posted(s, src, sizeof(src), NULL, now() + 10);
 	atomic_store(&s->ctrl->data_written, 1ull << 40);
 	assert_int_equal(tp_test(rr, &done, NULL), SM_ERR_REMOTE);
 	assert_false(done);
@@ -1379,7 +1379,7 @@ static int traced_gap(uint64_t trace_ns, int late_send)
 		}
 		assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &rr), SM_OK);
 	}
-	sr = isend_when_posted(s, src, sizeof(src), end);
+	sr = isend_when_posted(s, src, sizeof(src), NULL, end);
 	assert_int_equal(complete_both(sr, rr, end), sizeof(src));
 	assert_string_equal(dst, "gap");
 	sm_set_log_sink(NULL);
@@ -1475,7 +1475,7 @@ static void test_stall_reported_once(void **state)
 
 	/* The waits were only reported: both requests still complete. */
 	end = now() + 10;
-	sr = isend_when_posted(s, src, 8, end);
+	sr = isend_when_posted(s, src, 8, NULL, end);
 	while (!done && now() < end)
 		assert_int_equal(tp_test(rr, &done, &got), SM_OK);
 	assert_int_equal(got, 8);

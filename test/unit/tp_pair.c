@@ -81,13 +81,22 @@ size_t complete_both(struct tp_req *sr, struct tp_req *rr, double end)
 
 /* Retries isend until the peer's receive is posted, as NCCL's proxy does;
  * fails the test past `end`. */
+void wait_done(struct tp_req *r, double end)
+{
+	int done = 0;
+
+	while (!done && now() < end)
+		assert_int_equal(tp_test(r, &done, NULL), SM_OK);
+	assert_true(done);
+}
+
 struct tp_req *isend_when_posted(struct tp_comm *s, const void *src, size_t size,
-					double end)
+				 const struct tp_region *reg, double end)
 {
 	struct tp_req *sr = NULL;
 
 	while (!sr && now() < end)
-		assert_int_equal(tp_isend(s, src, size, NULL, &sr), SM_OK);
+		assert_int_equal(tp_isend(s, src, size, reg, &sr), SM_OK);
 	assert_non_null(sr);
 	return sr;
 }

@@ -20,9 +20,12 @@ int make_pair(const struct tp_options *o, struct tp_comm **s, struct tp_comm **r
 /* Tests both requests until done (failing the test past `end`, or on an
  * error, which it prints); returns the bytes the receive reports. */
 size_t complete_both(struct tp_req *sr, struct tp_req *rr, double end);
-/* Retries isend until the peer's receive is posted, as NCCL's proxy does;
- * fails the test past `end`. */
-struct tp_req *isend_when_posted(struct tp_comm *s, const void *src, size_t size, double end);
+/* Tests `r` until it is done; fails the test past `end` or on an error. */
+void wait_done(struct tp_req *r, double end);
+/* Retries isend (from registration `reg`, or none) until the peer's
+ * receive is posted, as NCCL's proxy does; fails the test past `end`. */
+struct tp_req *isend_when_posted(struct tp_comm *s, const void *src, size_t size,
+				 const struct tp_region *reg, double end);
 /* The automatic choice between (posed) hosts: see tp_pair.c. */
 void auto_between_hosts(const char *hca, int offers_ib, const char *want);
 
