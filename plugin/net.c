@@ -95,12 +95,30 @@ static const char *real_getenv(const char *name, void *arg)
 	return getenv(name);
 }
 
+/* This host's RDMA devices and those NCCL_IB_HCA selects, looked up once
+ * (libibverbs opened, its device list read): the INFO line at init and
+ * the WARN at the first TCP connection to another host both read them. */
+static pthread_once_t rdma_once = PTHREAD_ONCE_INIT;
+static struct {
+	int n;			/* devices selected */
+	char found[256], selected[256], why[96];
+} rdma;
+
+static void rdma_lookup(void)
+{
+	const struct config *cfg = config_get();
+
+	if (cfg)
+		rdma.n = tp_rdma_devices(cfg->ib_hca, rdma.found, sizeof(rdma.found), rdma.selected,
+					 sizeof(rdma.selected), rdma.why, sizeof(rdma.why));
+}
+
 /* What NCCL_IB_HCA selects on this host, and whether connections to
  * other hosts will use it (once, with NCCL_IB_HCA set or verbose). */
 static void announce_rdma(const struct config *cfg)
 {
-	char found[256], selected[256], why[96], tcp_why[192];
-	int n, mode = config_ib_mode(cfg);
+	char tcp_why[192];
+	int mode = config_ib_mode(cfg);
 	const char *passed;
 
 	/* After build_devices: the plugin's own NCCL_NET_GDR_LEVEL counts. */
@@ -111,14 +129,15 @@ static void announce_rdma(const struct config *cfg)
 		snprintf(tcp_why, sizeof(tcp_why), "over TCP: %s", passed);
 	else
 		snprintf(tcp_why, sizeof(tcp_why), "over TCP (NCCL_SYMMEM_BACKEND)");
-	n = tp_rdma_devices(cfg->ib_hca, found, sizeof(found), selected, sizeof(selected), why,
-			    sizeof(why));
+	pthread_once(&rdma_once, rdma_lookup);
 	LOG_INFO("NET/symmem RDMA devices: %s%s%s; NCCL_IB_HCA=%s selects %d%s%s; other hosts are "
-		 "reached %s", found[0] ? found : "none", why[0] ? ", " : "", why,
-		 cfg->ib_hca[0] ? cfg->ib_hca : "(unset: all)", n, n ? ": " : "", selected,
+		 "reached %s", rdma.found[0] ? rdma.found : "none", rdma.why[0] ? ", " : "",
+		 rdma.why, cfg->ib_hca[0] ? cfg->ib_hca : "(unset: all)", rdma.n,
+		 rdma.n ? ": " : "", rdma.selected,
 		 mode == 2 ? "over ibverbs only (NCCL_SYMMEM_BACKEND=ib)" :
 		 mode == 0 ? tcp_why :
-		 n ? "over ibverbs where the peer has an RDMA device too, else TCP" : "over TCP");
+		 rdma.n ? "over ibverbs where the peer has an RDMA device too, else TCP" :
+			  "over TCP");
 }
 
 /* A connection to another host went over TCP while this host has RDMA
@@ -129,19 +148,18 @@ static void announce_rdma(const struct config *cfg)
  * another host. */
 static void warn_rdma_passed_over(const struct config *cfg, const struct tp_comm *tp)
 {
-	char found[256], selected[256], why[96];
 	const char *passed = config_rdma_passed_over(cfg);
 
 	if (!passed || strcmp(tp_comm_backend(tp), "tcp") != 0 ||
 	    atomic_exchange(&rdma_passed_warned, 1))
 		return;
-	if (tp_rdma_devices(cfg->ib_hca, found, sizeof(found), selected, sizeof(selected), why,
-			    sizeof(why)) <= 0)
+	pthread_once(&rdma_once, rdma_lookup);
+	if (rdma.n <= 0)
 		return;
 	LOG_WARN("NET/symmem: connections to other hosts run over TCP, though this host has "
 		 "RDMA device(s) %s: %s. With NCCL_P2P_DISABLE=0, and NCCL_NET_GDR_LEVEL and "
 		 "NCCL_PASS_SM unset, NCCL keeps its own paths inside each host and hands the "
-		 "plugin host memory between hosts, which goes over ibverbs", selected, passed);
+		 "plugin host memory between hosts, which goes over ibverbs", rdma.selected, passed);
 }
 
 /* GPUs hidden per process (a scheduler's per-task binding): copies into
