@@ -23,8 +23,8 @@
  * room for its announcement this long only when the sender is stuck. */
 #define ANNOUNCE_TIMEOUT_MS 10000
 /* Withdrawals kept while the socket is full: past this many bytes (about
- * 29000 messages of 144 bytes) further ones are dropped, and the sender unmaps those
- * registrations only when the connection closes. */
+ * 29000 messages of 144 bytes) further ones are dropped, and the sender
+ * unmaps those registrations only when the connection closes. */
 #define BACKLOG_MAX (4u << 20)
 
 /* Counts bytes of messages that reached the socket, and publishes how
