@@ -1690,7 +1690,8 @@ int config_ib_mode(const struct config *cfg)
  * memory only: GPU traffic between hosts then goes over TCP. */
 const char *config_rdma_passed_over(const struct config *cfg)
 {
-	if (cfg->backend != CONFIG_BACKEND_AUTO || !gpu_buffers_between_hosts())
+	/* Under auto, config_ib_mode() is 0 for this reason alone. */
+	if (cfg->backend != CONFIG_BACKEND_AUTO || config_ib_mode(cfg) != 0)
 		return NULL;
 	return "NCCL hands the plugin GPU buffers (NCCL_NET_GDR_LEVEL), and its ibverbs path "
 	       "carries host memory only (GPUDirect RDMA is not built)";
