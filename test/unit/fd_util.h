@@ -1,7 +1,8 @@
 /* Descriptors and mappings in tests: send several descriptors with one
  * message, as no sender of ours does but anyone who can connect may; tell
  * whether every copy of a pipe's write end is closed; count this
- * process's mappings of a shared segment. */
+ * process's open descriptors and its mappings of a shared segment (these
+ * two fail the test when /proc cannot be read). */
 #ifndef SYMMEM_TEST_FD_UTIL_H
 #define SYMMEM_TEST_FD_UTIL_H
 
@@ -17,8 +18,11 @@ int make_pipes(int *rd, int *wr, int n);
 /* 1 when the read end `rd` sees every write end closed within `ms`. */
 int writers_gone(int rd, int ms);
 
+/* Descriptors this process has open. */
+int open_fds(void);
+
 /* Live mappings of this process whose line in /proc/self/maps holds
- * `name` (a memfd's name), or -1 when that file cannot be read. */
+ * `name` (a memfd's name). */
 int mappings_named(const char *name);
 
 #endif

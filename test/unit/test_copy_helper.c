@@ -4,7 +4,6 @@
  * error, its handling of a client that hangs up or sends garbage, and that
  * nothing (child, descriptor) is left behind.  The copies themselves run
  * on the GPU hosts (scripts/gpu_check.sh). */
-#include <dirent.h>
 #include <fcntl.h>
 #include <errno.h>
 #include <poll.h>
@@ -42,19 +41,6 @@ static const char *helper_path(void)
 
 	assert_non_null(p);	/* set by meson: the helper built beside the tests */
 	return p;
-}
-
-static int open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *de;
-	int n = 0;
-
-	assert_non_null(d);
-	while ((de = readdir(d)) != NULL)
-		n += de->d_name[0] != '.';
-	closedir(d);
-	return n - 1;	/* the directory's own descriptor */
 }
 
 /* No child of this process is left, running or as a zombie. */
@@ -602,6 +588,20 @@ static void test_short_request_ends_helper(void **state)
 	short_request_ends_helper(CD_ADD, offsetof(struct cd_msg, info));
 }
 
+/* The helper `pid` holds none of the pipes whose read ends are rd[0..n):
+ * each reader sees the end while the helper still runs; then it leaves on
+ * the hang-up of `sock`. */
+static void holds_none_then_exits(pid_t pid, int sock, int *rd, int n)
+{
+	for (int i = 0; i < n; i++) {
+		assert_true(writers_gone(rd[i], 5000));
+		close(rd[i]);
+	}
+	assert_int_equal(waitpid(pid, NULL, WNOHANG), 0);
+	close(sock);
+	assert_int_equal(exited_within(pid, 5000), 0);
+}
+
 /* A refused request with descriptors attached: the helper closes every
  * one it got at once (it kept the one until it left, and a second stayed
  * open for good), so each pipe's reader sees the end while the helper
@@ -621,13 +621,7 @@ static void refused_request_closes(int nfds)
 	take_reply(sock, &r);
 	assert_int_equal(r.status, SM_ERR_INVALID);
 	assert_non_null(strstr(r.msg, "mapping before hello"));
-	for (int i = 0; i < nfds; i++) {
-		assert_true(writers_gone(rd[i], 5000));
-		close(rd[i]);
-	}
-	assert_int_equal(waitpid(pid, NULL, WNOHANG), 0);
-	close(sock);
-	assert_int_equal(exited_within(pid, 5000), 0);
+	holds_none_then_exits(pid, sock, rd, nfds);
 }
 
 static void test_refused_request_closes_fd(void **state)
@@ -720,13 +714,7 @@ static void test_inherited_fds_closed(void **state)
 	close(wr[0]);
 	close(wr[1]);		/* wr[1] was inherited under its own number */
 	ask(sock, &m, &r);	/* past its start */
-	for (int i = 0; i < 2; i++) {
-		assert_true(writers_gone(rd[i], 5000));
-		close(rd[i]);
-	}
-	assert_int_equal(waitpid(pid, NULL, WNOHANG), 0);
-	close(sock);
-	assert_int_equal(exited_within(pid, 5000), 0);
+	holds_none_then_exits(pid, sock, rd, 2);
 }
 
 /* CD_SLOTS copies in flight fill the ring: the next post starts nothing

@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "fd_util.h"
+
 #define MIB (1ull << 20)
 #define MS (1000ull * 1000)
 #define NEVER UINT64_MAX
@@ -619,19 +621,6 @@ static int teardown_ctrl(void **state)
 	close(client_sock);
 	close(d.ctrl);
 	return teardown(state);
-}
-
-static int open_fds(void)
-{
-	DIR *dir = opendir("/proc/self/fd");
-	struct dirent *de;
-	int n = 0;
-
-	assert_non_null(dir);
-	while ((de = readdir(dir)) != NULL)
-		n += de->d_name[0] != '.';
-	closedir(dir);
-	return n - 1;
 }
 
 /* Sends `m` with `fd` (closed here) and has the helper handle it;

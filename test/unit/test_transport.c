@@ -1,6 +1,5 @@
 /* transport/ on its own: the handle codec, and connection setup and data
  * movement through real sockets and shared memory in one process. */
-#include <dirent.h>
 #include <sched.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -633,18 +632,6 @@ static void test_abandoned_connect_freed(void **state)
 }
 
 static void send_payload(struct tp_comm *s, struct tp_comm *r, char *dst, size_t cap);
-
-static int open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-
-	assert_non_null(d);
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n;
-}
 
 /* tp_connect_abandon frees exactly its owner's unfinished connects
  * (NCCL's finalize of that context), with their sockets and rings. */
