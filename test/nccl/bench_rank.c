@@ -344,8 +344,14 @@ int bench_rank_main(const struct bench_opts *o, int phase, int rank, ncclUniqueI
 	c.host = malloc(c.cap);
 	if (!c.host)
 		return 2;
-	/* -V: the only GPU this process sees is its own. */
-	CUDA_OK(cudaSetDevice(o->own_gpu_only ? 0 : rank));
+	/* -V: the only GPU this process sees is its own.  More ranks than
+	 * GPUs share them round robin: with -H (one host per rank) that is
+	 * a correctness check on a one-GPU host, never a timing. */
+	int ngpus = 1;
+
+	if (!o->own_gpu_only)
+		CUDA_OK(cudaGetDeviceCount(&ngpus));
+	CUDA_OK(cudaSetDevice(o->own_gpu_only ? 0 : rank % ngpus));
 	CUDA_OK(cudaFree(NULL));	/* the CUDA context is not NCCL's setup */
 	barrier(&c);
 	t0 = bench_now();
