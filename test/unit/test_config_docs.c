@@ -26,7 +26,8 @@
 
 struct row {
 	int line;
-	char cell[NCELLS][1024];	/* name (without backticks), default, accepted, what, set by */
+	/* name (without backticks), default, accepted, what it does, set by */
+	char cell[NCELLS][1024];
 };
 
 static const char *doc_path;
@@ -34,20 +35,25 @@ static struct row rows[MAX_ROWS];
 static int nrows;
 
 /* A row of the table, one variable per line: "| `NAME` | ... |", no '|'
- * inside a cell. */
-static void read_row(char *text, int line)
+ * inside a cell.  0, or -1 with why on stderr (in the group's setup,
+ * where cmocka's asserts cannot run). */
+static int read_row(char *text, int line)
 {
 	struct row *r = &rows[nrows];
 	char *cell = text + 1, *bar;
 	int n = 0;
 
-	if (nrows == MAX_ROWS)
-		fail_msg("%s: more than %d rows", doc_path, MAX_ROWS);
+	if (nrows == MAX_ROWS) {
+		print_error("%s: more than %d rows\n", doc_path, MAX_ROWS);
+		return -1;
+	}
 	while ((bar = strchr(cell, '|'))) {
 		char *end = bar;
 
-		if (n == NCELLS)
-			fail_msg("%s:%d: more than %d cells", doc_path, line, NCELLS);
+		if (n == NCELLS) {
+			print_error("%s:%d: more than %d cells\n", doc_path, line, NCELLS);
+			return -1;
+		}
 		while (*cell == ' ')
 			cell++;
 		while (end > cell && end[-1] == ' ')
@@ -55,38 +61,51 @@ static void read_row(char *text, int line)
 		snprintf(r->cell[n++], sizeof(r->cell[0]), "%.*s", (int)(end - cell), cell);
 		cell = bar + 1;
 	}
-	if (n != NCELLS)
-		fail_msg("%s:%d: %d cells, expected %d", doc_path, line, n, NCELLS);
+	if (n != NCELLS) {
+		print_error("%s:%d: %d cells, expected %d\n", doc_path, line, n, NCELLS);
+		return -1;
+	}
 	/* "`NAME`" to NAME */
 	n = (int)strlen(r->cell[0]);
-	if (n < 3 || r->cell[0][0] != '`' || r->cell[0][n - 1] != '`' ||
-	    strchr(r->cell[0] + 1, '`') != r->cell[0] + n - 1)
-		fail_msg("%s:%d: the first cell is not one `NAME`: %s", doc_path, line, r->cell[0]);
+	if (n < 3 || r->cell[0][0] != '`' || strchr(r->cell[0] + 1, '`') != r->cell[0] + n - 1) {
+		print_error("%s:%d: the first cell is not one `NAME`: %s\n", doc_path, line,
+			    r->cell[0]);
+		return -1;
+	}
 	memmove(r->cell[0], r->cell[0] + 1, (size_t)n - 2);
 	r->cell[0][n - 2] = '\0';
 	r->line = line;
 	nrows++;
+	return 0;
 }
 
 static int load_doc(void **state)
 {
 	char text[4096];
 	FILE *f;
-	int line = 0;
+	int line = 0, rc = 0;
 
 	(void)state;
-	if (!doc_path)
+	if (!doc_path) {
+		print_error("usage: test_config_docs docs/env.md\n");
 		return -1;
+	}
 	f = fopen(doc_path, "r");
-	if (!f)
+	if (!f) {
+		print_error("%s: cannot be read\n", doc_path);
 		return -1;
-	while (fgets(text, sizeof(text), f)) {
+	}
+	while (rc == 0 && fgets(text, sizeof(text), f)) {
 		line++;
 		if (!strncmp(text, "| `", 3))
-			read_row(text, line);
+			rc = read_row(text, line);
 	}
 	fclose(f);
-	return nrows ? 0 : -1;
+	if (rc == 0 && nrows == 0) {
+		print_error("%s: no table rows\n", doc_path);
+		rc = -1;
+	}
+	return rc;
 }
 
 static const struct row *find_row(const char *name)
@@ -139,7 +158,8 @@ static void test_no_stale_rows(void **state)
 		if (strncmp(name, "NCCL_SYMMEM_", 12) || in_table(name) ||
 		    !strcmp(name, CONFIG_DEFAULTS_SET) || !strcmp(name, CONFIG_ENV_PLUGIN_SET))
 			continue;
-		fail_msg("%s:%d: %s is not a variable the plugin reads", doc_path, rows[r].line, name);
+		fail_msg("%s:%d: %s is not a variable the plugin reads", doc_path, rows[r].line,
+			 name);
 	}
 }
 
@@ -164,8 +184,8 @@ static void check_default(const char *line, void *arg)
 	}
 	snprintf(want, sizeof(want), "`%s`", value);
 	if (strncmp(r->cell[1], want, strlen(want)))
-		fail_msg("%s:%d: %s defaults to %s, the page says %s", doc_path, r->line, name, want,
-			 r->cell[1]);
+		fail_msg("%s:%d: %s defaults to %s, the page says %s", doc_path, r->line, name,
+			 want, r->cell[1]);
 }
 
 /* The default column starts with the value the INFO line shows. */
@@ -315,17 +335,19 @@ static void test_set_by(void **state)
 	assert_true(env.n > 1 && net.n > 1);
 	for (int i = 0; i < env.n; i++)
 		if (!find_row(env.name[i]))
-			fail_msg("%s: no row for %s, which the env plugin sets", doc_path, env.name[i]);
+			fail_msg("%s: no row for %s, which the env plugin sets", doc_path,
+				 env.name[i]);
 	for (int i = 0; i < net.n; i++)
 		if (!find_row(net.name[i]))
-			fail_msg("%s: no row for %s, which the net plugin sets", doc_path, net.name[i]);
+			fail_msg("%s: no row for %s, which the net plugin sets", doc_path,
+				 net.name[i]);
 	for (int r = 0; r < nrows; r++) {
 		const char *want = has_name(&env, rows[r].cell[0]) ? "env plugin" :
 				   has_name(&net, rows[r].cell[0]) ? "net plugin" : "no";
 
 		if (strcmp(rows[r].cell[4], want))
-			fail_msg("%s:%d: %s is set by: %s, the page says %s", doc_path, rows[r].line,
-				 rows[r].cell[0], want, rows[r].cell[4]);
+			fail_msg("%s:%d: %s is set by: %s, the page says %s", doc_path,
+				 rows[r].line, rows[r].cell[0], want, rows[r].cell[4]);
 	}
 }
 
