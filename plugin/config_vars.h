@@ -13,7 +13,7 @@
  *  - min, max: the accepted range (INT, SIZE, FACTOR, SECONDS); 0 where
  *    the kind has none.  The lists and PATH default to "" (unset).
  *  - owner: OWN, the plugin's (a malformed value fails init), or NCCL,
- *    NCCL's own (read as NCCL reads it, never refused: config.c).
+ *    NCCL's own (read as NCCL reads it, never refused: config_parse.h).
  * The comment above each row says what it does; docs/env.md says it at
  * length (test/unit/test_config_docs.c checks every row is there), and
  * docs/performance.md gives the figures behind the defaults. */
