@@ -3,7 +3,16 @@
  * Every variable the plugin honours is parsed once per process, validated
  * and logged once.  A malformed value makes config_get() fail with one
  * message naming the variable, the value and the accepted form; plugin init
- * turns that into a WARN and an error code. */
+ * turns that into a WARN and an error code.
+ *
+ * The module, one job per file (this header is its whole public surface):
+ *  - config_vars.h: the table, every variable with its kind, default and
+ *    range (docs/env.md documents each);
+ *  - config_parse.c: the value parser and its error messages;
+ *  - config.c: loading, validation, the lines logged once at init;
+ *  - config_nccl_defaults.c: what the plugin sets for NCCL, and what
+ *    follows from it for the tuner and the backend;
+ *  - config_route.c: the env plugin's routing. */
 #ifndef SYMMEM_PLUGIN_CONFIG_H
 #define SYMMEM_PLUGIN_CONFIG_H
 

@@ -1,19 +1,19 @@
 /* The env plugin, libnccl-env-symmem.so: NCCL_ENV_PLUGIN=symmem routes a
  * job through the net plugin beside it (libnccl-net-symmem.so) with that
- * one variable.  A library of its own, holding this file and config.c
- * only: a second name for the net plugin's file would not be found once
- * installed (ldconfig caches one name per file).
+ * one variable.  A library of its own, holding this file and the config
+ * module only: a second name for the net plugin's file would not be found
+ * once installed (ldconfig caches one name per file).
  *
  * Why an env plugin at all: NCCL reads NCCL_NCHANNELS_PER_NET_PEER before
  * it loads a net plugin, so the net plugin's own defaults come too late
- * for it, and without it send/recv and alltoall run at an eighth of their
- * speed on the copy-engine path.  NCCL loads the env plugin first, before
- * it reads anything.
+ * for it, and without it send/recv and alltoall run far below their speed
+ * on the copy-engine path (docs/performance.md).  NCCL loads the env
+ * plugin first, before it reads anything.
  *
- * The defaults go into the process environment (config.c, only where the
- * user left a variable unset), so NCCL, the net plugin's config and a copy
- * helper started later all read the same values; getEnv then just reads
- * the environment, as NCCL's built-in one does. */
+ * The defaults go into the process environment (config_route.c, only where
+ * the user left a variable unset), so NCCL, the net plugin's config and a
+ * copy helper started later all read the same values; getEnv then just
+ * reads the environment, as NCCL's built-in one does. */
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdio.h>
@@ -32,7 +32,8 @@ static const char anchor;
 
 /* The net plugin beside this library, links resolved, so that
  * NCCL_NET_PLUGIN opens that very file wherever the two lie; "" when the
- * loader does not say or it is not there (config.c then gives the name). */
+ * loader does not say or it is not there (config_route.c then gives the
+ * name). */
 static void net_plugin_path(char *out, size_t len)
 {
 	char *real = NULL, *slash;

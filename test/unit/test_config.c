@@ -1,4 +1,6 @@
-/* Unit tests for plugin/config.c.
+/* Unit tests for the config module through config.h: each variable of
+ * the table, loading, describing, the NCCL defaults and the env plugin's
+ * routing (the value forms alone: test_config_parse.c).
  *
  * config_parse() and config_describe() are driven through a table-backed
  * getenv so every case states its whole environment.  config_get() and
@@ -12,7 +14,6 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include <ctype.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bool_words.h"
 #include "config.h"
 #include "smfree.h"
 
@@ -40,7 +42,7 @@ struct kv {
 	const char *value;
 };
 
-/* Every variable, listed here independently of config.c's table so that a
+/* Every variable, listed here independently of config_vars.h so that a
  * variable dropped from that table shows up as a failure. */
 static const char *const all_names[] = {
 	"NCCL_PASS_SM",
@@ -107,9 +109,6 @@ static const struct {
 };
 
 #define NBOOLS (sizeof(bool_vars) / sizeof(bool_vars[0]))
-
-static const char *const bool_true[] = { "1", "true", "yes", "on" };
-static const char *const bool_false[] = { "0", "false", "no", "off" };
 
 /* ---- helpers ---------------------------------------------------------- */
 
@@ -368,76 +367,6 @@ static void test_defaults(void **state)
 
 /* ---- booleans ---------------------------------------------------------- */
 
-/* Writes `word` in one of several spellings: lower, upper, capitalised,
- * alternating, and padded with whitespace. */
-static void spell(const char *word, int how, char *out, size_t len)
-{
-	size_t i, n = strlen(word);
-	char *p = out;
-
-	assert_true(n + 5 < len);
-	if (how == 4) {
-		strcpy(p, " \t");
-		p += 2;
-	}
-	for (i = 0; i < n; i++) {
-		int c = (unsigned char)word[i];
-
-		switch (how) {
-		case 1: c = toupper(c); break;
-		case 2: c = i == 0 ? toupper(c) : c; break;
-		case 3: c = i % 2 ? toupper(c) : c; break;
-		default: break;
-		}
-		*p++ = (char)c;
-	}
-	if (how == 4) {
-		strcpy(p, " \n");
-		p += 2;
-	}
-	*p = '\0';
-}
-
-static void test_parse_bool_words(void **state)
-{
-	char buf[32];
-
-	(void)state;
-	for (size_t w = 0; w < 4; w++) {
-		for (int how = 0; how < 5; how++) {
-			int v = 42;
-
-			spell(bool_true[w], how, buf, sizeof(buf));
-			if (config_parse_bool(buf, &v) != 0)
-				fail_msg("'%s' rejected", buf);
-			assert_int_equal(v, 1);
-
-			v = 42;
-			spell(bool_false[w], how, buf, sizeof(buf));
-			if (config_parse_bool(buf, &v) != 0)
-				fail_msg("'%s' rejected", buf);
-			assert_int_equal(v, 0);
-		}
-	}
-}
-
-static void test_parse_bool_rejects(void **state)
-{
-	static const char *const bad[] = {
-		"maybe", "2", "", "   ", "tru", "truee", "yess", "o", "of", "1 0", "y", "n",
-		"t", "f", "enable", "-1", "01", "on1", "0x1", "true false", "\"1\"",
-	};
-
-	(void)state;
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		int v = 42;
-
-		if (config_parse_bool(bad[i], &v) != -1)
-			fail_msg("'%s' accepted", bad[i]);
-		assert_int_equal(v, 42);
-	}
-}
-
 static void test_bool_vars_accept(void **state)
 {
 	struct config cfg;
@@ -605,62 +534,6 @@ static void test_tristate_strict(void **state)
 }
 
 /* ---- sizes ------------------------------------------------------------- */
-
-static void test_parse_size_units(void **state)
-{
-	static const struct {
-		const char *s;
-		uint64_t want;
-	} cases[] = {
-		{ "0", 0 }, { "1", 1 }, { "4096", 4096 }, { "00012K", 12ULL << 10 },
-		{ "64K", 64ULL << 10 }, { "64k", 64ULL << 10 }, { "64KB", 64ULL << 10 },
-		{ "64kB", 64ULL << 10 }, { "64Kb", 64ULL << 10 }, { "64kb", 64ULL << 10 },
-		{ "64KiB", 64ULL << 10 }, { "64kib", 64ULL << 10 }, { "64KIB", 64ULL << 10 },
-		{ "2M", 2ULL << 20 }, { "2m", 2ULL << 20 }, { "2MB", 2ULL << 20 }, { "2mb", 2ULL << 20 },
-		{ "2MiB", 2ULL << 20 }, { "2mib", 2ULL << 20 }, { "2MIB", 2ULL << 20 },
-		{ "4G", 4ULL << 30 }, { "4g", 4ULL << 30 }, { "4GB", 4ULL << 30 }, { "4gb", 4ULL << 30 },
-		{ "4GiB", 4ULL << 30 }, { "4gIb", 4ULL << 30 },
-		{ "1T", 1ULL << 40 }, { "1t", 1ULL << 40 }, { "1TB", 1ULL << 40 }, { "1tb", 1ULL << 40 },
-		{ "1TiB", 1ULL << 40 }, { "1TIB", 1ULL << 40 },
-		/* One space between number and unit is allowed. */
-		{ "64 K", 64ULL << 10 }, { "64 MiB", 64ULL << 20 }, { "3 gb", 3ULL << 30 },
-		/* Surrounding whitespace is tolerated. */
-		{ " 64K ", 64ULL << 10 }, { "\t8M\n", 8ULL << 20 }, { "64 ", 64 },
-		{ "18446744073709551615", UINT64_MAX },
-		{ "16777215T", 16777215ULL << 40 },
-		{ "17179869183G", 17179869183ULL << 30 },
-	};
-
-	(void)state;
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		uint64_t v = 42;
-
-		if (config_parse_size(cases[i].s, &v) != 0)
-			fail_msg("'%s' rejected", cases[i].s);
-		if (v != cases[i].want)
-			fail_msg("'%s' gave %llu, want %llu", cases[i].s, (unsigned long long)v,
-				 (unsigned long long)cases[i].want);
-	}
-}
-
-static void test_parse_size_rejects(void **state)
-{
-	static const char *const bad[] = {
-		"banana", "", "   ", "-1", "+5", "1.5M", "0.5", "64  K", "64\tK", "K", "KiB", "64X",
-		"64KBB", "64B", "64KiBs", "64Ki", "64 K B", "6 4K", "64P", "64E", "0x10", "1e3",
-		"18446744073709551616", "99999999999999999999", "16777216T", "17179869184G",
-		"99999999999999999999K", "64,5K", "64K-", "- 1",
-	};
-
-	(void)state;
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		uint64_t v = 42;
-
-		if (config_parse_size(bad[i], &v) != -1)
-			fail_msg("'%s' accepted", bad[i]);
-		assert_true(v == 42);
-	}
-}
 
 static void test_size_vars(void **state)
 {
@@ -2809,7 +2682,6 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults),
-		cmocka_unit_test(test_parse_bool_words),
 		cmocka_unit_test(test_thread_thresholds),
 		cmocka_unit_test(test_proto_default),
 		cmocka_unit_test(test_own_defaults_not_the_users),
@@ -2822,13 +2694,10 @@ int main(void)
 		cmocka_unit_test(test_ib_mode),
 		cmocka_unit_test(test_channel_bounds),
 		cmocka_unit_test(test_p2p_chunk_fits_nccl_pool),
-		cmocka_unit_test(test_parse_bool_rejects),
 		cmocka_unit_test(test_bool_vars_accept),
 		cmocka_unit_test(test_bool_vars_reject),
 		cmocka_unit_test(test_nccl_tristate),
 		cmocka_unit_test(test_tristate_strict),
-		cmocka_unit_test(test_parse_size_units),
-		cmocka_unit_test(test_parse_size_rejects),
 		cmocka_unit_test(test_size_vars),
 		cmocka_unit_test(test_chunk_ring_ranges),
 		cmocka_unit_test(test_growth_factor),
