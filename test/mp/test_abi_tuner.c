@@ -48,6 +48,7 @@ struct version {
 		       int regbuf, int *nch);
 	abi_rc (*finish)(const void *t, void *ctx);
 	void *(*chunk_slot)(const void *t);	/* NULL before v6 */
+	size_t slots[3];	/* init, getCollInfo, finalize (destroy before v5) */
 	const void *table;
 };
 
@@ -128,16 +129,19 @@ INIT_V5(v7, struct abi_tuner_constants_v7)
 CHUNK(v6)
 CHUNK(v7)
 
-#define VERSION(T, N, csize, regbuf, chunk)                                                   \
+#define VERSION(T, N, csize, regbuf, chunk, fin)                                              \
 	{ .v = N, .constants_size = csize, .has_regbuf = regbuf, .init = T##_init,            \
-	  .coll = T##_coll, .finish = T##_finish, .chunk_slot = chunk }
+	  .coll = T##_coll, .finish = T##_finish, .chunk_slot = chunk,                        \
+	  .slots = { offsetof(struct abi_tuner_##T, init),                                    \
+		     offsetof(struct abi_tuner_##T, getCollInfo),                             \
+		     offsetof(struct abi_tuner_##T, fin) } }
 
 static struct version versions[] = {
-	VERSION(v7, 7, sizeof(struct abi_tuner_constants_v7), 1, v7_chunk),
-	VERSION(v6, 6, sizeof(struct abi_tuner_constants_v5), 1, v6_chunk),
-	VERSION(v5, 5, sizeof(struct abi_tuner_constants_v5), 1, NULL),
-	VERSION(v4, 4, 0, 1, NULL),
-	VERSION(v3, 3, 0, 0, NULL),
+	VERSION(v7, 7, sizeof(struct abi_tuner_constants_v7), 1, v7_chunk, finalize),
+	VERSION(v6, 6, sizeof(struct abi_tuner_constants_v5), 1, v6_chunk, finalize),
+	VERSION(v5, 5, sizeof(struct abi_tuner_constants_v5), 1, NULL, finalize),
+	VERSION(v4, 4, 0, 1, NULL, destroy),
+	VERSION(v3, 3, 0, 0, NULL, destroy),
 };
 #define NVERSIONS (sizeof(versions) / sizeof(versions[0]))
 
@@ -273,11 +277,10 @@ static void one_version(void **state)
 	if (!ver->table)
 		skip();		/* not exported */
 	assert_string_equal(*(const char *const *)ver->table, "symmem");
-	/* init, getCollInfo, finalize (destroy before v5): slots 1-3 */
-	for (size_t off = 8; off <= 24; off += 8) {
+	for (int i = 0; i < 3; i++) {
 		void *p;
 
-		memcpy(&p, (const char *)ver->table + off, sizeof(p));
+		memcpy(&p, (const char *)ver->table + ver->slots[i], sizeof(p));
 		assert_non_null(p);
 	}
 	/* getChunkSize stays NULL: NCCL keeps its own chunk size then, with
