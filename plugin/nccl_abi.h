@@ -1,7 +1,9 @@
-/* The NCCL 2.28 net-plugin and tuner-plugin ABI, written from the interface
- * facts in shared/docs/nccl-plugin-abi.md (member order, types, sizes).
- * No NCCL header is included: the library must build without NCCL present,
- * and the offsets are pinned by the static asserts at the bottom. */
+/* The NCCL net, tuner and env plugin ABIs this library exports (net v8-v12,
+ * tuner v3-v7, env v1-v2), written from the interface facts in
+ * shared/docs/nccl-plugin-abi.md and field-2026.md (member order, types,
+ * sizes).  No NCCL header is included: the library must build without NCCL
+ * present, and the offsets are pinned by the static asserts at the bottom
+ * (test/mp/test_abi_* checks the built tables against NCCL's numbers). */
 #ifndef SYMMEM_NCCL_ABI_H
 #define SYMMEM_NCCL_ABI_H
 
@@ -149,6 +151,39 @@ typedef struct {
 
 typedef ncclNetDeviceHandle_v11_t ncclNetDeviceHandle_t;
 
+/* v12 (NCCL 2.30): v11 with up to 8 physical devices behind a virtual one
+ * and a rail and plane id per device; the other types are v11's. */
+#define NCCL_NET_MAX_DEVS_PER_NIC_V12 8
+/* railId / planeId value for "not known": NCCL groups nothing by it. */
+#define NCCL_NET_ID_UNDEF (-1)
+
+typedef struct {
+	int ndevs;
+	int devs[NCCL_NET_MAX_DEVS_PER_NIC_V12];
+} ncclNetVDeviceProps_v12_t;
+
+typedef struct {
+	char *name;
+	char *pciPath;
+	uint64_t guid;
+	int ptrSupport;
+	int regIsGlobal;
+	int forceFlush;
+	int speed;
+	int port;
+	float latency;
+	int maxComms;
+	int maxRecvs;
+	ncclNetDeviceType netDeviceType;
+	int netDeviceVersion;
+	ncclNetVDeviceProps_v12_t vProps;
+	size_t maxP2pBytes;
+	size_t maxCollBytes;
+	int maxMultiRequestSize;
+	int16_t railId;
+	int16_t planeId;
+} ncclNetProperties_v12_t;
+
 typedef struct {
 	const char *name;
 	ncclResult_t (*init)(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *config,
@@ -179,6 +214,37 @@ typedef struct {
 	ncclResult_t (*finalize)(void *ctx);
 	ncclResult_t (*setNetAttr)(void *ctx, ncclNetAttr_v11_t *netAttr);
 } ncclNet_v11_t;
+
+typedef struct {
+	const char *name;
+	ncclResult_t (*init)(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *config,
+			     ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction);
+	ncclResult_t (*devices)(int *ndev);
+	ncclResult_t (*getProperties)(int dev, ncclNetProperties_v12_t *props);
+	ncclResult_t (*listen)(void *ctx, int dev, void *handle, void **listenComm);
+	ncclResult_t (*connect)(void *ctx, int dev, void *handle, void **sendComm,
+				ncclNetDeviceHandle_t **sendDevComm);
+	ncclResult_t (*accept)(void *listenComm, void **recvComm, ncclNetDeviceHandle_t **recvDevComm);
+	ncclResult_t (*regMr)(void *comm, void *data, size_t size, int type, void **mhandle);
+	ncclResult_t (*regMrDmaBuf)(void *comm, void *data, size_t size, int type, uint64_t offset,
+				    int fd, void **mhandle);
+	ncclResult_t (*deregMr)(void *comm, void *mhandle);
+	ncclResult_t (*isend)(void *sendComm, void *data, size_t size, int tag, void *mhandle,
+			      void *phandle, void **request);
+	ncclResult_t (*irecv)(void *recvComm, int n, void **data, size_t *sizes, int *tags,
+			      void **mhandles, void **phandles, void **request);
+	ncclResult_t (*iflush)(void *recvComm, int n, void **data, int *sizes, void **mhandles,
+			       void **request);
+	ncclResult_t (*test)(void *request, int *done, int *sizes);
+	ncclResult_t (*closeSend)(void *sendComm);
+	ncclResult_t (*closeRecv)(void *recvComm);
+	ncclResult_t (*closeListen)(void *listenComm);
+	ncclResult_t (*getDeviceMr)(void *comm, void *mhandle, void **dptr_mhandle);
+	ncclResult_t (*irecvConsumed)(void *recvComm, int n, void *request);
+	ncclResult_t (*makeVDevice)(int *d, ncclNetVDeviceProps_v12_t *props);
+	ncclResult_t (*finalize)(void *ctx);
+	ncclResult_t (*setNetAttr)(void *ctx, ncclNetAttr_v11_t *netAttr);
+} ncclNet_v12_t;
 
 typedef struct {
 	const char *name;
@@ -313,6 +379,48 @@ typedef struct {
 	ncclResult_t (*finalize)(void *ctx);
 } ncclTuner_v5_t;
 
+/* v6 (NCCL 2.30): v5 and an optional getChunkSize, which may change the
+ * chunk size NCCL computed for a collective (NULL: NCCL's stays). */
+typedef struct {
+	const char *name;
+	ncclResult_t (*init)(void **ctx, uint64_t commId, size_t nRanks, size_t nNodes,
+			     ncclDebugLogger_t logFunction, ncclNvlDomainInfo_v5_t *nvlDomainInfo,
+			     ncclTunerConstants_v5_t *constants);
+	ncclResult_t (*getCollInfo)(void *ctx, ncclFunc_t collType, size_t nBytes, int numPipeOps,
+				    float **collCostTable, int numAlgo, int numProto, int regBuff,
+				    int *nChannels);
+	ncclResult_t (*finalize)(void *ctx);
+	ncclResult_t (*getChunkSize)(void *ctx, ncclFunc_t collType, size_t nBytes, int algo,
+				     int proto, int nChannels, size_t *chunkSize);
+} ncclTuner_v6_t;
+
+/* v7 (NCCL 2.32): v6's functions; the tables indexed by compute
+ * capability have a fifth row. */
+#define NCCL_NUM_COMPCAPS_V7 5
+
+typedef struct {
+	double baseLatencies[7][3];
+	double hwLatencies[3][7][3];
+	double llMaxBws[NCCL_NUM_COMPCAPS_V7][3];
+	double perChMaxRingLL128Bws[NCCL_NUM_COMPCAPS_V7][3];
+	double perChMaxTreeLL128Bws[NCCL_NUM_COMPCAPS_V7][3];
+	double perChMaxTreeBws[NCCL_NUM_COMPCAPS_V7][3];
+	double perChMaxNVLSTreeBws[NCCL_NUM_COMPCAPS_V7][3];
+} ncclTunerConstants_v7_t;
+
+typedef struct {
+	const char *name;
+	ncclResult_t (*init)(void **ctx, uint64_t commId, size_t nRanks, size_t nNodes,
+			     ncclDebugLogger_t logFunction, ncclNvlDomainInfo_v5_t *nvlDomainInfo,
+			     ncclTunerConstants_v7_t *constants);
+	ncclResult_t (*getCollInfo)(void *ctx, ncclFunc_t collType, size_t nBytes, int numPipeOps,
+				    float **collCostTable, int numAlgo, int numProto, int regBuff,
+				    int *nChannels);
+	ncclResult_t (*finalize)(void *ctx);
+	ncclResult_t (*getChunkSize)(void *ctx, ncclFunc_t collType, size_t nBytes, int algo,
+				     int proto, int nChannels, size_t *chunkSize);
+} ncclTuner_v7_t;
+
 typedef struct {
 	const char *name;
 	ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void **ctx);
@@ -353,10 +461,16 @@ typedef struct {
 } ncclEnv_v2_t;
 
 /* Offsets from the ABI reference (x86-64 LP64). */
+_Static_assert(sizeof(ncclNet_v12_t) == 176, "ncclNet_v12_t size");
 _Static_assert(sizeof(ncclNet_v11_t) == 176, "ncclNet_v11_t size");
 _Static_assert(sizeof(ncclNet_v10_t) == 160, "ncclNet_v10_t size");
 _Static_assert(sizeof(ncclNet_v9_t) == 160, "ncclNet_v9_t size");
 _Static_assert(sizeof(ncclNet_v8_t) == 152, "ncclNet_v8_t size");
+_Static_assert(sizeof(ncclNetProperties_v12_t) == 128, "props v12 size");
+_Static_assert(offsetof(ncclNetProperties_v12_t, maxP2pBytes) == 104, "props v12 maxP2pBytes");
+_Static_assert(offsetof(ncclNetProperties_v12_t, maxMultiRequestSize) == 120, "props v12 mmrs");
+_Static_assert(offsetof(ncclNetProperties_v12_t, railId) == 124, "props v12 railId");
+_Static_assert(offsetof(ncclNetProperties_v12_t, planeId) == 126, "props v12 planeId");
 _Static_assert(sizeof(ncclNetProperties_v11_t) == 112, "props v11 size");
 _Static_assert(offsetof(ncclNetProperties_v11_t, vProps) == 64, "props v11 vProps");
 _Static_assert(offsetof(ncclNetProperties_v11_t, maxP2pBytes) == 88, "props v11 maxP2pBytes");
@@ -369,6 +483,11 @@ _Static_assert(sizeof(ncclNetAttr_v11_t) == 44, "net attr size");
 _Static_assert(sizeof(ncclTunerConstants_v5_t) == 1152, "tuner constants size");
 _Static_assert(offsetof(ncclTunerConstants_v5_t, perChMaxNVLSTreeBws) == 1056, "tuner nvls");
 _Static_assert(sizeof(ncclTuner_v5_t) == 32, "tuner v5 size");
+_Static_assert(sizeof(ncclTuner_v6_t) == 40, "tuner v6 size");
+_Static_assert(sizeof(ncclTuner_v7_t) == 40, "tuner v7 size");
+_Static_assert(sizeof(ncclTunerConstants_v7_t) == 1272, "tuner v7 constants size");
+_Static_assert(offsetof(ncclTunerConstants_v7_t, perChMaxRingLL128Bws) == 792, "tuner v7 ll128");
+_Static_assert(offsetof(ncclTunerConstants_v7_t, perChMaxNVLSTreeBws) == 1152, "tuner v7 nvls");
 _Static_assert(sizeof(ncclEnv_v1_t) == 32, "env v1 size");
 _Static_assert(sizeof(ncclEnv_v2_t) == 32, "env v2 size");
 

@@ -1,5 +1,7 @@
 /* The tuner that ships in the same library (NCCL finds it there when
- * NCCL_TUNER_PLUGIN is unset).  Two levers, both from smfree/policy.c:
+ * NCCL_TUNER_PLUGIN is unset), exported as tuner v3 to v7, each table a
+ * thin adapter over the one implementation below.  Three levers, all from
+ * smfree/policy.c:
  * - the channel count, only under NCCL_PASS_SM=1;
  * - on the intra-host copy-engine path (config_ll128_chunk()), Ring LL128 in
  *   place of the Ring Simple NCCL's model picked for a mid-size all_gather,
@@ -81,6 +83,18 @@ static ncclResult_t tuner_v5_init(void **ctx, uint64_t commId, size_t nRanks, si
 	(void)commId;
 	(void)nvl;
 	(void)constants;	/* NCCL's model constants stay as they are */
+	return tuner_start(nRanks, nNodes, logFunction, 1, ctx);
+}
+
+/* v7: v5's init with a fifth compute-capability row in the constants,
+ * which stay NCCL's as well. */
+static ncclResult_t tuner_v7_init(void **ctx, uint64_t commId, size_t nRanks, size_t nNodes,
+				  ncclDebugLogger_t logFunction, ncclNvlDomainInfo_v5_t *nvl,
+				  ncclTunerConstants_v7_t *constants)
+{
+	(void)commId;
+	(void)nvl;
+	(void)constants;
 	return tuner_start(nRanks, nNodes, logFunction, 1, ctx);
 }
 
@@ -180,6 +194,27 @@ static ncclResult_t tuner_finish(void *ctx)
 	registry_retire(ctx);
 	return ncclSuccess;
 }
+
+/* getChunkSize (v6, v7) stays NULL: nothing measured says a chunk size
+ * other than NCCL's would serve the plugin's paths.  NULL is how NCCL 2.30
+ * runs every v2-v5 tuner: its chunk size stays, with no call.  A function
+ * that kept the value would give the same chunk, but cost a call per
+ * collective, and any error it returned would fail the collective. */
+EXPORT ncclTuner_v7_t ncclTunerPlugin_v7 = {
+	.name = "symmem",
+	.init = tuner_v7_init,
+	.getCollInfo = tuner_get_coll_info,
+	.finalize = tuner_finish,
+	.getChunkSize = NULL,
+};
+
+EXPORT ncclTuner_v6_t ncclTunerPlugin_v6 = {
+	.name = "symmem",
+	.init = tuner_v5_init,
+	.getCollInfo = tuner_get_coll_info,
+	.finalize = tuner_finish,
+	.getChunkSize = NULL,
+};
 
 EXPORT ncclTuner_v5_t ncclTunerPlugin_v5 = {
 	.name = "symmem",

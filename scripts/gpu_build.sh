@@ -5,12 +5,22 @@
 
 # NCCL_FROM=wheel: the drivers link PyTorch's NCCL (the nvidia-nccl wheel
 # under /opt/torch, 2.28.9 there) instead of the system's (2.28.3).
+# NCCL_FROM=DIR: an NCCL built into DIR (scripts/nccl_build.sh: DIR/include,
+# DIR/lib), first on the loader path too, so every process loads it.
 gpu_nccl_paths() {
 	NCCL_H=$(ls /usr/include/nccl.h 2>/dev/null || find /opt/torch -name nccl.h 2>/dev/null | head -1)
 	NCCL_SO=$(ls /usr/lib/x86_64-linux-gnu/libnccl.so.2 2>/dev/null ||
 		find /opt/torch -name 'libnccl.so.2' 2>/dev/null | head -1)
 	[ "${NCCL_FROM:-}" = wheel ] && NCCL_SO=$(find /opt/torch -name 'libnccl.so.2' 2>/dev/null | head -1)
+	case ${NCCL_FROM:-} in /*)
+		NCCL_H=$NCCL_FROM/include/nccl.h NCCL_SO=$NCCL_FROM/lib/libnccl.so.2
+		[ -f "$NCCL_H" ] && [ -f "$NCCL_SO" ] || echo "NCCL_FROM=$NCCL_FROM: no include/nccl.h or lib/libnccl.so.2"
+		export LD_LIBRARY_PATH="$NCCL_FROM/lib:${LD_LIBRARY_PATH:-}" ;;
+	esac
 	GPU_CC="gcc -std=c11 -O2 -D_GNU_SOURCE -I$(dirname "$NCCL_H") -I/usr/local/cuda/include"
+	# nccl.h before 2.26 declares ncclBfloat16 only after cuda_bf16.h,
+	# which the drivers (C) do not include; the library has it either way.
+	grep -q __CUDA_BF16_TYPES_EXIST__ "$NCCL_H" && GPU_CC="$GPU_CC -D__CUDA_BF16_TYPES_EXIST__"
 	GPU_LD="$NCCL_SO -L/usr/local/cuda/lib64 -Wl,-rpath,$(dirname "$NCCL_SO"):/usr/local/cuda/lib64"
 }
 
@@ -37,10 +47,15 @@ gpu_build() {
 	$GPU_CC -Iplugin test/nccl/reg_bw.c test/mp/harness.c $GPU_LD -lcudart \
 		-L/usr/local/cuda/lib64/stubs -lcuda -ldl -o build-gpu/reg_bw >>"$log" 2>&1 ||
 		{ tail -30 "$log"; return 1; }
-	# A rank killed mid-collective (its own main, nccl_bench's fork and ops).
-	$GPU_CC test/nccl/rank_death.c test/nccl/bench_data.c test/nccl/bench_issue.c \
-		test/nccl/bench_fork.c $GPU_LD -lcudart -lm -o build-gpu/rank_death >>"$log" 2>&1 ||
-		{ tail -30 "$log"; return 1; }
+	# A rank killed mid-collective (its own main, nccl_bench's fork and ops);
+	# it needs ncclCommShrink, which NCCL before 2.27 lacks.
+	if grep -q ncclCommShrink "$NCCL_H"; then
+		$GPU_CC test/nccl/rank_death.c test/nccl/bench_data.c test/nccl/bench_issue.c \
+			test/nccl/bench_fork.c $GPU_LD -lcudart -lm -o build-gpu/rank_death >>"$log" 2>&1 ||
+			{ tail -30 "$log"; return 1; }
+	else
+		echo "== no ncclCommShrink in $NCCL_H: rank_death not built"
+	fi
 	export LD_LIBRARY_PATH="$PWD/build-gpu:${LD_LIBRARY_PATH:-}"
 }
 

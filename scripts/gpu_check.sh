@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [full|quick|debug|paths|pool|leak|helper|probe|perf|table|floor|death]
+# Usage: scripts/gpu_check.sh [full|quick|debug|paths|pool|leak|helper|probe|perf|table|floor|death|abi|onegpu]
 #        full: every op to 1 GiB, the three protocols, CUDA graphs, registered
 #        buffers (with graphs), TCP, NCCL_CUMEM_ENABLE=0, ranks that see one
 #        GPU each (nccl_bench -V), a rank killed mid-collective, PyTorch (one
@@ -24,12 +24,19 @@
 #        net, host memory only and in-process copies; death: a rank killed
 #        mid-collective (all_reduce, alltoall, sendrecv, TCP), one that stops
 #        taking part (stall reports, aborts return) and PyTorch's
-#        row and column groups.
+#        row and column groups; abi: which net, tuner and env plugin ABI
+#        this NCCL picks (from its log), every op 8 B-16 MiB checked, the
+#        1 MiB and 1 GiB ratios (bench/results/versions.md;
+#        scripts/nccl_build.sh --check runs it on an NCCL built from
+#        source); onegpu: two processes on GPU 0 posing as two hosts
+#        (NCCL_HOSTID), over the copy engines and TCP, correctness only
+#        (abi does the same on a host with one GPU).
 #        Any other mode is a session experiment: scripts/gpu_experiments.sh
 #        runs it (handed on from here, so commands in bench/results still work).
 #        NRANKS=n uses the first n GPUs (default: all).
 #        NCCL_FROM=wheel runs the NCCL drivers on PyTorch's NCCL (2.28.9 on the
-#        GPU hosts) instead of the system's (2.28.3).
+#        GPU hosts) instead of the system's (2.28.3); NCCL_FROM=/DIR on one
+#        built into /DIR (scripts/nccl_build.sh), its lib first on the loader path.
 #        SKIP_GRAPH=1 leaves out the CUDA-graph runs.
 #        PART=matrix runs only full's / quick's driver matrix (every op, the
 #        protocols, graphs, registered buffers), PART=extras only the rest
@@ -39,7 +46,7 @@
 #        taken (cuda-gdb) into its log folder before they are killed.
 MODE=${1:-full}
 case $MODE in
-full | quick | debug | paths | pool | leak | helper | probe | perf | table | floor | death) ;;
+full | quick | debug | paths | pool | leak | helper | probe | perf | table | floor | death | abi | onegpu) ;;
 *) exec bash "$(dirname "$0")/gpu_experiments.sh" "$@" ;;
 esac
 set -u
@@ -51,6 +58,37 @@ if [ "$MODE" = debug ]; then
 	bench chan16 -E NCCL_MIN_NCHANNELS=16 -o all_reduce -b 65536 -e 1048576 -c none -i 5
 	bench registered-graph -R -G -o sendrecv,alltoall -b 1048576 -e 16777216 -c none -i 5
 	bench tcp -E NCCL_SYMMEM_BACKEND=tcp -o all_reduce,sendrecv -b 8 -e 16777216 -c none -i 3
+	finish
+fi
+
+# Which plugin ABI this NCCL takes, and a short check through it.  The env
+# plugin's route only where this NCCL loads env plugins (2.28.7 on).
+if [ "$MODE" = abi ]; then
+	runs=abi-check
+	if [ "$(nvidia-smi -L | wc -l)" -lt 2 ]; then
+		one_gpu abi-check -b 8 -e 16777216 -f 16 -i 3
+	else
+		bench abi-check -b 8 -e 16777216 -f 16 -i 3
+		bench abi-ratio -o all_reduce,all_gather,reduce_scatter,alltoall,sendrecv \
+			-b 1048576 -e 1073741824 -f 1024 -c none -i 5
+		runs="$runs abi-ratio"
+		if grep -q ncclEnvPlugin_v "$NCCL_SO"; then
+			bench abi-env -Z -o all_reduce,sendrecv -b 8 -e 1048576 -f 64 -c none -i 3
+			expect_env_plugin abi-env
+			runs="$runs abi-env"
+		fi
+	fi
+	abi_versions $runs
+	finish
+fi
+
+# Two processes on one GPU posing as two hosts: what a host with one GPU
+# can check.
+if [ "$MODE" = onegpu ]; then
+	one_gpu onegpu -b 8 -e 67108864 -f 8 -i 3
+	one_gpu onegpu-tcp -E NCCL_SYMMEM_BACKEND=tcp -o all_reduce,alltoall,sendrecv \
+		-b 8 -e 16777216 -f 16 -c none -i 3
+	abi_versions onegpu
 	finish
 fi
 

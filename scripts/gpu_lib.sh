@@ -6,6 +6,8 @@
 #   expect_fail         a run that must fail with a WARN, well before its deadline;
 #   rank_death          a rank killed mid-collective: errors, aborts, no helper left;
 #   torch_check         a PyTorch script through the plugin;
+#   one_gpu             two ranks on GPU 0 posing as two hosts;
+#   abi_versions        the plugin ABI versions NCCL picked, from its logs;
 #   bench_tree, bench_old  the same run through an older tree's plugin;
 #   helper_lines, traces  the copy helpers' stop lines, the NCCL_SYMMEM_TRACE_US
 #                       lines of all ranks on one clock;
@@ -57,13 +59,15 @@ bench() {
 # P2P/SHM/another net, and a copy helper (unless copies stay in NCCL's
 # process on purpose: prove NAME inproc).  hosts: ranks posing as hosts
 # (nccl_bench -H), P2P inside each; hosts-host: the same with NCCL staging
-# the network's buffers in host memory (no GPUDirect, no helper needed).
+# the network's buffers in host memory (no GPUDirect, no helper needed);
+# hosts1: one rank per posed host (one_gpu), every channel via NET/symmem,
+# GPUDirect or not.
 prove() {
 	local dir="$OUT/logs/$1" gdr=${2:-gdr} n=0 p2p=0
 	local outside='via (P2P|SHM)|via NET/(Socket|IB)'
 	[ "$gdr" = none ] && return	# a native-only run: nothing to prove
 	# hosts: ranks posing as hosts (nccl_bench -H) keep P2P/SHM inside each.
-	case $gdr in hosts*) outside='via NET/(Socket|IB)' ;; esac
+	case $gdr in hosts | hosts-host) outside='via NET/(Socket|IB)' ;; esac
 	for log in "$dir"/nccl.*.log; do
 		[ -e "$log" ] || continue
 		# Every process of a plugin run: one that NCCL routed elsewhere
@@ -74,7 +78,7 @@ prove() {
 		fi
 		n=$((n + 1))
 		# The GPUDirect and P2P checks below pass a log with no channel.
-		case $gdr in hosts*) ;; *)
+		case $gdr in hosts | hosts-host) ;; *)
 			grep -q 'via NET/symmem' "$log" ||
 				{ echo "no channel via NET/symmem in $log"; fail=1; } ;;
 		esac
@@ -85,14 +89,14 @@ prove() {
 		if [ "$gdr" = hosts-host ] && grep 'via NET/symmem' "$log" | grep -q 'GDRDMA'; then
 			echo "GPUDirect where NCCL should stage in host memory in $log"; fail=1
 		fi
-		if [ "$gdr" != nogdr ] && [ "$gdr" != hosts-host ] &&
+		if [ "$gdr" != nogdr ] && [ "$gdr" != hosts-host ] && [ "$gdr" != hosts1 ] &&
 			grep 'via NET/symmem' "$log" | grep -vq 'GDRDMA'; then
 			echo "a channel without GPUDirect in $log:"; grep 'via NET/symmem' "$log" | grep -v GDRDMA | head -2
 			fail=1
 		fi
 	done
 	[ "$n" -gt 0 ] || { echo "no plugin log says 'Using network symmem' in $1"; fail=1; }
-	if [ "${gdr#hosts}" != "$gdr" ] && [ "$p2p" = 0 ]; then
+	if { [ "$gdr" = hosts ] || [ "$gdr" = hosts-host ]; } && [ "$p2p" = 0 ]; then
 		echo "no P2P channel inside the posed hosts in $1"; fail=1
 	fi
 	# Host staging between posed hosts: no GPU buffer reaches the plugin,
@@ -105,6 +109,41 @@ prove() {
 		echo "no copy helper started in $1"; fail=1
 	fi
 	grep -h -m1 'via NET/symmem' "$dir"/nccl.*.log 2>/dev/null | head -1
+}
+
+# one_gpu NAME [nccl_bench args...]: two ranks on GPU 0 in processes of
+# their own, posing as two hosts (NCCL_HOSTID, so NCCL takes them for two
+# GPUs and everything between them goes over the network): the plugin on a
+# host with one GPU, correctness only (the plugin phase alone).
+one_gpu() {
+	local name=$1
+	shift
+	CUDA_VISIBLE_DEVICES=0,0 NRANKS=2 PROVE=hosts1 bench "$name" -V -H 2 -m plugin "$@"
+}
+
+# abi_versions NAME...: what NCCL says it took from the plugin's library in
+# the runs NAME (net, tuner and env tables, with their ABI version where
+# this NCCL names it), each distinct line once with its count of processes,
+# then one summary line.
+abi_versions() {
+	local run lines
+	lines=$(for run in "$@"; do cat "$OUT/logs/$run"/nccl.*.log 2>/dev/null; done |
+		sed -n 's/.*NCCL INFO //p' |
+		grep -E '^(NCCL version|NET/Plugin: (Loaded|Failed)|TUNER/Plugin|ENV/Plugin|Using network)' |
+		sed 's/^\(NCCL version [^ ]*\).*/\1/' | sort | uniq -c)
+	echo "$lines"
+	echo "ABI picked: net $(abi_named "$lines" 'Loaded net plugin')," \
+		"tuner $(abi_named "$lines" 'TUNER/Plugin: Using')," \
+		"env $(abi_named "$lines" 'ENV/Plugin: Using')"
+}
+
+# abi_named LINES PATTERN: the versions "(vN)" that LINES matching PATTERN
+# name, or "none named" (NCCL before 2.26 logs no version for net v8, and
+# before 2.28 none for the tuner).
+abi_named() {
+	local v
+	v=$(echo "$1" | grep -e "$2" | grep -o '(v[0-9]*)' | tr -d '()' | sort -u | paste -sd ' ' -)
+	echo "${v:-none named}"
 }
 
 # expect_in_logs NAME PATTERN WHAT [PATTERN WHAT ...]: every NCCL log of
