@@ -66,7 +66,9 @@ int shm_comm_attach(struct tp_comm *c, int memfd, uint64_t seg_size, uint64_t ch
 	c->ctrl = ctrl;
 	c->seg_size = seg_size;
 	c->ring = (uint8_t *)p + SHM_RING_OFFSET;
-	c->ring_size = ctrl->ring_size;
+	/* From the size checked, not the header again: the peer can have
+	 * rewritten it since. */
+	c->ring_size = seg_size - SHM_RING_OFFSET;
 	c->chunk = min_u64(chunk, c->ring_size);
 	return SM_OK;
 }
