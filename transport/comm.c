@@ -388,14 +388,11 @@ static int isend_not_taken(struct tp_comm *c, struct tp_req **out, const void *d
 		c->try_ns = now;
 	if (now < c->next_check_ns)
 		return SM_OK;
-	if (sock_peer_gone(c->fd)) {
-		if (!c->start_try_ns) {
-			rc = c->ops->isend(c, out, data, size, reg);
-			if (rc || *out)
-				return rc;
-		}
-		if (!c->start_try_ns)
-			return comm_check_peer(c, NULL);
+	if (!c->start_try_ns && sock_peer_gone(c->fd)) {
+		rc = c->ops->isend(c, out, data, size, reg);
+		if (rc || *out || c->start_try_ns)
+			return rc;
+		return comm_check_peer(c, NULL);
 	}
 	c->next_check_ns = now + LIVENESS_INTERVAL_NS;
 	comm_note_wait(c, now);
