@@ -80,7 +80,11 @@ struct copyd {
 	uint64_t queued_at[CD_SLOTS];	/* a lead's copy queued at (ns) */
 	uint64_t copy_len[CD_SLOTS];	/* a queued lead's copy's bytes */
 	uint32_t slot_src[CD_SLOTS], slot_dst[CD_SLOTS];	/* a held request's mappings */
+	uint64_t posted_at[CD_SLOTS];	/* a held request's post time, as taken */
 	uint64_t inflight_bytes;	/* queued on streams, not yet seen landed */
+	/* The engine's busy time and the bytes it moved, for its rate: kept
+	 * here, since the ring's statistics are the client's to write too. */
+	uint64_t busy_ns, moved;
 	struct cd_queue queue;		/* taken, not yet queued: as copies */
 	unsigned fifo[16][CD_SLOTS];	/* per stream: leads of queued copies */
 	int fifo_head[16], fifo_n[16];
@@ -241,11 +245,9 @@ static int one_destination(const struct copyd *d)
  * a guess below what H200s do one way (about 0.36) until there is data. */
 static double engine_rate(const struct copyd *d)
 {
-	const struct cd_stats *s = &d->ring->stats;
-
-	if (s->busy_ns < ENGINE_RATE_SETTLE_NS || !s->bytes)
+	if (d->busy_ns < ENGINE_RATE_SETTLE_NS || !d->moved)
 		return 0.3;
-	return (double)s->bytes / (double)s->busy_ns;
+	return (double)d->moved / (double)d->busy_ns;
 }
 
 /* The request ring the client shares: a memfd of our layout.  Checked
@@ -583,6 +585,26 @@ static int locate(struct copyd *d, uint32_t id, uint64_t off, uint64_t len, CUde
 	return 0;
 }
 
+/* Copies the request in slot i out of the ring, reading each field once,
+ * and returns its message number.  The client can write the slot at any
+ * time: the helper checks this copy and uses only it, so a request
+ * rewritten after the check cannot send a copy outside its mappings. */
+static uint64_t read_request(const struct cd_slot *s, unsigned i, struct cd_pending *w,
+			     uint64_t *post_ns)
+{
+	const volatile struct cd_slot *v = s;
+
+	memset(w, 0, sizeof(*w));
+	w->slot = i;
+	w->src_id = v->src_id;
+	w->dst_id = v->dst_id;
+	w->src_off = v->src_off;
+	w->dst_off = v->dst_off;
+	w->len = v->len;
+	*post_ns = v->post_ns;
+	return v->seq;
+}
+
 /* Takes every newly posted request, in order, into the waiting copies;
  * returns how many.  `now`: this turn's clock, for the statistics (the
  * loop takes microseconds). */
@@ -595,16 +617,18 @@ static int take(struct copyd *d, uint64_t now)
 		struct cd_slot *s = &d->ring->slot[i];
 		struct cd_pending w;
 		struct range *dst, *src;
+		uint64_t post_ns;
 
 		if (atomic_load_explicit(&s->state, memory_order_acquire) != CD_POSTED ||
-		    s->seq != d->tail)
+		    read_request(s, i, &w, &post_ns) != d->tail)
 			break;
 		d->tail++;
 		n++;
-		if (s->post_ns)
-			sm_hist_add(&d->ring->stats.take_hist, now > s->post_ns ? now - s->post_ns : 0);
-		dst = covering(d, s->dst_id, s->dst_off, s->len);
-		src = covering(d, s->src_id, s->src_off, s->len);
+		if (post_ns)
+			sm_hist_add(&d->ring->stats.take_hist, now > post_ns ? now - post_ns : 0);
+		d->posted_at[i] = post_ns;
+		dst = covering(d, w.dst_id, w.dst_off, w.len);
+		src = covering(d, w.src_id, w.src_off, w.len);
 		if (!dst || !src || dst->dying || src->dying) {
 			slot_fail(s, "copy names an unknown mapping or runs past one");
 			continue;
@@ -613,12 +637,6 @@ static int take(struct copyd *d, uint64_t now)
 		dst->busy++;
 		d->slot_src[i] = src->id;
 		d->slot_dst[i] = dst->id;
-		w.slot = i;
-		w.src_id = s->src_id;
-		w.dst_id = s->dst_id;
-		w.src_off = s->src_off;
-		w.dst_off = s->dst_off;
-		w.len = s->len;
 		w.dst_key = dest_key(d, dst);	/* <= ngpus <= MAX_GPUS */
 		d->key_seen[w.dst_key] = ++d->taken;
 		if (w.dst_key)
@@ -888,7 +906,7 @@ static int issue(struct copyd *d)
 			continue;
 		}
 		for (unsigned m = lead; m != CD_SLOTS; m = d->queue.next[m]) {
-			uint64_t posted = d->ring->slot[m].post_ns;
+			uint64_t posted = d->posted_at[m];
 
 			if (!posted || posted > d->queued_at[lead])
 				continue;	/* a clock it got wrong: only a statistic */
@@ -899,6 +917,7 @@ static int issue(struct copyd *d)
 		d->fifo_n[st]++;
 		d->copy_len[lead] = bytes;
 		d->inflight_bytes += bytes;
+		d->moved += bytes;
 		d->ring->stats.copies += (uint64_t)members;
 		d->ring->stats.bytes += bytes;
 		d->ring->stats.issued++;
@@ -959,6 +978,7 @@ static void serve(struct copyd *d)
 		}
 		/* Busy time: turns that began with a copy in flight. */
 		if (was_busy) {
+			d->busy_ns += now - turn;
 			d->ring->stats.busy_ns += now - turn;
 			if (now - turn > d->ring->stats.turn_max_ns)
 				d->ring->stats.turn_max_ns = now - turn;

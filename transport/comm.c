@@ -368,6 +368,37 @@ static int check_region(const struct tp_comm *c, const struct tp_region *reg, co
 	return SM_OK;
 }
 
+/* The backend took no send: no receive posted yet, or its copy could not
+ * start.  A receiver may post its receive and close between the backend's
+ * look at its receives and the liveness check; once the hang-up shows,
+ * everything it posted before closing shows too, so the send looks once
+ * more before the hang-up fails it.  A posted receive whose copy waits
+ * for a copy slot (start_try_ns) is not failed by the hang-up either: the
+ * copy limit bounds that wait.  The hang-up is looked for here, not left
+ * to comm_check_peer: one that check found on a look of its own, a moment
+ * later, would fail the send without the second look. */
+static int isend_not_taken(struct tp_comm *c, struct tp_req **out, const void *data,
+			   size_t size, const struct tp_region *reg)
+{
+	uint64_t now = sm_now_ns();
+	int rc;
+
+	c->stats.retries++;
+	if (!c->try_ns)
+		c->try_ns = now;
+	if (now < c->next_check_ns)
+		return SM_OK;
+	if (!c->start_try_ns && sock_peer_gone(c->fd)) {
+		rc = c->ops->isend(c, out, data, size, reg);
+		if (rc || *out || c->start_try_ns)
+			return rc;
+		return comm_check_peer(c, NULL);
+	}
+	c->next_check_ns = now + LIVENESS_INTERVAL_NS;
+	comm_note_wait(c, now);
+	return SM_OK;
+}
+
 int tp_isend(struct tp_comm *c, const void *data, size_t size, const struct tp_region *reg,
 	     struct tp_req **out)
 {
@@ -388,14 +419,10 @@ int tp_isend(struct tp_comm *c, const void *data, size_t size, const struct tp_r
 		return rc;
 	trace_call(c);
 	rc = c->ops->isend(c, out, data, size, reg);
-	if (rc)
+	if (!rc && !*out)
+		rc = isend_not_taken(c, out, data, size, reg);
+	if (rc || !*out)
 		return rc;
-	if (!*out) {
-		c->stats.retries++;
-		if (!c->try_ns)
-			c->try_ns = sm_now_ns();
-		return comm_check_peer(c, NULL);
-	}
 	(*out)->t_wait = c->try_ns ? (*out)->t_post - c->try_ns : 0;
 	sm_hist_add(&c->stats.stage[TP_STAGE_RECV_WAIT], (*out)->t_wait);
 	c->try_ns = 0;

@@ -165,14 +165,21 @@ struct tp_region {
 	struct ib_dev *ib_dev;
 };
 
-/* A peer's exported registration as the sender sees it. */
-struct remote_region {
-	uint32_t id;
-	int fd;				/* until imported */
+/* An allocation of the peer's as the sender sees it, shared by every
+ * registration the peer announced in it. */
+struct remote_alloc {
 	struct sm_share_info info;
+	int fd;				/* until imported */
 	struct sm_mapping *map;		/* imported on first use, when no helper copies */
 	uint32_t hid;			/* the copy helper's name for it, or 0 */
 	int helper_tried;		/* hid stays 0: the helper could not map it */
+	unsigned refs;			/* registrations in it */
+};
+
+/* A peer's exported registration as the sender sees it. */
+struct remote_region {
+	uint32_t id;
+	struct remote_alloc *alloc;
 	int dying;			/* withdrawn; kept for the sends still copying into it */
 };
 
@@ -394,12 +401,14 @@ uint64_t comm_close_deadline(const struct tp_comm *c);
 void trace_call(struct tp_comm *c);
 void trace_done(const struct tp_comm *c, const struct tp_req *r);
 
-/* region.c */
-int region_lookup(struct tp_comm *c, uint32_t id, struct remote_region **out);
-int region_map(struct tp_comm *c, struct remote_region *rr);
-/* Makes the peer's registration known to the copy helper if there is one;
- * rr->hid stays 0 when it cannot be (the copy then runs in this process). */
-void region_to_helper(struct tp_comm *c, struct remote_region *rr);
+/* region.c: the allocation holding the peer's registration `id`, read
+ * off the socket if need be; *out = NULL when the peer never announced it
+ * or withdrew it. */
+int region_lookup(struct tp_comm *c, uint32_t id, struct remote_alloc **out);
+int region_map(struct tp_comm *c, struct remote_alloc *a);
+/* Makes the peer's allocation known to the copy helper if there is one;
+ * a->hid stays 0 when it cannot be (the copy then runs in this process). */
+void region_to_helper(struct tp_comm *c, struct remote_alloc *a);
 int region_drain(struct tp_comm *c);
 /* Sender: a direct send into registration `id` landed (and left the
  * queue); a withdrawn registration goes once no queued send copies

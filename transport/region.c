@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -388,6 +389,25 @@ int tp_region_covers(const struct tp_region *r, const void *data, size_t size)
 	return p >= r->base && size <= r->size && p - r->base <= r->size - size;
 }
 
+/* The receiver's registrations the sender keeps on one connection at
+ * most.  Each may hold the descriptor of the receiver's export until it is
+ * mapped; NCCL registers a few buffers per connection (more with
+ * ncclCommRegister), so a peer past this is broken or hostile.  The limit
+ * is also a quarter of RLIMIT_NOFILE's soft limit at most (256 at the
+ * common 1024): one connection never takes the process's last descriptors,
+ * whatever its peer announces. */
+#define REMOTE_MAX 4096u
+
+static unsigned remote_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+	    rl.rlim_cur / 4 >= REMOTE_MAX)
+		return REMOTE_MAX;
+	return rl.rlim_cur < 4 ? 1 : (unsigned)(rl.rlim_cur / 4);
+}
+
 static struct remote_region *remote_find(struct tp_comm *c, uint32_t id)
 {
 	for (unsigned i = 0; i < c->nremote; i++)
@@ -396,16 +416,35 @@ static struct remote_region *remote_find(struct tp_comm *c, uint32_t id)
 	return NULL;
 }
 
-static void remote_drop(struct tp_comm *c, struct remote_region *rr)
+/* Registrations of one allocation come with the same description (the
+ * receiver exports each allocation once): they share one descriptor, one
+ * mapping and one copy-helper range here. */
+static struct remote_alloc *alloc_find(struct tp_comm *c, const struct sm_share_info *info)
 {
+	for (unsigned i = 0; i < c->nremote; i++)
+		if (!memcmp(&c->remote[i].alloc->info, info, sizeof(*info)))
+			return c->remote[i].alloc;
+	return NULL;
+}
+
+static void alloc_put(struct tp_comm *c, struct remote_alloc *a)
+{
+	if (--a->refs)
+		return;
 	/* Leaked on purpose after copies into them were given up
 	 * (tp_close): a late copy must find its target still mapped. */
-	if (rr->hid && !c->keep_mappings)
-		smf_range_del(c->ce, rr->hid);
-	if (rr->fd >= 0)
-		close(rr->fd);
+	if (a->hid && !c->keep_mappings)
+		smf_range_del(c->ce, a->hid);
+	if (a->fd >= 0)
+		close(a->fd);
 	if (!c->keep_mappings)
-		sm_import_put(rr->map);
+		sm_import_put(a->map);
+	free(a);
+}
+
+static void remote_drop(struct tp_comm *c, struct remote_region *rr)
+{
+	alloc_put(c, rr->alloc);
 	if (rr->dying)
 		c->remote_dying--;
 	*rr = c->remote[--c->nremote];
@@ -432,8 +471,6 @@ static int remote_busy(const struct tp_comm *c, uint32_t id)
  * which waits for their copies or keeps the mapping. */
 static void remote_withdrawn(struct tp_comm *c, struct remote_region *rr)
 {
-	if (rr->dying)
-		return;
 	if (!remote_busy(c, rr->id)) {
 		remote_drop(c, rr);
 		return;
@@ -453,45 +490,100 @@ void region_landed(struct tp_comm *c, uint32_t id)
 		remote_drop(c, rr);
 }
 
-/* Takes `fd` (the peer's export, or -1): kept with the registration, or
- * closed when the announcement is refused, since an export fd left open
- * would pin the peer's GPU memory until this process exits. */
+/* What a receiver of ours announces: cuMem exports with their descriptor,
+ * legacy IPC handles without one, never an empty allocation.  A process
+ * out of descriptors receives an announcement without its descriptor too
+ * (the kernel drops what it cannot install), hence the hint. */
+static int check_add(struct tp_comm *c, const struct wire_region *msg, int fd)
+{
+	const struct sm_share_info *info = &msg->info;
+
+	if (info->kind != SM_SHARE_POSIX_FD && info->kind != SM_SHARE_LEGACY_IPC)
+		return comm_fail(c, SM_ERR_REMOTE, "peer announced registration %u of unknown "
+				 "kind %u", msg->id, info->kind);
+	if (info->kind == SM_SHARE_POSIX_FD && fd < 0)
+		return comm_fail(c, SM_ERR_REMOTE, "peer announced registration %u without its "
+				 "descriptor (or this process is out of descriptors: RLIMIT_NOFILE)",
+				 msg->id);
+	if (info->kind == SM_SHARE_LEGACY_IPC && fd >= 0)
+		return comm_fail(c, SM_ERR_REMOTE, "peer announced registration %u, a legacy IPC "
+				 "handle, with a descriptor", msg->id);
+	if (info->alloc_size == 0)
+		return comm_fail(c, SM_ERR_REMOTE, "peer announced registration %u of an empty "
+				 "allocation", msg->id);
+	if (remote_find(c, msg->id))
+		return comm_fail(c, SM_ERR_REMOTE, "peer announced registration %u twice", msg->id);
+	if (c->nremote >= remote_limit())
+		return comm_fail(c, SM_ERR_REMOTE, "peer announced more than %u registrations on "
+				 "one connection, the most the sender keeps (the lower of %u and a "
+				 "quarter of RLIMIT_NOFILE)", remote_limit(), REMOTE_MAX);
+	return SM_OK;
+}
+
+/* Takes `fd` (the peer's export, or -1): kept with the registration's
+ * allocation, or closed when the announcement is refused or the
+ * allocation is known already, since an export fd left open would pin the
+ * peer's GPU memory until this process exits. */
 static int remote_add(struct tp_comm *c, const struct wire_region *msg, int fd)
 {
+	struct remote_alloc *a;
 	struct remote_region *rr;
 	int rc;
 
-	if (remote_find(c, msg->id)) {
-		rc = comm_fail(c, SM_ERR_REMOTE, "peer announced registration %u twice", msg->id);
+	rc = check_add(c, msg, fd);
+	if (rc)
 		goto refuse;
-	}
 	if (c->nremote == c->remote_cap) {
 		unsigned cap = c->remote_cap ? 2 * c->remote_cap : 8;
 		struct remote_region *n = realloc(c->remote, cap * sizeof(*n));
 
-		if (!n) {
-			rc = comm_fail(c, SM_ERR_SYSTEM, "out of memory for peer registrations");
-			goto refuse;
-		}
+		if (!n)
+			goto no_memory;
 		c->remote = n;
 		c->remote_cap = cap;
 	}
+	a = alloc_find(c, &msg->info);
+	if (a) {
+		if (fd >= 0)
+			close(fd);
+	} else {
+		a = calloc(1, sizeof(*a));
+		if (!a)
+			goto no_memory;
+		a->info = msg->info;
+		a->fd = fd;
+	}
+	a->refs++;
 	rr = &c->remote[c->nremote++];
 	memset(rr, 0, sizeof(*rr));
 	rr->id = msg->id;
-	rr->fd = fd;
-	rr->info = msg->info;
+	rr->alloc = a;
 	return SM_OK;
+no_memory:
+	rc = comm_fail(c, SM_ERR_SYSTEM, "out of memory for peer registrations");
 refuse:
 	if (fd >= 0)
 		close(fd);
 	return rc;
 }
 
+/* A withdrawal names a registration the receiver announced and has not
+ * withdrawn yet; the receiver never sends another. */
+static int remote_del(struct tp_comm *c, const struct wire_region *msg, int fd)
+{
+	struct remote_region *rr = remote_find(c, msg->id);
+
+	if (fd >= 0)
+		close(fd);
+	if (!rr || rr->dying)
+		return comm_fail(c, SM_ERR_REMOTE, "peer withdrew registration %u, which it never "
+				 "announced or already withdrew", msg->id);
+	remote_withdrawn(c, rr);
+	return SM_OK;
+}
+
 static int handle_message(struct tp_comm *c, const struct wire_region *msg, int fd)
 {
-	struct remote_region *rr;
-
 	if (msg->magic != REGION_MAGIC || (msg->op != REGION_ADD && msg->op != REGION_DEL) ||
 	    msg->id == 0) {
 		if (fd >= 0)
@@ -500,12 +592,7 @@ static int handle_message(struct tp_comm *c, const struct wire_region *msg, int 
 	}
 	if (msg->op == REGION_ADD)
 		return remote_add(c, msg, fd);
-	if (fd >= 0)
-		close(fd);
-	rr = remote_find(c, msg->id);
-	if (rr)
-		remote_withdrawn(c, rr);
-	return SM_OK;
+	return remote_del(c, msg, fd);
 }
 
 /* Reads every complete announcement waiting on the socket. */
@@ -518,6 +605,11 @@ int region_drain(struct tp_comm *c)
 		ssize_t n = sm_recv_some(c->fd, c->rin + c->rin_len, sizeof(c->rin) - c->rin_len,
 					   &fd);
 
+		/* A receiver that closed after its last whole message: its
+		 * receives posted before are still served, and the liveness
+		 * check fails the first send it never posted a receive for. */
+		if (n < 0 && c->rin_len == 0)
+			return SM_OK;
 		if (n < 0)
 			return comm_fail(c, SM_ERR_REMOTE, "receiving peer: %s", sm_last_error());
 		if (fd >= 0) {
@@ -548,53 +640,56 @@ int region_poll(struct tp_comm *c)
 	return region_drain(c);
 }
 
-int region_lookup(struct tp_comm *c, uint32_t id, struct remote_region **out)
+int region_lookup(struct tp_comm *c, uint32_t id, struct remote_alloc **out)
 {
+	struct remote_region *rr;
 	int rc;
 
-	*out = remote_find(c, id);
-	if (!*out) {
+	*out = NULL;
+	rr = remote_find(c, id);
+	if (!rr) {
 		rc = region_drain(c);
 		if (rc)
 			return rc;
-		*out = remote_find(c, id);
+		rr = remote_find(c, id);
 	}
 	/* Withdrawn: kept only for the copies already queued into it. */
-	if (*out && (*out)->dying)
-		*out = NULL;
+	if (rr && !rr->dying)
+		*out = rr->alloc;
 	return SM_OK;
 }
 
-int region_map(struct tp_comm *c, struct remote_region *rr)
+int region_map(struct tp_comm *c, struct remote_alloc *a)
 {
 	int rc;
 
-	if (rr->map)
+	if (a->map)
 		return SM_OK;
-	rc = sm_import_get(c->peer_pid, &rr->info, rr->fd, &rr->map);
-	rr->fd = -1;		/* consumed either way */
+	rc = sm_import_get(c->peer_pid, &a->info, a->fd, &a->map);
+	a->fd = -1;		/* consumed either way */
 	if (rc)
 		return comm_fail(c, rc, "mapping the receiver's GPU buffer: %s", sm_last_error());
 	return SM_OK;
 }
 
-void region_to_helper(struct tp_comm *c, struct remote_region *rr)
+void region_to_helper(struct tp_comm *c, struct remote_alloc *a)
 {
 	uint64_t t0;
 
-	if (rr->hid || rr->helper_tried || !smf_engine_helper_pid(c->ce))
+	if (a->hid || a->helper_tried || !smf_engine_helper_pid(c->ce))
 		return;
-	rr->helper_tried = 1;
-	if (rr->info.kind == SM_SHARE_POSIX_FD && rr->fd < 0)
+	a->helper_tried = 1;
+	if (a->info.kind == SM_SHARE_POSIX_FD && a->fd < 0)
 		return;		/* already imported here, fd consumed */
 	t0 = sm_now_ns();
-	if (!smf_range_add(c->ce, c->peer_pid, &rr->info, rr->fd, &rr->hid)) {
-		log_range(c, "receive buffer", c->peer_pid, &rr->info, rr->hid, sm_now_ns() - t0);
+	if (!smf_range_add(c->ce, c->peer_pid, &a->info, a->fd, &a->hid)) {
+		log_range(c, "receive buffer", c->peer_pid, &a->info, a->hid, sm_now_ns() - t0);
 		return;
 	}
 	if (log_in_process(c))
-		sm_info("receiver's buffer (registration %u) stays with in-process copies: %s%s",
-			rr->id, sm_last_error(), more_with_verbose(c));
+		sm_info("receiver's buffer (allocation %#llx, %llu bytes) stays with in-process "
+			"copies: %s%s", (unsigned long long)a->info.addr,
+			(unsigned long long)a->info.alloc_size, sm_last_error(), more_with_verbose(c));
 }
 
 void region_close_all(struct tp_comm *c)

@@ -66,14 +66,16 @@ int shm_comm_attach(struct tp_comm *c, int memfd, uint64_t seg_size, uint64_t ch
 	c->ctrl = ctrl;
 	c->seg_size = seg_size;
 	c->ring = (uint8_t *)p + SHM_RING_OFFSET;
-	c->ring_size = ctrl->ring_size;
+	/* From the size checked, not the header again: the peer can have
+	 * rewritten it since. */
+	c->ring_size = seg_size - SHM_RING_OFFSET;
 	c->chunk = min_u64(chunk, c->ring_size);
 	return SM_OK;
 }
 
 /* Through the helper from host staging: for host buffers it cannot map.
  * *started = 0 with *stage_end = 0: no staging, copy in this process. */
-static int staged_copy(struct tp_comm *c, struct remote_region *rr, uint64_t offset,
+static int staged_copy(struct tp_comm *c, struct remote_alloc *ra, uint64_t offset,
 		       const void *data, size_t size, struct smf_copy *copy, int *started,
 		       uint64_t *stage_end)
 {
@@ -84,7 +86,7 @@ static int staged_copy(struct tp_comm *c, struct remote_region *rr, uint64_t off
 	rc = stage_put(c, data, size, &off, stage_end);
 	if (rc || !*stage_end)
 		return rc;
-	rc = smf_copy_start_ranges(c->ce, rr->hid, offset, c->hs_id, off, size, copy, started);
+	rc = smf_copy_start_ranges(c->ce, ra->hid, offset, c->hs_id, off, size, copy, started);
 	if (rc || !*started) {
 		stage_unput(c, *stage_end, before);
 		*stage_end = 0;
@@ -108,43 +110,43 @@ static int direct_copy(struct tp_comm *c, unsigned slot, uint32_t id, const void
 		       int *started, uint64_t *stage_end)
 {
 	uint64_t offset = c->ctrl->recv_offset[slot];
-	struct remote_region *rr;
+	struct remote_alloc *ra;
 	int rc;
 
 	*started = 0;
-	rc = region_lookup(c, id, &rr);
+	rc = region_lookup(c, id, &ra);
 	if (rc)
 		return rc;
-	if (!rr)
+	if (!ra)
 		return comm_fail(c, SM_ERR_REMOTE, "the peer's receive names its registration %u, "
 				 "which it never announced or already withdrew", id);
-	if (offset > rr->info.alloc_size || size > rr->info.alloc_size - offset)
+	if (offset > ra->info.alloc_size || size > ra->info.alloc_size - offset)
 		return comm_fail(c, SM_ERR_REMOTE, "receive at offset %llu of a %llu-byte peer "
 				 "allocation cannot hold %zu bytes", (unsigned long long)offset,
-				 (unsigned long long)rr->info.alloc_size, size);
+				 (unsigned long long)ra->info.alloc_size, size);
 	rc = comm_engine(c);
 	if (rc)
 		return rc;
 	*stage_end = 0;
 	if (reg && (reg->hid || reg->mem == TP_MEM_HOST))
-		region_to_helper(c, rr);
-	if (reg && reg->hid && rr->hid) {
-		rc = smf_copy_start_ranges(c->ce, rr->hid, offset, reg->hid,
+		region_to_helper(c, ra);
+	if (reg && reg->hid && ra->hid) {
+		rc = smf_copy_start_ranges(c->ce, ra->hid, offset, reg->hid,
 					   reg->offset + ((uintptr_t)data - reg->base), size, copy,
 					   started);
 		return rc ? comm_fail(c, rc, "%s", sm_last_error()) : SM_OK;
 	}
-	if (reg && reg->mem == TP_MEM_HOST && rr->hid && size + 64 <= c->ring_size) {
-		rc = staged_copy(c, rr, offset, data, size, copy, started, stage_end);
+	if (reg && reg->mem == TP_MEM_HOST && ra->hid && size + 64 <= c->ring_size) {
+		rc = staged_copy(c, ra, offset, data, size, copy, started, stage_end);
 		if (rc)
 			return comm_fail(c, rc, "%s", sm_last_error());
 		if (*started || c->hs_buf)
 			return SM_OK;	/* staged, or staging full: retry */
 	}
-	rc = region_map(c, rr);
+	rc = region_map(c, ra);
 	if (rc)
 		return rc;
-	rc = smf_copy_start(c->ce, sm_mapping_base(rr->map) + offset, data, size, copy, started);
+	rc = smf_copy_start(c->ce, sm_mapping_base(ra->map) + offset, data, size, copy, started);
 	return rc ? comm_fail(c, rc, "%s", sm_last_error()) : SM_OK;
 }
 

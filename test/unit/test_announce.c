@@ -4,9 +4,15 @@
  * not reading its socket (CUDA graph capture registers buffers long
  * before any data moves).  A receive whose announcement cannot be written
  * yet is retried, as NCCL retries irecv, and one that waits past the
- * announcement limit fails its connection instead of hanging.  Real
- * sockets and shared memory, one process; the copy engine and the GPU
- * exports are stand-ins (engine_standin.c, export_standin.c). */
+ * announcement limit fails its connection instead of hanging.  On the
+ * sender's side, registrations in one allocation share what it holds for
+ * them, an announcement no receiver of ours writes fails the connection,
+ * and so does one past the most it keeps.  Real sockets and shared memory,
+ * one process (a forked sender with few descriptors for the last); the
+ * copy engine and the GPU exports are stand-ins (engine_standin.c,
+ * export_standin.c). */
+#include <fcntl.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -68,18 +77,36 @@ static int unread(int fd)
 	return n;
 }
 
-/* Fills the receiver's socket with withdrawals of registrations it never
- * made, until some wait in its backlog: the sender has not read. */
+/* Fills the receiver's socket, made small first, while the sender does
+ * not read: announcements of registrations (legacy IPC handles, no
+ * descriptor) written and counted as the receiver writes its own, then
+ * the withdrawal of the first, which waits in the backlog. */
 static void fill_socket(struct tp_comm *r)
 {
+	static uint32_t next_id = 100000;
+	uint32_t first = next_id;
+	struct wire_region msg;
 	struct tp_region fake;
-	uint32_t id = 100000;
+	int small = 1;
+	ssize_t n;
 
-	memset(&fake, 0, sizeof(fake));
-	while (r->aout_len == 0 && id < 200000) {
-		fake.id = id++;
-		assert_int_equal(region_withdraw(r, &fake), SM_OK);
+	assert_int_equal(setsockopt(r->fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	memset(&msg, 0, sizeof(msg));
+	msg.magic = REGION_MAGIC;
+	msg.op = REGION_ADD;
+	msg.info.kind = SM_SHARE_LEGACY_IPC;
+	msg.info.alloc_size = SIZE;
+	for (msg.id = next_id; (n = sm_send_some(r->fd, &msg, sizeof(msg), -1)) > 0; msg.id++) {
+		assert_int_equal(n, (ssize_t)sizeof(msg));
+		r->ann_bytes += sizeof(msg);
+		atomic_store(&r->ctrl->announced, r->ann_bytes / sizeof(msg));
 	}
+	assert_int_equal(n, 0);
+	assert_true(msg.id > first);
+	next_id = msg.id;
+	memset(&fake, 0, sizeof(fake));
+	fake.id = first;
+	assert_int_equal(region_withdraw(r, &fake), SM_OK);
 	assert_true(r->aout_len > 0);
 }
 
@@ -408,6 +435,298 @@ static void test_second_wait_counts_from_its_own_start(void **state)
 	pair_close(&p);
 }
 
+/* ---- what a receiver's process may write on the socket ---- */
+
+/* A registration message for `id` describing `info`, with the n
+ * descriptors fds[] attached (n = 0: none). */
+static void send_region(struct tp_comm *r, uint32_t op, uint32_t id,
+			const struct sm_share_info *info, const int *fds, int n)
+{
+	struct wire_region msg;
+
+	memset(&msg, 0, sizeof(msg));
+	msg.magic = REGION_MAGIC;
+	msg.op = op;
+	msg.id = id;
+	if (info)
+		msg.info = *info;
+	if (n)
+		assert_int_equal(send_with_fds(r->fd, &msg, sizeof(msg), fds, n),
+				 (ssize_t)sizeof(msg));
+	else
+		assert_int_equal(write(r->fd, &msg, sizeof(msg)), (ssize_t)sizeof(msg));
+}
+
+/* A cuMem export of `size` bytes at `addr` (which the stand-in helper
+ * copies into as it is), allocation `alloc`. */
+static struct sm_share_info cumem_info(uint64_t alloc, void *addr, uint64_t size)
+{
+	struct sm_share_info info;
+
+	memset(&info, 0, sizeof(info));
+	info.kind = SM_SHARE_POSIX_FD;
+	info.alloc_id = alloc;
+	info.alloc_size = size;
+	info.addr = (uint64_t)(uintptr_t)addr;
+	return info;
+}
+
+/* A receive into registration `id` (announced by hand) at `dst`, which
+ * lies `off` bytes into the announced allocation. */
+static void move_into(struct pair *p, uint32_t id, uint8_t *dst, uint64_t off)
+{
+	double end = now() + DEADLINE_S;
+	struct tp_req *sr, *rr = NULL;
+	struct tp_region fake;
+
+	memset(&fake, 0, sizeof(fake));
+	fake.comm = p->r;
+	fake.comm_serial = p->r->serial;
+	fake.base = (uintptr_t)dst;
+	fake.size = SIZE;
+	fake.mem = TP_MEM_CUDA;
+	fake.id = id;
+	fake.offset = off;
+	memset(dst, 0xee, SIZE);
+	assert_int_equal(tp_irecv(p->r, dst, SIZE, &fake, &rr), SM_OK);
+	assert_non_null(rr);
+	sr = isend_when_posted(p->s, p->src, SIZE, p->sreg, end);
+	assert_int_equal(complete_both(sr, rr, end), SIZE);
+	assert_memory_equal(dst, p->src, SIZE);
+}
+
+/* Registrations in one allocation come with the same description and
+ * each with a copy of its descriptor: the sender keeps one descriptor and
+ * gives its copy helper one mapping for all of them, and lets both go
+ * with the last withdrawal. */
+static void test_allocation_shared_by_registrations(void **state)
+{
+	static uint8_t buf[3 * SIZE];
+	struct sm_share_info info = cumem_info(42, buf, sizeof(buf));
+	struct pair p;
+	int rd, wr, fds, ranges;
+
+	(void)state;
+	pair_open(&p);
+	assert_int_equal(make_pipes(&rd, &wr, 1), 0);
+	fds = open_fds();
+	for (uint32_t id = 5; id <= 7; id++)
+		send_region(p.r, REGION_ADD, id, &info, &wr, 1);
+	close(wr);
+	assert_int_equal(region_drain(p.s), SM_OK);
+	assert_int_equal(tp_remote_region_count(p.s), 3);
+	assert_int_equal(open_fds(), fds);	/* ours closed, one kept there */
+	ranges = standin_engine.ranges;
+	move_into(&p, 5, buf, 0);
+	move_into(&p, 6, buf + SIZE, SIZE);
+	move_into(&p, 7, buf + 2 * SIZE, 2 * SIZE);
+	assert_int_equal(standin_engine.ranges, ranges + 1);
+	send_region(p.r, REGION_DEL, 5, NULL, NULL, 0);
+	send_region(p.r, REGION_DEL, 6, NULL, NULL, 0);
+	assert_int_equal(region_drain(p.s), SM_OK);
+	assert_false(writers_gone(rd, 100));
+	assert_int_equal(standin_engine.ranges, ranges + 1);
+	move_into(&p, 7, buf + 2 * SIZE, 2 * SIZE);
+	send_region(p.r, REGION_DEL, 7, NULL, NULL, 0);
+	assert_int_equal(region_drain(p.s), SM_OK);
+	assert_int_equal(tp_remote_region_count(p.s), 0);
+	assert_true(writers_gone(rd, 1000));
+	assert_int_equal(standin_engine.ranges, ranges);
+	assert_int_equal(p.s->failed, 0);
+	close(rd);
+	pair_close(&p);
+}
+
+/* Announcements no receiver of ours writes, each on a fresh connection:
+ * the sender fails the connection with a remote error naming what is
+ * wrong, closes every descriptor that came with it, and stays failed. */
+static void test_bogus_announcements(void **state)
+{
+	static uint8_t buf[SIZE];
+	static const struct {
+		uint32_t kind;
+		uint64_t size;
+		int fd;			/* a descriptor comes with it */
+		uint32_t del;		/* then a withdrawal of this id (0: none) */
+		const char *why;
+	} cases[] = {
+		{ 0, SIZE, 1, 0, "of unknown kind 0" },
+		{ SM_SHARE_HOST_FD, SIZE, 1, 0, "of unknown kind 3" },
+		{ SM_SHARE_POSIX_FD, SIZE, 0, 0, "without its descriptor" },
+		{ SM_SHARE_LEGACY_IPC, SIZE, 1, 0, "legacy IPC handle, with a descriptor" },
+		{ SM_SHARE_POSIX_FD, 0, 1, 0, "of an empty allocation" },
+		{ SM_SHARE_POSIX_FD, SIZE, 1, 9, "withdrew registration 9, which it never" },
+		{ SM_SHARE_POSIX_FD, SIZE, 1, 5, "withdrew registration 5, which it never "
+						 "announced or already withdrew" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sm_share_info info = cumem_info(1, buf, cases[i].size);
+		struct tp_req *sr = NULL;
+		struct pair p;
+		int rd, wr;
+
+		pair_open(&p);
+		info.kind = cases[i].kind;
+		assert_int_equal(make_pipes(&rd, &wr, 1), 0);
+		send_region(p.r, REGION_ADD, 5, &info, &wr, cases[i].fd);
+		close(wr);
+		if (cases[i].del == 5)		/* withdrawn twice */
+			send_region(p.r, REGION_DEL, 5, NULL, NULL, 0);
+		if (cases[i].del)
+			send_region(p.r, REGION_DEL, cases[i].del, NULL, NULL, 0);
+		assert_int_equal(region_drain(p.s), SM_ERR_REMOTE);
+		if (!strstr(sm_last_error(), cases[i].why))
+			fail_msg("case %zu: %s", i, sm_last_error());
+		assert_int_equal(tp_isend(p.s, p.src, SIZE, p.sreg, &sr), SM_ERR_REMOTE);
+		assert_null(sr);
+		if (!cases[i].del)		/* refused: nothing kept */
+			assert_true(writers_gone(rd, 1000));
+		pair_close(&p);
+		assert_true(writers_gone(rd, 1000));
+		close(rd);
+	}
+}
+
+/* An announcement with more than one descriptor: the first is the
+ * export's, the others are closed when it is read, and the connection
+ * goes on. */
+static void test_announcement_with_extra_descriptors(void **state)
+{
+	static uint8_t buf[SIZE];
+	struct sm_share_info info = cumem_info(1, buf, SIZE);
+	int rd[3], wr[3];
+	struct pair p;
+
+	(void)state;
+	pair_open(&p);
+	assert_int_equal(make_pipes(rd, wr, 3), 0);
+	send_region(p.r, REGION_ADD, 5, &info, wr, 3);
+	for (int i = 0; i < 3; i++)
+		close(wr[i]);
+	assert_int_equal(region_drain(p.s), SM_OK);
+	assert_false(writers_gone(rd[0], 100));
+	assert_true(writers_gone(rd[1], 1000));
+	assert_true(writers_gone(rd[2], 1000));
+	move_into(&p, 5, buf, 0);
+	assert_int_equal(p.s->failed, 0);
+	pair_close(&p);
+	assert_true(writers_gone(rd[0], 1000));
+	for (int i = 0; i < 3; i++)
+		close(rd[i]);
+}
+
+/* ---- a receiver announcing without end ---- */
+
+#define LOW_NOFILE 64			/* the sender's descriptors: at most 16 registrations */
+#define FLOOD 200			/* announcements, each with a descriptor of its own */
+
+struct flood_result {
+	int rc;
+	char msg[256];
+	unsigned kept;			/* registrations the sender kept */
+	int held;			/* descriptors it held more than before, at the failure */
+	int can_open;			/* it could still open a file then */
+	int after_close;		/* descriptors more than before, once it closed */
+};
+
+/* Open descriptors below the limit, counted without opening one. */
+static int fds_below(int limit)
+{
+	int n = 0;
+
+	for (int fd = 0; fd < limit; fd++)
+		n += fcntl(fd, F_GETFD) >= 0;
+	return n;
+}
+
+/* The sender, a forked child with a low descriptor limit, reads until
+ * the connection fails or the receiver stops; no cmocka here: the parent
+ * checks what it reports. */
+static void flood_sender(struct tp_comm *s, int out)
+{
+	struct rlimit rl;
+	struct flood_result res;
+	double end = now() + DEADLINE_S;
+	int base, fd;
+
+	memset(&res, 0, sizeof(res));
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		_exit(2);
+	rl.rlim_cur = LOW_NOFILE;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+		_exit(2);
+	base = fds_below(1024);
+	while ((res.rc = region_drain(s)) == SM_OK && now() < end)
+		usleep(100);
+	snprintf(res.msg, sizeof(res.msg), "%s", sm_last_error());
+	res.kept = s->nremote;
+	res.held = fds_below(1024) - base;
+	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	res.can_open = fd >= 0;
+	if (fd >= 0)
+		close(fd);
+	tp_close(s);
+	res.after_close = fds_below(1024) - base;
+	_exit(write(out, &res, sizeof(res)) == (ssize_t)sizeof(res) ? 0 : 2);
+}
+
+/* A receiver that announces registrations without end, each with a
+ * descriptor of a new allocation: a sender with 64 descriptors (a quarter:
+ * 16 registrations) fails the connection at the 17th with one remote
+ * error naming the limit, never runs out of descriptors, and gives back
+ * every one it took when it closes. */
+static void test_announcements_past_the_limit(void **state)
+{
+	static uint8_t buf[SIZE];
+	struct flood_result res;
+	struct tp_comm *s, *r;
+	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	int out[2], status;
+	uint32_t id = 1;
+	pid_t pid;
+
+	(void)state;
+	standin_engine_reset(1);
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	assert_int_equal(pipe(out), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(out[0]);
+		flood_sender(s, out[1]);
+	}
+	close(out[1]);
+	while (id <= FLOOD) {
+		struct pollfd pf[2] = { { .fd = r->fd, .events = POLLOUT },
+					{ .fd = out[0], .events = POLLIN } };
+		struct sm_share_info info = cumem_info(id, buf, SIZE);
+		int fd;
+
+		assert_true(poll(pf, 2, 10000) > 0);
+		if (pf[1].revents)
+			break;		/* the sender gave up */
+		fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		assert_true(fd >= 0);
+		send_region(r, REGION_ADD, id++, &info, &fd, 1);
+		close(fd);
+	}
+	assert_int_equal(read(out[0], &res, sizeof(res)), (ssize_t)sizeof(res));
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	if (res.rc != SM_ERR_REMOTE)
+		fail_msg("the sender kept %u registrations: %d %s", res.kept, res.rc, res.msg);
+	assert_non_null(strstr(res.msg, "more than 16 registrations on one connection"));
+	assert_int_equal(res.kept, LOW_NOFILE / 4);
+	assert_true(res.held <= LOW_NOFILE / 4);
+	assert_true(res.can_open);
+	assert_int_equal(res.after_close, -1);	/* its socket went too */
+	close(out[0]);
+	tp_close(s);
+	tp_close(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -421,6 +740,10 @@ int main(void)
 		cmocka_unit_test(test_landing_time_from_the_future),
 		cmocka_unit_test(test_stale_deregistration_leaves_new_comm_alone),
 		cmocka_unit_test(test_host_sends_through_staging),
+		cmocka_unit_test(test_allocation_shared_by_registrations),
+		cmocka_unit_test(test_bogus_announcements),
+		cmocka_unit_test(test_announcement_with_extra_descriptors),
+		cmocka_unit_test(test_announcements_past_the_limit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -676,7 +676,7 @@ static void test_imported_fd_not_closed_twice(void **state)
 	assert_int_equal(region_drain(p.sc), SM_OK);
 	for (unsigned i = 0; i < p.sc->nremote; i++)
 		if (p.sc->remote[i].id == 9)
-			n = p.sc->remote[i].fd;
+			n = p.sc->remote[i].alloc->fd;
 	assert_true(n >= 0);
 
 	fake_region(&fake, &p, 9);

@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "fd_util.h"
+#include "touch_hook.h"
 
 #define MIB (1ull << 20)
 #define MS (1000ull * 1000)
@@ -601,6 +602,60 @@ static void test_exit_waits_for_copies(void **state_)
 	assert_int_equal(eng.freed_under_copy, 0);
 }
 
+/* ---- a client that writes its ring behind the helper's back ---- */
+
+static struct cd_slot *rewritten;
+
+/* Moves the request's destination past the end of its 64 MiB mapping. */
+static void move_destination_out(void *arg)
+{
+	(void)arg;
+	rewritten->dst_off = 64 * MIB;
+}
+
+/* The client rewrites a request right after the helper first read its
+ * destination (the touch hook acts then, every time): the helper copies
+ * what it checked, inside the mapping, not what the slot says by the time
+ * it queues the copy, which would lie outside it. */
+static void test_request_rewritten_after_read(void **state_)
+{
+	uint32_t staging = add_range(1 * MIB, 0), gpu = add_range(64 * MIB, 1);
+	CUdeviceptr base = range_find(&d, gpu)->host_dev;
+	unsigned c = post(staging, 0, gpu, 0, 64 << 10);
+	int taken;
+
+	(void)state_;
+	rewritten = &ring.slot[c];
+	if (touch_hook_arm(&rewritten->dst_off, sizeof(rewritten->dst_off), move_destination_out,
+			   NULL))
+		skip();
+	taken = take(&d, sm_now_ns());
+	assert_true(touch_hook_disarm());
+	assert_int_equal(taken, 1);
+	assert_int_equal(issue(&d), 1);
+	assert_int_equal(eng.ncopies, 1);
+	assert_true(eng.copy[0].dst == base);
+	land_all();
+	assert_int_equal(state(c), CD_DONE);
+}
+
+/* The engine's rate, which plans the phases, comes from the helper's own
+ * counts: statistics the client scribbled over in the ring (a rate near
+ * zero would put the next copy's start past the end of time) change
+ * nothing. */
+static void test_engine_rate_ignores_ring_stats(void **state_)
+{
+	(void)state_;
+	ring.stats.busy_ns = UINT64_MAX;
+	ring.stats.bytes = 1;
+	assert_true(engine_rate(&d) == 0.3);	/* no measurement yet: the guess */
+	d.busy_ns = 2 * ENGINE_RATE_SETTLE_NS;
+	d.moved = ENGINE_RATE_SETTLE_NS;
+	ring.stats.busy_ns = 1;
+	ring.stats.bytes = UINT64_MAX;
+	assert_true(engine_rate(&d) == 0.5);
+}
+
 /* ---- control messages, over a real socket pair ---- */
 
 static int client_sock = -1;
@@ -777,6 +832,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_held_slot_not_taken_again, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_depth_and_streams, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exit_waits_for_copies, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_request_rewritten_after_read, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_engine_rate_ignores_ring_stats, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_add_answers_name_and_del_drops, setup_ctrl,
 						teardown_ctrl),
 		cmocka_unit_test_setup_teardown(test_bad_host_staging_refused, setup_ctrl,

@@ -1507,6 +1507,8 @@ static void test_duplicate_announcement(void **state)
 	msg.magic = REGION_MAGIC;
 	msg.op = REGION_ADD;
 	msg.id = 7;
+	msg.info.kind = SM_SHARE_POSIX_FD;
+	msg.info.alloc_size = 4096;
 	for (int i = 0; i < 2; i++) {
 		int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
@@ -1519,7 +1521,8 @@ static void test_duplicate_announcement(void **state)
 }
 
 /* A registration message with `fd` attached (-1: none), as the
- * receiver's process may write it. */
+ * receiver's process may write it: an announcement describes a cuMem
+ * export when it comes with a descriptor, else a legacy IPC handle. */
 static void send_region_msg(struct tp_comm *r, uint32_t magic, uint32_t op, uint32_t id, int fd)
 {
 	struct wire_region msg;
@@ -1528,6 +1531,8 @@ static void send_region_msg(struct tp_comm *r, uint32_t magic, uint32_t op, uint
 	msg.magic = magic;
 	msg.op = op;
 	msg.id = id;
+	msg.info.kind = fd >= 0 ? SM_SHARE_POSIX_FD : SM_SHARE_LEGACY_IPC;
+	msg.info.alloc_size = 4096;
 	if (fd < 0)
 		assert_int_equal(write(r->fd, &msg, sizeof(msg)), (ssize_t)sizeof(msg));
 	else
@@ -1574,6 +1579,7 @@ static void test_withdrawal_fd_closed(void **state)
 	(void)state;
 	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
 	assert_int_equal(make_pipes(&rd, &wr, 1), 0);
+	send_region_msg(r, REGION_MAGIC, REGION_ADD, 5, -1);
 	send_region_msg(r, REGION_MAGIC, REGION_DEL, 5, wr);
 	close(wr);
 	assert_int_equal(region_drain(s), SM_OK);
@@ -1603,6 +1609,8 @@ static void test_announcement_fds_in_parts(void **state)
 	msg.magic = REGION_MAGIC;
 	msg.op = REGION_ADD;
 	msg.id = 7;
+	msg.info.kind = SM_SHARE_POSIX_FD;
+	msg.info.alloc_size = 4096;
 	assert_int_equal(send_with_fds(r->fd, &msg, 10, &wr[0], 1), 10);
 	assert_int_equal(region_drain(s), SM_OK);
 	assert_int_equal(send_with_fds(r->fd, (uint8_t *)&msg + 10, sizeof(msg) - 10, &wr[1], 1),
@@ -1643,7 +1651,7 @@ static void test_announcement_fd_not_reused(void **state)
 	assert_int_equal(tp_remote_region_count(s), 2);
 	for (unsigned i = 0; i < s->nremote; i++)
 		if (s->remote[i].id == 5)
-			n = s->remote[i].fd;
+			n = s->remote[i].alloc->fd;
 	assert_true(n >= 0);
 	send_region_msg(r, REGION_MAGIC, REGION_DEL, 5, -1);
 	assert_int_equal(region_drain(s), SM_OK);
@@ -1683,35 +1691,45 @@ static int withdraw_id(struct tp_comm *c, uint32_t id)
 	return region_withdraw(c, &reg);
 }
 
-/* Withdrawn registrations reach a sender that only moves data: thousands
- * of deregistrations while it is idle (more than the Unix socket holds)
- * neither block the receiver nor fail the connection, and once data moves
- * the sender reads them all, dropping the peer's mapping and its fd,
- * without a receive naming a new registration. */
+/* An announcement of registration `id` (a legacy IPC handle, no
+ * descriptor) counted as the receiver counts its own, and read by the
+ * sender. */
+static void announce_id(struct tp_comm *s, struct tp_comm *r, uint32_t id)
+{
+	send_region_msg(r, REGION_MAGIC, REGION_ADD, id, -1);
+	r->ann_bytes += sizeof(struct wire_region);
+	atomic_store(&r->ctrl->announced, r->ann_bytes / sizeof(struct wire_region));
+	assert_int_equal(region_drain(s), SM_OK);
+}
+
+/* Withdrawn registrations reach a sender that only moves data: more
+ * deregistrations while it is idle than the Unix socket holds (made small
+ * here) neither block the receiver nor fail the connection, and once data
+ * moves the sender reads them all, dropping the peer's mappings and the
+ * export fd, without a receive naming a new registration. */
 static void test_withdrawals_reach_the_sender(void **state)
 {
 	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
-	struct wire_region msg;
 	struct tp_comm *s, *r;
 	char dst[64];
 	double start, end;
-	int fds, fd;
+	int fds, fd, small = 1;
 
 	(void)state;
 	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
 	fds = open_fds();
-	memset(&msg, 0, sizeof(msg));
-	msg.magic = REGION_MAGIC;
-	msg.op = REGION_ADD;
-	msg.id = 7;
 	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	assert_true(fd >= 0);
-	assert_int_equal(sm_send_some(r->fd, &msg, sizeof(msg), fd), (ssize_t)sizeof(msg));
+	send_region_msg(r, REGION_MAGIC, REGION_ADD, 7, fd);
 	close(fd);
 	send_payload(s, r, dst, sizeof(dst));
+	for (uint32_t id = 1000; id < 1064; id++)
+		announce_id(s, r, id);
+	assert_int_equal(tp_remote_region_count(s), 65);
+	assert_int_equal(setsockopt(r->fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
 	start = now();
 	assert_int_equal(withdraw_id(r, 7), SM_OK);
-	for (uint32_t id = 1000; id < 3000; id++)
+	for (uint32_t id = 1000; id < 1064; id++)
 		assert_int_equal(withdraw_id(r, id), SM_OK);
 	assert_true(now() - start < 1);
 	assert_int_equal(r->failed, 0);
@@ -1739,15 +1757,15 @@ static void backlog_sink(int warn, const char *msg)
 
 /* A sender that reads nothing while its receiver deregisters without
  * end: the withdrawals waiting for room stop near the backlog's cap
- * (4 MiB; later ones reach the sender only at close), which is said once;
- * neither end fails, and once data moves the sender reads them all. */
+ * (4 MiB; later ones reach the sender only at close), which is said once,
+ * and neither end fails.  (So many withdrawals of registrations the
+ * sender really holds would take more than it keeps: these name none, and
+ * the sender is not made to read them.) */
 static void test_withdrawal_backlog_capped(void **state)
 {
 	const size_t cap = 4u << 20, msg = sizeof(struct wire_region);
 	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
 	struct tp_comm *s, *r;
-	char dst[64];
-	double end;
 
 	(void)state;
 	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
@@ -1761,12 +1779,7 @@ static void test_withdrawal_backlog_capped(void **state)
 	assert_true(r->aout_len <= cap);
 	assert_int_equal(backlog_notes, 1);
 	assert_int_equal(r->failed, 0);
-	end = now() + 10;
-	while ((unread(s->fd) > 0 || r->aout_len > 0) && now() < end)
-		send_payload(s, r, dst, sizeof(dst));
-	assert_int_equal(r->aout_len, 0);
 	assert_int_equal(s->failed, 0);
-	assert_int_equal(r->failed, 0);
 	tp_close(s);
 	tp_close(r);
 }
