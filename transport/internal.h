@@ -535,6 +535,20 @@ int ib_usable(const struct tp_options *opt, const uint8_t *peer_gid, struct ib_d
 int ib_region_register(struct tp_comm *c, struct tp_region *r);
 void ib_region_release(struct tp_region *r);
 
+/* auth.c: SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104) over the
+ * concatenation of `nparts` pieces, for the setup proofs. */
+#define SHA256_BYTES 32
+struct sha256 {
+	uint32_t h[8];
+	uint64_t len;
+	uint8_t buf[64];
+};
+void sha256_init(struct sha256 *c);
+void sha256_update(struct sha256 *c, const void *data, size_t n);
+void sha256_final(struct sha256 *c, uint8_t out[SHA256_BYTES]);
+void hmac_sha256(const uint8_t *key, size_t klen, const void *const *parts, const size_t *lens,
+		 int nparts, uint8_t out[SHA256_BYTES]);
+
 /* shm.c */
 int shm_segment_create(uint64_t ring_size, int *memfd, uint64_t *seg_size);
 int shm_comm_attach(struct tp_comm *c, int memfd, uint64_t seg_size, uint64_t chunk);

@@ -150,6 +150,94 @@ static void test_handle_bad_fields(void **state)
 	assert_non_null(strstr(sm_last_error(), "RDMA address"));
 }
 
+/* SHA-256 (FIPS 180-4's examples, a million 'a's fed in pieces, and
+ * lengths around the padding's edges) and HMAC-SHA-256 (RFC 4231 cases
+ * 1, 2 and 6, the last with a key longer than a block), the proofs'
+ * keyed hash. */
+static void expect_digest(const uint8_t *d, const char *want)
+{
+	char got[2 * SHA256_BYTES + 1];
+
+	for (int i = 0; i < SHA256_BYTES; i++)
+		snprintf(got + 2 * i, 3, "%02x", d[i]);
+	assert_string_equal(got, want);
+}
+
+static void expect_sha256(const void *data, size_t n, const char *want)
+{
+	uint8_t d[SHA256_BYTES];
+	struct sha256 c;
+
+	sha256_init(&c);
+	sha256_update(&c, data, n);
+	sha256_final(&c, d);
+	expect_digest(d, want);
+	sha256_init(&c);		/* the same in pieces of 7 */
+	for (size_t off = 0; off < n; off += 7)
+		sha256_update(&c, (const uint8_t *)data + off, n - off < 7 ? n - off : 7);
+	sha256_final(&c, d);
+	expect_digest(d, want);
+}
+
+static void test_sha256_known_answers(void **state)
+{
+	static const struct {
+		size_t len;
+		const char *want;
+	} edges[] = {
+		{ 55, "16fa57a0a3423a715d594516339f36189d6b5f93754a9714fef202616a9fabfe" },
+		{ 56, "c37b44e5f1b18554b36966f4f8e08bfbf3164c4b6c10374d12d89850892073c5" },
+		{ 63, "bbba992d2c85af960fb2987a1fd05e0aa82a3db3c740dd8982a9e273b75e36a3" },
+		{ 64, "66bd4633ed6f71c4ecfa4763bf7ba1c8ec7612de9aa6c0578a7b675207c71e0b" },
+		{ 119, "a3ed307b730fa77c07531300c6e4a282330011d4d4caf6bb7b63ae05950f4b66" },
+	};
+	uint8_t buf[1000], d[SHA256_BYTES];
+	struct sha256 c;
+
+	(void)state;
+	expect_sha256("", 0, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+	expect_sha256("abc", 3, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	expect_sha256("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56,
+		      "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(i * 7 + 1);
+	for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++)
+		expect_sha256(buf, edges[i].len, edges[i].want);
+	memset(buf, 'a', sizeof(buf));
+	sha256_init(&c);
+	for (int i = 0; i < 1000; i++)
+		sha256_update(&c, buf, sizeof(buf));
+	sha256_final(&c, d);
+	expect_digest(d, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+static void test_hmac_known_answers(void **state)
+{
+	static const char hi[] = "Hi There", jefe[] = "what do ya want for nothing?",
+			  big[] = "Test Using Larger Than Block-Size Key - Hash Key First";
+	uint8_t key[131], d[SHA256_BYTES];
+	const void *parts[2];
+	size_t lens[2];
+
+	(void)state;
+	memset(key, 0x0b, 20);
+	parts[0] = hi;
+	lens[0] = strlen(hi);
+	hmac_sha256(key, 20, parts, lens, 1, d);
+	expect_digest(d, "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+	parts[0] = jefe;		/* in two pieces */
+	lens[0] = 10;
+	parts[1] = jefe + 10;
+	lens[1] = strlen(jefe) - 10;
+	hmac_sha256((const uint8_t *)"Jefe", 4, parts, lens, 2, d);
+	expect_digest(d, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+	memset(key, 0xaa, sizeof(key));
+	parts[0] = big;
+	lens[0] = strlen(big);
+	hmac_sha256(key, sizeof(key), parts, lens, 1, d);
+	expect_digest(d, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+}
+
 /* RDMA port addresses on one network or not (rails): IPv4 GIDs under the
  * local interface's netmask, others by their 64-bit prefix. */
 static void v4_gid(uint8_t g[16], int a, int b, int c, int d)
@@ -2013,6 +2101,8 @@ int main(void)
 		cmocka_unit_test(test_handle_roundtrip),
 		cmocka_unit_test(test_handle_every_bit_flip_rejected),
 		cmocka_unit_test(test_handle_bad_fields),
+		cmocka_unit_test(test_sha256_known_answers),
+		cmocka_unit_test(test_hmac_known_answers),
 		cmocka_unit_test(test_gid_networks),
 		cmocka_unit_test(test_host_id_stable),
 		cmocka_unit_test(test_ring_wraps_shm),
