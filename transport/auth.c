@@ -130,3 +130,28 @@ void hmac_sha256(const uint8_t *key, size_t klen, const void *const *parts, cons
 	sha256_update(&c, inner, sizeof(inner));
 	sha256_final(&c, out);
 }
+
+/* Labels of equal length, so neither end's proof can stand for the
+ * other's (a listener impostor cannot reflect the connector's nonce). */
+static const char label_listener[] = "symmem-L";
+static const char label_connector[] = "symmem-C";
+_Static_assert(sizeof(label_listener) == sizeof(label_connector), "labels of one length");
+
+void wire_proof(const uint8_t token[16], int by_listener, const struct wire_hello *hello,
+		const uint8_t listener_nonce[WIRE_NONCE], uint8_t out[WIRE_MAC])
+{
+	const void *parts[] = { by_listener ? label_listener : label_connector, hello,
+				listener_nonce };
+	const size_t lens[] = { sizeof(label_listener) - 1, sizeof(*hello), WIRE_NONCE };
+
+	hmac_sha256(token, 16, parts, lens, 3, out);
+}
+
+int wire_mac_equal(const uint8_t *a, const uint8_t *b)
+{
+	uint8_t diff = 0;
+
+	for (int i = 0; i < WIRE_MAC; i++)
+		diff |= a[i] ^ b[i];
+	return diff == 0;
+}

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -1117,6 +1118,115 @@ static void test_stranger_fds_closed(void **state)
 	tp_close_listener(l);
 }
 
+/* Accepts on `l` until `len` bytes of the listener's answer to the
+ * stranger on `fd` are in `buf` (5 s at most). */
+static void accept_until_answered(struct tp_listener *l, int fd, void *buf, size_t len)
+{
+	struct tp_comm *r = NULL;
+	double end = now() + 5;
+	size_t got = 0;
+
+	while (got < len && now() < end) {
+		ssize_t n;
+
+		assert_int_equal(tp_accept(l, &r), SM_OK);
+		assert_null(r);
+		n = recv(fd, (uint8_t *)buf + got, len - got, MSG_DONTWAIT);
+		assert_true(n != 0);
+		if (n > 0)
+			got += (size_t)n;
+	}
+	assert_int_equal(got, len);
+}
+
+/* A stranger that speaks the protocol but does not hold the token: the
+ * challenge it gets holds nothing of the token (and the listener's proof
+ * is right), the listener's own proof sent back is refused with a reason
+ * (the two ends' proofs differ), the descriptor it attached is closed,
+ * and the real connector gets through afterwards. */
+static void test_stranger_without_proof_refused(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_AUTO, 1 << 20, 65536);
+	struct tp_handle_info info;
+	struct wire_hello hello = { .magic = WIRE_MAGIC, .version = WIRE_VERSION,
+				    .backend = TP_BACKEND_SHM };
+	struct wire_challenge chal;
+	struct wire_setup setup = { .magic = WIRE_MAGIC };
+	struct wire_reply reply;
+	uint8_t h[TP_HANDLE_SIZE], want[WIRE_MAC];
+	struct tp_listener *l;
+	struct tp_comm *s, *r;
+	int fd, rd, wr;
+
+	(void)state;
+	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
+	assert_int_equal(tp_handle_decode(h, &info), SM_OK);
+	fd = stranger_connect(h);
+	hello.pid = (uint32_t)getpid();
+	assert_int_equal(getrandom(hello.nonce, sizeof(hello.nonce), 0), sizeof(hello.nonce));
+	assert_int_equal(write(fd, &hello, sizeof(hello)), sizeof(hello));
+	accept_until_answered(l, fd, &chal, sizeof(chal));
+	assert_int_equal(chal.status, SM_OK);
+	assert_null(memmem(&chal, sizeof(chal), info.token, sizeof(info.token)));
+	wire_proof(info.token, 1, &hello, chal.nonce, want);
+	assert_memory_equal(chal.proof, want, WIRE_MAC);
+
+	memcpy(setup.proof, chal.proof, WIRE_MAC);
+	assert_int_equal(make_pipes(&rd, &wr, 1), 0);
+	assert_int_equal(send_with_fds(fd, &setup, sizeof(setup), &wr, 1), sizeof(setup));
+	close(wr);
+	accept_until_answered(l, fd, &reply, sizeof(reply));
+	assert_int_not_equal(reply.status, SM_OK);
+	assert_non_null(strstr(reply.reason, "did not prove"));
+	assert_true(writers_gone(rd, 5000));
+	close(rd);
+	close(fd);
+
+	assert_int_equal(drive_pair(&o, l, h, &s, &r), SM_OK);
+	assert_string_equal(tp_comm_backend(s), "shm");
+	tp_close_listener(l);
+	tp_close(s);
+	tp_close(r);
+}
+
+/* A connector the listener drops before its hello was read (four silent
+ * newcomers from its own address, the per-peer cap, push it out) dials
+ * again by itself and gets through within the deadline. */
+static void test_dropped_connector_dials_again(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_TCP, 1 << 20, 65536);
+	struct tp_handle_info info;
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	uint8_t h[TP_HANDLE_SIZE];
+	struct tp_listener *l;
+	struct tp_comm *s = NULL, *r = NULL;
+	int crowd[4], fds = open_fds();
+
+	(void)state;
+	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
+	assert_int_equal(tp_handle_decode(h, &info), SM_OK);
+	assert_int_equal(info.family, AF_INET);	/* this machine's first interface, or lo */
+	assert_int_equal(tp_connect(&o, h, &s), SM_OK);	/* dials, says nothing yet */
+	assert_null(s);
+	sa.sin_port = htons(info.port);
+	memcpy(&sa.sin_addr, info.addr, 4);
+	for (int i = 0; i < 4; i++) {
+		crowd[i] = socket(AF_INET, SOCK_STREAM, 0);
+		assert_int_equal(connect(crowd[i], (struct sockaddr *)&sa, sizeof(sa)), 0);
+	}
+	usleep(20 * 1000);
+	assert_int_equal(tp_accept(l, &r), SM_OK);	/* takes all five, drops the first */
+	assert_null(r);
+	assert_int_equal(drive_pair(&o, l, h, &s, &r), SM_OK);
+	assert_string_equal(tp_comm_backend(s), "tcp");
+	for (int i = 0; i < 4; i++)
+		close(crowd[i]);
+	tp_close_listener(l);
+	tp_close(s);
+	tp_close(r);
+	assert_int_equal(open_fds(), fds);
+}
+
 /* sm_recv_some keeps the first descriptor of a message and closes the
  * others the kernel installed. */
 static void test_recv_keeps_one_fd(void **state)
@@ -2122,6 +2232,8 @@ int main(void)
 		cmocka_unit_test(test_corrupt_ring_counters),
 		cmocka_unit_test(test_stranger_refused),
 		cmocka_unit_test(test_stranger_fds_closed),
+		cmocka_unit_test(test_stranger_without_proof_refused),
+		cmocka_unit_test(test_dropped_connector_dials_again),
 		cmocka_unit_test(test_recv_keeps_one_fd),
 		cmocka_unit_test(test_impostor_listener_gets_no_ring),
 		cmocka_unit_test(test_unreachable_fails_at_once),
