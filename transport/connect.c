@@ -107,10 +107,8 @@ static int choose_backend(const struct tp_options *opt, const struct tp_handle_i
 
 	*ib_dev = NULL;	/* ibverbs: the device, held for the comm to take */
 
-	if (opt->backend == TP_BACKEND_TCP)
-		return TP_BACKEND_TCP;
-	/* Forced, ibverbs serves one host too (RDMA loopback), as TCP does. */
-	if (opt->backend == TP_BACKEND_IB)
+	/* Forced, TCP and ibverbs serve one host too (RDMA loopback). */
+	if (opt->backend == TP_BACKEND_TCP || opt->backend == TP_BACKEND_IB)
 		same_host = 0;
 	if (!same_host && opt->backend == TP_BACKEND_SHM) {
 		sm_fail(SM_ERR_USAGE, "NCCL_SYMMEM_BACKEND=shm, but the peer runs on another host "
@@ -119,6 +117,15 @@ static int choose_backend(const struct tp_options *opt, const struct tp_handle_i
 	}
 	if (same_host)
 		return TP_BACKEND_SHM;
+	if (info->no_tcp) {
+		sm_fail(SM_ERR_USAGE, "the listener (pid %d) takes connections from its own host "
+			"only (NCCL_SYMMEM_BACKEND=shm there), but this connector is on another host "
+			"or was told to use %s: set one NCCL_SYMMEM_BACKEND on every rank", info->pid,
+			opt->backend == TP_BACKEND_IB ? "ibverbs" : "TCP");
+		return -1;
+	}
+	if (opt->backend == TP_BACKEND_TCP)
+		return TP_BACKEND_TCP;
 	/* The device is opened here first, so that a failure names this
 	 * host's reason rather than the peer's missing offer. */
 	if (opt->ib && ib_usable(opt, info->ib ? info->ib_gid : NULL, &d)) {

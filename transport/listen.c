@@ -1,7 +1,7 @@
 /* The listening (receiving) side of connection setup.
  *
- * A listener owns a Unix socket (same host) and a TCP socket (other
- * hosts), and serves the one connector that proves it
+ * A listener owns a Unix socket (same host) and, where peers may be on
+ * other hosts, a TCP socket, and serves the one connector that proves it
  * holds the handle's token (auth.c).  Anyone who can reach a socket can
  * connect, so the listener never waits on one candidate: each is served
  * without blocking, side by side, in a table of its own (candidate.c).  A
@@ -23,6 +23,15 @@
 /* Connections taken off each socket per call: enough to drain a flood
  * before the kernel's backlog fills, few enough to bound one call. */
 #define ACCEPTS_PER_CALL 64
+
+/* TCP only where a peer may be on another host: NCCL_SYMMEM_BACKEND=shm
+ * refuses other hosts, so its listeners open no TCP port at all.  With
+ * auto the listener cannot tell (a job of several hosts looks the same
+ * from here), and tcp and ib connect over it on one host too. */
+static int wants_tcp(const struct tp_options *opt)
+{
+	return opt->backend != TP_BACKEND_SHM;
+}
 
 int tp_listen(const struct tp_options *opt, int dev, void *handle, struct tp_listener **out)
 {
@@ -50,9 +59,12 @@ int tp_listen(const struct tp_options *opt, int dev, void *handle, struct tp_lis
 	rc = sock_uds_listen(info.uds_name, &l->uds_fd);
 	if (rc)
 		goto fail;
-	rc = sock_tcp_listen(opt->ifname, &info, &l->tcp_fd);
-	if (rc)
-		goto fail;
+	info.no_tcp = !wants_tcp(opt);
+	if (!info.no_tcp) {
+		rc = sock_tcp_listen(opt->ifname, &info, &l->tcp_fd);
+		if (rc)
+			goto fail;
+	}
 	l->opt.dev = dev;
 	info.ib = ib_usable(&l->opt, NULL, &l->ib_dev);
 	if (info.ib)

@@ -48,7 +48,7 @@ struct cand {
 
 struct tp_listener {
 	int uds_fd;
-	int tcp_fd;
+	int tcp_fd;		/* -1: peers of this host only */
 	int uid;
 	uint8_t token[16];
 	uint64_t deadline_ns;

@@ -69,6 +69,18 @@ static void test_handle_roundtrip(void **state)
 	assert_int_equal(tp_handle_decode(h, &out), SM_OK);
 	assert_int_equal(out.ib, 1);
 	assert_memory_equal(out.ib_gid, in.ib_gid, 16);
+	assert_int_equal(out.no_tcp, 0);
+
+	/* A listener without TCP: no family, port or address. */
+	sample_info(&in);
+	in.no_tcp = 1;
+	in.family = 0;
+	in.port = 0;
+	memset(in.addr, 0, sizeof(in.addr));
+	tp_handle_encode(&in, h);
+	assert_int_equal(tp_handle_decode(h, &out), SM_OK);
+	assert_int_equal(out.no_tcp, 1);
+	assert_int_equal(out.port, 0);
 }
 
 static void test_handle_every_bit_flip_rejected(void **state)
@@ -149,6 +161,13 @@ static void test_handle_bad_fields(void **state)
 	reseal(h);
 	assert_int_equal(tp_handle_decode(h, &out), SM_ERR_INVALID);
 	assert_non_null(strstr(sm_last_error(), "RDMA address"));
+
+	/* "No TCP" with a TCP address anyway. */
+	sample_info(&in);
+	in.no_tcp = 1;
+	tp_handle_encode(&in, h);
+	assert_int_equal(tp_handle_decode(h, &out), SM_ERR_INVALID);
+	assert_non_null(strstr(sm_last_error(), "says it has none"));
 }
 
 /* SHA-256 (FIPS 180-4's examples, a million 'a's fed in pieces, and
@@ -1227,6 +1246,49 @@ static void test_dropped_connector_dials_again(void **state)
 	assert_int_equal(open_fds(), fds);
 }
 
+/* NCCL_SYMMEM_BACKEND=shm refuses other hosts, so its listener opens no
+ * TCP port and its handle says so: a connector elsewhere, or told to use
+ * TCP, fails at once saying why, and one of this host pairs as ever.
+ * Other backends still listen on TCP. */
+static void test_shm_listener_opens_no_tcp(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	struct tp_options tcp = options(TP_BACKEND_TCP, 1 << 20, 65536);
+	struct tp_options any = options(TP_BACKEND_AUTO, 1 << 20, 65536);
+	struct tp_handle_info info;
+	uint8_t h[TP_HANDLE_SIZE], far[TP_HANDLE_SIZE];
+	struct tp_listener *l;
+	struct tp_comm *s = NULL, *r = NULL;
+	int fds = open_fds();
+
+	(void)state;
+	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
+	assert_int_equal(open_fds(), fds + 1);	/* the Unix socket alone */
+	assert_int_equal(tp_handle_decode(h, &info), SM_OK);
+	assert_true(info.no_tcp);
+	assert_int_equal(info.port, 0);
+	assert_int_equal(tp_connect(&tcp, h, &s), SM_ERR_USAGE);
+	assert_non_null(strstr(sm_last_error(), "own host only"));
+	info.host_id ^= 0xffff;
+	tp_handle_encode(&info, far);
+	assert_int_equal(tp_connect(&any, far, &s), SM_ERR_USAGE);
+	assert_non_null(strstr(sm_last_error(), "own host only"));
+	assert_null(s);
+	assert_int_equal(tp_pending_connects(), 0);
+	assert_int_equal(drive_pair(&o, l, h, &s, &r), SM_OK);
+	assert_string_equal(tp_comm_backend(s), "shm");
+	tp_close(s);
+	tp_close(r);
+	tp_close_listener(l);
+	assert_int_equal(open_fds(), fds);
+
+	assert_int_equal(tp_listen(&any, 0, h, &l), SM_OK);
+	assert_int_equal(open_fds(), fds + 2);
+	assert_int_equal(tp_handle_decode(h, &info), SM_OK);
+	assert_false(info.no_tcp);
+	tp_close_listener(l);
+}
+
 /* sm_recv_some keeps the first descriptor of a message and closes the
  * others the kernel installed. */
 static void test_recv_keeps_one_fd(void **state)
@@ -2234,6 +2296,7 @@ int main(void)
 		cmocka_unit_test(test_stranger_fds_closed),
 		cmocka_unit_test(test_stranger_without_proof_refused),
 		cmocka_unit_test(test_dropped_connector_dials_again),
+		cmocka_unit_test(test_shm_listener_opens_no_tcp),
 		cmocka_unit_test(test_recv_keeps_one_fd),
 		cmocka_unit_test(test_impostor_listener_gets_no_ring),
 		cmocka_unit_test(test_unreachable_fails_at_once),
