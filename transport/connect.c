@@ -118,10 +118,10 @@ static int choose_backend(const struct tp_options *opt, const struct tp_handle_i
 	if (same_host)
 		return TP_BACKEND_SHM;
 	if (info->no_tcp) {
-		sm_fail(SM_ERR_USAGE, "the listener (pid %d) takes connections from its own host "
-			"only (NCCL_SYMMEM_BACKEND=shm there), but this connector is on another host "
-			"or was told to use %s: set one NCCL_SYMMEM_BACKEND on every rank", info->pid,
-			opt->backend == TP_BACKEND_IB ? "ibverbs" : "TCP");
+		sm_fail(SM_ERR_USAGE, "the listener (pid %d) takes connections from its own "
+			"host only (NCCL_SYMMEM_BACKEND=shm there), but this connector is on "
+			"another host or was told to use %s: set one NCCL_SYMMEM_BACKEND on every "
+			"rank", info->pid, opt->backend == TP_BACKEND_IB ? "ibverbs" : "TCP");
 		return -1;
 	}
 	if (opt->backend == TP_BACKEND_TCP)
@@ -614,10 +614,10 @@ waiting:
 				     "within %.1f s (NCCL_ENABLE_FAULT_TOLERANCE=1): %s", info.pid,
 				     p->retries, opt->connect_timeout, p->last_error);
 		else if (p->redials)
-			rc = sm_fail(SM_ERR_REMOTE, "the listener (pid %d) hung up %u times before "
-				     "proving the token within %.1f s (NCCL_SYMMEM_CONNECT_TIMEOUT; "
-				     "flooded with connections?): %s", info.pid, p->redials,
-				     opt->connect_timeout, p->last_error);
+			rc = sm_fail(SM_ERR_REMOTE, "the listener (pid %d) hung up %u times "
+				     "before proving the token within %.1f s "
+				     "(NCCL_SYMMEM_CONNECT_TIMEOUT; flooded with connections?): %s",
+				     info.pid, p->redials, opt->connect_timeout, p->last_error);
 		else
 			rc = sm_fail(SM_ERR_REMOTE,
 				     "no answer from the listener (pid %d, socket @%s) within %.1f s "

@@ -1246,6 +1246,54 @@ static void test_dropped_connector_dials_again(void **state)
 	assert_int_equal(open_fds(), fds);
 }
 
+/* A "listener" that hangs up on every connection before proving
+ * anything (a raw socket of this process under the handle's name, so the
+ * pid check passes): the connector dials again and again, then fails at
+ * its deadline with one error that says so, leaving nothing open. */
+static void test_listener_hanging_up_bounded(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	struct tp_handle_info info;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	uint8_t h[TP_HANDLE_SIZE];
+	struct tp_comm *s = NULL;
+	int fds = open_fds(), lfd, c, rc = SM_OK, hung_up = 0;
+	double t0;
+
+	(void)state;
+	o.connect_timeout = 0.5;
+	memset(&info, 0, sizeof(info));
+	info.host_id = tp_host_id();
+	info.pid = (int)getpid();
+	info.no_tcp = 1;
+	snprintf(info.uds_name, sizeof(info.uds_name), "symmem-hangup-%d", info.pid);
+	assert_int_equal(getrandom(info.token, 16, 0), 16);
+	tp_handle_encode(&info, h);
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	memcpy(sa.sun_path + 1, info.uds_name, strlen(info.uds_name));
+	assert_int_equal(bind(lfd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct
+			 sockaddr_un, sun_path) + 1 + strlen(info.uds_name))), 0);
+	assert_int_equal(listen(lfd, 16), 0);
+	t0 = now();
+	while (rc == SM_OK && now() - t0 < 5) {
+		rc = tp_connect(&o, h, &s);
+		assert_null(s);
+		while ((c = accept(lfd, NULL, NULL)) >= 0) {
+			close(c);
+			hung_up++;
+		}
+		usleep(1000);
+	}
+	assert_int_equal(rc, SM_ERR_REMOTE);
+	assert_true(now() - t0 >= 0.5);
+	assert_true(now() - t0 < 1.5);
+	assert_true(hung_up > 2);
+	assert_non_null(strstr(sm_last_error(), "times before proving the token"));
+	close(lfd);
+	assert_int_equal(tp_pending_connects(), 0);
+	assert_int_equal(open_fds(), fds);
+}
+
 /* NCCL_SYMMEM_BACKEND=shm refuses other hosts, so its listener opens no
  * TCP port and its handle says so: a connector elsewhere, or told to use
  * TCP, fails at once saying why, and one of this host pairs as ever.
@@ -2296,6 +2344,7 @@ int main(void)
 		cmocka_unit_test(test_stranger_fds_closed),
 		cmocka_unit_test(test_stranger_without_proof_refused),
 		cmocka_unit_test(test_dropped_connector_dials_again),
+		cmocka_unit_test(test_listener_hanging_up_bounded),
 		cmocka_unit_test(test_shm_listener_opens_no_tcp),
 		cmocka_unit_test(test_recv_keeps_one_fd),
 		cmocka_unit_test(test_impostor_listener_gets_no_ring),
