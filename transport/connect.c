@@ -5,6 +5,7 @@
  * between, so nothing here may block.  The state of a connect in progress
  * is kept in a process-wide list keyed by the handle's random token: the
  * handle itself stays exactly as the listener wrote it. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -19,6 +20,8 @@
 enum conn_state {
 	CONN_CONNECTING,
 	CONN_HELLO,
+	CONN_CHALLENGE,		/* waiting for the listener's proof */
+	CONN_SETUP,		/* sending ours (and the ring) */
 	CONN_REPLY,
 	CONN_PROBE,		/* ibverbs: waiting for the probe write's answer */
 	CONN_VERDICT,		/* ibverbs: telling the listener how data will move */
@@ -35,15 +38,22 @@ struct pending {
 	struct tp_options opt;	/* the first call's */
 	struct tp_comm *comm;
 	struct wire_hello hello;
+	struct wire_challenge chal;
+	struct wire_setup setup;
 	size_t sent;
 	struct wire_reply reply;
 	size_t got;
 	uint64_t deadline_ns;
+	/* The listener hung up before it proved the token: it sheds its
+	 * oldest unproven connections when flooded (listen.h), so this is
+	 * dialled again after a pause (as below), until the deadline. */
+	int hung_up_early;
+	unsigned redials;
 	/* NCCL_ENABLE_FAULT_TOLERANCE: a listener that cannot be reached yet
 	 * is tried again after a growing pause, until the deadline. */
 	int fault_tolerance;
 	unsigned retries;
-	uint64_t retry_at_ns;
+	uint64_t retry_at_ns;	/* also for a redial */
 	uint64_t backoff_ns;
 	char last_error[160];
 	const void *owner;	/* tp_options.owner */
@@ -97,10 +107,8 @@ static int choose_backend(const struct tp_options *opt, const struct tp_handle_i
 
 	*ib_dev = NULL;	/* ibverbs: the device, held for the comm to take */
 
-	if (opt->backend == TP_BACKEND_TCP)
-		return TP_BACKEND_TCP;
-	/* Forced, ibverbs serves one host too (RDMA loopback), as TCP does. */
-	if (opt->backend == TP_BACKEND_IB)
+	/* Forced, TCP and ibverbs serve one host too (RDMA loopback). */
+	if (opt->backend == TP_BACKEND_TCP || opt->backend == TP_BACKEND_IB)
 		same_host = 0;
 	if (!same_host && opt->backend == TP_BACKEND_SHM) {
 		sm_fail(SM_ERR_USAGE, "NCCL_SYMMEM_BACKEND=shm, but the peer runs on another host "
@@ -109,6 +117,15 @@ static int choose_backend(const struct tp_options *opt, const struct tp_handle_i
 	}
 	if (same_host)
 		return TP_BACKEND_SHM;
+	if (info->no_tcp) {
+		sm_fail(SM_ERR_USAGE, "the listener (pid %d) takes connections from its own "
+			"host only (NCCL_SYMMEM_BACKEND=shm there), but this connector is on "
+			"another host or was told to use %s: set one NCCL_SYMMEM_BACKEND on every "
+			"rank", info->pid, opt->backend == TP_BACKEND_IB ? "ibverbs" : "TCP");
+		return -1;
+	}
+	if (opt->backend == TP_BACKEND_TCP)
+		return TP_BACKEND_TCP;
 	/* The device is opened here first, so that a failure names this
 	 * host's reason rather than the peer's missing offer. */
 	if (opt->ib && ib_usable(opt, info->ib ? info->ib_gid : NULL, &d)) {
@@ -155,10 +172,9 @@ static int pending_start(const struct tp_options *opt, const struct tp_handle_in
 	p->hello.magic = WIRE_MAGIC;
 	p->hello.version = WIRE_VERSION;
 	p->hello.backend = (uint16_t)p->backend;
-	memcpy(p->hello.token, info->token, 16);
-	p->hello.uid = (uint32_t)getuid();
 	p->hello.pid = (uint32_t)getpid();
 	p->hello.flags = opt->ib == 2 ? WIRE_IB_REQUIRED : 0;
+	p->setup.magic = WIRE_MAGIC;
 	p->next = pending_list;
 	pending_list = p;
 
@@ -166,8 +182,11 @@ static int pending_start(const struct tp_options *opt, const struct tp_handle_in
 		rc = SM_ERR_USAGE;
 		goto fail;
 	}
+	rc = sock_random(p->hello.nonce, sizeof(p->hello.nonce));
+	if (rc)
+		goto fail;
 	if (p->backend == TP_BACKEND_SHM) {
-		rc = shm_segment_create(opt->ring_size, &p->memfd, &p->hello.seg_size);
+		rc = shm_segment_create(opt->ring_size, &p->memfd, &p->setup.seg_size);
 		if (rc)
 			goto fail;
 		p->comm = comm_new(1, &tp_shm_ops, -1);
@@ -179,7 +198,7 @@ static int pending_start(const struct tp_options *opt, const struct tp_handle_in
 		rc = comm_setup(p->comm, opt);
 		if (rc)
 			goto fail;
-		rc = shm_comm_attach(p->comm, p->memfd, p->hello.seg_size, opt->chunk_size);
+		rc = shm_comm_attach(p->comm, p->memfd, p->setup.seg_size, opt->chunk_size);
 		if (rc)
 			goto fail;
 		p->state = CONN_CONNECTING;
@@ -195,7 +214,7 @@ static int pending_start(const struct tp_options *opt, const struct tp_handle_in
 		p->comm->peer_pid = info->pid;	/* on its own host: for log lines */
 		rc = comm_setup(p->comm, opt);
 		if (!rc && ib)
-			rc = ib_conn_open(p->comm, opt, ib_dev, &p->hello.ib);
+			rc = ib_conn_open(p->comm, opt, ib_dev, &p->setup.ib);
 		if (rc)
 			goto fail;
 		p->state = CONN_CONNECTING;
@@ -245,6 +264,99 @@ static void unreachable(struct pending *p)
 	p->verdict = VERDICT_TCP;
 }
 
+/* Where the listener was to be found, for messages. */
+static void listener_place(const struct pending *p, char *buf, size_t len)
+{
+	char addr[INET6_ADDRSTRLEN];
+
+	if (p->backend == TP_BACKEND_SHM) {
+		snprintf(buf, len, "socket @%s", p->info.uds_name);
+		return;
+	}
+	if (!inet_ntop(p->info.family, p->info.addr, addr, sizeof(addr)))
+		snprintf(addr, sizeof(addr), "?");
+	snprintf(buf, len, "%s port %u", addr, p->info.port);
+}
+
+/* The challenge is whole: the listener must prove the token before our
+ * proof, or the ring, goes out. */
+static int check_challenge(struct pending *p)
+{
+	uint8_t want[WIRE_MAC];
+	char place[96];
+
+	if (p->chal.magic != WIRE_MAGIC)
+		return sm_fail(SM_ERR_REMOTE, "listener answered with a malformed challenge");
+	if (p->chal.status != SM_OK) {
+		p->chal.reason[sizeof(p->chal.reason) - 1] = '\0';
+		return sm_fail(SM_ERR_REMOTE, "listener refused the connection: %s",
+			       p->chal.reason);
+	}
+	wire_proof(p->token, 1, &p->hello, p->chal.nonce, want);
+	if (!wire_mac_equal(p->chal.proof, want)) {
+		listener_place(p, place, sizeof(place));
+		return sm_fail(SM_ERR_REMOTE, "the process at %s did not prove it holds this "
+			       "connection's token: it is not the listener (pid %d) that made the "
+			       "handle, which may be gone; not connecting", place, p->info.pid);
+	}
+	wire_proof(p->token, 0, &p->hello, p->chal.nonce, p->setup.proof);
+	p->comm->fd = p->fd;
+	return SM_OK;
+}
+
+/* Hello out, challenge in, setup out (the ring rides along with its
+ * first byte); CONN_REPLY once all is sent. */
+static int handshake(struct pending *p)
+{
+	ssize_t n;
+	int rc;
+
+	if (p->state == CONN_HELLO) {
+		n = sm_send_some(p->fd, (uint8_t *)&p->hello + p->sent, sizeof(p->hello) - p->sent,
+				 -1);
+		if (n < 0)
+			goto hung_up;
+		p->sent += (size_t)n;
+		if (p->sent < sizeof(p->hello))
+			return SM_OK;
+		p->state = CONN_CHALLENGE;
+		p->got = 0;
+	}
+	if (p->state == CONN_CHALLENGE) {
+		n = sm_recv_some(p->fd, (uint8_t *)&p->chal + p->got, sizeof(p->chal) - p->got,
+				 NULL);
+		if (n < 0)
+			goto hung_up;
+		p->got += (size_t)n;
+		if (p->got < sizeof(p->chal))
+			return SM_OK;
+		rc = check_challenge(p);
+		if (rc)
+			return rc;
+		p->state = CONN_SETUP;
+		p->sent = 0;
+	}
+	n = sm_send_some(p->fd, (uint8_t *)&p->setup + p->sent, sizeof(p->setup) - p->sent,
+			 p->sent == 0 ? p->memfd : -1);
+	if (n < 0)
+		return sm_fail(SM_ERR_REMOTE, "listener hung up during setup: %s", sm_last_error());
+	p->sent += (size_t)n;
+	if (p->sent < sizeof(p->setup))
+		return SM_OK;
+	if (p->memfd >= 0) {
+		close(p->memfd);	/* the listener holds its own copy now */
+		p->memfd = -1;
+	}
+	p->state = CONN_REPLY;
+	p->got = 0;
+	return SM_OK;
+
+hung_up:
+	p->hung_up_early = 1;
+	return sm_fail(SM_ERR_REMOTE, "the listener hung up before proving the token: %s",
+		       sm_last_error());
+}
+
 /* Advances one step at a time; *done = 1 once the listener said yes. */
 static int pending_step(struct pending *p, int *done)
 {
@@ -277,22 +389,13 @@ static int pending_step(struct pending *p, int *done)
 			if (rc == 0)
 				return SM_OK;
 		}
-		p->comm->fd = p->fd;
 		p->state = CONN_HELLO;
+		p->sent = 0;
 	}
-	if (p->state == CONN_HELLO) {
-		n = sm_send_some(p->fd, (uint8_t *)&p->hello + p->sent, sizeof(p->hello) - p->sent,
-				   p->sent == 0 ? p->memfd : -1);
-		if (n < 0)
-			return SM_ERR_REMOTE;
-		p->sent += (size_t)n;
-		if (p->sent < sizeof(p->hello))
-			return SM_OK;
-		if (p->memfd >= 0) {
-			close(p->memfd);	/* the listener holds its own copy now */
-			p->memfd = -1;
-		}
-		p->state = CONN_REPLY;
+	if (p->state <= CONN_SETUP) {
+		rc = handshake(p);
+		if (rc || p->state != CONN_REPLY)
+			return rc;
 	}
 	if (p->state == CONN_PROBE)
 		goto probe;
@@ -417,6 +520,20 @@ int tp_pending_connects(void)
  * while the connect deadline allows.  Anything after the socket connected
  * (a refusal by the listener, a malformed reply) is not transient.
  * Returns 1 when a retry is scheduled. */
+static void pause_then_dial(struct pending *p, uint64_t now)
+{
+	if (p->fd >= 0)
+		close(p->fd);
+	p->fd = -1;
+	p->state = CONN_CONNECTING;
+	/* The last pause ends at the deadline, so the connect gives up there
+	 * and not up to a whole pause early. */
+	p->retry_at_ns = now + p->backoff_ns;
+	if (p->retry_at_ns > p->deadline_ns)
+		p->retry_at_ns = p->deadline_ns;
+	p->backoff_ns = p->backoff_ns * 2 > RETRY_MAX_NS ? RETRY_MAX_NS : p->backoff_ns * 2;
+}
+
 static int pending_retry(struct pending *p)
 {
 	uint64_t now = sm_now_ns();
@@ -427,16 +544,27 @@ static int pending_retry(struct pending *p)
 	if (p->retries == 0)
 		sm_info("listener of pid %d not reachable (%s); retrying until the connect deadline "
 			"(NCCL_ENABLE_FAULT_TOLERANCE=1)", p->info.pid, p->last_error);
-	if (p->fd >= 0)
-		close(p->fd);
-	p->fd = -1;
 	p->retries++;
-	/* The last pause ends at the deadline, so the connect gives up there
-	 * and not up to a whole pause early. */
-	p->retry_at_ns = now + p->backoff_ns;
-	if (p->retry_at_ns > p->deadline_ns)
-		p->retry_at_ns = p->deadline_ns;
-	p->backoff_ns = p->backoff_ns * 2 > RETRY_MAX_NS ? RETRY_MAX_NS : p->backoff_ns * 2;
+	pause_then_dial(p, now);
+	return 1;
+}
+
+/* A listener that hung up before it proved the token dropped this
+ * connection to make room (listen.h), or is gone: dialled again with a
+ * fresh nonce, always (a gone one refuses the next dial at once).
+ * Returns 1 when a redial is scheduled. */
+static int pending_redial(struct pending *p)
+{
+	uint64_t now = sm_now_ns();
+
+	if (!p->hung_up_early || now >= p->deadline_ns)
+		return 0;
+	p->hung_up_early = 0;
+	snprintf(p->last_error, sizeof(p->last_error), "%s", sm_last_error());
+	if (sock_random(p->hello.nonce, sizeof(p->hello.nonce)))
+		return 0;
+	p->redials++;
+	pause_then_dial(p, now);
 	return 1;
 }
 
@@ -461,7 +589,7 @@ int tp_connect(const struct tp_options *opt, const void *handle, struct tp_comm 
 	if (sm_now_ns() < p->retry_at_ns)
 		goto waiting;
 	rc = pending_step(p, &done);
-	if (rc && pending_retry(p)) {
+	if (rc && (pending_retry(p) || pending_redial(p))) {
 		rc = SM_OK;
 		goto waiting;
 	}
@@ -485,6 +613,11 @@ waiting:
 			rc = sm_fail(SM_ERR_REMOTE, "listener of pid %d not reachable after %u retries "
 				     "within %.1f s (NCCL_ENABLE_FAULT_TOLERANCE=1): %s", info.pid,
 				     p->retries, opt->connect_timeout, p->last_error);
+		else if (p->redials)
+			rc = sm_fail(SM_ERR_REMOTE, "the listener (pid %d) hung up %u times "
+				     "before proving the token within %.1f s "
+				     "(NCCL_SYMMEM_CONNECT_TIMEOUT; flooded with connections?): %s",
+				     info.pid, p->redials, opt->connect_timeout, p->last_error);
 		else
 			rc = sm_fail(SM_ERR_REMOTE,
 				     "no answer from the listener (pid %d, socket @%s) within %.1f s "

@@ -12,10 +12,11 @@
 #include "transport.h"
 
 #define HANDLE_MAGIC 0x4d4d5953u	/* "SYMM" */
-#define HANDLE_VERSION 3
+#define HANDLE_VERSION 4	/* 4: HANDLE_NO_TCP */
 
 /* Byte layout (little endian host order; both ends are the same library). */
 #define HANDLE_IB 1u		/* the listener takes ibverbs connections */
+#define HANDLE_NO_TCP 2u	/* nor any from other hosts: no TCP port */
 
 enum {
 	OFF_MAGIC = 0,		/* u32 */
@@ -28,7 +29,7 @@ enum {
 	OFF_UDS = 40,		/* 32 bytes, NUL-terminated */
 	OFF_PORT = 72,		/* u16 */
 	OFF_ADDR = 74,		/* 16 bytes */
-	OFF_FLAGS = 92,		/* u32: HANDLE_IB */
+	OFF_FLAGS = 92,		/* u32: HANDLE_IB, HANDLE_NO_TCP */
 	OFF_IB_GID = 96,	/* 16 bytes: the listener's RDMA port address */
 	OFF_CRC = 112,		/* u32 over bytes [0, OFF_CRC) */
 	HANDLE_USED = 116,	/* the rest stays zero */
@@ -62,7 +63,7 @@ void tp_handle_encode(const struct tp_handle_info *info, void *handle)
 	uint32_t magic = HANDLE_MAGIC, crc;
 	uint16_t version = HANDLE_VERSION, family = (uint16_t)info->family;
 	int32_t dev = info->dev, pid = info->pid;
-	uint32_t flags = info->ib ? HANDLE_IB : 0;
+	uint32_t flags = (info->ib ? HANDLE_IB : 0) | (info->no_tcp ? HANDLE_NO_TCP : 0);
 
 	memset(h, 0, TP_HANDLE_SIZE);
 	put(h, OFF_MAGIC, &magic, 4);
@@ -125,14 +126,22 @@ int tp_handle_decode(const void *handle, struct tp_handle_info *info)
 
 	if (info->uds_name[31] != '\0' || info->uds_name[0] == '\0')
 		return sm_fail(SM_ERR_INVALID, "connection handle carries a malformed socket name");
-	if (family != AF_INET && family != AF_INET6)
+	if (flags & ~(HANDLE_IB | HANDLE_NO_TCP))
+		return sm_fail(SM_ERR_INVALID, "connection handle has unknown flags 0x%x", flags);
+	info->no_tcp = (flags & HANDLE_NO_TCP) != 0;
+	if (info->no_tcp) {
+		static const uint8_t zero[16];
+
+		if (family != 0 || info->port != 0 || memcmp(info->addr, zero, 16))
+			return sm_fail(SM_ERR_INVALID, "connection handle has a TCP address but "
+				       "says it has none");
+	} else if (family != AF_INET && family != AF_INET6) {
 		return sm_fail(SM_ERR_INVALID, "connection handle has address family %u", family);
-	if (info->port == 0)
+	} else if (info->port == 0) {
 		return sm_fail(SM_ERR_INVALID, "connection handle has TCP port 0");
+	}
 	if (dev < 0)
 		return sm_fail(SM_ERR_INVALID, "connection handle names device %d", dev);
-	if (flags & ~HANDLE_IB)
-		return sm_fail(SM_ERR_INVALID, "connection handle has unknown flags 0x%x", flags);
 	info->ib = (flags & HANDLE_IB) != 0;
 	if (!info->ib && !tp_gid_zero(info->ib_gid))
 		return sm_fail(SM_ERR_INVALID, "connection handle has an RDMA address but no RDMA "

@@ -14,7 +14,7 @@
 #define SHM_MAGIC 0x4d485353u		/* "SSHM" */
 #define SHM_VERSION 4
 #define WIRE_MAGIC 0x45524957u		/* "WIRE" */
-#define WIRE_VERSION 6		/* 6: ring segments sealed against shrinking */
+#define WIRE_VERSION 7		/* 7: both ends prove the token, never send it */
 #define REGION_MAGIC 0x4e474552u	/* "REGN" */
 
 /* How long a connection waits for one of its copies, unless
@@ -81,21 +81,46 @@ struct wire_ib {
 	uint64_t fifo_addr;
 };
 
-/* First message on a new connection, connector to listener. */
+/* Connection setup, four messages before data moves: the connector's
+ * hello (a fresh nonce), the listener's challenge (its nonce and its
+ * proof of the token over both), the connector's setup (its proof, then
+ * what its data path needs; on one host the ring's memfd rides along),
+ * the listener's reply.  Neither end sends anything derived from the
+ * token before the other sent a fresh nonce, and the connector sends its
+ * proof and ring only to a listener that proved itself (auth.c). */
+#define WIRE_NONCE 16
+#define WIRE_MAC 32
+
 struct wire_hello {
 	uint32_t magic;
 	uint16_t version;
-	uint16_t backend;		/* TP_BACKEND_SHM or TP_BACKEND_TCP */
-	uint8_t token[16];
-	uint64_t seg_size;		/* SHM: size of the passed segment */
-	uint32_t uid;
-	uint32_t pid;
+	uint16_t backend;		/* TP_BACKEND_SHM, _TCP or _IB */
+	uint32_t pid;			/* for log lines only: the peer says it */
 	uint32_t flags;			/* WIRE_IB_REQUIRED */
-	struct wire_ib ib;		/* TP_BACKEND_IB only */
+	uint8_t nonce[WIRE_NONCE];
 };
+_Static_assert(sizeof(struct wire_hello) == 32, "the proofs hash the hello as sent");
 
 /* NCCL_SYMMEM_BACKEND=ib on the sender's side: no TCP in its place. */
 #define WIRE_IB_REQUIRED 0x1u
+
+/* status != 0: a refusal before anyone proved anything (reason says
+ * why, unauthenticated); no nonce or proof then. */
+struct wire_challenge {
+	uint32_t magic;
+	int32_t status;
+	uint8_t nonce[WIRE_NONCE];
+	uint8_t proof[WIRE_MAC];	/* wire_proof(token, listener, hello, nonce) */
+	char reason[128];
+};
+
+struct wire_setup {
+	uint32_t magic;
+	uint32_t pad;
+	uint8_t proof[WIRE_MAC];	/* wire_proof(token, connector, hello, nonce) */
+	uint64_t seg_size;		/* SHM: size of the passed segment */
+	struct wire_ib ib;		/* TP_BACKEND_IB only */
+};
 
 /* The listener's answer. */
 struct wire_reply {
@@ -543,6 +568,26 @@ int ib_usable(const struct tp_options *opt, const uint8_t *peer_gid, struct ib_d
  * yet); ib_region_release undoes it, also after c closed. */
 int ib_region_register(struct tp_comm *c, struct tp_region *r);
 void ib_region_release(struct tp_region *r);
+
+/* auth.c: SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104) over the
+ * concatenation of `nparts` pieces, for the setup proofs. */
+#define SHA256_BYTES 32
+struct sha256 {
+	uint32_t h[8];
+	uint64_t len;
+	uint8_t buf[64];
+};
+void sha256_init(struct sha256 *c);
+void sha256_update(struct sha256 *c, const void *data, size_t n);
+void sha256_final(struct sha256 *c, uint8_t out[SHA256_BYTES]);
+void hmac_sha256(const uint8_t *key, size_t klen, const void *const *parts, const size_t *lens,
+		 int nparts, uint8_t out[SHA256_BYTES]);
+/* One end's proof that it holds `token`, over the hello and the
+ * listener's nonce; by_listener picks whose (they differ). */
+void wire_proof(const uint8_t token[16], int by_listener, const struct wire_hello *hello,
+		const uint8_t listener_nonce[WIRE_NONCE], uint8_t out[WIRE_MAC]);
+/* 1 if two proofs match, in time that does not depend on where they differ. */
+int wire_mac_equal(const uint8_t *a, const uint8_t *b);
 
 /* shm.c */
 int shm_segment_create(uint64_t ring_size, int *memfd, uint64_t *seg_size);

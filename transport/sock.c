@@ -16,6 +16,11 @@
 #include "sock.h"
 #include "symmem.h"
 
+/* Connections the kernel holds until the listener takes them: a burst of
+ * strangers between two accept calls must not fill it before the real
+ * connector arrives (the listener drains it on every call, listen.c). */
+#define SOCK_BACKLOG 128
+
 int sock_random(void *buf, size_t len)
 {
 	uint8_t *p = buf;
@@ -61,7 +66,7 @@ int sock_uds_listen(char name[32], int *fd)
 	if (s < 0)
 		return sm_fail(SM_ERR_SYSTEM, "socket(AF_UNIX): %s", strerror(errno));
 	len = uds_addr(name, &sa);
-	if (bind(s, (struct sockaddr *)&sa, len) != 0 || listen(s, 16) != 0) {
+	if (bind(s, (struct sockaddr *)&sa, len) != 0 || listen(s, SOCK_BACKLOG) != 0) {
 		rc = sm_fail(SM_ERR_SYSTEM, "cannot listen on Unix socket @%s: %s", name,
 			     strerror(errno));
 		close(s);
@@ -129,7 +134,7 @@ int sock_tcp_listen(const char *ifname, struct tp_handle_info *info, int *fd)
 	if (s < 0)
 		return sm_fail(SM_ERR_SYSTEM, "socket(TCP): %s", strerror(errno));
 	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(s, (struct sockaddr *)&ss, len) != 0 || listen(s, 16) != 0 ||
+	if (bind(s, (struct sockaddr *)&ss, len) != 0 || listen(s, SOCK_BACKLOG) != 0 ||
 	    getsockname(s, (struct sockaddr *)&ss, &len) != 0) {
 		rc = sm_fail(SM_ERR_SYSTEM, "cannot listen on TCP: %s", strerror(errno));
 		close(s);

@@ -89,6 +89,8 @@ struct tp_handle_info {
 	int dev;
 	int pid;
 	char uds_name[32];
+	int no_tcp;			/* no TCP port: peers of this host only (then
+					 * family, port and addr are 0) */
 	int family;			/* AF_INET or AF_INET6 */
 	uint16_t port;			/* host byte order */
 	uint8_t addr[16];

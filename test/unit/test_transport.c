@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -68,6 +69,18 @@ static void test_handle_roundtrip(void **state)
 	assert_int_equal(tp_handle_decode(h, &out), SM_OK);
 	assert_int_equal(out.ib, 1);
 	assert_memory_equal(out.ib_gid, in.ib_gid, 16);
+	assert_int_equal(out.no_tcp, 0);
+
+	/* A listener without TCP: no family, port or address. */
+	sample_info(&in);
+	in.no_tcp = 1;
+	in.family = 0;
+	in.port = 0;
+	memset(in.addr, 0, sizeof(in.addr));
+	tp_handle_encode(&in, h);
+	assert_int_equal(tp_handle_decode(h, &out), SM_OK);
+	assert_int_equal(out.no_tcp, 1);
+	assert_int_equal(out.port, 0);
 }
 
 static void test_handle_every_bit_flip_rejected(void **state)
@@ -148,6 +161,101 @@ static void test_handle_bad_fields(void **state)
 	reseal(h);
 	assert_int_equal(tp_handle_decode(h, &out), SM_ERR_INVALID);
 	assert_non_null(strstr(sm_last_error(), "RDMA address"));
+
+	/* "No TCP" with a TCP address anyway. */
+	sample_info(&in);
+	in.no_tcp = 1;
+	tp_handle_encode(&in, h);
+	assert_int_equal(tp_handle_decode(h, &out), SM_ERR_INVALID);
+	assert_non_null(strstr(sm_last_error(), "says it has none"));
+}
+
+/* SHA-256 (FIPS 180-4's examples, a million 'a's fed in pieces, and
+ * lengths around the padding's edges) and HMAC-SHA-256 (RFC 4231 cases
+ * 1, 2 and 6, the last with a key longer than a block), the proofs'
+ * keyed hash. */
+static void expect_digest(const uint8_t *d, const char *want)
+{
+	char got[2 * SHA256_BYTES + 1];
+
+	for (int i = 0; i < SHA256_BYTES; i++)
+		snprintf(got + 2 * i, 3, "%02x", d[i]);
+	assert_string_equal(got, want);
+}
+
+static void expect_sha256(const void *data, size_t n, const char *want)
+{
+	uint8_t d[SHA256_BYTES];
+	struct sha256 c;
+
+	sha256_init(&c);
+	sha256_update(&c, data, n);
+	sha256_final(&c, d);
+	expect_digest(d, want);
+	sha256_init(&c);		/* the same in pieces of 7 */
+	for (size_t off = 0; off < n; off += 7)
+		sha256_update(&c, (const uint8_t *)data + off, n - off < 7 ? n - off : 7);
+	sha256_final(&c, d);
+	expect_digest(d, want);
+}
+
+static void test_sha256_known_answers(void **state)
+{
+	static const struct {
+		size_t len;
+		const char *want;
+	} edges[] = {
+		{ 55, "16fa57a0a3423a715d594516339f36189d6b5f93754a9714fef202616a9fabfe" },
+		{ 56, "c37b44e5f1b18554b36966f4f8e08bfbf3164c4b6c10374d12d89850892073c5" },
+		{ 63, "bbba992d2c85af960fb2987a1fd05e0aa82a3db3c740dd8982a9e273b75e36a3" },
+		{ 64, "66bd4633ed6f71c4ecfa4763bf7ba1c8ec7612de9aa6c0578a7b675207c71e0b" },
+		{ 119, "a3ed307b730fa77c07531300c6e4a282330011d4d4caf6bb7b63ae05950f4b66" },
+	};
+	uint8_t buf[1000], d[SHA256_BYTES];
+	struct sha256 c;
+
+	(void)state;
+	expect_sha256("", 0, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+	expect_sha256("abc", 3, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	expect_sha256("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56,
+		      "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(i * 7 + 1);
+	for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++)
+		expect_sha256(buf, edges[i].len, edges[i].want);
+	memset(buf, 'a', sizeof(buf));
+	sha256_init(&c);
+	for (int i = 0; i < 1000; i++)
+		sha256_update(&c, buf, sizeof(buf));
+	sha256_final(&c, d);
+	expect_digest(d, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+static void test_hmac_known_answers(void **state)
+{
+	static const char hi[] = "Hi There", jefe[] = "what do ya want for nothing?",
+			  big[] = "Test Using Larger Than Block-Size Key - Hash Key First";
+	uint8_t key[131], d[SHA256_BYTES];
+	const void *parts[2];
+	size_t lens[2];
+
+	(void)state;
+	memset(key, 0x0b, 20);
+	parts[0] = hi;
+	lens[0] = strlen(hi);
+	hmac_sha256(key, 20, parts, lens, 1, d);
+	expect_digest(d, "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+	parts[0] = jefe;		/* in two pieces */
+	lens[0] = 10;
+	parts[1] = jefe + 10;
+	lens[1] = strlen(jefe) - 10;
+	hmac_sha256((const uint8_t *)"Jefe", 4, parts, lens, 2, d);
+	expect_digest(d, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+	memset(key, 0xaa, sizeof(key));
+	parts[0] = big;
+	lens[0] = strlen(big);
+	hmac_sha256(key, sizeof(key), parts, lens, 1, d);
+	expect_digest(d, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
 }
 
 /* RDMA port addresses on one network or not (rails): IPv4 GIDs under the
@@ -1026,6 +1134,206 @@ static void test_stranger_fds_closed(void **state)
 		assert_true(writers_gone(rd[i], 5000));
 		close(rd[i]);
 	}
+	tp_close_listener(l);
+}
+
+/* Accepts on `l` until `len` bytes of the listener's answer to the
+ * stranger on `fd` are in `buf` (5 s at most). */
+static void accept_until_answered(struct tp_listener *l, int fd, void *buf, size_t len)
+{
+	struct tp_comm *r = NULL;
+	double end = now() + 5;
+	size_t got = 0;
+
+	while (got < len && now() < end) {
+		ssize_t n;
+
+		assert_int_equal(tp_accept(l, &r), SM_OK);
+		assert_null(r);
+		n = recv(fd, (uint8_t *)buf + got, len - got, MSG_DONTWAIT);
+		assert_true(n != 0);
+		if (n > 0)
+			got += (size_t)n;
+	}
+	assert_int_equal(got, len);
+}
+
+/* A stranger that speaks the protocol but does not hold the token: the
+ * challenge it gets holds nothing of the token (and the listener's proof
+ * is right), the listener's own proof sent back is refused with a reason
+ * (the two ends' proofs differ), the descriptor it attached is closed,
+ * and the real connector gets through afterwards. */
+static void test_stranger_without_proof_refused(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_AUTO, 1 << 20, 65536);
+	struct tp_handle_info info;
+	struct wire_hello hello = { .magic = WIRE_MAGIC, .version = WIRE_VERSION,
+				    .backend = TP_BACKEND_SHM };
+	struct wire_challenge chal;
+	struct wire_setup setup = { .magic = WIRE_MAGIC };
+	struct wire_reply reply;
+	uint8_t h[TP_HANDLE_SIZE], want[WIRE_MAC];
+	struct tp_listener *l;
+	struct tp_comm *s, *r;
+	int fd, rd, wr;
+
+	(void)state;
+	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
+	assert_int_equal(tp_handle_decode(h, &info), SM_OK);
+	fd = stranger_connect(h);
+	hello.pid = (uint32_t)getpid();
+	assert_int_equal(getrandom(hello.nonce, sizeof(hello.nonce), 0), sizeof(hello.nonce));
+	assert_int_equal(write(fd, &hello, sizeof(hello)), sizeof(hello));
+	accept_until_answered(l, fd, &chal, sizeof(chal));
+	assert_int_equal(chal.status, SM_OK);
+	assert_null(memmem(&chal, sizeof(chal), info.token, sizeof(info.token)));
+	wire_proof(info.token, 1, &hello, chal.nonce, want);
+	assert_memory_equal(chal.proof, want, WIRE_MAC);
+
+	memcpy(setup.proof, chal.proof, WIRE_MAC);
+	assert_int_equal(make_pipes(&rd, &wr, 1), 0);
+	assert_int_equal(send_with_fds(fd, &setup, sizeof(setup), &wr, 1), sizeof(setup));
+	close(wr);
+	accept_until_answered(l, fd, &reply, sizeof(reply));
+	assert_int_not_equal(reply.status, SM_OK);
+	assert_non_null(strstr(reply.reason, "did not prove"));
+	assert_true(writers_gone(rd, 5000));
+	close(rd);
+	close(fd);
+
+	assert_int_equal(drive_pair(&o, l, h, &s, &r), SM_OK);
+	assert_string_equal(tp_comm_backend(s), "shm");
+	tp_close_listener(l);
+	tp_close(s);
+	tp_close(r);
+}
+
+/* A connector the listener drops before its hello was read (four silent
+ * newcomers from its own address, the per-peer cap, push it out) dials
+ * again by itself and gets through within the deadline. */
+static void test_dropped_connector_dials_again(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_TCP, 1 << 20, 65536);
+	struct tp_handle_info info;
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	uint8_t h[TP_HANDLE_SIZE];
+	struct tp_listener *l;
+	struct tp_comm *s = NULL, *r = NULL;
+	int crowd[4], fds = open_fds();
+
+	(void)state;
+	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
+	assert_int_equal(tp_handle_decode(h, &info), SM_OK);
+	assert_int_equal(info.family, AF_INET);	/* this machine's first interface, or lo */
+	assert_int_equal(tp_connect(&o, h, &s), SM_OK);	/* dials, says nothing yet */
+	assert_null(s);
+	sa.sin_port = htons(info.port);
+	memcpy(&sa.sin_addr, info.addr, 4);
+	for (int i = 0; i < 4; i++) {
+		crowd[i] = socket(AF_INET, SOCK_STREAM, 0);
+		assert_int_equal(connect(crowd[i], (struct sockaddr *)&sa, sizeof(sa)), 0);
+	}
+	usleep(20 * 1000);
+	assert_int_equal(tp_accept(l, &r), SM_OK);	/* takes all five, drops the first */
+	assert_null(r);
+	assert_int_equal(drive_pair(&o, l, h, &s, &r), SM_OK);
+	assert_string_equal(tp_comm_backend(s), "tcp");
+	for (int i = 0; i < 4; i++)
+		close(crowd[i]);
+	tp_close_listener(l);
+	tp_close(s);
+	tp_close(r);
+	assert_int_equal(open_fds(), fds);
+}
+
+/* A "listener" that hangs up on every connection before proving
+ * anything (a raw socket of this process under the handle's name, so the
+ * pid check passes): the connector dials again and again, then fails at
+ * its deadline with one error that says so, leaving nothing open. */
+static void test_listener_hanging_up_bounded(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	struct tp_handle_info info;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	uint8_t h[TP_HANDLE_SIZE];
+	struct tp_comm *s = NULL;
+	int fds = open_fds(), lfd, c, rc = SM_OK, hung_up = 0;
+	double t0;
+
+	(void)state;
+	o.connect_timeout = 0.5;
+	memset(&info, 0, sizeof(info));
+	info.host_id = tp_host_id();
+	info.pid = (int)getpid();
+	info.no_tcp = 1;
+	snprintf(info.uds_name, sizeof(info.uds_name), "symmem-hangup-%d", info.pid);
+	assert_int_equal(getrandom(info.token, 16, 0), 16);
+	tp_handle_encode(&info, h);
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	memcpy(sa.sun_path + 1, info.uds_name, strlen(info.uds_name));
+	assert_int_equal(bind(lfd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct
+			 sockaddr_un, sun_path) + 1 + strlen(info.uds_name))), 0);
+	assert_int_equal(listen(lfd, 16), 0);
+	t0 = now();
+	while (rc == SM_OK && now() - t0 < 5) {
+		rc = tp_connect(&o, h, &s);
+		assert_null(s);
+		while ((c = accept(lfd, NULL, NULL)) >= 0) {
+			close(c);
+			hung_up++;
+		}
+		usleep(1000);
+	}
+	assert_int_equal(rc, SM_ERR_REMOTE);
+	assert_true(now() - t0 >= 0.5);
+	assert_true(now() - t0 < 1.5);
+	assert_true(hung_up > 2);
+	assert_non_null(strstr(sm_last_error(), "times before proving the token"));
+	close(lfd);
+	assert_int_equal(tp_pending_connects(), 0);
+	assert_int_equal(open_fds(), fds);
+}
+
+/* NCCL_SYMMEM_BACKEND=shm refuses other hosts, so its listener opens no
+ * TCP port and its handle says so: a connector elsewhere, or told to use
+ * TCP, fails at once saying why, and one of this host pairs as ever.
+ * Other backends still listen on TCP. */
+static void test_shm_listener_opens_no_tcp(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	struct tp_options tcp = options(TP_BACKEND_TCP, 1 << 20, 65536);
+	struct tp_options any = options(TP_BACKEND_AUTO, 1 << 20, 65536);
+	struct tp_handle_info info;
+	uint8_t h[TP_HANDLE_SIZE], far[TP_HANDLE_SIZE];
+	struct tp_listener *l;
+	struct tp_comm *s = NULL, *r = NULL;
+	int fds = open_fds();
+
+	(void)state;
+	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
+	assert_int_equal(open_fds(), fds + 1);	/* the Unix socket alone */
+	assert_int_equal(tp_handle_decode(h, &info), SM_OK);
+	assert_true(info.no_tcp);
+	assert_int_equal(info.port, 0);
+	assert_int_equal(tp_connect(&tcp, h, &s), SM_ERR_USAGE);
+	assert_non_null(strstr(sm_last_error(), "own host only"));
+	info.host_id ^= 0xffff;
+	tp_handle_encode(&info, far);
+	assert_int_equal(tp_connect(&any, far, &s), SM_ERR_USAGE);
+	assert_non_null(strstr(sm_last_error(), "own host only"));
+	assert_null(s);
+	assert_int_equal(tp_pending_connects(), 0);
+	assert_int_equal(drive_pair(&o, l, h, &s, &r), SM_OK);
+	assert_string_equal(tp_comm_backend(s), "shm");
+	tp_close(s);
+	tp_close(r);
+	tp_close_listener(l);
+	assert_int_equal(open_fds(), fds);
+
+	assert_int_equal(tp_listen(&any, 0, h, &l), SM_OK);
+	assert_int_equal(open_fds(), fds + 2);
+	assert_int_equal(tp_handle_decode(h, &info), SM_OK);
+	assert_false(info.no_tcp);
 	tp_close_listener(l);
 }
 
@@ -2026,6 +2334,8 @@ int main(void)
 		cmocka_unit_test(test_handle_roundtrip),
 		cmocka_unit_test(test_handle_every_bit_flip_rejected),
 		cmocka_unit_test(test_handle_bad_fields),
+		cmocka_unit_test(test_sha256_known_answers),
+		cmocka_unit_test(test_hmac_known_answers),
 		cmocka_unit_test(test_gid_networks),
 		cmocka_unit_test(test_host_id_stable),
 		cmocka_unit_test(test_ring_wraps_shm),
@@ -2045,6 +2355,10 @@ int main(void)
 		cmocka_unit_test(test_corrupt_ring_counters),
 		cmocka_unit_test(test_stranger_refused),
 		cmocka_unit_test(test_stranger_fds_closed),
+		cmocka_unit_test(test_stranger_without_proof_refused),
+		cmocka_unit_test(test_dropped_connector_dials_again),
+		cmocka_unit_test(test_listener_hanging_up_bounded),
+		cmocka_unit_test(test_shm_listener_opens_no_tcp),
 		cmocka_unit_test(test_recv_keeps_one_fd),
 		cmocka_unit_test(test_impostor_listener_gets_no_ring),
 		cmocka_unit_test(test_unreachable_fails_at_once),

@@ -1,0 +1,347 @@
+/* One connection a listener serves, from accept until it proved the
+ * token and its comm is ready (or it is dropped), and the table's room.
+ *
+ * Every step is one non-blocking read or write; a candidate that has not
+ * proved the token within CANDIDATE_PATIENCE_NS is dropped, so a silent
+ * or slow one holds its slot for that long at most and never holds up
+ * the others. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "listen.h"
+#include "sock.h"
+#include "symmem.h"
+
+void cand_drop(struct cand *c)
+{
+	if (c->comm)
+		tp_close(c->comm);	/* owns fd */
+	else if (c->fd >= 0)
+		close(c->fd);
+	if (c->memfd >= 0)
+		close(c->memfd);
+	memset(c, 0, sizeof(*c));
+	c->fd = -1;
+	c->memfd = -1;
+}
+
+void cand_start(struct cand *c, int fd, int uds, const struct cand_peer *peer, uint64_t now)
+{
+	cand_drop(c);
+	c->fd = fd;
+	c->uds = uds;
+	c->state = CAND_HELLO;
+	c->peer = *peer;
+	c->since_ns = now;
+	c->deadline_ns = now + CANDIDATE_PATIENCE_NS;
+}
+
+static int same_peer(const struct cand_peer *a, const struct cand_peer *b)
+{
+	return a->family == b->family && !memcmp(a->addr, b->addr, sizeof(a->addr));
+}
+
+static int peer_count(const struct tp_listener *l, const struct cand_peer *peer)
+{
+	int n = 0;
+
+	for (int i = 0; i < CAND_MAX; i++)
+		n += l->cand[i].fd >= 0 && same_peer(&l->cand[i].peer, peer);
+	return n;
+}
+
+/* Not proved yet: the only kind that may be dropped to make room. */
+static int unproven(const struct cand *c)
+{
+	return c->fd >= 0 && !c->comm;
+}
+
+/* Whether a should go before b: the peer holding more slots first
+ * (`busiest`), then the one further behind in its setup (a silent
+ * connection before one that said hello), then the older. */
+static int goes_first(const struct tp_listener *l, const struct cand *a, const struct cand *b,
+		      int busiest)
+{
+	int na = busiest ? peer_count(l, &a->peer) : 0, nb = busiest ? peer_count(l, &b->peer) : 0;
+
+	if (na != nb)
+		return na > nb;
+	if (a->state != b->state)
+		return a->state < b->state;
+	return a->since_ns < b->since_ns;
+}
+
+/* The candidate to drop: an unproven one of `peer`, or with peer NULL
+ * of any peer (goes_first picks which). */
+static struct cand *victim(struct tp_listener *l, const struct cand_peer *peer)
+{
+	struct cand *best = NULL;
+
+	for (int i = 0; i < CAND_MAX; i++) {
+		struct cand *c = &l->cand[i];
+
+		if (!unproven(c) || (peer && !same_peer(&c->peer, peer)))
+			continue;
+		if (!best || goes_first(l, c, best, !peer))
+			best = c;
+	}
+	return best;
+}
+
+/* An old one goes, not the newcomer: idle connections are older than a
+ * connector that just arrived, which then gets its slot and, once it
+ * said hello, goes after every silent one (a connector dropped before it
+ * heard the challenge dials again, connect.c). */
+struct cand *cand_make_room(struct tp_listener *l, const struct cand_peer *peer)
+{
+	struct cand *c = NULL;
+
+	if (peer_count(l, peer) >= CAND_PER_PEER) {
+		c = victim(l, peer);
+	} else {
+		for (int i = 0; i < CAND_MAX && !c; i++)
+			if (l->cand[i].fd < 0)
+				c = &l->cand[i];
+		if (!c)
+			c = victim(l, NULL);
+	}
+	if (c && c->fd >= 0) {
+		listen_note_refusal(l, "dropped the oldest connection still to prove the token "
+				    "to make room for a new one");
+		cand_drop(c);
+	}
+	return c;
+}
+
+/* Best effort: tell a refused connector why before hanging up on it, in
+ * the message it waits for (the challenge, or the reply once it sent
+ * its setup). */
+static void refuse(struct tp_listener *l, struct cand *c, int status, const char *why)
+{
+	if (c->state <= CAND_CHALLENGE) {
+		struct wire_challenge r = { .magic = WIRE_MAGIC, .status = status };
+
+		snprintf(r.reason, sizeof(r.reason), "%s", why);
+		sm_send_some(c->fd, &r, sizeof(r), -1);
+	} else {
+		struct wire_reply r = { .magic = WIRE_MAGIC, .status = status };
+
+		snprintf(r.reason, sizeof(r.reason), "%s", why);
+		sm_send_some(c->fd, &r, sizeof(r), -1);
+	}
+	listen_note_refusal(l, why);
+	cand_drop(c);
+}
+
+/* The hello is whole: answer with our nonce and proof, or refuse. */
+static void on_hello(struct tp_listener *l, struct cand *c)
+{
+	const struct wire_hello *h = &c->hello;
+
+	if (h->magic != WIRE_MAGIC || h->version != WIRE_VERSION) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "not a symmem connector speaking wire version %d "
+			 "(mixed plugin versions?)", WIRE_VERSION);
+		refuse(l, c, SM_ERR_INVALID, why);
+		return;
+	}
+	if (c->uds != (h->backend == TP_BACKEND_SHM)) {
+		refuse(l, c, SM_ERR_INVALID, "connector asked for a data path this socket cannot "
+		       "carry");
+		return;
+	}
+	if (h->backend == TP_BACKEND_IB && !l->ib_dev) {
+		refuse(l, c, SM_ERR_INVALID, "connector asked for ibverbs, which this listener "
+		       "does not take");
+		return;
+	}
+	memset(&c->chal, 0, sizeof(c->chal));
+	c->chal.magic = WIRE_MAGIC;
+	if (sock_random(c->chal.nonce, sizeof(c->chal.nonce))) {
+		refuse(l, c, SM_ERR_SYSTEM, sm_last_error());
+		return;
+	}
+	wire_proof(l->token, 1, h, c->chal.nonce, c->chal.proof);
+	c->state = CAND_CHALLENGE;
+	c->done = 0;
+}
+
+/* This queue pair would not join the connector's: the two RDMA ports
+ * cannot reach each other (Soft-RoCE and RoCE refuse a route they do not
+ * have here).  Unless either end requires ibverbs, the connection goes on
+ * over TCP and the reply says so; else the connection fails. */
+static int unreachable(struct tp_listener *l, struct cand *c)
+{
+	int required = l->opt.ib == 2 || (c->hello.flags & WIRE_IB_REQUIRED);
+	int rc = ib_conn_unreachable(c->comm, required);
+
+	if (rc)
+		return rc;
+	c->reply.backend = TP_BACKEND_TCP;
+	return comm_fall_back_to_tcp(c->comm, &l->opt);
+}
+
+/* The connector proved the token: its comm, and the reply. */
+static int build_comm(struct tp_listener *l, struct cand *c)
+{
+	const struct wire_hello *h = &c->hello;
+	int rc;
+
+	c->comm = comm_new(0, c->uds ? &tp_shm_ops : h->backend == TP_BACKEND_IB ? &tp_ib_ops :
+			   &tp_tcp_ops, c->fd);
+	if (!c->comm)
+		return sm_fail(SM_ERR_SYSTEM, "out of memory");
+	/* For log lines; on the Unix socket the kernel's word, else the peer's. */
+	c->comm->peer_pid = c->uds ? c->peer.pid : (int)h->pid;
+	memset(&c->reply, 0, sizeof(c->reply));
+	c->reply.backend = h->backend;
+	c->reply.flags = l->opt.ib == 2 ? WIRE_IB_REQUIRED : 0;
+	rc = comm_setup(c->comm, &l->opt);
+	if (!rc && h->backend == TP_BACKEND_IB)
+		rc = ib_conn_open(c->comm, &l->opt, l->ib_dev, &c->reply.ib);
+	if (!rc && h->backend == TP_BACKEND_IB && ib_conn_connect(c->comm, &c->setup.ib))
+		rc = unreachable(l, c);
+	if (!rc && c->uds)
+		rc = c->memfd < 0 ? sm_fail(SM_ERR_REMOTE, "connector sent no ring segment") :
+		     shm_comm_attach(c->comm, c->memfd, c->setup.seg_size, l->opt.chunk_size);
+	if (c->memfd >= 0)
+		close(c->memfd);
+	c->memfd = -1;
+	if (rc) {
+		c->comm->fd = -1;	/* refuse() still needs the socket */
+		tp_close(c->comm);
+		c->comm = NULL;
+		return rc;
+	}
+	c->reply.magic = WIRE_MAGIC;
+	c->reply.status = SM_OK;
+	return SM_OK;
+}
+
+/* The setup is whole: check the connector's proof, then build its comm.
+ * A stranger is dropped (SM_OK); a failure of the real connector's setup
+ * is the accept's error. */
+static int on_setup(struct tp_listener *l, struct cand *c)
+{
+	uint8_t want[WIRE_MAC];
+	char why[sizeof(c->reply.reason)];
+	int rc;
+
+	wire_proof(l->token, 0, &c->hello, c->chal.nonce, want);
+	if (c->setup.magic != WIRE_MAGIC || !wire_mac_equal(c->setup.proof, want)) {
+		refuse(l, c, SM_ERR_INVALID, "the connector did not prove it holds the "
+		       "connection token");
+		return SM_OK;
+	}
+	rc = build_comm(l, c);
+	if (rc) {
+		snprintf(why, sizeof(why), "%s", sm_last_error());
+		refuse(l, c, rc, why);
+		return sm_fail(rc, "%s", why);
+	}
+	c->state = CAND_REPLY;
+	c->done = 0;
+	return SM_OK;
+}
+
+/* Moves `len` bytes of message `buf` on: 1 once whole, 0 not yet, -1
+ * when the peer hung up (sm_last_error says how). */
+static int move(struct cand *c, void *buf, size_t len, int writing, int *fd)
+{
+	ssize_t n = writing ? sm_send_some(c->fd, (uint8_t *)buf + c->done, len - c->done, -1) :
+			      sm_recv_some(c->fd, (uint8_t *)buf + c->done, len - c->done, fd);
+
+	if (n < 0)
+		return -1;
+	c->done += (size_t)n;
+	return c->done == len;
+}
+
+/* ibverbs: no receive may be posted to the connector's queue pair before
+ * it is ready for them and its probe write came back (connect.c): its
+ * verdict says so.  1 once it came, 0 not yet. */
+static int verdict(struct tp_listener *l, struct cand *c, int *rc)
+{
+	char v, route[200];
+	ssize_t n = sm_recv_some(c->fd, &v, 1, NULL);
+
+	*rc = SM_OK;
+	if (n == 0)
+		return 0;
+	if (n < 0 || v == VERDICT_FAIL) {
+		ib_conn_route(c->comm, route, sizeof(route));
+		*rc = n < 0 ? sm_fail(SM_ERR_REMOTE, "connector hung up during setup") :
+		      sm_fail(SM_ERR_REMOTE, "RDMA %s cannot reach each other, the connector "
+			      "found (NCCL_SYMMEM_BACKEND=ib requires RDMA)", route);
+		cand_drop(c);
+		return 0;
+	}
+	if (v == VERDICT_TCP) {
+		sm_info("the connector (pid %d) cannot reach this host's RDMA port: this "
+			"connection uses TCP", c->comm->peer_pid);
+		*rc = comm_fall_back_to_tcp(c->comm, &l->opt);
+		if (*rc)
+			cand_drop(c);
+	}
+	return *rc == SM_OK;
+}
+
+int cand_step(struct tp_listener *l, struct cand *c, uint64_t now, struct tp_comm **out)
+{
+	int rc, r = 0;
+
+	if (c->state < CAND_REPLY && now > c->deadline_ns) {
+		listen_note_refusal(l, "a connection did not prove the token in time");
+		cand_drop(c);
+		return SM_OK;
+	}
+	switch (c->state) {
+	case CAND_HELLO:
+		r = move(c, &c->hello, sizeof(c->hello), 0, NULL);
+		if (r > 0)
+			on_hello(l, c);
+		break;
+	case CAND_CHALLENGE:
+		r = move(c, &c->chal, sizeof(c->chal), 1, NULL);
+		if (r > 0) {
+			c->state = CAND_SETUP;
+			c->done = 0;
+		}
+		break;
+	case CAND_SETUP:
+		r = move(c, &c->setup, sizeof(c->setup), 0, c->uds ? &c->memfd : NULL);
+		if (r > 0)
+			return on_setup(l, c);
+		break;
+	case CAND_REPLY:
+		r = move(c, &c->reply, sizeof(c->reply), 1, NULL);
+		if (r < 0) {
+			rc = sm_fail(SM_ERR_REMOTE, "connector hung up during setup");
+			cand_drop(c);
+			return rc;
+		}
+		if (r == 0)
+			return SM_OK;
+		if (c->comm->ops != &tp_ib_ops)
+			goto done;
+		c->state = CAND_VERDICT;
+		/* fall through */
+	case CAND_VERDICT:
+		if (verdict(l, c, &rc))
+			goto done;
+		return rc;
+	}
+	if (r < 0)
+		cand_drop(c);	/* hung up before proving the token */
+	return SM_OK;
+
+done:
+	*out = c->comm;
+	c->comm = NULL;
+	c->fd = -1;
+	cand_drop(c);
+	return SM_OK;
+}
