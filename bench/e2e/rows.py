@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""The benchmarks' result files: JSON lists of rows, one row a line.
+
+A row of bench/results/e2e.json is keyed by (workload, gpus), one of
+bench/results/sweep.json by (op, gpus, bytes); merging replaces rows
+with the same key and keeps the others, so a run on 4 GPUs leaves the
+8-GPU rows alone.  Standard library only.
+
+Usage:
+  rows.py merge DEST SRC...
+      fold the rows of each SRC file into DEST (e.g. a GPU run's
+      $OUT/e2e.json into bench/results/e2e.json)
+  rows.py sweep DEST JSONL... [--commit C] [--date YYYY-MM-DD]
+      sweep rows from nccl_bench -j lines (both phases run), into DEST"""
+import argparse
+import datetime
+import json
+import os
+import sys
+
+
+def key(row):
+    """The key a row is replaced by."""
+    if "workload" in row:
+        return ("e2e", row["workload"], int(row["gpus"]))
+    if "op" in row:
+        return ("sweep", row["op"], int(row["gpus"]), int(row["bytes"]))
+    raise ValueError(f"a row with neither workload nor op: {row!r}")
+
+
+def load(path):
+    """The rows of `path`; none for a file that does not exist yet."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        rows = json.load(f)
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise ValueError(f"{path}: not a JSON list of objects")
+    return rows
+
+
+def merge(rows, new):
+    """rows with every row of `new` in place of the one with its key (or
+    added), sorted by key so that the file's diffs stay small."""
+    by_key = {key(r): r for r in rows}
+    for r in new:
+        by_key[key(r)] = r
+    return [by_key[k] for k in sorted(by_key)]
+
+
+def save(path, rows):
+    """One row a line, written to a temporary file and renamed, so a
+    reader never sees half a file."""
+    text = "[\n" + ",\n".join(json.dumps(r, sort_keys=True) for r in rows) + "\n]\n"
+    if not rows:
+        text = "[]\n"
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def merge_into(path, new):
+    save(path, merge(load(path), new))
+
+
+def sweep_rows(lines, commit, date):
+    """Sweep rows from nccl_bench -j lines: one per op, rank count and
+    size that ran in both phases with every element right.  ratio is the
+    plugin's bus bandwidth over native's.  Returns (rows, problems)."""
+    rows, problems = [], []
+    for n, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            b = json.loads(line)
+        except ValueError as e:
+            problems.append(f"line {n}: not JSON ({e})")
+            continue
+        where = f"{b.get('op')} {b.get('bytes')} B on {b.get('ranks')} ranks"
+        if b.get("errors"):
+            problems.append(f"{where}: {b['errors']} wrong element(s), left out")
+            continue
+        if b.get("bytes", 0) == 0:
+            continue   # no bandwidth at 0 bytes
+        nbw, pbw = b.get("native_busbw"), b.get("plugin_busbw")
+        if nbw is None or pbw is None:
+            problems.append(f"{where}: not run in both phases, left out")
+            continue
+        rows.append({
+            "op": b["op"], "gpus": int(b["ranks"]), "bytes": int(b["bytes"]),
+            "native_busbw": nbw, "plugin_busbw": pbw,
+            "native_us": b["native_us"], "plugin_us": b["plugin_us"],
+            "ratio": round(pbw / nbw, 4) if nbw > 0 else None,
+            "nccl_version": b.get("nccl_version", "unknown"),
+            "commit": commit, "date": date,
+        })
+    return rows, problems
+
+
+def today():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("merge")
+    m.add_argument("dest")
+    m.add_argument("src", nargs="+")
+    s = sub.add_parser("sweep")
+    s.add_argument("dest")
+    s.add_argument("jsonl", nargs="+")
+    s.add_argument("--commit", default="unknown")
+    s.add_argument("--date", default=today())
+    a = ap.parse_args(argv)
+    if a.cmd == "merge":
+        new = [r for path in a.src for r in load(path)]
+        merge_into(a.dest, new)
+        print(f"{a.dest}: {len(new)} row(s) merged")
+        return 0
+    lines = []
+    for path in a.jsonl:
+        with open(path) as f:
+            lines += f.readlines()
+    rows, problems = sweep_rows(lines, a.commit, a.date)
+    for p in problems:
+        print(f"sweep: {p}", file=sys.stderr)
+    if not rows:
+        print(f"sweep: no row to write from {' '.join(a.jsonl)}", file=sys.stderr)
+        return 1
+    merge_into(a.dest, rows)
+    print(f"{a.dest}: {len(rows)} sweep row(s) merged")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
