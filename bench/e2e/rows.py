@@ -11,7 +11,9 @@ Usage:
       fold the rows of each SRC file into DEST (e.g. a GPU run's
       $OUT/e2e.json into bench/results/e2e.json)
   rows.py sweep DEST JSONL... [--commit C] [--date YYYY-MM-DD]
-      sweep rows from nccl_bench -j lines (both phases run), into DEST"""
+      sweep rows from nccl_bench -j lines (both phases run), into DEST
+  rows.py table FILE
+      FILE's rows as a Markdown table (for bench/results/e2e.md)"""
 import argparse
 import datetime
 import json
@@ -99,6 +101,60 @@ def sweep_rows(lines, commit, date):
     return rows, problems
 
 
+def _ms(row, mode):
+    m, p90 = row.get(f"{mode}_ms"), row.get(f"{mode}_p90_ms")
+    if m is None:
+        return "-"
+    return f"{m:.1f} ({p90:.1f})" if p90 is not None else f"{m:.1f}"
+
+
+def _over(row, mode):
+    m, n = row.get(f"{mode}_ms"), row.get("native_ms")
+    return f"{m / n:.3f}" if m and n else "-"
+
+
+def _num(v, fmt):
+    return "-" if v is None else format(v, fmt)
+
+
+def _e2e_table(rows):
+    out = ["| workload | GPUs | native ms (p90) | plugin ms (p90) | PASS_SM ms (p90) "
+           "| plugin / native | PASS_SM / native | NCCL | commit | date |",
+           "|---|---:|---:|---:|---:|---:|---:|---|---|---|"]
+    for r in rows:
+        gpus = f"{r['gpus']}, posed: times meaningless" if r.get("posed") else str(r["gpus"])
+        out.append(f"| {r['workload']} | {gpus} | {_ms(r, 'native')} | {_ms(r, 'plugin')} "
+                   f"| {_ms(r, 'pass_sm')} | {_over(r, 'plugin')} | {_over(r, 'pass_sm')} "
+                   f"| {r.get('nccl_version', '-')} | {r.get('commit', '-')} "
+                   f"| {r.get('date', '-')} |")
+    return out
+
+
+def _sweep_table(rows):
+    out = ["| op | GPUs | bytes | native GB/s | plugin GB/s | ratio | NCCL | commit | date |",
+           "|---|---:|---:|---:|---:|---:|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r['op']} | {r['gpus']} | {r['bytes']} "
+                   f"| {_num(r.get('native_busbw'), '.2f')} | {_num(r.get('plugin_busbw'), '.2f')} "
+                   f"| {_num(r.get('ratio'), '.3f')} | {r.get('nccl_version', '-')} "
+                   f"| {r.get('commit', '-')} | {r.get('date', '-')} |")
+    return out
+
+
+def table(rows):
+    """Markdown, one line per row: the end-to-end rows' step times and
+    their ratio to native's (above 1: slower), the sweep rows' bandwidths;
+    "not yet run" for no rows."""
+    parts = []
+    e2e = [r for r in rows if "workload" in r]
+    sweep = [r for r in rows if "op" in r]
+    if e2e:
+        parts.append("\n".join(_e2e_table(e2e)))
+    if sweep:
+        parts.append("\n".join(_sweep_table(sweep)))
+    return "\n\n".join(parts) + "\n" if parts else "not yet run\n"
+
+
 def today():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
 
@@ -114,7 +170,12 @@ def main(argv):
     s.add_argument("jsonl", nargs="+")
     s.add_argument("--commit", default="unknown")
     s.add_argument("--date", default=today())
+    t = sub.add_parser("table")
+    t.add_argument("file")
     a = ap.parse_args(argv)
+    if a.cmd == "table":
+        sys.stdout.write(table(load(a.file)))
+        return 0
     if a.cmd == "merge":
         new = [r for path in a.src for r in load(path)]
         merge_into(a.dest, new)

@@ -127,6 +127,18 @@ class Rows(unittest.TestCase):
         self.assertIn("not run in both phases", problems[1])
         self.assertIn("not JSON", problems[2])
 
+    def test_table(self):
+        self.assertEqual(rows.table([]), "not yet run\n")
+        t = rows.table([{"workload": "ddp", "gpus": 1, "posed": True, "native_ms": 10.0,
+                         "native_p90_ms": 12.0, "plugin_ms": 15.0, "plugin_p90_ms": 16.0,
+                         "nccl_version": "2.28.9", "commit": "c", "date": "d"},
+                        {"op": "alltoall", "gpus": 4, "bytes": 8, "native_busbw": 1.0,
+                         "plugin_busbw": 0.5, "ratio": 0.5}]).splitlines()
+        self.assertEqual(t[2], "| ddp | 1, posed: times meaningless | 10.0 (12.0) | 15.0 (16.0) "
+                               "| - | 1.500 | - | 2.28.9 | c | d |")
+        self.assertEqual(t[3], "")
+        self.assertEqual(t[6], "| alltoall | 4 | 8 | 1.00 | 0.50 | 0.500 | - | - | - |")
+
     def test_sweep_cli(self):
         jsonl = os.path.join(self.dir.name, "b.jsonl")
         with open(jsonl, "w") as f:
