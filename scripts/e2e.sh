@@ -46,9 +46,10 @@ SKIP_BUILD=1 . scripts/gpu_lib.sh
 for f in libnccl-net-symmem.so libnccl-env-symmem.so symmem-copyd; do
 	[ -e "build-gpu/$f" ] || { echo "FAILED: build-gpu/$f missing"; exit 1; }
 done
-if ! "$PY" -c 'import sys, torch; print("== torch", torch.__version__, "NCCL",
-	".".join(map(str, torch.cuda.nccl.version())), "GPUs", torch.cuda.device_count());
-	sys.exit(0 if torch.cuda.is_available() else 1)'; then
+if ! "$PY" -c 'import sys, torch
+print("== torch", torch.__version__, "NCCL", ".".join(map(str, torch.cuda.nccl.version())),
+      "GPUs", torch.cuda.device_count())
+sys.exit(0 if torch.cuda.is_available() else 1)'; then
 	echo "FAILED: $PY has no PyTorch that sees a GPU"; exit 1
 fi
 
