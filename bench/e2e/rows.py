@@ -66,10 +66,21 @@ def merge_into(path, new):
     save(path, merge(load(path), new))
 
 
+def ratio(b):
+    """The plugin's busbw over native's, from the times: the same bytes and
+    bus factor divide out, and the times keep the digits that a bandwidth
+    of a few bytes loses."""
+    nus, pus = b.get("native_us"), b.get("plugin_us")
+    if nus and pus and nus > 0 and pus > 0:
+        return round(nus / pus, 4)
+    nbw, pbw = b.get("native_busbw"), b.get("plugin_busbw")
+    return round(pbw / nbw, 4) if nbw and pbw is not None and nbw > 0 else None
+
+
 def sweep_rows(lines, commit, date):
     """Sweep rows from nccl_bench -j lines: one per op, rank count and
-    size that ran in both phases with every element right.  ratio is the
-    plugin's bus bandwidth over native's.  Returns (rows, problems)."""
+    size that ran in both phases with every element right.  Returns
+    (rows, problems)."""
     rows, problems = [], []
     for n, line in enumerate(lines, 1):
         line = line.strip()
@@ -94,7 +105,7 @@ def sweep_rows(lines, commit, date):
             "op": b["op"], "gpus": int(b["ranks"]), "bytes": int(b["bytes"]),
             "native_busbw": nbw, "plugin_busbw": pbw,
             "native_us": b["native_us"], "plugin_us": b["plugin_us"],
-            "ratio": round(pbw / nbw, 4) if nbw > 0 else None,
+            "ratio": ratio(b),
             "nccl_version": b.get("nccl_version", "unknown"),
             "commit": commit, "date": date,
         })

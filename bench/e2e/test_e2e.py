@@ -25,6 +25,12 @@ BENCH_LINE = ('{"op":"all_reduce","ranks":4,"bytes":1048576,"dtype":"float",'
               '"plugin_us":55.500,"plugin_busbw":28.3333,"errors":0,'
               '"nccl_version":"2.28.9","route":"env-plugin","iters":20,"graph":0,'
               '"registered":0,"cumem_bufs":0,"hosts":0,"plugin_env":["NCCL_PASS_SM=1"]}')
+# A line of 8 bytes in nccl_bench -j's form (made-up times).
+SMALL_LINE = ('{"op":"sendrecv","ranks":2,"bytes":8,"dtype":"float","redop":"sum",'
+              '"native_us":9.700,"native_busbw":8.24742e-07,"plugin_us":19.400,'
+              '"plugin_busbw":4.12371e-07,"errors":0,"nccl_version":"2.28.9",'
+              '"route":"env-plugin","iters":20,"graph":0,"registered":0,"cumem_bufs":0,'
+              '"hosts":0,"plugin_env":[]}')
 
 
 def script(name):
@@ -120,7 +126,7 @@ class Rows(unittest.TestCase):
         self.assertEqual(got, [{
             "op": "all_reduce", "gpus": 4, "bytes": 1048576, "native_busbw": 38.1234,
             "plugin_busbw": 28.3333, "native_us": 41.25, "plugin_us": 55.5,
-            "ratio": round(28.3333 / 38.1234, 4), "nccl_version": "2.28.9",
+            "ratio": round(41.25 / 55.5, 4), "nccl_version": "2.28.9",
             "commit": "abc1234", "date": "2026-12-01"}])
         self.assertEqual(len(problems), 3)
         self.assertIn("5 wrong element(s)", problems[0])
@@ -138,6 +144,15 @@ class Rows(unittest.TestCase):
                                "| - | 1.500 | - | 2.28.9 | c | d |")
         self.assertEqual(t[3], "")
         self.assertEqual(t[6], "| alltoall | 4 | 8 | 1.00 | 0.50 | 0.500 | - | - | - |")
+
+    def test_small_sizes(self):
+        # The ratio of a few bytes' times, not of bandwidths rounded to nothing.
+        (r,), problems = rows.sweep_rows([SMALL_LINE], "c", "d")
+        self.assertEqual(problems, [])
+        self.assertEqual(r["ratio"], 0.5)
+        self.assertEqual(r["native_busbw"], 8.24742e-07)
+        old = SMALL_LINE.replace("8.24742e-07", "0.0000").replace("4.12371e-07", "0.0000")
+        self.assertEqual(rows.sweep_rows([old], "c", "d")[0][0]["ratio"], 0.5)
 
     def test_sweep_cli(self):
         jsonl = os.path.join(self.dir.name, "b.jsonl")

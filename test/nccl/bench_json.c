@@ -21,7 +21,8 @@ static void put_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-/* A number, or null for a phase that did not run (JSON has no NaN). */
+/* A number, or null for a phase that did not run (JSON has no NaN).
+ * Bandwidths in significant digits: 8 bytes move at 1e-4 GB/s. */
 static void put_num(FILE *f, int ran, double v, const char *fmt)
 {
 	if (!ran || !isfinite(v)) {
@@ -46,7 +47,7 @@ int bench_json_row(FILE *f, const struct bench_json_run *run, const struct bench
 		fprintf(f, ",\"%s_us\":", phase[p]);
 		put_num(f, row->ran[p], row->us[p], "%.3f");
 		fprintf(f, ",\"%s_busbw\":", phase[p]);
-		put_num(f, row->ran[p], row->busbw[p], "%.4f");
+		put_num(f, row->ran[p], row->busbw[p], "%.6g");
 	}
 	fprintf(f, ",\"errors\":%llu,\"nccl_version\":", (unsigned long long)row->errors);
 	put_str(f, run->nccl_version);
