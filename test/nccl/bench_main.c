@@ -7,7 +7,7 @@
  *
  *   nccl_bench [-n ranks] [-b min] [-e max] [-f factor] [-o ops] [-i iters]
  *              [-w warmup] [-G] [-R] [-A] [-m both|native|plugin] [-c cases]
- *              [-P plugin] [-E NAME=VALUE]... [-t seconds]
+ *              [-P plugin] [-E NAME=VALUE]... [-t seconds] [-j file]
  *
  * -o: comma list of all_reduce,broadcast,reduce,all_gather,reduce_scatter,
  *     alltoall,sendrecv, or "all".  -c: comma list of dtype:redop checked
@@ -23,8 +23,10 @@
  *     and runs alone (synchronized); every rank prints each
  *     iteration's time to stderr: a one-off stall and a steady slowness
  *     give the same mean.
- * -E: extra variables for the plugin phase only.  Exit status 0 only when
- * every element of every run in every phase was correct. */
+ * -E: extra variables for the plugin phase only.  -j FILE: besides the
+ * tables, one JSON object per timed size appended to FILE (bench_json.h).
+ * Exit status 0 only when every element of every run in every phase was
+ * correct. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +38,7 @@
 #include <cuda_runtime_api.h>
 
 #include "bench.h"
+#include "bench_json.h"
 
 static const char *default_cases =
 	"bf16:sum,half:max,int32:min,int8:sum,double:prod,float:avg,uint8:max,int64:sum";
@@ -44,11 +47,12 @@ static void usage(const char *argv0)
 {
 	fprintf(stderr, "usage: %s [-n ranks] [-b min] [-e max] [-f factor] [-o ops] [-i iters] "
 		"[-w warmup] [-G [-Y]] [-T] [-R] [-A] [-V|-W] [-H hosts] [-m both|native|plugin] [-c dtype:redop,...] [-P plugin] [-Z] "
-		"[-E NAME=VALUE] [-t seconds] [-S stack-dir] [-L cycles]\n"
+		"[-E NAME=VALUE] [-t seconds] [-S stack-dir] [-L cycles] [-j file]\n"
 		"  -Z: the plugin phase sets only NCCL_ENV_PLUGIN=plugin (the library's env plugin "
 		"routes the job)\n"
 		"  -H n: the ranks pose as n hosts (NCCL_HOSTID): NCCL's P2P/SHM inside each, the "
-		"network (native: NCCL's own; plugin: symmem) only between them\n", argv0);
+		"network (native: NCCL's own; plugin: symmem) only between them\n"
+		"  -j file: one JSON object per timed size appended to file\n", argv0);
 	exit(2);
 }
 
@@ -397,6 +401,43 @@ static int print_skipped(const struct bench_opts *o)
 	return empty;
 }
 
+/* -j: the timed rows as JSON lines, for scripts; the tables stay as
+ * they are.  Returns 0, or -1 when the file could not be written. */
+static int write_json(const struct bench_opts *o, const struct row *rows, int nrows, FILE *f)
+{
+	char version[32] = "unknown";
+	int v = 0;
+	struct bench_json_run run = {
+		.nccl_version = version, .ranks = o->nranks, .iters = o->iters, .graph = o->graph,
+		.registered = o->registered, .cumem_bufs = o->cumem_bufs, .hosts = o->hosts,
+		.plugin_env = o->plugin_env, .nplugin_env = o->nplugin_env,
+		.route = o->env_plugin ? "env-plugin" : o->hosts ? "hosts-only" : "net-plugin",
+	};
+
+	/* The library this process links, as the ranks do; it starts nothing. */
+	if (ncclGetVersion(&v) == ncclSuccess && v > 0)
+		snprintf(version, sizeof(version), "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+	for (int i = 0; i < nrows; i++) {
+		const struct row *w = &rows[i];
+		struct bench_json_row j = {
+			.op = bench_op_name(w->op), .dtype = bench_dtypes[w->dtype].name,
+			.redop = bench_redop_name((ncclRedOp_t)w->redop), .bytes = w->bytes,
+		};
+
+		if (w->timed != 1)
+			continue;
+		for (int p = 0; p < PHASE_COUNT; p++) {
+			j.ran[p] = o->phases[p] && w->ranks[p] > 0;
+			j.us[p] = w->us[p];
+			j.busbw[p] = busbw(o, w, p);
+			j.errors += w->errors[p];
+		}
+		if (bench_json_row(f, &run, &j))
+			return -1;
+	}
+	return fflush(f) ? -1 : 0;
+}
+
 static void add_sizes(struct bench_opts *o, size_t min, size_t max, size_t factor)
 {
 	size_t s = min;
@@ -423,11 +464,12 @@ int main(int argc, char **argv)
 	struct bench_result rec;
 	struct row *rows;
 	int opt, nrows = 0, failed = 0, bad;
-	FILE *results;
+	FILE *results, *json = NULL;
+	const char *json_path = NULL;
 
 	parse_ops("all", o.ops);
 	parse_cases(default_cases, &o);
-	while ((opt = getopt(argc, argv, "n:b:e:f:o:i:w:GYTRAVWZH:m:c:P:E:t:S:L:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:b:e:f:o:i:w:GYTRAVWZH:m:c:P:E:t:S:L:j:")) != -1) {
 		switch (opt) {
 		case 'n': o.nranks = atoi(optarg); break;
 		case 'b': min = strtoull(optarg, NULL, 0); break;
@@ -459,6 +501,7 @@ int main(int argc, char **argv)
 		case 't': o.timeout = atof(optarg); break;
 		case 'S': o.stack_dir = optarg; break;
 		case 'L': o.cycles = atoi(optarg); break;
+		case 'j': json_path = optarg; break;
 		default: usage(argv[0]);
 		}
 	}
@@ -479,6 +522,12 @@ int main(int argc, char **argv)
 	 * undo -H's NCCL P2P inside each posed host. */
 	if (o.hosts && o.env_plugin) {
 		fprintf(stderr, "-Z and -H do not go together\n");
+		return 2;
+	}
+	/* Opened before the phases run, so a wrong path fails at once; nothing
+	 * is written to it before the ranks are forked. */
+	if (json_path && !(json = fopen(json_path, "a"))) {
+		fprintf(stderr, "-j %s: %s\n", json_path, strerror(errno));
 		return 2;
 	}
 	o.barrier = bench_barrier_new(o.nranks);
@@ -528,6 +577,14 @@ int main(int argc, char **argv)
 	printf(")\n");
 	bad = print_rows(&o, rows, nrows);
 	bad += print_skipped(&o);
+	if (json) {
+		int werr = write_json(&o, rows, nrows, json);
+
+		if (fclose(json) || werr) {
+			fprintf(stderr, "-j %s: not written: %s\n", json_path, strerror(errno));
+			bad++;
+		}
+	}
 	free(rows);
 	fclose(results);
 	if (nrows == 0)
