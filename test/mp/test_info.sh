@@ -5,10 +5,12 @@
 # error text), and --selftest on its host-memory and TCP paths, which
 # must pass, and fail when one byte is flipped on the sender.
 # CUDA_VISIBLE_DEVICES= hides any GPU, so the answers are the same on a
-# GPU host.  $1: symmem-info, $2: the net plugin, $3: bench_pingpong.
+# GPU host.  $1: symmem-info, $2: the net plugin, $3: bench_pingpong,
+# $4: docs/env.md.
 info="$1"
 lib="$2"
 pingpong="$3"
+env_md="$4"
 builddir=$(dirname "$lib")
 tmp=$(mktemp -d /tmp/symmem-info-test-XXXXXX) || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -31,6 +33,14 @@ def var(name, key="variables"):
     return [v for v in d[key] if v["name"] == name][0]
 def path(name):
     return [p for p in d["selftest"]["paths"] if p["path"] == name][0]
+def documented(section):
+    rows, inside = [], False
+    for line in open(sys.argv[3]):
+        if line.startswith("## "):
+            inside = line.strip() == "## " + section
+        elif inside and line.startswith("| `"):
+            rows.append(line.split("`")[1])
+    return rows
 sys.exit(0 if eval(sys.argv[2]) else 1)' "$@"
 }
 
@@ -42,7 +52,7 @@ run() {
 	rc=$?
 }
 
-echo "1..25"
+echo "1..26"
 
 run text
 [ $rc = 1 ]; check $? "no GPU: exit status 1 (got $rc)"
@@ -66,6 +76,8 @@ json "$tmp/json" 'var("NCCL_SYMMEM_COPY_TIMEOUT") == {"name": "NCCL_SYMMEM_COPY_
 check $? "--json: a variable's value, origin, meaning and no error"
 json "$tmp/json" 'len(d["variables"]) > 40 and all("no description" not in v["meaning"] for v in d["variables"] + d["nccl_variables"])'
 check $? "--json: every variable has a meaning"
+json "$tmp/json" '[v["name"] for v in d["variables"]] == documented("The plugin'"'"'s configuration") and sorted(v["name"] for v in d["nccl_variables"]) == sorted(documented("NCCL'"'"'s variables the plugin reads or sets"))' "$env_md"
+check $? "--json: the variables are those docs/env.md lists"
 json "$tmp/json" 'd["verdict"]["nccl_runs_plugin"] is False and var("NCCL_P2P_DISABLE", "nccl_variables")["origin"] == "unset"'
 check $? "--json: without NCCL_ENV_PLUGIN or NCCL_NET_PLUGIN NCCL does not run the plugin"
 
