@@ -273,7 +273,7 @@ void info_gpus_emit(struct out *o, const struct info_gpus *g)
 		out_item_end(o);
 	}
 	out_list_end(o);
-	out_str(o, "nvlink_info", g->nvml[0] ? g->nvml : "NVML");
+	out_str(o, "nvlink_info", g->shown < 1 ? NULL : g->nvml[0] ? g->nvml : "NVML");
 	out_list(o, "gpu_pairs");
 	for (int k = 0; k < info_pair_count(g); k++) {
 		int a, b;
