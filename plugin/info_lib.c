@@ -241,7 +241,8 @@ static void find_env(struct info_libs *l)
 	if (!l->env.path[0] && own_copy(ENV_FILE, &l->env)) {
 		size_t n = strlen(l->env.how);
 
-		info_say(l->env.how + n, sizeof(l->env.how) - n, "; NCCL does not load it: %s", why);
+		info_say(l->env.how + n, sizeof(l->env.how) - n, "; NCCL does not load it: %s",
+			 why);
 	}
 	if (!l->env.path[0])
 		info_say(l->env.how, sizeof(l->env.how), "%s; none beside symmem-info nor in %s",
@@ -261,15 +262,16 @@ static void find_net(struct info_libs *l)
 			 "(NCCL_NET_PLUGIN=none)");
 	} else if (!nccl_lookup(&lk, "libnccl-net", v)) {
 		info_say(l->nccl_opens, sizeof(l->nccl_opens), "nothing for NCCL_NET_PLUGIN=%s%s "
-			 "(tried %s): NCCL uses its own IB or Socket net", v ? v : "(unset)", origin,
-			 lk.tried);
+			 "(tried %s): NCCL uses its own IB or Socket net", v ? v : "(unset)",
+			 origin, lk.tried);
 	} else if (!is_ours(lk.path)) {
 		info_say(l->nccl_opens, sizeof(l->nccl_opens), "%s for NCCL_NET_PLUGIN=%s%s, not "
 			 "this plugin", lk.path, v ? v : "(unset)", origin);
 	} else {
 		l->net_plugin_ours = 1;
 		info_say(l->net.path, sizeof(l->net.path), "%s", lk.path);
-		info_say(l->net.how, sizeof(l->net.how), "NCCL_NET_PLUGIN=%s%s opens it", v, origin);
+		info_say(l->net.how, sizeof(l->net.how), "NCCL_NET_PLUGIN=%s%s opens it", v,
+			 origin);
 		info_say(l->nccl_opens, sizeof(l->nccl_opens), "%s", lk.path);
 	}
 	if (!l->net.path[0] && own_copy(NET_FILE, &l->net)) {
@@ -354,17 +356,18 @@ static void find_helper(struct info_libs *l, const struct config *cfg)
 		info_say(h->how, sizeof(h->how), "beside the net plugin");
 		break;
 	case HELPER_LIBEXEC:
-		info_say(h->how, sizeof(h->how), "in %s, where it was installed", SYMMEM_LIBEXECDIR);
+		info_say(h->how, sizeof(h->how), "in %s, where it was installed",
+			 SYMMEM_LIBEXECDIR);
 		break;
 	case HELPER_NOT_FOUND:
 		h->path[0] = '\0';
 		if (cfg->copy_helper_path[0])
-			info_say(h->how, sizeof(h->how), "NCCL_SYMMEM_COPY_HELPER_PATH=%s is not an "
-				 "executable file; copies run in the NCCL process",
+			info_say(h->how, sizeof(h->how), "NCCL_SYMMEM_COPY_HELPER_PATH=%s is not "
+				 "an executable file; copies run in the NCCL process",
 				 cfg->copy_helper_path);
 		else
-			info_say(h->how, sizeof(h->how), "not found beside the net plugin nor in %s; "
-				 "copies run in the NCCL process", SYMMEM_LIBEXECDIR);
+			info_say(h->how, sizeof(h->how), "not found beside the net plugin nor in "
+				 "%s; copies run in the NCCL process", SYMMEM_LIBEXECDIR);
 		break;
 	}
 	if (!cfg->copy_helper)

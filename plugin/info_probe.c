@@ -174,8 +174,9 @@ static int take(struct probe *p, int peer, const struct offer *o, int kind, int 
 	}
 	for (size_t k = 0; k < size; k++) {
 		if (host[k] != probe_byte(k, seed_of(peer, kind))) {
-			info_say(why, len, "byte %zu of the imported allocation reads 0x%02x, the "
-				 "exporter wrote 0x%02x", k, host[k], probe_byte(k, seed_of(peer, kind)));
+			info_say(why, len, "byte %zu of the imported allocation reads 0x%02x, "
+				 "the exporter wrote 0x%02x", k, host[k],
+				 probe_byte(k, seed_of(peer, kind)));
 			goto out;
 		}
 	}
@@ -195,11 +196,13 @@ static void take_all(struct probe *p, int peer, const struct offer *o, int fd)
 		size_t len = sizeof(p->rep.why[peer][kind]);
 
 		if (!o->ok[kind]) {
-			info_say(why, len, "export in GPU %d's process: %s", p->gpu[peer], o->why[kind]);
+			info_say(why, len, "export in GPU %d's process: %s", p->gpu[peer],
+				 o->why[kind]);
 			p->rep.result[peer][kind] = 0;
 			continue;
 		}
-		p->rep.result[peer][kind] = take(p, peer, o, kind, kind == 0 ? fd : -1, why, len) == 0;
+		p->rep.result[peer][kind] =
+			take(p, peer, o, kind, kind == 0 ? fd : -1, why, len) == 0;
 		if (kind == 0)
 			fd = -1;	/* consumed */
 	}
@@ -227,7 +230,7 @@ static void exchange(struct probe *p, uint64_t deadline)
 		if (proc_recv_fd(p->end[p->self][q], &o, sizeof(o), &fd, deadline)) {
 			info_say(p->rep.why[q][0], sizeof(p->rep.why[q][0]), "GPU %d's process did "
 				 "not answer", p->gpu[q]);
-			info_say(p->rep.why[q][1], sizeof(p->rep.why[q][1]), "%s", p->rep.why[q][0]);
+			memcpy(p->rep.why[q][1], p->rep.why[q][0], sizeof(p->rep.why[q][1]));
 			p->rep.result[q][0] = p->rep.result[q][1] = 0;
 			continue;
 		}
@@ -353,14 +356,15 @@ void info_gpus_probe(struct info_gpus *g)
 		int ok;
 
 		if (pid[i] < 0) {
-			info_say(g->probe_why, sizeof(g->probe_why), "cannot start the tries' processes");
+			info_say(g->probe_why, sizeof(g->probe_why), "cannot start the tries' "
+				 "processes");
 			continue;
 		}
 		ok = proc_read(rd[i], &rep, sizeof(rep), deadline) == 0;
 		close(rd[i]);
 		if (proc_reap(pid[i], deadline) != 0 || !ok)
-			info_say(g->probe_why, sizeof(g->probe_why), "GPU %d's process failed or did "
-				 "not answer within %d s", p.gpu[i], PROBE_SECONDS + 30);
+			info_say(g->probe_why, sizeof(g->probe_why), "GPU %d's process failed or "
+				 "did not answer within %d s", p.gpu[i], PROBE_SECONDS + 30);
 		else
 			merge(g, &p, i, &rep);
 	}

@@ -183,8 +183,8 @@ static int usable(const struct info_sim *s, const struct info_libs *l,
 		return INFO_NOT_USABLE;
 	}
 	if (g->count < 1) {
-		info_say(buf, len, "the CUDA driver shows no GPU%s%s%s", cvd ? " (CUDA_VISIBLE_DEVICES="
-			 : "", cvd ? cvd : "", cvd ? ")" : "");
+		info_say(buf, len, "the CUDA driver shows no GPU%s%s%s",
+			 cvd ? " (CUDA_VISIBLE_DEVICES=" : "", cvd ? cvd : "", cvd ? ")" : "");
 		return INFO_NOT_USABLE;
 	}
 	info_say(buf, len, "usable: %d GPU(s), CUDA driver %d.%d", g->count,
@@ -211,9 +211,10 @@ static void note_pairs(struct out *o, const struct info_gpus *g)
 			const struct info_pair *p = &g->pair[a][b];
 
 			if (a != b && p->p2p == 0) {
-				info_say(line, sizeof(line), "GPU %d cannot access GPU %d's memory: "
-					 "copies between them fail unless NCCL_DIRECT_PATH=0 bounces "
-					 "them through host memory", b, a);
+				info_say(line, sizeof(line), "GPU %d cannot access GPU %d's "
+					 "memory: copies between them fail unless "
+					 "NCCL_DIRECT_PATH=0 bounces them through host memory",
+					 b, a);
 				out_elem(o, line);
 			}
 			if (p->cumem == 0) {
@@ -241,9 +242,10 @@ static void notes(struct out *o, const struct info_sim *s, const struct info_lib
 		out_elem(o, l->helper.how);
 	note_builds(o, l);
 	if (l->env_plugin_ours && g->nccl_version && g->nccl_version < 22807) {
-		info_say(line, sizeof(line), "NCCL %d.%d.%d on the loader path loads no env plugin "
-			 "(2.28.7 on): there NCCL_ENV_PLUGIN=symmem does nothing",
-			 g->nccl_version / 10000, g->nccl_version / 100 % 100, g->nccl_version % 100);
+		info_say(line, sizeof(line), "NCCL %d.%d.%d on the loader path loads no env "
+			 "plugin (2.28.7 on): there NCCL_ENV_PLUGIN=symmem does nothing",
+			 g->nccl_version / 10000, g->nccl_version / 100 % 100,
+			 g->nccl_version % 100);
 		out_elem(o, line);
 	}
 	for (int i = 0; i < s->nadvice; i++) {
@@ -257,13 +259,14 @@ static void notes(struct out *o, const struct info_sim *s, const struct info_lib
 		out_elem(o, line);
 	}
 	if (config_unknown_vars(unknown, sizeof(unknown)) > 0) {
-		info_say(line, sizeof(line), "the plugin ignores unknown variable(s), with a WARN: %s",
-			 unknown);
+		info_say(line, sizeof(line), "the plugin ignores unknown variable(s), with a "
+			 "WARN: %s", unknown);
 		out_elem(o, line);
 	}
 	if (s->cfg.ngpus_visible == 1 && g->count >= 1)
-		out_elem(o, "CUDA_VISIBLE_DEVICES shows one GPU: every peer GPU is hidden from this "
-			 "process (the copy helper runs without it: NCCL_SYMMEM_HELPER_ALL_GPUS)");
+		out_elem(o, "CUDA_VISIBLE_DEVICES shows one GPU: every peer GPU is hidden from "
+			 "this process (the copy helper runs without it: "
+			 "NCCL_SYMMEM_HELPER_ALL_GPUS)");
 	note_pairs(o, g);
 	out_list_end(o);
 }

@@ -88,8 +88,9 @@ static void plan(const struct info_sim *s, const struct info_gpus *g)
 		info_pair_at(g, k, &a, &b);
 		info_say(name, sizeof(name), "gpu%d-gpu%d", a, b);
 		p = add(name, "shm", a, b, GPU_MSG);
-		info_say(p->what, sizeof(p->what), "GPU memory (cuMemAlloc) from GPU %d to GPU %d and "
-			 "back, copy engines%s", a, b, a == b ? " (two processes on the one GPU)" : "");
+		info_say(p->what, sizeof(p->what), "GPU memory (cuMemAlloc) from GPU %d to GPU %d "
+			 "and back, copy engines%s", a, b,
+			 a == b ? " (two processes on the one GPU)" : "");
 	}
 }
 
@@ -126,14 +127,15 @@ static void finish(struct path *p, uint64_t deadline)
 
 		if (p->pid[i] < 0) {
 			if (!p->r[i].why[0])
-				info_say(p->r[i].why, sizeof(p->r[i].why), "cannot start its process");
+				info_say(p->r[i].why, sizeof(p->r[i].why), "cannot start its "
+					 "process");
 			continue;
 		}
 		got = proc_read(p->rd[i], &p->r[i], sizeof(p->r[i]), deadline) == 0;
 		close(p->rd[i]);
 		if (proc_reap(p->pid[i], deadline) < 0 && !got)
-			info_say(p->r[i].why, sizeof(p->r[i].why), "its process died or did not end "
-				 "within %d s", PATH_SECONDS);
+			info_say(p->r[i].why, sizeof(p->r[i].why), "its process died or did not "
+				 "end within %d s", PATH_SECONDS);
 		else if (!got)
 			info_say(p->r[i].why, sizeof(p->r[i].why), "its process ended without a "
 				 "report");

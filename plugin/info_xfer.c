@@ -89,7 +89,8 @@ static int fail(struct side *s, const char *fmt, ...)
 /* Eight bytes at a time: fast enough for hundreds of MiB. */
 static uint64_t pattern_word(size_t word, uint32_t seed)
 {
-	uint64_t x = (word + 1) * 0x9e3779b97f4a7c15ull ^ ((uint64_t)seed + 1) * 0xbf58476d1ce4e5b9ull;
+	uint64_t x = (word + 1) * 0x9e3779b97f4a7c15ull ^
+		     ((uint64_t)seed + 1) * 0xbf58476d1ce4e5b9ull;
 
 	x ^= x >> 31;
 	x *= 0x94d049bb133111ebull;
@@ -250,7 +251,8 @@ static int post_send(struct side *s, size_t off, size_t len, void **req)
 				  req) != ncclSuccess)
 			return fail(s, "isend failed");
 		if (!*req && sm_now_ns() > deadline)
-			return fail(s, "isend of %zu bytes not taken after %.0f s", len, OP_SECONDS);
+			return fail(s, "isend of %zu bytes not taken after %.0f s", len,
+				    OP_SECONDS);
 	}
 	return 0;
 }
