@@ -38,29 +38,40 @@ static int library_dir(char *dir, size_t len)
 	return 1;
 }
 
+enum helper_where helper_path_lookup(const struct config *cfg, const char *libdir,
+				     const char *libexec, char *out, size_t len)
+{
+	if (cfg->copy_helper_path[0]) {
+		if (access(cfg->copy_helper_path, X_OK) != 0)
+			return HELPER_NOT_FOUND;
+		snprintf(out, len, "%s", cfg->copy_helper_path);
+		return HELPER_EXPLICIT;
+	}
+	if (libdir && try_dir(libdir, out, len))
+		return HELPER_BESIDE_LIBRARY;
+	if (try_dir(libexec, out, len))
+		return HELPER_LIBEXEC;
+	return HELPER_NOT_FOUND;
+}
+
 const char *helper_path_resolve(const struct config *cfg, const char *libexec, char *out,
 				size_t len)
 {
 	char dir[HELPER_PATH_MAX];
+	int have_dir;
 
 	if (!cfg->copy_helper)
 		return NULL;
-	if (cfg->copy_helper_path[0]) {
-		if (access(cfg->copy_helper_path, X_OK) == 0) {
-			snprintf(out, len, "%s", cfg->copy_helper_path);
-			return out;
-		}
+	have_dir = library_dir(dir, sizeof(dir));
+	if (helper_path_lookup(cfg, have_dir ? dir : NULL, libexec, out, len) != HELPER_NOT_FOUND)
+		return out;
+	if (cfg->copy_helper_path[0])
 		LOG_WARN("NET/symmem: NCCL_SYMMEM_COPY_HELPER_PATH=%s is not an executable "
 			 "file; copies run in the NCCL process", cfg->copy_helper_path);
-		return NULL;
-	}
-	if (library_dir(dir, sizeof(dir)) && try_dir(dir, out, len))
-		return out;
-	if (try_dir(libexec, out, len))
-		return out;
-	LOG_WARN("NET/symmem: %s not found next to the library nor in %s; copies run in the NCCL "
-		 "process (set NCCL_SYMMEM_COPY_HELPER_PATH, or NCCL_SYMMEM_COPY_HELPER=0 to "
-		 "silence this)", HELPER_NAME, libexec);
+	else
+		LOG_WARN("NET/symmem: %s not found next to the library nor in %s; copies run in "
+			 "the NCCL process (set NCCL_SYMMEM_COPY_HELPER_PATH, or "
+			 "NCCL_SYMMEM_COPY_HELPER=0 to silence this)", HELPER_NAME, libexec);
 	return NULL;
 }
 

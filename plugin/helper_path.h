@@ -18,4 +18,18 @@ const char *helper_path_find(const struct config *cfg);
 const char *helper_path_resolve(const struct config *cfg, const char *libexec, char *out,
 				size_t len);
 
+/* Where helper_path_lookup() found the helper. */
+enum helper_where {
+	HELPER_NOT_FOUND = 0,
+	HELPER_EXPLICIT,	/* NCCL_SYMMEM_COPY_HELPER_PATH */
+	HELPER_BESIDE_LIBRARY,	/* in `libdir` */
+	HELPER_LIBEXEC,		/* in `libexec` */
+};
+
+/* The same order for a library in `libdir` (NULL: skipped), whatever
+ * NCCL_SYMMEM_COPY_HELPER says and without a log line, for symmem-info,
+ * which describes a library it did not load itself. */
+enum helper_where helper_path_lookup(const struct config *cfg, const char *libdir,
+				     const char *libexec, char *out, size_t len);
+
 #endif

@@ -2,7 +2,8 @@
 # Builds libnccl-net-symmem.so and installs it where NCCL_NET_PLUGIN=symmem
 # finds it (a library directory on the loader path), with the env plugin
 # libnccl-env-symmem.so beside it that NCCL_ENV_PLUGIN=symmem opens, its
-# copy helper symmem-copyd (libexec), plus a pkg-config file.
+# copy helper symmem-copyd (libexec), symmem-info (bin: what the plugin
+# would do on this host, and --selftest), plus a pkg-config file.
 # Usage: scripts/install.sh [meson setup options, e.g. --prefix=/opt/symmem]
 set -e
 cd "$(dirname "$0")/.."
@@ -21,5 +22,6 @@ else
 	sudo meson install -C build-release
 	sudo ldconfig
 fi
-echo "installed: $(meson introspect build-release --installed | python3 -c 'import json,sys; print(" ".join(v for v in json.load(sys.stdin).values() if v.endswith((".so", "/symmem-copyd"))))')"
+echo "installed: $(meson introspect build-release --installed | python3 -c 'import json,sys; print(" ".join(v for v in json.load(sys.stdin).values() if v.endswith((".so", "/symmem-copyd", "/symmem-info"))))')"
+echo "check this host: symmem-info, and symmem-info --selftest (docs/symmem-info.md)"
 echo "use it: export NCCL_ENV_PLUGIN=symmem (NCCL 2.28.7 or later; older NCCL: README, \"Use it in an NCCL job\")"

@@ -181,6 +181,13 @@ const struct sm_cuda_api *sm_cu(void)
 	return sm_cuda_load()->loaded && api_ready ? &api : NULL;
 }
 
+int sm_cuda_symbol(const char *name, void *fnp)
+{
+	if (!sm_cu())
+		return -1;
+	return cuda_symbol(name, fnp);
+}
+
 int sm_cuda_fail(CUresult rc, const char *fmt, ...)
 {
 	const char *name = NULL;

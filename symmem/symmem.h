@@ -142,6 +142,11 @@ struct sm_cuda_api {
 
 const struct sm_cuda_api *sm_cu(void);
 
+/* Any other entry point, CUDA 12.0's ABI, into the function pointer at
+ * `fnp`, for callers beyond the data path (symmem-info); -1 when the
+ * driver is not loaded or lacks it. */
+int sm_cuda_symbol(const char *name, void *fnp);
+
 /* sm_fail(SM_ERR_CUDA, ...) with the driver's name for `rc` appended. */
 int sm_cuda_fail(CUresult rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
