@@ -461,6 +461,11 @@ void stage_close(struct tp_comm *c);
  * up and nothing is left), reads of TCP_RX_BYTES or more bypass it while
  * it is empty. */
 ssize_t tcp_recv(struct tp_comm *c, void *dst, size_t len);
+/* tcp.c, sender: takes the receiver's announcements (16 bytes each:
+ * message number, capacity) from buf, whole ones only; *used says how
+ * many bytes they were.  A peer's bytes, checked: out of order or too
+ * far ahead fails the connection (SM_ERR_REMOTE). */
+int tcp_parse_posts(struct tp_comm *c, const uint8_t *buf, size_t len, size_t *used);
 
 /* tcp_bounce.c: GPU buffers over TCP through pinned host slots.
  * bounce_open pins them (setup), bounce_close waits for their copies;
