@@ -375,6 +375,11 @@ int comm_gpu_ready(struct tp_comm *c);
 /* Receive r learns the sender's size: one larger than the posted receive
  * fails the connection (the sender fails it too). */
 int comm_recv_size(struct tp_comm *c, struct tp_req *r, uint64_t size);
+/* Called when a wait (for request r, or for an announcement when NULL)
+ * made no progress.  Returns SM_OK while the peer is alive; once its
+ * socket is hung up, runs the backend once more: a receiver goes on while
+ * that still moves what the peer sent before, else the connection fails. */
+int comm_check_peer(struct tp_comm *c, struct tp_req *r);
 /* Repeats a broken connection's sticky failure as the current error. */
 int comm_broken(const struct tp_comm *c);
 int comm_fail(struct tp_comm *c, int status, const char *fmt, ...)

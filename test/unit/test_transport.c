@@ -566,6 +566,75 @@ static int take_over_socket(struct tp_comm *c, int rcvbuf, int sndbuf)
 	return peer;
 }
 
+/* Tests r until it is done (the size it reports) or fails (-1 and *rc),
+ * within `seconds`. */
+static long test_until(struct tp_req *r, double seconds, int *rc)
+{
+	double end = now() + seconds;
+	size_t got = 0;
+	int done = 0;
+
+	*rc = SM_OK;
+	while (*rc == SM_OK && !done && now() < end)
+		*rc = tp_test(r, &done, &got);
+	return done ? (long)got : -1;
+}
+
+/* TCP, host memory: the sender's send is done, its bytes wait in the
+ * socket, and it closes.  NCCL's test() looks at the socket after a pass
+ * that found nothing to read (comm_check_peer); one that finds the
+ * hang-up there must not fail the receive while bytes sent before it are
+ * still to be read.  A message cut short still fails, at its end. */
+static void test_tcp_bytes_outlive_hangup(void **state)
+{
+	enum { SIZE = 32 << 10 };
+	struct tp_options o = options(TP_BACKEND_TCP, 1 << 20, 65536);
+	uint8_t *src = malloc(SIZE), *dst = malloc(SIZE);
+	const uint64_t header = SIZE;
+	uint8_t ann[16];
+	struct tp_comm *s, *r;
+	struct tp_req *sr, *rr;
+	struct pollfd p = { .events = POLLRDHUP };
+	int rc;
+
+	(void)state;
+	assert_non_null(src);
+	assert_non_null(dst);
+	for (size_t i = 0; i < SIZE; i++)
+		src[i] = (uint8_t)(i * 7 + 1);
+	memset(dst, 0, SIZE);
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	assert_int_equal(tp_irecv(r, dst, SIZE, NULL, &rr), SM_OK);
+	sr = isend_when_posted(s, src, SIZE, NULL, now() + 5);
+	wait_done(sr, now() + 5);
+	tp_close(s);
+	p.fd = r->fd;
+	assert_int_equal(poll(&p, 1, 2000), 1);
+	assert_int_equal(comm_check_peer(r, rr), SM_OK);
+	assert_int_equal(test_until(rr, 5, &rc), SIZE);
+	assert_memory_equal(dst, src, SIZE);
+	tp_close(r);
+
+	/* A header for SIZE bytes, half of them, then the hang-up (after
+	 * reading the announcement: a close with unread bytes resets). */
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	assert_int_equal(tp_irecv(r, dst, SIZE, NULL, &rr), SM_OK);
+	p = (struct pollfd){ .fd = s->fd, .events = POLLIN };
+	assert_int_equal(poll(&p, 1, 2000), 1);
+	assert_int_equal(read(s->fd, ann, sizeof(ann)), (ssize_t)sizeof(ann));
+	assert_int_equal(write(s->fd, &header, sizeof(header)), (ssize_t)sizeof(header));
+	assert_int_equal(write(s->fd, src, SIZE / 2), SIZE / 2);
+	tp_close(s);
+	p = (struct pollfd){ .fd = r->fd, .events = POLLRDHUP };
+	assert_int_equal(poll(&p, 1, 2000), 1);
+	assert_int_equal(test_until(rr, 5, &rc), -1);
+	assert_int_equal(rc, SM_ERR_REMOTE);
+	assert_non_null(strstr(sm_last_error(), "closed"));
+	tp_close(r);
+	free(src);
+	free(dst);
+}
+
 /* TCP: a peer that sends empty messages without reading their
  * announcements (anyone holding the handle's token can).  Once the socket
  * is full the announcements wait in the receiver's connection; the
@@ -2140,6 +2209,7 @@ int main(void)
 		cmocka_unit_test(test_shm_send_one_byte_too_many),
 		cmocka_unit_test(test_tcp_oversized_send_mid_message),
 		cmocka_unit_test(test_tcp_host_receive_outlives_sender),
+		cmocka_unit_test(test_tcp_bytes_outlive_hangup),
 		cmocka_unit_test(test_tcp_unread_announcements),
 		cmocka_unit_test(test_tcp_parse_posts),
 		cmocka_unit_test(test_peer_segment_checked),
