@@ -407,6 +407,11 @@ int comm_gpu_ready(struct tp_comm *c);
 /* Receive r learns the sender's size: one larger than the posted receive
  * fails the connection (the sender fails it too). */
 int comm_recv_size(struct tp_comm *c, struct tp_req *r, uint64_t size);
+/* Called when a wait (for request r, or for an announcement when NULL)
+ * made no progress.  Returns SM_OK while the peer is alive; once its
+ * socket is hung up, runs the backend once more: a receiver goes on while
+ * that still moves what the peer sent before, else the connection fails. */
+int comm_check_peer(struct tp_comm *c, struct tp_req *r);
 /* Repeats a broken connection's sticky failure as the current error. */
 int comm_broken(const struct tp_comm *c);
 int comm_fail(struct tp_comm *c, int status, const char *fmt, ...)
@@ -495,6 +500,11 @@ void stage_close(struct tp_comm *c);
  * up and nothing is left), reads of TCP_RX_BYTES or more bypass it while
  * it is empty. */
 ssize_t tcp_recv(struct tp_comm *c, void *dst, size_t len);
+/* tcp.c, sender: takes the receiver's announcements (16 bytes each:
+ * message number, capacity) from buf, whole ones only; *used says how
+ * many bytes they were.  A peer's bytes, checked: out of order or too
+ * far ahead fails the connection (SM_ERR_REMOTE). */
+int tcp_parse_posts(struct tp_comm *c, const uint8_t *buf, size_t len, size_t *used);
 
 /* tcp_bounce.c: GPU buffers over TCP through pinned host slots.
  * bounce_open pins them (setup), bounce_close waits for their copies;

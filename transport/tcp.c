@@ -31,30 +31,47 @@ static int bounce_ready(struct tp_comm *c)
 			 "bounce buffer");
 }
 
+int tcp_parse_posts(struct tp_comm *c, const uint8_t *buf, size_t len, size_t *used)
+{
+	for (*used = 0; len - *used >= 16; *used += 16) {
+		uint64_t seq, size;
+
+		memcpy(&seq, buf + *used, 8);
+		memcpy(&size, buf + *used + 8, 8);
+		if (seq != c->peer_posted)
+			return comm_fail(c, SM_ERR_REMOTE,
+					 "receiving peer announced message %llu, expected %llu",
+					 (unsigned long long)seq, (unsigned long long)c->peer_posted);
+		/* An honest receiver holds at most TP_MAX_REQUESTS receives, and
+		 * each completes only after its send was posted here; one
+		 * further ahead would overwrite a capacity still needed. */
+		if (seq - c->posted >= TP_MAX_REQUESTS)
+			return comm_fail(c, SM_ERR_REMOTE,
+					 "receiving peer announced message %llu with %llu sent: more "
+					 "than %d receives ahead", (unsigned long long)seq,
+					 (unsigned long long)c->posted, TP_MAX_REQUESTS);
+		c->peer_size[seq % TP_MAX_REQUESTS] = size;
+		c->peer_posted++;
+	}
+	return SM_OK;
+}
+
 /* Sender: collect the receiver's announcements, as many as one read
  * brings.  A hang-up is only an error once an announcement is missing,
  * which the caller decides. */
 static int tcp_read_posts(struct tp_comm *c, int *eof)
 {
 	ssize_t n = sm_recv_some(c->fd, c->in + c->in_len, sizeof(c->in) - c->in_len, NULL);
-	size_t used = 0;
+	size_t used;
+	int rc;
 
 	*eof = n < 0;
 	if (n <= 0)
 		return SM_OK;
 	c->in_len += (size_t)n;
-	for (; c->in_len - used >= 16; used += 16) {
-		uint64_t seq, size;
-
-		memcpy(&seq, c->in + used, 8);
-		memcpy(&size, c->in + used + 8, 8);
-		if (seq != c->peer_posted)
-			return comm_fail(c, SM_ERR_REMOTE,
-					 "receiving peer announced message %llu, expected %llu",
-					 (unsigned long long)seq, (unsigned long long)c->peer_posted);
-		c->peer_size[seq % TP_MAX_REQUESTS] = size;
-		c->peer_posted++;
-	}
+	rc = tcp_parse_posts(c, c->in, c->in_len, &used);
+	if (rc)
+		return rc;
 	memmove(c->in, c->in + used, c->in_len - used);
 	c->in_len -= used;
 	return SM_OK;
@@ -143,17 +160,44 @@ ssize_t tcp_recv(struct tp_comm *c, void *dst, size_t len)
 	return (ssize_t)n;
 }
 
+/* Receiver: announcements wholly written to the socket. */
+static uint64_t posts_sent(const struct tp_comm *c)
+{
+	return (c->posted * 16 - c->out_len) / 16;
+}
+
 static int tcp_irecv(struct tp_comm *c, struct tp_req *r, const struct tp_region *reg)
 {
 	uint64_t size = r->size;
 
 	bounce_name(reg, r->buf, &r->dst_hid, &r->dst_off);
-	/* At most 32 receives are in flight, so announcements always fit. */
+	/* Only receives not yet complete have announcements waiting here
+	 * (tcp_progress_recv fails a message that outran its own), and at
+	 * most TP_MAX_REQUESTS are posted: they always fit. */
+	if (c->out_len + 16 > sizeof(c->out))
+		return comm_fail(c, SM_ERR_INTERNAL, "%zu bytes of TCP announcements waiting",
+				 c->out_len);
 	memcpy(c->out + c->out_len, &r->seq, 8);
 	memcpy(c->out + c->out_len + 8, &size, 8);
 	c->out_len += 16;
 	tcp_flush_posts(c);
 	return SM_OK;
+}
+
+/* Receiver: the head message's size header arrived.  The sender sends a
+ * message only once it read the message's announcement; a header that
+ * comes earlier is a peer that does not read them, and waiting
+ * announcements would pile up without bound while it goes on. */
+static int tcp_take_header(struct tp_comm *c, struct tp_req *r)
+{
+	uint64_t size;
+
+	if (posts_sent(c) <= r->seq)
+		return comm_fail(c, SM_ERR_REMOTE, "sending peer sent message %llu before it was "
+				 "announced (it does not read the announcements)",
+				 (unsigned long long)r->seq);
+	memcpy(&size, r->hdr, 8);
+	return comm_recv_size(c, r, size);
 }
 
 static int tcp_progress_send(struct tp_comm *c, int *progressed)
@@ -227,8 +271,6 @@ static int tcp_progress_recv(struct tp_comm *c, int *progressed)
 	}
 	while ((r = comm_head(c)) != NULL) {
 		if (!r->have_size) {
-			uint64_t size;
-
 			n = tcp_recv(c, r->hdr + r->hdr_done, 8 - r->hdr_done);
 			/* A sender that hung up after its last message leaves
 			 * earlier receives their copies: this one fails once
@@ -240,8 +282,7 @@ static int tcp_progress_recv(struct tp_comm *c, int *progressed)
 			r->hdr_done += (size_t)n;
 			if (r->hdr_done < 8)
 				break;
-			memcpy(&size, r->hdr, 8);
-			rc = comm_recv_size(c, r, size);
+			rc = tcp_take_header(c, r);
 			if (rc)
 				return rc;
 			*progressed = 1;

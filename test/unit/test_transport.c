@@ -10,6 +10,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -641,6 +643,186 @@ static void test_tcp_host_receive_outlives_sender(void **state)
 		rc = tp_test(r1, &done, NULL);
 	assert_int_equal(done, 0);
 	assert_int_equal(rc, SM_ERR_REMOTE);
+	tp_close(r);
+}
+
+/* Puts a fresh loopback TCP connection in the place of c's socket and
+ * returns its other end, for the test to play a hostile peer on.  The
+ * test's end gets its receive buffer before it connects: set later, Linux
+ * keeps the window it offered, and unread 16-byte segments exhaust the
+ * buffer before the window closes, which stalls the connection. */
+static int take_over_socket(struct tp_comm *c, int rcvbuf, int sndbuf)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int l = socket(AF_INET, SOCK_STREAM, 0), peer = socket(AF_INET, SOCK_STREAM, 0), mine;
+	int one = 1;
+
+	assert_true(l >= 0 && peer >= 0);
+	assert_int_equal(bind(l, (struct sockaddr *)&a, len), 0);
+	assert_int_equal(listen(l, 1), 0);
+	assert_int_equal(getsockname(l, (struct sockaddr *)&a, &len), 0);
+	assert_int_equal(setsockopt(peer, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)), 0);
+	assert_int_equal(connect(peer, (struct sockaddr *)&a, len), 0);
+	mine = accept(l, NULL, NULL);
+	assert_true(mine >= 0);
+	assert_int_equal(setsockopt(mine, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
+	assert_int_equal(setsockopt(mine, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)), 0);
+	assert_int_equal(dup2(mine, c->fd), c->fd);
+	close(mine);
+	close(l);
+	return peer;
+}
+
+/* Tests r until it is done (the size it reports) or fails (-1 and *rc),
+ * within `seconds`. */
+static long test_until(struct tp_req *r, double seconds, int *rc)
+{
+	double end = now() + seconds;
+	size_t got = 0;
+	int done = 0;
+
+	*rc = SM_OK;
+	while (*rc == SM_OK && !done && now() < end)
+		*rc = tp_test(r, &done, &got);
+	return done ? (long)got : -1;
+}
+
+/* TCP, host memory: the sender's send is done, its bytes wait in the
+ * socket, and it closes.  NCCL's test() looks at the socket after a pass
+ * that found nothing to read (comm_check_peer); one that finds the
+ * hang-up there must not fail the receive while bytes sent before it are
+ * still to be read.  A message cut short still fails, at its end. */
+static void test_tcp_bytes_outlive_hangup(void **state)
+{
+	enum { SIZE = 32 << 10 };
+	struct tp_options o = options(TP_BACKEND_TCP, 1 << 20, 65536);
+	uint8_t *src = malloc(SIZE), *dst = malloc(SIZE);
+	const uint64_t header = SIZE;
+	uint8_t ann[16];
+	struct tp_comm *s, *r;
+	struct tp_req *sr, *rr;
+	struct pollfd p = { .events = POLLRDHUP };
+	int rc;
+
+	(void)state;
+	assert_non_null(src);
+	assert_non_null(dst);
+	for (size_t i = 0; i < SIZE; i++)
+		src[i] = (uint8_t)(i * 7 + 1);
+	memset(dst, 0, SIZE);
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	assert_int_equal(tp_irecv(r, dst, SIZE, NULL, &rr), SM_OK);
+	sr = isend_when_posted(s, src, SIZE, NULL, now() + 5);
+	wait_done(sr, now() + 5);
+	tp_close(s);
+	p.fd = r->fd;
+	assert_int_equal(poll(&p, 1, 2000), 1);
+	assert_int_equal(comm_check_peer(r, rr), SM_OK);
+	assert_int_equal(test_until(rr, 5, &rc), SIZE);
+	assert_memory_equal(dst, src, SIZE);
+	tp_close(r);
+
+	/* A header for SIZE bytes, half of them, then the hang-up (after
+	 * reading the announcement: a close with unread bytes resets). */
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	assert_int_equal(tp_irecv(r, dst, SIZE, NULL, &rr), SM_OK);
+	p = (struct pollfd){ .fd = s->fd, .events = POLLIN };
+	assert_int_equal(poll(&p, 1, 2000), 1);
+	assert_int_equal(read(s->fd, ann, sizeof(ann)), (ssize_t)sizeof(ann));
+	assert_int_equal(write(s->fd, &header, sizeof(header)), (ssize_t)sizeof(header));
+	assert_int_equal(write(s->fd, src, SIZE / 2), SIZE / 2);
+	tp_close(s);
+	p = (struct pollfd){ .fd = r->fd, .events = POLLRDHUP };
+	assert_int_equal(poll(&p, 1, 2000), 1);
+	assert_int_equal(test_until(rr, 5, &rc), -1);
+	assert_int_equal(rc, SM_ERR_REMOTE);
+	assert_non_null(strstr(sm_last_error(), "closed"));
+	tp_close(r);
+	free(src);
+	free(dst);
+}
+
+/* TCP: a peer that sends empty messages without reading their
+ * announcements (anyone holding the handle's token can).  Once the socket
+ * is full the announcements wait in the receiver's connection; the
+ * receiver must fail that connection with a remote error rather than
+ * queue them without bound, and other connections go on. */
+static void test_tcp_unread_announcements(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_TCP, 1 << 20, 65536);
+	const uint64_t header = 0;
+	struct tp_comm *s, *r, *s2, *r2;
+	struct tp_req *rr = NULL, *sr;
+	uint8_t src[64], dst[64];
+	int rc = SM_OK, peer, done;
+	double end = now() + 20;
+	uint64_t m;
+
+	(void)state;
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	tp_close(s);
+	/* Full after some thousand announcements. */
+	peer = take_over_socket(r, 16384, 4096);
+	for (m = 0; rc == SM_OK && now() < end; m++) {
+		rc = tp_irecv(r, dst, sizeof(dst), NULL, &rr);
+		if (rc)
+			break;
+		assert_int_equal(write(peer, &header, sizeof(header)), (ssize_t)sizeof(header));
+		for (done = 0; rc == SM_OK && !done && now() < end;)
+			rc = tp_test(rr, &done, NULL);
+	}
+	assert_int_equal(rc, SM_ERR_REMOTE);
+	assert_non_null(strstr(sm_last_error(), "does not read the announcements"));
+	tp_close(r);
+	close(peer);
+
+	assert_int_equal(make_pair(&o, &s2, &r2), SM_OK);
+	memset(src, 0x3c, sizeof(src));
+	assert_int_equal(tp_irecv(r2, dst, sizeof(dst), NULL, &rr), SM_OK);
+	sr = isend_when_posted(s2, src, sizeof(src), NULL, now() + 5);
+	assert_int_equal(complete_both(sr, rr, now() + 5), sizeof(src));
+	assert_memory_equal(dst, src, sizeof(src));
+	tp_close(s2);
+	tp_close(r2);
+}
+
+/* The sender's parser of announcements (what a fuzz target can drive):
+ * whole ones only, in order, and never more receives ahead than a
+ * receiver can hold, which would overwrite a capacity still needed. */
+static void test_tcp_parse_posts(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_TCP, 1 << 20, 65536);
+	uint8_t buf[(TP_MAX_REQUESTS + 1) * 16 + 5];
+	struct tp_comm *s, *r;
+	size_t used = 1;
+
+	(void)state;
+	for (uint64_t i = 0; i <= TP_MAX_REQUESTS; i++) {
+		uint64_t cap = 100 + i;
+
+		memcpy(buf + i * 16, &i, 8);
+		memcpy(buf + i * 16 + 8, &cap, 8);
+	}
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	assert_int_equal(tcp_parse_posts(s, buf, 15, &used), SM_OK);
+	assert_int_equal(used, 0);
+	assert_int_equal(tcp_parse_posts(s, buf, TP_MAX_REQUESTS * 16 + 5, &used), SM_OK);
+	assert_int_equal(used, TP_MAX_REQUESTS * 16);
+	assert_int_equal(s->peer_posted, TP_MAX_REQUESTS);
+	assert_int_equal(s->peer_size[0], 100);
+	/* Message 32 with nothing sent yet: one too far ahead. */
+	assert_int_equal(tcp_parse_posts(s, buf + TP_MAX_REQUESTS * 16, 16, &used),
+			 SM_ERR_REMOTE);
+	assert_non_null(strstr(sm_last_error(), "receives ahead"));
+	assert_int_equal(s->peer_size[0], 100);
+	tp_close(s);
+	tp_close(r);
+
+	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	assert_int_equal(tcp_parse_posts(s, buf + 16, 16, &used), SM_ERR_REMOTE);
+	assert_non_null(strstr(sm_last_error(), "announced message 1, expected 0"));
+	tp_close(s);
 	tp_close(r);
 }
 
@@ -2350,6 +2532,9 @@ int main(void)
 		cmocka_unit_test(test_shm_send_one_byte_too_many),
 		cmocka_unit_test(test_tcp_oversized_send_mid_message),
 		cmocka_unit_test(test_tcp_host_receive_outlives_sender),
+		cmocka_unit_test(test_tcp_bytes_outlive_hangup),
+		cmocka_unit_test(test_tcp_unread_announcements),
+		cmocka_unit_test(test_tcp_parse_posts),
 		cmocka_unit_test(test_peer_segment_checked),
 		cmocka_unit_test(test_peer_segment_header_forged),
 		cmocka_unit_test(test_corrupt_ring_counters),
