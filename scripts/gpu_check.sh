@@ -31,8 +31,6 @@
 #        source); onegpu: two processes on GPU 0 posing as two hosts
 #        (NCCL_HOSTID), over the copy engines and TCP, correctness only
 #        (abi does the same on a host with one GPU).
-#        Any other mode is a session experiment: scripts/gpu_experiments.sh
-#        runs it (handed on from here, so commands in bench/results still work).
 #        NRANKS=n uses the first n GPUs (default: all).
 #        NCCL_FROM=wheel runs the NCCL drivers on PyTorch's NCCL (2.28.9 on the
 #        GPU hosts) instead of the system's (2.28.3); NCCL_FROM=/DIR on one
@@ -47,7 +45,11 @@
 MODE=${1:-full}
 case $MODE in
 full | quick | debug | paths | pool | leak | helper | probe | perf | table | floor | death | abi | onegpu) ;;
-*) exec bash "$(dirname "$0")/gpu_experiments.sh" "$@" ;;
+*)
+	echo "gpu_check.sh: unknown mode '$MODE' (modes: full quick debug paths pool leak helper" \
+		"probe perf table floor death abi onegpu)" >&2
+	exit 2
+	;;
 esac
 set -u
 cd "$(dirname "$0")/.."
@@ -185,7 +187,7 @@ fi
 
 # Issue 5: CYCLES (200) communicators split off, used and destroyed in one
 # process, through the plugin only (both phases took longer than one device
-# call in session 4); device free memory and RSS after cycle 1 and the last.
+# call); device free memory and RSS after cycle 1 and the last.
 if [ "$MODE" = leak ]; then
 	# LEAK_PHASE=native: the same cycles without the plugin, for comparison.
 	[ "${LEAK_PHASE:-plugin}" = native ] && PROVE=none
@@ -196,7 +198,7 @@ if [ "$MODE" = leak ]; then
 fi
 
 # The copy helper: the CUDA-graph replays that deadlocked with in-process
-# copies (session 3), and the registered and default paths at full size.
+# copies in NCCL's process, and the registered and default paths at full size.
 if [ "$MODE" = helper ]; then
 	bench graph -G -b 0 -e 268435456 -c none -E NCCL_SM_FREE_VERBOSE=1
 	bench registered-graph -R -G -o sendrecv,alltoall -b 1048576 -e 268435456 -c none \
@@ -258,7 +260,7 @@ if in_part matrix; then
 	done
 	if [ -z "${SKIP_GRAPH:-}" ]; then
 		# NCCL registers graph-captured buffers by itself (NCCL_GRAPH_REGISTER
-		# left on since session 32): send/recv and alltoall zero-copy, ring
+		# left on from NCCL 2.28): send/recv and alltoall zero-copy, ring
 		# collectives' user buffers declined.
 		SUBSYS=INIT,ENV,NET,REG bench graph -G -b 0 -e $MAX -c none
 		expect_declined graph
@@ -294,7 +296,7 @@ for r in tcp tcp-reg; do
 	expect_none_in_logs $r ': shm data path' 'a copy-engine connection with NCCL_SYMMEM_BACKEND=tcp'
 done
 # Registered rings over TCP connections: declined as on the copy-engine
-# path (since session 32 on every connection of a P2P-off job, so that
+# path (on every connection of a P2P-off job, so that
 # every rank of a job across hosts picks the same channel count).
 SUBSYS=INIT,ENV,NET,REG bench tcp-reg-rings -R -E NCCL_SYMMEM_BACKEND=tcp -E NCCL_PROTO=Simple \
 	-o all_gather,broadcast,sendrecv -b 1048576 -e 16777216 -f 4 -c none -i 3
@@ -322,7 +324,7 @@ cat "$OUT/logs/dereg_inflight.txt"
 rank_death death-all_reduce -o all_reduce
 rank_death death-alltoall -o alltoall -m plugin
 # A copy that outlives NCCL_SYMMEM_COPY_TIMEOUT fails its connection with
-# a WARN instead of waiting for ever (session 28); 0.1 ms is shorter than
+# a WARN instead of waiting for ever; 0.1 ms is shorter than
 # the queueing of a 1 GiB send/recv's copies, so it must trip here.
 expect_fail copy-timeout "did not land in" -o sendrecv -b 1073741824 -e 1073741824 -c none -i 2 \
 	-E NCCL_SYMMEM_COPY_TIMEOUT=0.0001 -E NCCL_NCHANNELS_PER_NET_PEER=16

@@ -1,4 +1,4 @@
-# Sourced by scripts/gpu_check.sh and scripts/gpu_experiments.sh from the
+# Sourced by scripts/gpu_check.sh from the
 # repository root: lists the GPUs, builds the plugin and nccl_bench into
 # build-gpu/ (SKIP_BUILD=1: already built), and gives every mode its tools:
 #   bench NAME ARGS     one nccl_bench invocation, tables and NCCL logs kept;
@@ -207,7 +207,7 @@ expect_declined() {
 # expect_phases NAME: on 3 or more GPUs an alltoall run's copy helpers
 # take their copies in phases (one destination GPU at a time, all helpers
 # in step), and say so in a 'phases:' line.  Registered cudaMalloc buffers
-# went without them until session 26: the driver names the importing GPU
+# once went without them: the driver names the importing GPU
 # for a legacy IPC mapping, not the one the memory is on.
 expect_phases() {
 	local ranks=${NRANKS:-$(nvidia-smi -L | wc -l)}

@@ -21,8 +21,8 @@
 #        $OUT/overlap-1g.txt.
 #        The plugin's configurations are routed as the README's Quick start
 #        does, by NCCL_ENV_PLUGIN=symmem alone (nccl_overlap -Z); ROUTE=vars
-#        routes them by NCCL_NET_PLUGIN and friends instead, as before
-#        session 31 (no NCCL_NCHANNELS_PER_NET_PEER then).
+#        routes them by NCCL_NET_PLUGIN and friends instead (no
+#        NCCL_NCHANNELS_PER_NET_PEER).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/symmem-overlap}

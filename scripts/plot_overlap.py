@@ -19,7 +19,7 @@ def read(path):
         for line in f:
             if not line.startswith("CSV,"):
                 continue
-            # A CTA count may follow (session 5 on).
+            # A CTA count may follow (newer runs).
             fields = line.strip().split(",")
             _, op, size, reg, cfg, g_a, g_o, bw_a, bw_o, span, err = fields[:11]
             ctas = fields[11] if len(fields) > 11 else ""

@@ -2,8 +2,8 @@
 environment selects, every element checked, times and bus bandwidth printed.
 
 For issue 4's PyTorch path: run it with and without the user buffers
-registered with NCCL to see whether the plugin then moves them in one copy
-(scripts/gpu_experiments.sh torch-p2p).  PyTorch registers them in two ways:
+registered with NCCL to see whether the plugin then moves them in one copy.
+PyTorch registers them in two ways:
   - TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1: every segment of its
     caching allocator (cudaMalloc memory).  PyTorch turns the hook off under
     PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.

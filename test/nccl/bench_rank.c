@@ -207,8 +207,8 @@ static void one(struct rank_ctx *c, int op, int dtype, ncclRedOp_t redop, size_t
 		 * first op waits out the others' checks: natively it cannot
 		 * get ahead (NCCL's 4 MiB per channel), but the plugin's 16 MiB
 		 * per channel let the root finish its warmups into the next
-		 * GPU's buffers, so the skew landed in its timed window (session
-		 * 10: 61 ms in a 256 MiB broadcast, 0.2 of native). */
+		 * GPU's buffers, so the skew landed in its timed window (61 ms
+		 * in a 256 MiB broadcast, 0.2 of native). */
 		barrier(c);
 		us = c->o->iter_times ? timed_alone(c, op, dtype, redop, &s, &exec, bytes) :
 		     timed_together(c, op, dtype, redop, &s, &exec);

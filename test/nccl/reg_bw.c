@@ -8,12 +8,12 @@
  * Every byte is checked after each pass (pattern in, poison out).  Prints
  * GB/s per direction.  It was written to tell whether NCCL has a part in
  * registered cudaMalloc send/recv running at 0.70 of cuMem's through the
- * plugin (session 26); session 27 found the allocation size does.
+ * plugin; the allocation size turned out to.
  * With CONNECTIONS > 1 each direction has that many connections, each
  * registering the whole buffers and carrying its own part of them, as
  * NCCL's channels do (NCCL_NCHANNELS_PER_NET_PEER=16: 16).  EXTRA_KiB
  * makes each allocation that much larger than the 1 GiB it carries, as
- * nccl_bench's were before session 27 (1 GiB + 4 KiB); WHICH says which
+ * nccl_bench's once were (1 GiB + 4 KiB); WHICH says which
  * buffers: both (the default), send or recv.
  * Usage: SYMMEM_PLUGIN=... reg_bw [piece_MiB] [depth] [passes] [connections] [extra_KiB] [which] */
 #include <cuda.h>

@@ -442,8 +442,8 @@ static size_t env_kib(const char *name)
 // BIDIR_EXTRA_KiB=N: each buffer is allocated N KiB larger than the 1 GiB
 // it carries, and only whole and 16 MiB one-stream copies run.  Answers
 // whether cudaMalloc memory of a size that is not a multiple of 64 KiB
-// copies slowly between GPUs of one process too, without IPC (session 27
-// measured it slow only through legacy IPC mappings).
+// copies slowly between GPUs of one process too, without IPC (through the
+// plugin it was measured slow only through legacy IPC mappings).
 static int bidir(void)
 {
 	char *buf[2][2];
@@ -1088,8 +1088,8 @@ static int ipc(void)
 #define BI_BYTES (1ull << 30)
 
 // BIPC_EXTRA_KiB=N: the cudaMalloc buffers are N KiB larger than the 1 GiB
-// they carry (session 27: through the plugin, sizes that are not a multiple
-// of 64 KiB copy slowly; this asks whether the plain probe sees it too).
+// they carry (through the plugin, sizes that are not a multiple of 64 KiB
+// copy slowly; this asks whether the plain probe sees it too).
 static size_t bi_extra(void)
 {
 	return env_kib("BIPC_EXTRA_KiB");

@@ -214,7 +214,7 @@ static void test_shm_direct_copy_times_out(void **state)
 }
 
 /* TCP: the receiver's copy from a bounce slot into its buffer, under the
- * same limit (a constant 60 s before session 28). */
+ * same limit (once a constant 60 s). */
 static void test_tcp_bounce_copy_times_out(void **state)
 {
 	(void)state;
@@ -292,8 +292,8 @@ static void test_slow_asks_still_time_out(void **state)
 
 /* A long gap in the asks starts every wait of the connection again: a
  * copy into the peer's buffer, out of the staging pool, and from a TCP
- * bounce slot (each counted from its post before session 29, so the first
- * ask after a debugger's stop failed it). */
+ * bounce slot (each once counted from its post, so the first ask after a
+ * debugger's stop failed it). */
 static void test_gap_in_asks_restarts_the_clock(void **state)
 {
 	(void)state;
