@@ -275,11 +275,31 @@ static void line_add(char *line, size_t len, const char *text)
 		snprintf(line + used, len - used, "%s%s", used ? "; " : "", text);
 }
 
+/* Before Hopper NCCL flushes receives that an RDMA device wrote into GPU
+ * memory (iflush: a read that makes the writes visible to the GPU); this
+ * plugin's iflush does no such read, so those GPUs keep host staging. */
+static int gpu_needs_no_flush(int ordinal, char *why, size_t len)
+{
+	CUdevice dev;
+	int major = 0;
+
+	if (sm_cu()->device_get(&dev, ordinal) != CUDA_SUCCESS ||
+	    sm_cu()->device_get_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+					  dev) != CUDA_SUCCESS)
+		major = 0;
+	if (major >= 9)
+		return 1;
+	snprintf(why, len, "GPU %d is older than Hopper (compute capability %d): NCCL would "
+		 "flush its GPUDirect receives, which this plugin's iflush does not do", ordinal,
+		 major);
+	return 0;
+}
+
 /* NCCL_SYMMEM_BACKEND=ib: the devices whose GPU hands out DMA-BUF handles
  * and whose RDMA device registers them (transport/ib_dmabuf.c's probe)
- * carry GPU buffers (GPUDirect RDMA); the others advertise host memory
- * only, so NCCL stages GPU buffers in host memory there.  One INFO line
- * says which, with the probe's answer. */
+ * carry GPU buffers (GPUDirect RDMA; Hopper on, see above); the others
+ * advertise host memory only, so NCCL stages GPU buffers in host memory
+ * there.  One INFO line says which, with the probe's answer. */
 static void probe_gpu_direct(const struct config *cfg)
 {
 	char line[768] = "", item[448], nic[200], gpu_why[160];
@@ -298,7 +318,8 @@ static void probe_gpu_direct(const struct config *cfg)
 		opt.gpu_pci = devices[i].pci;
 		nic_ok = tp_ib_dmabuf(&opt, nic, sizeof(nic));
 		if (gpu_path)
-			gpu_ok = sm_dmabuf_gpu_supported(i, gpu_why, sizeof(gpu_why));
+			gpu_ok = sm_dmabuf_gpu_supported(i, gpu_why, sizeof(gpu_why)) &&
+				 gpu_needs_no_flush(i, gpu_why, sizeof(gpu_why));
 		else
 			snprintf(gpu_why, sizeof(gpu_why), "no GPU buffers (host memory only)");
 		devices[i].dmabuf = nic_ok && gpu_ok;
