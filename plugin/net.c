@@ -514,7 +514,8 @@ ncclResult_t net_get_properties(int dev, ncclNetProperties_v11_t *props)
 	props->ptrSupport = NCCL_PTR_HOST | (gpu_ptrs ? NCCL_PTR_CUDA : 0) |
 			    (devices[dev].dmabuf ? NCCL_PTR_CUDA | NCCL_PTR_DMABUF : 0);
 	props->regIsGlobal = 0;
-	/* Copy-engine writes are complete when their event fires: no flush. */
+	/* Copy-engine writes are complete when their event fires: no flush;
+	 * GPUDirect RDMA is advertised from Hopper on, where NCCL needs none. */
 	props->forceFlush = 0;
 	props->speed = gpu_path ? GPU_PATH_SPEED_MBPS : HOST_PATH_SPEED_MBPS;
 	props->port = 1;
