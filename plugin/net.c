@@ -13,6 +13,7 @@
 
 #include "config.h"
 #include "conn_hints.h"
+#include "gpu_direct.h"
 #include "helper_path.h"
 #include "log.h"
 #include "monitor.h"
@@ -266,77 +267,22 @@ static void gpu_sysfs_path(int ordinal, char *out, size_t len)
 	free(real);
 }
 
-/* Appends "; text" (or text, first) to the line, as far as it has room. */
-static void line_add(char *line, size_t len, const char *text)
-{
-	size_t used = strlen(line);
-
-	if (used + 1 < len)
-		snprintf(line + used, len - used, "%s%s", used ? "; " : "", text);
-}
-
-/* Before Hopper NCCL flushes receives that an RDMA device wrote into GPU
- * memory (iflush: a read that makes the writes visible to the GPU); this
- * plugin's iflush does no such read, so those GPUs keep host staging. */
-static int gpu_needs_no_flush(int ordinal, char *why, size_t len)
-{
-	CUdevice dev;
-	int major = 0;
-
-	if (sm_cu()->device_get(&dev, ordinal) != CUDA_SUCCESS ||
-	    sm_cu()->device_get_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-					  dev) != CUDA_SUCCESS)
-		major = 0;
-	if (major >= 9)
-		return 1;
-	snprintf(why, len, "GPU %d is older than Hopper (compute capability %d): NCCL would "
-		 "flush its GPUDirect receives, which this plugin's iflush does not do", ordinal,
-		 major);
-	return 0;
-}
-
-/* NCCL_SYMMEM_BACKEND=ib: the devices whose GPU hands out DMA-BUF handles
- * and whose RDMA device registers them (transport/ib_dmabuf.c's probe)
- * carry GPU buffers (GPUDirect RDMA; Hopper on, see above); the others
- * advertise host memory only, so NCCL stages GPU buffers in host memory
- * there.  One INFO line says which, with the probe's answer. */
+/* NCCL_SYMMEM_BACKEND=ib: which devices carry GPU buffers (GPUDirect
+ * RDMA, gpu_direct.h); the others advertise host memory only. */
 static void probe_gpu_direct(const struct config *cfg)
 {
-	char line[768] = "", item[448], nic[200], gpu_why[160];
+	char line[768] = "";
 	int on = 0;
 
 	if (!cfg || cfg->backend != CONFIG_BACKEND_IB)
 		return;
 	for (int i = 0; i < ndevices; i++) {
-		struct tp_options opt;
-		int nic_ok, gpu_ok = 0;
-
-		memset(&opt, 0, sizeof(opt));
-		opt.ib_hca = cfg->ib_hca;
-		opt.ib_gid_index = cfg->ib_gid_index;
-		opt.dev = i;
-		opt.gpu_pci = devices[i].pci;
-		nic_ok = tp_ib_dmabuf(&opt, nic, sizeof(nic));
-		if (gpu_path)
-			gpu_ok = sm_dmabuf_gpu_supported(i, gpu_why, sizeof(gpu_why)) &&
-				 gpu_needs_no_flush(i, gpu_why, sizeof(gpu_why));
-		else
-			snprintf(gpu_why, sizeof(gpu_why), "no GPU buffers (host memory only)");
-		devices[i].dmabuf = nic_ok && gpu_ok;
+		devices[i].dmabuf = gpu_direct_device(cfg->ib_hca, cfg->ib_gid_index, i,
+						      devices[i].name, gpu_path, devices[i].pci,
+						      line, sizeof(line));
 		on += devices[i].dmabuf;
-		snprintf(item, sizeof(item), "%s: %s%s%s", devices[i].name, nic,
-			 gpu_ok ? "" : "; ", gpu_ok ? "" : gpu_why);
-		line_add(line, sizeof(line), item);
 	}
-	if (on == ndevices)
-		LOG_INFO("NET/symmem GPUDirect RDMA through DMA-BUF: GPU buffers are registered "
-			 "with the RDMA device (NCCL_PTR_CUDA|NCCL_PTR_DMABUF): %s", line);
-	else if (!on)
-		LOG_INFO("NET/symmem no GPUDirect RDMA: NCCL stages GPU buffers in host memory "
-			 "(NCCL_PTR_HOST only): %s", line);
-	else
-		LOG_INFO("NET/symmem GPUDirect RDMA through DMA-BUF on %d of %d devices, NCCL "
-			 "stages GPU buffers in host memory on the others: %s", on, ndevices, line);
+	gpu_direct_announce(on, ndevices, line);
 }
 
 static void build_devices(void)
