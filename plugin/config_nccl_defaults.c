@@ -409,13 +409,14 @@ int config_ib_mode(const struct config *cfg)
  * this host's RDMA devices unused; NULL where they would use them (or the
  * user chose the backend).  NCCL_NET_GDR_LEVEL at PHB, SYS or a number
  * (the plugin's own SYS with NCCL_P2P_DISABLE=1 or NCCL_PASS_SM=1) lets
- * NCCL hand the plugin GPU buffers, and the ibverbs path carries host
- * memory only: GPU traffic between hosts then goes over TCP. */
+ * NCCL hand the plugin GPU buffers, which the ibverbs path carries only
+ * under NCCL_SYMMEM_BACKEND=ib: GPU traffic between hosts then goes over
+ * TCP. */
 const char *config_rdma_passed_over(const struct config *cfg)
 {
 	/* Under auto, config_ib_mode() is 0 for this reason alone. */
 	if (cfg->backend != CONFIG_BACKEND_AUTO || config_ib_mode(cfg) != 0)
 		return NULL;
 	return "NCCL hands the plugin GPU buffers (NCCL_NET_GDR_LEVEL), and its ibverbs path "
-	       "carries host memory only (GPUDirect RDMA is not built)";
+	       "carries them only under NCCL_SYMMEM_BACKEND=ib (GPUDirect RDMA through DMA-BUF)";
 }

@@ -13,6 +13,7 @@
 
 #include "config.h"
 #include "conn_hints.h"
+#include "gpu_direct.h"
 #include "helper_path.h"
 #include "log.h"
 #include "monitor.h"
@@ -35,6 +36,7 @@
 struct net_device {
 	char name[16];
 	char pci[256];		/* its GPU's sysfs path, "" when unknown: picks the RDMA device */
+	int dmabuf;		/* GPUDirect RDMA: NCCL_PTR_CUDA | NCCL_PTR_DMABUF (ib only) */
 };
 
 static pthread_once_t devices_once = PTHREAD_ONCE_INIT;
@@ -42,7 +44,8 @@ static struct net_device devices[MAX_DEVICES];
 static int ndevices;
 static int gpu_path;		/* 1: devices are GPUs, the copy engines serve them */
 /* NCCL_PTR_CUDA advertised: on the GPU path, unless every connection is
- * ibverbs (NCCL_SYMMEM_BACKEND=ib), which carries host memory only. */
+ * ibverbs (NCCL_SYMMEM_BACKEND=ib), which carries GPU memory only where
+ * the device has GPUDirect RDMA (net_device.dmabuf). */
 static int gpu_ptrs;
 /* NCCL called the v11 init (with a per-comm context): NCCL 2.28 on, which
  * says through setNetAttr which connections are rings, so ring
@@ -264,6 +267,24 @@ static void gpu_sysfs_path(int ordinal, char *out, size_t len)
 	free(real);
 }
 
+/* NCCL_SYMMEM_BACKEND=ib: which devices carry GPU buffers (GPUDirect
+ * RDMA, gpu_direct.h); the others advertise host memory only. */
+static void probe_gpu_direct(const struct config *cfg)
+{
+	char line[768] = "";
+	int on = 0;
+
+	if (!cfg || cfg->backend != CONFIG_BACKEND_IB)
+		return;
+	for (int i = 0; i < ndevices; i++) {
+		devices[i].dmabuf = gpu_direct_device(cfg->ib_hca, cfg->ib_gid_index, i,
+						      devices[i].name, gpu_path, devices[i].pci,
+						      line, sizeof(line));
+		on += devices[i].dmabuf;
+	}
+	gpu_direct_announce(on, ndevices, line);
+}
+
 static void build_devices(void)
 {
 	const struct config *cfg = config_get();
@@ -275,6 +296,7 @@ static void build_devices(void)
 	if (!cfg || !cfg->dma_enable || !sm_cu() || n < 1) {
 		ndevices = 1;
 		snprintf(devices[0].name, sizeof(devices[0].name), "symmem0");
+		probe_gpu_direct(cfg);
 		return;
 	}
 	for (int i = 0; i < n; i++) {
@@ -289,6 +311,7 @@ static void build_devices(void)
 	ndevices = n;
 	gpu_path = 1;
 	gpu_ptrs = cfg->backend != CONFIG_BACKEND_IB;
+	probe_gpu_direct(cfg);
 	config_apply_nccl_defaults(cfg, rings_hinted, emit_nccl_default, NULL);
 	config_nccl_advice(cfg, emit_nccl_advice, NULL);
 }
@@ -434,9 +457,11 @@ ncclResult_t net_get_properties(int dev, ncclNetProperties_v11_t *props)
 	 * a sibling on the root bus would cap it at that device's link. */
 	props->pciPath = NULL;
 	props->guid = 0x53594d4d00000000ull | (uint64_t)dev;
-	props->ptrSupport = NCCL_PTR_HOST | (gpu_ptrs ? NCCL_PTR_CUDA : 0);
+	props->ptrSupport = NCCL_PTR_HOST | (gpu_ptrs ? NCCL_PTR_CUDA : 0) |
+			    (devices[dev].dmabuf ? NCCL_PTR_CUDA | NCCL_PTR_DMABUF : 0);
 	props->regIsGlobal = 0;
-	/* Copy-engine writes are complete when their event fires: no flush. */
+	/* Copy-engine writes are complete when their event fires: no flush;
+	 * GPUDirect RDMA is advertised from Hopper on, where NCCL needs none. */
 	props->forceFlush = 0;
 	props->speed = gpu_path ? GPU_PATH_SPEED_MBPS : HOST_PATH_SPEED_MBPS;
 	props->port = 1;
@@ -647,29 +672,32 @@ static int declines_user_buffer(struct net_comm *c, void *data)
 	return 1;
 }
 
-ncclResult_t net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
+/* regMr, and regMrDmaBuf with NCCL's DMA-BUF `fd` (-1: none). */
+static ncclResult_t reg_mr(void *comm, void *data, size_t size, int type, int fd,
+			   uint64_t offset, void **mhandle, const char *what)
 {
 	struct net_comm *c = comm;
 	struct net_mr *mr;
-	int rc;
+	int rc, gpu_ok;
 
 	if (!mhandle) {
-		LOG_WARN("NET/symmem: regMr called with a NULL handle slot");
+		LOG_WARN("NET/symmem: %s called with a NULL handle slot", what);
 		return ncclInvalidArgument;
 	}
 	*mhandle = NULL;
 	if (!registry_has(comm, OBJ_SEND) && !registry_has(comm, OBJ_RECV)) {
-		LOG_WARN("NET/symmem: regMr on %p, which is not an open comm", comm);
+		LOG_WARN("NET/symmem: %s on %p, which is not an open comm", what, comm);
 		return ncclInternalError;
 	}
-	if (type != NCCL_PTR_HOST && (type != NCCL_PTR_CUDA || !gpu_ptrs)) {
-		LOG_WARN("NET/symmem: regMr of memory type %d; this process serves %s", type,
-			 gpu_ptrs ? "NCCL_PTR_HOST and NCCL_PTR_CUDA" :
-				    "host memory only (NCCL_PTR_HOST)");
+	gpu_ok = gpu_ptrs || devices[c->dev].dmabuf;
+	if (type != NCCL_PTR_HOST && (type != NCCL_PTR_CUDA || !gpu_ok)) {
+		LOG_WARN("NET/symmem: %s of memory type %d; device %d serves %s", what, type,
+			 c->dev, gpu_ok ? "NCCL_PTR_HOST and NCCL_PTR_CUDA" :
+					  "host memory only (NCCL_PTR_HOST)");
 		return ncclInvalidArgument;
 	}
 	if (!data && size) {
-		LOG_WARN("NET/symmem: regMr of %zu bytes at NULL", size);
+		LOG_WARN("NET/symmem: %s of %zu bytes at NULL", what, size);
 		return ncclInvalidArgument;
 	}
 	/* Not a failure: NCCL runs the operation on its own buffers. */
@@ -677,24 +705,39 @@ ncclResult_t net_reg_mr(void *comm, void *data, size_t size, int type, void **mh
 		return ncclInvalidUsage;
 	mr = calloc(1, sizeof(*mr));
 	if (!mr) {
-		LOG_WARN("NET/symmem: out of memory in regMr");
+		LOG_WARN("NET/symmem: out of memory in %s", what);
 		return ncclSystemError;
 	}
-	rc = tp_register(c->tp, data, size, type == NCCL_PTR_CUDA ? TP_MEM_CUDA : TP_MEM_HOST,
-			 &mr->region);
+	if (type == NCCL_PTR_CUDA && fd >= 0)
+		rc = tp_register_dmabuf(c->tp, data, size, fd, offset, &mr->region);
+	else
+		rc = tp_register(c->tp, data, size,
+				 type == NCCL_PTR_CUDA ? TP_MEM_CUDA : TP_MEM_HOST, &mr->region);
 	if (rc) {
 		free(mr);
-		return log_fail(rc, "regMr");
+		return log_fail(rc, what);
 	}
 	if (registry_add(mr, OBJ_MR)) {
 		tp_deregister(c->tp, mr->region);
 		free(mr);
-		LOG_WARN("NET/symmem: out of memory in regMr");
+		LOG_WARN("NET/symmem: out of memory in %s", what);
 		return ncclSystemError;
 	}
 	mr->comm = comm;
 	*mhandle = mr;
 	return ncclSuccess;
+}
+
+ncclResult_t net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
+{
+	return reg_mr(comm, data, size, type, -1, 0, mhandle, "regMr");
+}
+
+/* NCCL closes `fd` once this returns: the registration keeps no copy. */
+ncclResult_t net_reg_mr_dma_buf(void *comm, void *data, size_t size, int type, uint64_t offset,
+				int fd, void **mhandle)
+{
+	return reg_mr(comm, data, size, type, fd, offset, mhandle, "regMrDmaBuf");
 }
 
 ncclResult_t net_dereg_mr(void *comm, void *mhandle)

@@ -17,6 +17,8 @@ ncclResult_t net_connect(void *ctx, int dev, void *handle, void **sendComm,
 ncclResult_t net_accept(void *listenComm, void **recvComm, ncclNetDeviceHandle_t **recvDevComm);
 ncclResult_t net_set_net_attr(void *ctx, ncclNetAttr_v11_t *attr);
 ncclResult_t net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
+ncclResult_t net_reg_mr_dma_buf(void *comm, void *data, size_t size, int type, uint64_t offset,
+				int fd, void **mhandle);
 ncclResult_t net_dereg_mr(void *comm, void *mhandle);
 ncclResult_t net_isend(void *sendComm, void *data, size_t size, int tag, void *mhandle,
 		       void *phandle, void **request);

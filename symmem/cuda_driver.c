@@ -160,6 +160,11 @@ static void cuda_open(void)
 	 * argument); without it every copy is its own call. */
 	if (cuda_symbol_of("cuMemcpyBatchAsync", 13000, &api.memcpy_batch_async))
 		api.memcpy_batch_async = NULL;
+	/* Optional: DMA-BUF handles (CUDA 11.7 on) for GPUDirect RDMA; without
+	 * it GPU buffers between hosts are staged in host memory. */
+	if (cuda_symbol_of("cuMemGetHandleForAddressRange", 11070,
+			   &api.mem_get_handle_for_address_range))
+		api.mem_get_handle_for_address_range = NULL;
 	api_ready = 1;
 	ci->loaded = 1;
 	return;

@@ -138,6 +138,9 @@ struct sm_cuda_api {
 	CUresult (*mem_host_register)(void *, size_t, unsigned int);
 	CUresult (*mem_host_unregister)(void *);
 	CUresult (*mem_host_get_device_pointer)(CUdeviceptr *, void *, unsigned int);
+	/* NULL where the driver lacks it (before CUDA 11.7). */
+	CUresult (*mem_get_handle_for_address_range)(void *, CUdeviceptr, size_t,
+						     CUmemRangeHandleType, unsigned long long);
 };
 
 const struct sm_cuda_api *sm_cu(void);
@@ -154,6 +157,15 @@ int sm_cuda_fail(CUresult rc, const char *fmt, ...) __attribute__((format(printf
  * (NCCL's proxy threads have one), else the primary context of GPU
  * `ordinal`.  *device receives the context's device ordinal. */
 int sm_ctx_enter(int ordinal, int *device, CUcontext *ctx);
+
+/* dmabuf.c: GPU memory for an RDMA device (GPUDirect RDMA without
+ * nvidia-peermem).  sm_dmabuf_gpu_supported: 1 if GPU `ordinal` hands out
+ * DMA-BUF handles (the driver has the call and the GPU the attribute),
+ * else 0 with the reason in why[].  sm_dmabuf_fd: a DMA-BUF fd for the
+ * host pages holding [ptr, ptr + size), *span bytes from *base; the fd is
+ * the caller's to close. */
+int sm_dmabuf_gpu_supported(int ordinal, char *why, size_t len);
+int sm_dmabuf_fd(const void *ptr, size_t size, int *fd, uintptr_t *base, size_t *span);
 
 /* Exporting memory to another process of this host.  One record per
  * allocation and process, shared by every registration inside it. */

@@ -12,10 +12,10 @@
  * no system call per message on either side; the TCP socket that set the
  * connection up stays open as the liveness check.
  *
- * GPU memory is refused at registration: GPUDirect RDMA (dma-buf
- * registration) is not built, and NCCL stages in host memory between
- * hosts unless NCCL_NET_GDR_LEVEL asks otherwise (the plugin then keeps
- * such connections on TCP, plugin/net.c). */
+ * GPU memory is registered through DMA-BUF where the device takes it
+ * (GPUDirect RDMA, ib_dmabuf.c) and refused at registration where it does
+ * not; the plugin advertises GPU pointers only where it does, so NCCL
+ * stages in host memory there (plugin/net.c). */
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +90,21 @@ int ib_usable(const struct tp_options *opt, const uint8_t *peer_gid, struct ib_d
 void ib_dev_gid(const struct ib_dev *d, uint8_t gid[16])
 {
 	memcpy(gid, d->gid, 16);
+}
+
+int tp_ib_dmabuf(const struct tp_options *opt, char *desc, size_t len)
+{
+	struct ib_dev *d;
+	int ok;
+
+	if (ib_dev_get(opt->ib_hca, opt->dev, opt->gpu_pci, opt->ib_gid_index, NULL, &d)) {
+		snprintf(desc, len, "no RDMA device (%s)", sm_last_error());
+		return 0;
+	}
+	ok = d->dmabuf;
+	snprintf(desc, len, "%s: %s", d->name, d->dmabuf_why);
+	ib_dev_put(d);
+	return ok;
 }
 
 static int qp_init(const struct ib_fns *f, struct ib_conn *ib)
@@ -294,22 +309,33 @@ int ib_conn_probe_done(struct tp_comm *c, int *done)
 	return SM_OK;
 }
 
-int ib_region_register(struct tp_comm *c, struct tp_region *r)
+int ib_region_register(struct tp_comm *c, struct tp_region *r, int dmabuf_fd,
+		       uint64_t dmabuf_offset)
 {
 	const struct ib_fns *f = ib_fns();
 	struct ib_dev *d = c->ib->dev;
+	struct ibv_mr *mr = NULL;
+	int rc;
 
-	if (r->mem == TP_MEM_CUDA)
-		return sm_fail(SM_ERR_USAGE, "GPU memory on an ibverbs connection: GPUDirect RDMA "
-			       "is not built; leave NCCL_NET_GDR_LEVEL unset so that NCCL stages "
-			       "in host memory between hosts, or set NCCL_SYMMEM_BACKEND=tcp");
+	if (r->mem == TP_MEM_CUDA && !d->dmabuf)
+		return sm_fail(SM_ERR_USAGE, "GPU memory on an ibverbs connection: %s has no "
+			       "GPUDirect RDMA (%s); leave NCCL_NET_GDR_LEVEL unset so that NCCL "
+			       "stages in host memory between hosts, or set "
+			       "NCCL_SYMMEM_BACKEND=tcp", d->name, d->dmabuf_why);
 	if (!r->size)
 		return SM_OK;	/* nothing to move: no key needed */
-	r->ib_mr = f->reg_mr(d->pd, (void *)r->base, r->size,
-			     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-	if (!r->ib_mr)
-		return sm_fail(SM_ERR_SYSTEM, "registering %zu bytes at 0x%lx with %s failed",
-			       r->size, (unsigned long)r->base, d->name);
+	if (r->mem == TP_MEM_CUDA) {
+		rc = ib_gpu_mr(f, d, r->base, r->size, dmabuf_fd, dmabuf_offset, &mr);
+		if (rc)
+			return rc;
+	} else {
+		mr = f->reg_mr(d->pd, (void *)r->base, r->size,
+			       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+		if (!mr)
+			return sm_fail(SM_ERR_SYSTEM, "registering %zu bytes at 0x%lx with %s "
+				       "failed", r->size, (unsigned long)r->base, d->name);
+	}
+	r->ib_mr = mr;
 	/* The region may outlive the connection (NCCL deregisters after an
 	 * abort): it holds the device, whose protection domain the memory
 	 * region lives in. */
@@ -684,11 +710,21 @@ int ib_conn_probe_done(struct tp_comm *c, int *done)
 	return sm_fail(SM_ERR_SYSTEM, "this build has no ibverbs backend");
 }
 
-int ib_region_register(struct tp_comm *c, struct tp_region *r)
+int ib_region_register(struct tp_comm *c, struct tp_region *r, int dmabuf_fd,
+		       uint64_t dmabuf_offset)
 {
 	(void)c;
 	(void)r;
+	(void)dmabuf_fd;
+	(void)dmabuf_offset;
 	return sm_fail(SM_ERR_SYSTEM, "this build has no ibverbs backend");
+}
+
+int tp_ib_dmabuf(const struct tp_options *opt, char *desc, size_t len)
+{
+	(void)opt;
+	snprintf(desc, len, "this build has no ibverbs backend");
+	return 0;
 }
 
 void ib_region_release(struct tp_region *r)

@@ -10,6 +10,8 @@
 #ifdef SYMMEM_HAVE_VERBS
 #include <infiniband/verbs.h>
 
+#define IB_WHY_BYTES 160
+
 /* The verbs the data path calls, from libibverbs loaded at run time.
  * Posting and polling are inline in verbs.h (they go through the device
  * context), so they need no entry here. */
@@ -34,6 +36,8 @@ struct ib_fns {
 	int (*destroy_qp)(struct ibv_qp *);
 	int (*modify_qp)(struct ibv_qp *, struct ibv_qp_attr *, int);
 	const char *(*wc_status_str)(enum ibv_wc_status);
+	/* Optional (libibverbs IBVERBS_1.12 on): NULL means no GPUDirect RDMA. */
+	struct ibv_mr *(*reg_dmabuf_mr)(struct ibv_pd *, uint64_t, size_t, uint64_t, int, int);
 };
 
 /* One opened device, shared by the process's connections on it. */
@@ -54,6 +58,8 @@ struct ib_dev {
 	int link_layer;
 	uint32_t max_msg;		/* the port's largest message */
 	int max_qp_wr;
+	int dmabuf;			/* GPU memory registers through DMA-BUF */
+	char dmabuf_why[IB_WHY_BYTES];	/* the probe's answer, for messages */
 };
 
 /* One more holder of a device ib_dev_get opened. */
@@ -61,6 +67,16 @@ void ib_dev_hold(struct ib_dev *d);
 
 /* NULL when libibverbs cannot be loaded. */
 const struct ib_fns *ib_fns(void);
+
+/* ib_dmabuf.c: whether protection domain `pd`'s device registers DMA-BUF
+ * memory, asked once per device: 1 or 0, with the answer in why[]. */
+int ib_dmabuf_probe(const struct ib_fns *f, struct ibv_pd *pd, char *why, size_t len);
+/* GPU memory [base, base + size) registered with d for RDMA writes, through
+ * NCCL's DMA-BUF `fd` (at `offset` in it; NCCL closes it) or, with fd -1,
+ * one the driver hands out here for the pages holding the range (closed
+ * before returning). */
+int ib_gpu_mr(const struct ib_fns *f, const struct ib_dev *d, uintptr_t base, size_t size,
+	      int fd, uint64_t offset, struct ibv_mr **out);
 #endif
 
 #endif

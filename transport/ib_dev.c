@@ -69,7 +69,38 @@ static void load(void)
 			return;	/* the library stays loaded: nothing of it is used */
 		}
 	}
+	/* Optional: without it GPU memory stays off ibverbs (ib_dmabuf.c). */
+	if (tp_ibv_symbol(lib, "ibv_reg_dmabuf_mr", &fns.reg_dmabuf_mr, sizeof(fns.reg_dmabuf_mr)))
+		fns.reg_dmabuf_mr = NULL;
 	fns.loaded = 1;
+}
+
+/* The DMA-BUF probe's answers, by device name: asked once per device and
+ * process, however often its context is opened again.  devs_lock held. */
+#define PROBES_KEPT 32
+static struct {
+	char name[64];
+	int ok;
+	char why[IB_WHY_BYTES];
+} probes[PROBES_KEPT];
+static int nprobes;
+
+static void probe_dmabuf(struct ib_dev *d)
+{
+	for (int i = 0; i < nprobes; i++) {
+		if (!strcmp(probes[i].name, d->name)) {
+			d->dmabuf = probes[i].ok;
+			memcpy(d->dmabuf_why, probes[i].why, sizeof(d->dmabuf_why));
+			return;
+		}
+	}
+	d->dmabuf = ib_dmabuf_probe(&fns, d->pd, d->dmabuf_why, sizeof(d->dmabuf_why));
+	if (nprobes == PROBES_KEPT)
+		return;		/* more devices than any host has: ask again next time */
+	snprintf(probes[nprobes].name, sizeof(probes[0].name), "%s", d->name);
+	probes[nprobes].ok = d->dmabuf;
+	memcpy(probes[nprobes].why, d->dmabuf_why, sizeof(d->dmabuf_why));
+	nprobes++;
 }
 
 const struct ib_fns *ib_fns(void)
@@ -172,6 +203,7 @@ static int dev_open(struct ibv_device *dev, const char *spec, int want, int gid_
 		d->pd = fns.alloc_pd(d->ctx);
 		if (!d->pd)
 			return sm_fail(SM_ERR_SYSTEM, "ibv_alloc_pd(%s) failed", d->name);
+		probe_dmabuf(d);
 		return SM_OK;
 	}
 	if (want)

@@ -574,9 +574,12 @@ uint64_t ib_probe_wait_for(int timeout);
  * connector passes the listener's port address (ib_dev_get), a listener
  * NULL. */
 int ib_usable(const struct tp_options *opt, const uint8_t *peer_gid, struct ib_dev **held);
-/* Registers host memory for r (GPU memory is refused: no GPUDirect RDMA
- * yet); ib_region_release undoes it, also after c closed. */
-int ib_region_register(struct tp_comm *c, struct tp_region *r);
+/* Registers r's memory with c's device: host memory, or GPU memory through
+ * DMA-BUF where the device takes it (NCCL's `dmabuf_fd` at `dmabuf_offset`,
+ * or with -1 one asked of the driver), refused where it does not;
+ * ib_region_release undoes it, also after c closed. */
+int ib_region_register(struct tp_comm *c, struct tp_region *r, int dmabuf_fd,
+		       uint64_t dmabuf_offset);
 void ib_region_release(struct tp_region *r);
 
 /* auth.c: SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104) over the

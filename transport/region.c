@@ -314,7 +314,9 @@ static void region_release(struct tp_region *r)
 	ib_region_release(r);
 }
 
-int tp_register(struct tp_comm *c, void *data, size_t size, int mem, struct tp_region **out)
+/* tp_register, and with `dmabuf_fd` >= 0 NCCL's DMA-BUF of the memory. */
+static int region_register(struct tp_comm *c, void *data, size_t size, int mem, int dmabuf_fd,
+			   uint64_t dmabuf_offset, struct tp_region **out)
 {
 	struct tp_region *r;
 	int rc = SM_OK;
@@ -354,7 +356,7 @@ int tp_register(struct tp_comm *c, void *data, size_t size, int mem, struct tp_r
 	if (mem == TP_MEM_CUDA && c->ops == &tp_tcp_ops && smf_engine_helper_pid(c->ce))
 		own_buffer_to_helper(c, r);
 	if (c->ops == &tp_ib_ops)
-		rc = ib_region_register(c, r);
+		rc = ib_region_register(c, r, dmabuf_fd, dmabuf_offset);
 	if (rc) {
 		region_release(r);
 		free(r);
@@ -362,6 +364,17 @@ int tp_register(struct tp_comm *c, void *data, size_t size, int mem, struct tp_r
 	}
 	*out = r;
 	return SM_OK;
+}
+
+int tp_register(struct tp_comm *c, void *data, size_t size, int mem, struct tp_region **out)
+{
+	return region_register(c, data, size, mem, -1, 0, out);
+}
+
+int tp_register_dmabuf(struct tp_comm *c, void *data, size_t size, int fd, uint64_t offset,
+		       struct tp_region **out)
+{
+	return region_register(c, data, size, TP_MEM_CUDA, fd, offset, out);
 }
 
 void tp_deregister(struct tp_comm *c, struct tp_region *r)

@@ -129,6 +129,12 @@ void tp_close(struct tp_comm *c);
  * (fails if it cannot be); on a TCP connection it is staged through a host
  * bounce buffer with synchronous driver copies. */
 int tp_register(struct tp_comm *c, void *data, size_t size, int mem, struct tp_region **out);
+/* GPU memory NCCL hands over as DMA-BUF `fd` (`offset`: where `data` sits in
+ * it; NCCL closes the fd once this returns): an ibverbs connection
+ * registers the fd with its device, any other connection ignores it and
+ * registers as tp_register(TP_MEM_CUDA) does. */
+int tp_register_dmabuf(struct tp_comm *c, void *data, size_t size, int fd, uint64_t offset,
+		       struct tp_region **out);
 /* `c` may be NULL when the connection was closed first (NCCL abort). */
 void tp_deregister(struct tp_comm *c, struct tp_region *r);
 /* 1 if [data, data + size) lies inside the region. */
@@ -194,6 +200,13 @@ int tp_hca_selected(const char *spec, const char *name);
  * is missing when there are none at all. */
 int tp_rdma_devices(const char *spec, char *found, size_t flen, char *selected, size_t slen,
 		    char *why, size_t wlen);
+
+/* ib.c: 1 if the RDMA device the plugin's device opt->dev would use
+ * (opt->ib_hca, opt->gpu_pci, opt->ib_gid_index) registers GPU memory
+ * through DMA-BUF: its driver answered the probe that way (asked once per
+ * device and process).  desc[] names the device and the answer, or why
+ * there is no device. */
+int tp_ib_dmabuf(const struct tp_options *opt, char *desc, size_t len);
 
 /* rdma.c: which of n RDMA devices (their sysfs paths, "" = unknown) sits
  * closest to the GPU at sysfs path `gpu` on the PCI tree (most path

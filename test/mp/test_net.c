@@ -1,6 +1,7 @@
 /* The built plugin, driven through its exported ncclNetPlugin_v11 table by
  * one thread, several threads and several real processes. */
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -518,6 +519,51 @@ static void test_registration(void **state)
 	assert_int_equal(net->deregMr(recv, rmh), ncclSuccess);
 	assert_int_equal(net->closeSend(send), ncclSuccess);
 	assert_int_equal(net->closeRecv(recv), ncclSuccess);
+}
+
+/* regMrDmaBuf, NCCL's regMr for memory it hands over as a DMA-BUF
+ * descriptor: the same checks (a memory type the device does not serve
+ * is refused with one WARN naming the call), host memory registers as
+ * with regMr and carries a message, and the descriptor is left open for
+ * NCCL, which closes it itself. */
+static void test_registration_dmabuf(void **state)
+{
+	uint8_t buf[4096], out[4096];
+	size_t cap = sizeof(out);
+	void *send, *recv, *mh = NULL, *rmh, *sreq = NULL, *rreq, *d = out;
+	ncclNetProperties_v11_t p;
+	int fds[2], size = 0;
+
+	(void)state;
+	assert_int_equal(pipe(fds), 0);
+	assert_int_equal(net->getProperties(0, &p), ncclSuccess);
+	assert_int_equal(harness_pair(ctx, &send, &recv), ncclSuccess);
+	harness_reset_warn();
+	if (!(p.ptrSupport & NCCL_PTR_CUDA)) {
+		assert_int_equal(net->regMrDmaBuf(send, buf, sizeof(buf), NCCL_PTR_CUDA, 0, fds[0],
+						  &mh), ncclInvalidArgument);
+		assert_null(mh);
+		assert_int_equal(harness_warn_count(), 1);
+		assert_non_null(strstr(harness_last_warn(), "regMrDmaBuf of memory type 2"));
+	}
+	assert_int_equal(net->regMrDmaBuf(send, buf, sizeof(buf), NCCL_PTR_HOST, 0, fds[0], &mh),
+			 ncclSuccess);
+	assert_int_not_equal(fcntl(fds[0], F_GETFD), -1);
+	assert_int_equal(net->regMr(recv, out, sizeof(out), NCCL_PTR_HOST, &rmh), ncclSuccess);
+	pattern_fill(buf, sizeof(buf), 5);
+	assert_int_equal(net->irecv(recv, 1, &d, &cap, (int[]){ 0 }, &rmh, NULL, &rreq),
+			 ncclSuccess);
+	assert_int_equal(harness_isend(send, buf, sizeof(buf), mh, &sreq, 10), ncclSuccess);
+	assert_int_equal(harness_wait(sreq, NULL, 10), ncclSuccess);
+	assert_int_equal(harness_wait(rreq, &size, 10), ncclSuccess);
+	assert_int_equal(size, sizeof(buf));
+	assert_int_equal(pattern_check(out, sizeof(out), 5), sizeof(out));
+	assert_int_equal(net->deregMr(send, mh), ncclSuccess);
+	assert_int_equal(net->deregMr(recv, rmh), ncclSuccess);
+	assert_int_equal(net->closeSend(send), ncclSuccess);
+	assert_int_equal(net->closeRecv(recv), ncclSuccess);
+	close(fds[0]);
+	close(fds[1]);
 }
 
 static void test_corrupt_handles(void **state)
@@ -1148,9 +1194,9 @@ static int child_ib_hca(void)
 }
 
 /* NCCL_SYMMEM_BACKEND=ib where NCCL_IB_HCA selects no device: init goes
- * on (GPU pointers are not advertised: ibverbs carries host memory
- * only), and the connect fails with one WARN that says why, instead of
- * quietly running TCP. */
+ * on (GPU pointers are not advertised: no device, no GPUDirect RDMA, one
+ * INFO line says so), and the connect fails with one WARN that says why,
+ * instead of quietly running TCP. */
 static void test_ib_forced_without_device(void **state)
 {
 	const char *env[] = { "NCCL_SYMMEM_BACKEND", "ib", "NCCL_IB_HCA", "=no_such_hca", NULL };
@@ -1168,6 +1214,10 @@ static int child_ib_forced(void)
 		return 10;
 	if (harness_warn_count() || net->getProperties(0, &p) || p.ptrSupport != NCCL_PTR_HOST)
 		return 11;
+	/* No GPUDirect RDMA either, said once, with the reason. */
+	if (harness_info_count("no GPUDirect RDMA: NCCL stages GPU buffers in host memory") != 1 ||
+	    harness_info_count("symmem0: no RDMA device (") != 1)
+		return 14;
 	if (harness_pair(c, &send, &recv) == 0 || send)
 		return 12;
 	if (harness_warn_count() != 1 || !strstr(harness_last_warn(), "NCCL_SYMMEM_BACKEND=ib"))
@@ -1580,6 +1630,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_double_close_and_bad_objects),
 		cmocka_unit_test(test_stale_pointer_after_reuse),
 		cmocka_unit_test(test_registration),
+		cmocka_unit_test(test_registration_dmabuf),
 		cmocka_unit_test(test_corrupt_handles),
 		cmocka_unit_test(test_listener_gone),
 		cmocka_unit_test(test_threads_own_comms),

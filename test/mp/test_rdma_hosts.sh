@@ -5,7 +5,10 @@
 # which only TCP carries: the connections go over TCP and each process
 # says once, as a WARN, that it passed over its RDMA device.  With NCCL
 # staging in host memory (the level unset) they go over ibverbs, and
-# nothing is said.
+# nothing is said.  With NCCL_SYMMEM_BACKEND=ib each process asks rxe0
+# whether it registers GPU memory through DMA-BUF (GPUDirect RDMA):
+# Soft-RoCE cannot, and one INFO line per process says so, with the
+# probe's answer, and that NCCL stages GPU buffers in host memory.
 # Usage: test_rdma_hosts.sh PLUGIN BENCH_PINGPONG
 . "$(dirname "$0")/tap.sh"
 plugin=$1
@@ -32,4 +35,9 @@ posed() {
 
 posed "GPU buffers allowed" tcp 2 NCCL_NET_GDR_LEVEL=SYS
 posed "host staging" ib 0
+posed "ibverbs required" ib 0 NCCL_SYMMEM_BACKEND=ib
+probe='^INFO NET/symmem no GPUDirect RDMA: NCCL stages GPU buffers in host memory .*rxe0: the DMA-BUF probe answered EOPNOTSUPP'
+k=$(echo "$out" | grep -c "$probe")
+check "$([ "$k" = 2 ]; echo $?)" "posed hosts, ibverbs required: 2 INFO lines with the DMA-BUF probe's answer ($k)"
+[ "$k" = 2 ] || echo "$out" | sed 's/^/# /'
 exit $fail

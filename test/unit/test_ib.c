@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,20 +123,47 @@ static void test_ib_oversized_send(void **state)
 	tp_close(r);
 }
 
-/* GPUDirect RDMA is not built: GPU memory is refused at registration,
- * with the way out in the message. */
+/* Soft-RoCE has no DMA-BUF registration: the probe (ibv_reg_dmabuf_mr of
+ * fd -1 on the real device) says so, the same way each time it is asked. */
+static void test_ib_dmabuf_probe(void **state)
+{
+	struct tp_options o = ib_options("rxe");
+	char desc[256], again[256];
+
+	(void)state;
+	assert_int_equal(tp_ib_dmabuf(&o, desc, sizeof(desc)), 0);
+	print_message("# %s\n", desc);
+	assert_non_null(strstr(desc, "rxe0: the DMA-BUF probe answered"));
+	assert_non_null(strstr(desc, "its driver has no DMA-BUF registration"));
+	assert_int_equal(tp_ib_dmabuf(&o, again, sizeof(again)), 0);
+	assert_string_equal(again, desc);
+}
+
+/* Without GPUDirect RDMA, GPU memory is refused at registration with the
+ * probe's answer and the way out in the message; NCCL's DMA-BUF
+ * descriptor is left open (NCCL closes it). */
 static void test_ib_gpu_memory_refused(void **state)
 {
 	struct tp_options o = ib_options("rxe");
 	struct tp_region *reg = (struct tp_region *)1;
 	struct tp_comm *s, *r;
 	char buf[64];
+	int fds[2];
 
 	(void)state;
 	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
 	assert_int_equal(tp_register(r, buf, sizeof(buf), TP_MEM_CUDA, &reg), SM_ERR_USAGE);
 	assert_null(reg);
 	assert_non_null(strstr(sm_last_error(), "NCCL_NET_GDR_LEVEL"));
+	assert_non_null(strstr(sm_last_error(), "rxe0 has no GPUDirect RDMA (the DMA-BUF probe"));
+	assert_int_equal(pipe(fds), 0);
+	reg = (struct tp_region *)1;
+	assert_int_equal(tp_register_dmabuf(s, buf, sizeof(buf), fds[0], 0, &reg), SM_ERR_USAGE);
+	assert_null(reg);
+	assert_non_null(strstr(sm_last_error(), "the DMA-BUF probe"));
+	assert_int_not_equal(fcntl(fds[0], F_GETFD), -1);
+	close(fds[0]);
+	close(fds[1]);
 	tp_close(s);
 	tp_close(r);
 }
@@ -525,6 +553,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ib_messages),
 		cmocka_unit_test(test_ib_oversized_send),
+		cmocka_unit_test(test_ib_dmabuf_probe),
 		cmocka_unit_test(test_ib_gpu_memory_refused),
 		cmocka_unit_test(test_ib_peer_dies),
 		cmocka_unit_test(test_ib_region_outlives_comm),
