@@ -514,6 +514,19 @@ int tp_pending_connects(void)
 	return n;
 }
 
+/* Connects whose setup is all sent, waiting for the listener's reply or
+ * past it: a test stops driving one there to kill its listener. */
+int connect_awaiting_reply(void)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&pending_lock);
+	for (struct pending *p = pending_list; p; p = p->next)
+		n += p->state >= CONN_REPLY;
+	pthread_mutex_unlock(&pending_lock);
+	return n;
+}
+
 /* With NCCL_ENABLE_FAULT_TOLERANCE, a listener that could not be reached
  * (refused, unreachable: it may be restarting, or the network flapping)
  * is tried again with a fresh socket after a pause that doubles up to 1 s,

@@ -412,6 +412,7 @@ int comm_recv_size(struct tp_comm *c, struct tp_req *r, uint64_t size);
  * socket is hung up, runs the backend once more: a receiver goes on while
  * that still moves what the peer sent before, else the connection fails. */
 int comm_check_peer(struct tp_comm *c, struct tp_req *r);
+int connect_awaiting_reply(void);
 /* Repeats a broken connection's sticky failure as the current error. */
 int comm_broken(const struct tp_comm *c);
 int comm_fail(struct tp_comm *c, int status, const char *fmt, ...)
