@@ -12,21 +12,27 @@
 # The VM boots Debian's current amd64 kernel with a busybox initramfs and
 # sees this machine's whole file system over 9p (read-write: the command
 # runs as root in a chroot of it, so build outputs and logs land here).
-# Needs root (apt-get, qemu's 9p passthrough); about 15 s per run under
-# TCG, no KVM needed.  What it fetches is kept in $SYMMEM_RDMA_VM_DIR
-# (default /var/tmp/symmem-rdma-vm).
+# Needs root (qemu's 9p passthrough); about 15 s per run under TCG, no KVM
+# needed.  `rdma_vm.sh --prepare` (run by scripts/deps.sh for the tests)
+# installs the Debian packages and fetches the kernel into
+# $SYMMEM_RDMA_VM_DIR (default /var/tmp/symmem-rdma-vm); a run installs
+# and downloads nothing.  Each checkout runs its VM in a folder of its own
+# under that one, so two checkouts never wait on each other.
 #
-# Exit status: COMMAND's.  When the VM cannot be made (not root, no
-# packages, qemu fails) it exits 77 (meson's "skipped"); with --tap it
-# prints "1..0 # SKIP <reason>" and exits 0 instead, for TAP test suites.
+# Exit status: COMMAND's.  When the VM cannot be made (not root, not
+# prepared, qemu fails, this checkout's VM busy) it exits 77 (meson's
+# "skipped"); with --tap it prints "1..0 # SKIP <reason>" and exits 0
+# instead, for TAP test suites.
 set -u
 tap=0
-if [ "${1:-}" = "--tap" ]; then
-	tap=1
-	shift
-fi
-[ $# -eq 1 ] || { echo "usage: $0 [--tap] 'COMMAND'" >&2; exit 2; }
-dir=${SYMMEM_RDMA_VM_DIR:-/var/tmp/symmem-rdma-vm}
+prepare=0
+case ${1:-} in
+--tap) tap=1; shift ;;
+--prepare) prepare=1; shift ;;
+esac
+[ $# -eq 1 ] || [ $prepare = 1 ] || { echo "usage: $0 [--tap] 'COMMAND' | --prepare" >&2; exit 2; }
+top=${SYMMEM_RDMA_VM_DIR:-/var/tmp/symmem-rdma-vm}
+kdir="$top/kernel"
 
 skip() {
 	if [ $tap = 1 ]; then
@@ -37,37 +43,49 @@ skip() {
 	exit 77
 }
 
-[ "$(id -u)" = 0 ] || skip "needs root"
-need=""
-command -v qemu-system-x86_64 >/dev/null 2>&1 || need="$need qemu-system-x86"
-[ -x /bin/busybox ] || need="$need busybox-static"
-command -v modprobe >/dev/null 2>&1 || need="$need kmod"
-[ -f /etc/libibverbs.d/rxe.driver ] || need="$need ibverbs-providers"
-command -v rdma >/dev/null 2>&1 || need="$need iproute2"
-if [ -n "$need" ]; then
-	export DEBIAN_FRONTEND=noninteractive
-	# shellcheck disable=SC2086
-	apt-get install -y -qq $need >/dev/null 2>&1 ||
-		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq $need >/dev/null 2>&1; } ||
-		skip "could not install$need"
-fi
+missing() {
+	need=""
+	command -v qemu-system-x86_64 >/dev/null 2>&1 || need="$need qemu-system-x86"
+	[ -x /bin/busybox ] || need="$need busybox-static"
+	command -v modprobe >/dev/null 2>&1 || need="$need kmod"
+	[ -f /etc/libibverbs.d/rxe.driver ] || need="$need ibverbs-providers"
+	command -v rdma >/dev/null 2>&1 || need="$need iproute2"
+	command -v flock >/dev/null 2>&1 || need="$need util-linux"
+}
 
-mkdir -p "$dir" || skip "cannot make $dir"
-# One VM at a time per folder: two runs (test suites of two checkouts)
-# would rebuild each other's initramfs and read each other's output.
-exec 9>"$dir/lock" || skip "cannot open $dir/lock"
-flock -w 600 9 || skip "another run held $dir/lock for 10 minutes"
-kdir="$dir/kernel"
-if [ ! -f "$kdir/ok" ]; then
-	pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/ {print $2; exit}')
-	[ -n "$pkg" ] || skip "no linux-image-amd64 package"
-	rm -rf "$kdir" && mkdir -p "$kdir" || skip "cannot make $kdir"
-	(cd "$dir" && rm -f ./*.deb && apt-get download "$pkg" >/dev/null 2>&1) ||
-		skip "could not download $pkg"
-	dpkg -x "$dir"/"$pkg"_*.deb "$kdir" || skip "could not unpack $pkg"
-	rm -f "$dir"/*.deb
-	touch "$kdir/ok"
+[ "$(id -u)" = 0 ] || skip "needs root"
+missing
+if [ $prepare = 1 ]; then
+	if [ -n "$need" ]; then
+		export DEBIAN_FRONTEND=noninteractive
+		# shellcheck disable=SC2086
+		apt-get install -y -qq $need >/dev/null 2>&1 ||
+			{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq $need >/dev/null 2>&1; } ||
+			skip "could not install$need"
+	fi
+	mkdir -p "$top" || skip "cannot make $top"
+	# Checkouts preparing at once take turns; the kernel is written once.
+	exec 8>"$top/kernel.lock" && flock -w 300 8 || skip "cannot lock $top/kernel.lock"
+	if [ ! -f "$kdir/ok" ]; then
+		pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/ {print $2; exit}')
+		[ -n "$pkg" ] || skip "no linux-image-amd64 package"
+		rm -rf "$kdir" && mkdir -p "$kdir" || skip "cannot make $kdir"
+		(cd "$top" && rm -f ./*.deb && apt-get download "$pkg" >/dev/null 2>&1) ||
+			skip "could not download $pkg"
+		dpkg -x "$top"/"$pkg"_*.deb "$kdir" || skip "could not unpack $pkg"
+		rm -f "$top"/*.deb
+		touch "$kdir/ok"
+	fi
+	exit 0
 fi
+[ -z "$need" ] || skip "missing$need (scripts/rdma_vm.sh --prepare installs them)"
+[ -f "$kdir/ok" ] || skip "no kernel in $kdir (scripts/rdma_vm.sh --prepare fetches it)"
+# This checkout's own folder: its initramfs, guest script and output.
+repo=$(cd "$(dirname "$0")/.." && pwd)
+dir="$top/run-$(printf '%s' "$repo" | cksum | cut -d' ' -f1)"
+mkdir -p "$dir" || skip "cannot make $dir"
+exec 9>"$dir/lock" || skip "cannot open $dir/lock"
+flock -n 9 || skip "another run of this checkout ($repo) holds $dir/lock"
 kver=$(ls "$kdir/lib/modules" | head -1)
 vmlinuz="$kdir/boot/vmlinuz-$kver"
 [ -f "$vmlinuz" ] || skip "no kernel in $kdir"
