@@ -142,8 +142,8 @@ int tp_handle_shrink(const void *handle, void *local)
 }
 
 /* The local form at the start of a TP_HANDLE_SIZE buffer: no TCP or RDMA
- * endpoint (family 0), so only a connector on the listener's host can use
- * it (tp_connect with TP_BACKEND_SHM refuses any other). */
+ * endpoint (no_tcp), so only a connector on the listener's host can use
+ * it (tp_connect refuses any other). */
 static int decode_local(const uint8_t *h, struct tp_handle_info *info)
 {
 	uint8_t rnd[UDS_RANDOM];
@@ -175,6 +175,7 @@ static int decode_local(const uint8_t *h, struct tp_handle_info *info)
 		n += snprintf(info->uds_name + n, sizeof(info->uds_name) - (size_t)n, "%02x", rnd[i]);
 	info->dev = dev;
 	info->pid = pid;
+	info->no_tcp = 1;
 	return SM_OK;
 }
 

@@ -56,6 +56,7 @@ static void test_fields_kept(void **state)
 	assert_int_equal(back.dev, 3);
 	assert_int_equal(back.pid, 4242);
 	assert_string_equal(back.uds_name, info.uds_name);
+	assert_int_equal(back.no_tcp, 1);
 	assert_int_equal(back.family, 0);
 	assert_int_equal(back.port, 0);
 	assert_int_equal(back.ib, 0);
