@@ -333,6 +333,13 @@ static void adapt(ncclNet_v12_t *ops)
 
 /* ---- loading -------------------------------------------------------- */
 
+static const char *loader_error(void)
+{
+	const char *e = dlerror();
+
+	return e ? e : "unknown loader error";
+}
+
 /* As NCCL resolves NCCL_NET_PLUGIN: the value itself, then, for a bare
  * word that is not already lib*.so, libnccl-net-<value>.so.  `why` gets
  * each attempt's loader error. */
@@ -345,14 +352,14 @@ static void *open_named(const char *spec, char *why, size_t wlen)
 	h = dlopen(spec, RTLD_NOW | RTLD_LOCAL);
 	if (h)
 		return h;
-	snprintf(why, wlen, "%s", dlerror());
+	snprintf(why, wlen, "%s", loader_error());
 	if (strchr(spec, '/') || (strncmp(spec, "lib", 3) == 0 && n >= 3 &&
 				  strcmp(spec + n - 3, ".so") == 0))
 		return NULL;
 	snprintf(alt, sizeof(alt), "libnccl-net-%s.so", spec);
 	h = dlopen(alt, RTLD_NOW | RTLD_LOCAL);
 	if (!h)
-		snprintf(why + strlen(why), wlen - strlen(why), "; %s", dlerror());
+		snprintf(why + strlen(why), wlen - strlen(why), "; %s", loader_error());
 	return h;
 }
 

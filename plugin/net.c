@@ -840,7 +840,8 @@ ncclResult_t net_connect(void *ctx, int dev, void *handle, void **sendComm,
 	struct tp_comm *tp;
 	int rc;
 
-	(void)sendDevComm;	/* HOST plugin: NCCL's device handle stays untouched */
+	/* sendDevComm: this plugin's devices are HOST ones; only the inner
+	 * plugin gets NCCL's device handle. */
 	conn_setup_end();
 	if (!sendComm || !handle) {
 		LOG_WARN("NET/symmem: connect called with a NULL handle or comm slot");
@@ -871,7 +872,6 @@ ncclResult_t net_accept(void *listenComm, void **recvComm, ncclNetDeviceHandle_t
 	struct tp_comm *tp;
 	int rc;
 
-	(void)recvDevComm;
 	conn_setup_end();
 	if (!recvComm) {
 		LOG_WARN("NET/symmem: accept called with a NULL comm slot");
