@@ -413,8 +413,8 @@ static int load(const char *spec)
 	loaded.version = pick_version(lib, found, sizeof(found));
 	if (!loaded.version) {
 		LOG_WARN("NET/symmem: NCCL_SYMMEM_INNER_NET=%s exports no net plugin table "
-			 "ncclNetPlugin_v12 to _v8%s%s; connections to other hosts need one, so this "
-			 "plugin does not start", spec, found[0] ? ", only" : "", found);
+			 "ncclNetPlugin_v12 to _v8%s%s; connections to other hosts need one, so "
+			 "this plugin does not start", spec, found[0] ? ", only" : "", found);
 		return -1;
 	}
 	loaded.name = orig.v12->name ? orig.v12->name : "(unnamed)";

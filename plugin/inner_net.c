@@ -84,8 +84,9 @@ static ncclResult_t check_devices(const struct inner_lib *l)
 		if (rc != ncclSuccess)
 			return fail(rc, "getProperties");
 		if (p.netDeviceType != NCCL_NET_DEVICE_HOST) {
-			LOG_WARN("NET/symmem: inner net plugin %s: device %d (%s) is a device-offload "
-				 "device (type %d), which this plugin cannot forward", desc, d,
+			LOG_WARN("NET/symmem: inner net plugin %s: device %d (%s) is a "
+				 "device-offload device (type %d), which this plugin cannot "
+				 "forward", desc, d,
 				 p.name ? p.name : "?", (int)p.netDeviceType);
 			return ncclInvalidUsage;
 		}
@@ -256,8 +257,8 @@ ncclResult_t inner_connect(void *ictx, int dev, void *handle, size_t room, void 
 			l->ops.closeSend(*sendComm);
 		*sendComm = NULL;
 		LOG_WARN("NET/symmem: inner net plugin %s wrote past byte %zu of its connection "
-			 "handle while connecting; only %zu of NCCL's %d fit beside this plugin's %zu",
-			 desc, room, room, NCCL_NET_HANDLE_MAXSIZE, tail);
+			 "handle while connecting; only %zu of NCCL's %d fit beside this "
+			 "plugin's %zu", desc, room, room, NCCL_NET_HANDLE_MAXSIZE, tail);
 		return ncclInvalidUsage;
 	}
 	if (rc == ncclSuccess)

@@ -788,9 +788,9 @@ static ncclResult_t publish_comm(struct tp_comm *tp, void *inner, int dev, int k
 			 gpu_path ? ", GPU buffers moved by copy engines" : ", host memory",
 			 conn_kind_name(c->kind));
 	else if (cfg && cfg->verbose)
-		LOG_INFO("NET/symmem %s comm %p on device %d: inner net plugin %s, to another host, "
-			 "%s connection", kind == OBJ_SEND ? "send" : "receive", (void *)c, dev,
-			 inner_describe(), conn_kind_name(c->kind));
+		LOG_INFO("NET/symmem %s comm %p on device %d: inner net plugin %s, to another "
+			 "host, %s connection", kind == OBJ_SEND ? "send" : "receive", (void *)c,
+			 dev, inner_describe(), conn_kind_name(c->kind));
 	*out = c;
 	return ncclSuccess;
 }
@@ -812,8 +812,8 @@ static ncclResult_t connect_split(const struct config *cfg, void *ctx, int dev, 
 	memcpy(local, (uint8_t *)handle + INNER_ROOM, TP_HANDLE_LOCAL_SIZE);
 	rc = tp_handle_decode(local, &info);
 	if (rc)
-		return log_fail(rc, "connect: the handle's part of this plugin (does every rank set "
-				"the same NCCL_SYMMEM_INNER_NET?)");
+		return log_fail(rc, "connect: the handle's part of this plugin (does every rank "
+				"set the same NCCL_SYMMEM_INNER_NET?)");
 	if (info.host_id != tp_host_id()) {
 		r = inner_connect(inner_ctx_of(ctx), dev, handle, INNER_ROOM, &ic, sendDevComm);
 		if (r != ncclSuccess || !ic)
@@ -886,8 +886,8 @@ ncclResult_t net_accept(void *listenComm, void **recvComm, ncclNetDeviceHandle_t
 	 * host's listener bounds the wait (NCCL_SYMMEM_CONNECT_TIMEOUT). */
 	rc = tp_accept(l->tp, &tp);
 	if (rc)
-		return log_fail(rc, l->inner ? "accept on this host's path (the inner net plugin had "
-				"no connection either)" : "accept");
+		return log_fail(rc, l->inner ? "accept on this host's path (the inner net plugin "
+				"had no connection either)" : "accept");
 	if (tp)
 		return publish_comm(tp, NULL, l->dev, OBJ_RECV, recvComm);
 	if (l->inner) {

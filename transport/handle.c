@@ -172,7 +172,8 @@ static int decode_local(const uint8_t *h, struct tp_handle_info *info)
 	get(h, LOFF_UDS, rnd, UDS_RANDOM);
 	n = snprintf(info->uds_name, sizeof(info->uds_name), UDS_PREFIX);
 	for (int i = 0; i < UDS_RANDOM; i++)
-		n += snprintf(info->uds_name + n, sizeof(info->uds_name) - (size_t)n, "%02x", rnd[i]);
+		n += snprintf(info->uds_name + n, sizeof(info->uds_name) - (size_t)n, "%02x",
+			      rnd[i]);
 	info->dev = dev;
 	info->pid = pid;
 	info->no_tcp = 1;

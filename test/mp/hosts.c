@@ -92,7 +92,8 @@ int hosts_start(struct hosts_job *job, int n, const int *host, hosts_rank_fn fn,
 				if (r == n ? host[k] != 1 : k != r)
 					close(child[k]);
 			}
-			_exit(r == n ? host1_holder(n, host, fn, arg, child) : fn(r, child[r], arg));
+			_exit(r == n ? host1_holder(n, host, fn, arg, child) :
+				       fn(r, child[r], arg));
 		}
 		job->pid[job->npid++] = pid;
 	}

@@ -105,7 +105,8 @@ struct ring {
 
 static size_t msg_size(int rank, int i)
 {
-	uint64_t x = (uint64_t)(rank + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t)(i + 7) * 0xbf58476d1ce4e5b9ull;
+	uint64_t x = (uint64_t)(rank + 1) * 0x9e3779b97f4a7c15ull ^
+		     (uint64_t)(i + 7) * 0xbf58476d1ce4e5b9ull;
 
 	if (i == 0)
 		return 0;	/* NCCL sends empty messages too */
