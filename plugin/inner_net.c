@@ -4,10 +4,12 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "inner_internal.h"
 #include "log.h"
+#include "symmem.h"
 
 #define MAX_RECVS 64
 
@@ -239,15 +241,91 @@ ncclResult_t inner_listen(void *ictx, int dev, void *handle, size_t room, void *
 	return ncclInvalidUsage;
 }
 
-ncclResult_t inner_connect(void *ictx, int dev, void *handle, size_t room, void **sendComm,
-			   ncclNetDeviceHandle_t **sendDevComm)
+/* Connects in progress, by key: when each must be done. */
+struct pending {
+	struct pending *next;
+	uint8_t key[16];
+	const void *owner;
+	uint64_t deadline_ns;
+};
+
+static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pending *pending;
+
+/* The deadline of connect `key`, from its first call; 0 when out of
+ * memory.  Entries whose connect NCCL abandoned without a finalize go a
+ * minute past their deadline. */
+static uint64_t deadline_of(const uint8_t key[16], const void *owner, double timeout)
 {
-	const struct inner_lib *l = L();
+	uint64_t now = sm_now_ns(), d = 0;
+	struct pending **pp = &pending, *p;
+
+	pthread_mutex_lock(&pending_lock);
+	while ((p = *pp)) {
+		if (!memcmp(p->key, key, 16)) {
+			d = p->deadline_ns;
+			break;
+		}
+		if (now > p->deadline_ns + 60ull * 1000 * 1000 * 1000) {
+			*pp = p->next;
+			free(p);
+			continue;
+		}
+		pp = &p->next;
+	}
+	if (!p && (p = calloc(1, sizeof(*p)))) {
+		memcpy(p->key, key, 16);
+		p->owner = owner;
+		p->deadline_ns = d = now + (uint64_t)(timeout * 1e9);
+		p->next = pending;
+		pending = p;
+	}
+	pthread_mutex_unlock(&pending_lock);
+	return d;
+}
+
+static void forget(const uint8_t key[16])
+{
+	struct pending **pp = &pending, *p;
+
+	pthread_mutex_lock(&pending_lock);
+	while ((p = *pp)) {
+		if (!memcmp(p->key, key, 16)) {
+			*pp = p->next;
+			free(p);
+			break;
+		}
+		pp = &p->next;
+	}
+	pthread_mutex_unlock(&pending_lock);
+}
+
+int inner_connect_abandon(const void *owner)
+{
+	struct pending **pp = &pending, *p;
+	int n = 0;
+
+	pthread_mutex_lock(&pending_lock);
+	while ((p = *pp)) {
+		if (p->owner == owner) {
+			*pp = p->next;
+			free(p);
+			n++;
+			continue;
+		}
+		pp = &p->next;
+	}
+	pthread_mutex_unlock(&pending_lock);
+	return n;
+}
+
+static ncclResult_t connect_once(const struct inner_lib *l, void *ictx, int dev, void *handle,
+				 size_t room, void **sendComm, ncclNetDeviceHandle_t **sendDevComm)
+{
 	uint8_t *h = handle, ours[NCCL_NET_HANDLE_MAXSIZE];
 	size_t tail = NCCL_NET_HANDLE_MAXSIZE - room;
 	ncclResult_t rc;
 
-	*sendComm = NULL;
 	memcpy(ours, h + room, tail);
 	/* NCCL's own buffer, every call: the plugin may keep its connect
 	 * state in the handle between calls. */
@@ -268,6 +346,30 @@ ncclResult_t inner_connect(void *ictx, int dev, void *handle, size_t room, void 
 		l->ops.closeSend(*sendComm);
 	*sendComm = NULL;
 	return fail(rc, "connect");
+}
+
+ncclResult_t inner_connect(void *ictx, int dev, void *handle, size_t room, const uint8_t key[16],
+			   const void *owner, double timeout, void **sendComm,
+			   ncclNetDeviceHandle_t **sendDevComm)
+{
+	uint64_t deadline = deadline_of(key, owner, timeout);
+	ncclResult_t rc;
+
+	*sendComm = NULL;
+	if (!deadline) {
+		LOG_WARN("NET/symmem: out of memory in connect");
+		return ncclSystemError;
+	}
+	if (sm_now_ns() > deadline) {
+		forget(key);
+		LOG_WARN("NET/symmem: inner net plugin %s did not connect within %.1f s "
+			 "(NCCL_SYMMEM_CONNECT_TIMEOUT)", desc, timeout);
+		return ncclRemoteError;
+	}
+	rc = connect_once(L(), ictx, dev, handle, room, sendComm, sendDevComm);
+	if (rc != ncclSuccess || *sendComm)
+		forget(key);
+	return rc;
 }
 
 ncclResult_t inner_accept(void *listenComm, void **recvComm, ncclNetDeviceHandle_t **recvDevComm)

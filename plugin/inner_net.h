@@ -48,8 +48,15 @@ ncclResult_t inner_set_net_attr(void *ictx, ncclNetAttr_v11_t *attr);
  * plugin wrote past `room`.  connect hands it NCCL's own buffer on every
  * call (it may keep state there) and fails where it wrote past `room`. */
 ncclResult_t inner_listen(void *ictx, int dev, void *handle, size_t room, void **listenComm);
-ncclResult_t inner_connect(void *ictx, int dev, void *handle, size_t room, void **sendComm,
+/* `key` names the connection (the listener's token) and `owner` the
+ * context that connects: a connect the plugin has not finished within
+ * `timeout` seconds fails, since NCCL would call it forever. */
+ncclResult_t inner_connect(void *ictx, int dev, void *handle, size_t room, const uint8_t key[16],
+			   const void *owner, double timeout, void **sendComm,
 			   ncclNetDeviceHandle_t **sendDevComm);
+/* Forgets the connects `owner` started and NCCL gave up (at its
+ * finalize); returns how many. */
+int inner_connect_abandon(const void *owner);
 ncclResult_t inner_accept(void *listenComm, void **recvComm,
 			  ncclNetDeviceHandle_t **recvDevComm);
 ncclResult_t inner_close_listen(void *listenComm);

@@ -815,7 +815,8 @@ static ncclResult_t connect_split(const struct config *cfg, void *ctx, int dev, 
 		return log_fail(rc, "connect: the handle's part of this plugin (does every rank "
 				"set the same NCCL_SYMMEM_INNER_NET?)");
 	if (info.host_id != tp_host_id()) {
-		r = inner_connect(inner_ctx_of(ctx), dev, handle, INNER_ROOM, &ic, sendDevComm);
+		r = inner_connect(inner_ctx_of(ctx), dev, handle, INNER_ROOM, info.token, ctx,
+				  cfg->connect_timeout, &ic, sendDevComm);
 		if (r != ncclSuccess || !ic)
 			return r;
 		return publish_comm(NULL, ic, dev, OBJ_SEND, sendComm);
@@ -1334,7 +1335,7 @@ ncclResult_t net_finalize(void *ctx)
 		return ncclSuccess;
 	if (registry_take(ctx, OBJ_CTX, "finalize"))
 		return ncclInternalError;
-	abandoned = tp_connect_abandon(ctx);
+	abandoned = tp_connect_abandon(ctx) + inner_connect_abandon(ctx);
 	if (abandoned)
 		LOG_INFO("NET/symmem: finalize freed %d connect(s) NCCL left unfinished", abandoned);
 	if (c->inner)

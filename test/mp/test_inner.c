@@ -780,6 +780,52 @@ static int spill_rank(int rank, int ctl, void *arg)
 	return net->finalize(ctx) == ncclSuccess ? 0 : 13;
 }
 
+/* A plugin whose connect never finishes: the connector gives up after
+ * NCCL_SYMMEM_CONNECT_TIMEOUT with one WARN instead of being called
+ * forever, and so does the listener's accept. */
+static int never_rank(int rank, int ctl, void *arg)
+{
+	char mine[NCCL_NET_HANDLE_MAXSIZE], theirs[NCCL_NET_HANDLE_MAXSIZE];
+	void *ctx, *lc, *comm = NULL;
+	double start, end;
+	int rc = ncclSuccess;
+
+	(void)arg;
+	if (rank == 0)
+		setenv("INNER_STANDIN_CONNECT_NEVER", "1", 1);
+	ctx = rank_init(rank);
+	if (!ctx || net->listen(ctx, 0, mine, &lc) || hosts_swap_handle(ctl, mine, theirs))
+		return 10;
+	start = harness_now();
+	end = start + 15;
+	while (rc == ncclSuccess && !comm && harness_now() < end)
+		rc = rank == 0 ? net->connect(ctx, 0, theirs, &comm, NULL) :
+				 net->accept(lc, &comm, NULL);
+	if (rc == ncclSuccess || comm || harness_now() - start < 1.0)
+		return 11;
+	if (rank == 0 && (rc != ncclRemoteError || harness_warn_count() != 1 ||
+			  !strstr(harness_last_warn(), "inner net plugin 'standin' (v12) did not "
+						       "connect within 1.0 s")))
+		return 12;
+	net->closeListen(lc);
+	/* The abandoned connect is forgotten with its context. */
+	return net->finalize(ctx) == ncclSuccess ? 0 : 13;
+}
+
+static void test_inner_connect_bounded(void **state)
+{
+	static const int host[2] = { 0, 1 };
+	struct hosts_job job;
+
+	(void)state;
+	skip_unless_posed();
+	setenv("NCCL_SYMMEM_CONNECT_TIMEOUT", "1", 1);
+	assert_int_equal(hosts_start(&job, 2, host, never_rank, NULL), 0);
+	assert_int_equal(hosts_ring_handles(&job), 0);
+	assert_int_equal(hosts_wait(&job), 0);
+	unsetenv("NCCL_SYMMEM_CONNECT_TIMEOUT");
+}
+
 static void test_connect_state_past_room_refused(void **state)
 {
 	static const int host[2] = { 0, 1 };
@@ -827,6 +873,7 @@ int main(void)
 		cmocka_unit_test(test_each_table_version),
 		cmocka_unit_test(test_grouped_receive_and_flush),
 		cmocka_unit_test(test_connect_state_past_room_refused),
+		cmocka_unit_test(test_inner_connect_bounded),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
