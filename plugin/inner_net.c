@@ -165,7 +165,12 @@ ncclResult_t inner_get_properties(int dev, ncclNetProperties_v12_t *props)
 	if (!L())
 		return not_loaded("getProperties");
 	rc = L()->ops.getProperties(dev, props);
-	return rc == ncclSuccess ? rc : fail(rc, "getProperties");
+	if (rc != ncclSuccess)
+		return fail(rc, "getProperties");
+	/* DMA-BUF without regMrDmaBuf to take it is no offer (NCCL's rule). */
+	if (!L()->ops.regMrDmaBuf)
+		props->ptrSupport &= ~NCCL_PTR_DMABUF;
+	return ncclSuccess;
 }
 
 ncclResult_t inner_make_vdevice(int *d, ncclNetVDeviceProps_v12_t *props)

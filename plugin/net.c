@@ -560,17 +560,16 @@ static uint64_t min_u64(uint64_t a, uint64_t b)
 /* The inner plugin's device as NCCL sees it: the NIC's own place, speed,
  * identity, rail and plane, with what this plugin's path cannot do for a
  * peer on this host taken out, since NCCL may open such a channel on any
- * device: GPU pointers only where the copy engines serve them, no
- * DMA-BUF (the exported tables have no regMrDmaBuf yet; net_reg_mr_dma_buf
- * is ready for them), registrations per comm, one buffer per irecv (no
- * grouping on the copy-engine path), transfers of at most 1 GiB. */
+ * device: GPU memory (CUDA, DMA-BUF) only where the copy engines serve
+ * it, registrations per comm, one buffer per irecv (no grouping on the
+ * copy-engine path), transfers of at most 1 GiB. */
 static ncclResult_t inner_properties(int dev, ncclNetProperties_v12_t *props)
 {
 	ncclResult_t rc = inner_get_properties(dev, props);
 
 	if (rc != ncclSuccess)
 		return rc;
-	props->ptrSupport &= NCCL_PTR_HOST | (gpu_ptrs ? NCCL_PTR_CUDA : 0);
+	props->ptrSupport &= NCCL_PTR_HOST | (gpu_ptrs ? NCCL_PTR_CUDA | NCCL_PTR_DMABUF : 0);
 	props->regIsGlobal = 0;
 	props->maxRecvs = 1;
 	props->maxP2pBytes = min_u64(props->maxP2pBytes, MAX_TRANSFER_BYTES);

@@ -35,9 +35,8 @@ ncclResult_t net_close_recv(void *recvComm);
 ncclResult_t net_close_listen(void *listenComm);
 ncclResult_t net_finalize(void *ctx);
 
-/* The optional slots, for an inner net plugin (inner_net.h) that has
- * them: DMA-BUF registration (NCCL_PTR_DMABUF is advertised only once a
- * table points at net_reg_mr_dma_buf), device memory handles, receives
+/* The optional slots no exported table points at yet, for an inner net
+ * plugin (inner_net.h) that has them: device memory handles, receives
  * consumed, NIC fusion.  Without an inner plugin they do what a host
  * plugin does, or refuse with a WARN (makeVDevice). */
 ncclResult_t net_get_device_mr(void *comm, void *mhandle, void **dptr_mhandle);

@@ -428,9 +428,15 @@ static int group_rank(int rank, int ctl, void *arg)
 	    pair_up(ctx, 0, theirs, lc, &send, &recv) || net->closeListen(lc))
 		return 12;
 	if (rank == 0) {
-		/* Three sends with tags; the receiver's one irecv takes them. */
-		if (net->regMr(send, buf, 3 * 8192, NCCL_PTR_HOST, &mh))
+		int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+		/* A DMA-BUF registration as NCCL makes one for GPU buffers (the
+		 * stand-in checks the fd is open during the call). */
+		if (fd < 0 || !net->regMrDmaBuf ||
+		    net->regMrDmaBuf(send, buf, 3 * 8192, NCCL_PTR_CUDA, 0, fd, &mh))
 			return 13;
+		close(fd);
+		/* Three sends with tags; the receiver's one irecv takes them. */
 		for (int i = 0; i < 3; i++) {
 			pattern_fill(buf + i * 8192, sizes_sent[i], 100 + (uint64_t)i);
 			do {
@@ -497,6 +503,7 @@ static void test_grouped_receive_and_flush(void **state)
 	assert_int_equal(log_sum("rank1", "recv", "bytes", &lines), 6000);
 	assert_int_equal(log_sum("rank1", "recv", "flushes", &lines), 1);
 	assert_int_equal(log_sum("rank0", "send", "messages", &lines), 3);
+	assert_int_equal(log_sum("rank0", "send", "dmabufs", &lines), 1);
 	assert_int_equal(log_count("rank0 attr op=0x20"), 1);
 	assert_int_equal(log_count("rank1 attr op=0x20"), 1);
 }
@@ -560,6 +567,16 @@ static void test_same_host_keeps_own_path(void **state)
 	assert_int_equal(log_lines("rank0", "recv"), 0);
 }
 
+/* Whether the plugin found a CUDA driver (it opens it at init). */
+static int cuda_loaded(void)
+{
+	void *cu = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+
+	if (cu)
+		dlclose(cu);
+	return cu != NULL;
+}
+
 /* NCCL sees the stand-in's devices: its names, places, speed and ports,
  * without what this plugin's path cannot do for a peer on this host. */
 static int child_properties(void)
@@ -576,9 +593,12 @@ static int child_properties(void)
 	if (p.guid != 0x5354414e00000001ull || p.speed != 200000 || p.port != 2 ||
 	    p.forceFlush != 1 || p.maxComms != 4096)
 		return 13;
-	/* Host memory always; GPU memory only where the copy engines serve
-	 * it; never DMA-BUF (no regMrDmaBuf in the tables yet). */
-	if (!(p.ptrSupport & NCCL_PTR_HOST) || (p.ptrSupport & NCCL_PTR_DMABUF))
+	/* Host memory always; GPU memory (CUDA, DMA-BUF) only where the copy
+	 * engines serve it, so none on a machine without a GPU driver. */
+	if (!(p.ptrSupport & NCCL_PTR_HOST) ||
+	    ((p.ptrSupport & NCCL_PTR_DMABUF) && !(p.ptrSupport & NCCL_PTR_CUDA)))
+		return 14;
+	if (!cuda_loaded() && p.ptrSupport != NCCL_PTR_HOST)
 		return 14;
 	if (p.regIsGlobal != 0 || p.maxRecvs != 1 || p.maxMultiRequestSize != 1)
 		return 15;
@@ -801,7 +821,9 @@ static int never_rank(int rank, int ctl, void *arg)
 	while (rc == ncclSuccess && !comm && harness_now() < end)
 		rc = rank == 0 ? net->connect(ctx, 0, theirs, &comm, NULL) :
 				 net->accept(lc, &comm, NULL);
-	if (rc == ncclSuccess || comm || harness_now() - start < 1.0)
+	/* The listener fails too, by its own bound or when the connector
+	 * hangs up, whichever comes first. */
+	if (rc == ncclSuccess || comm || (rank == 0 && harness_now() - start < 1.0))
 		return 11;
 	if (rank == 0 && (rc != ncclRemoteError || harness_warn_count() != 1 ||
 			  !strstr(harness_last_warn(), "inner net plugin 'standin' (v12) did not "

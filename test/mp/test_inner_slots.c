@@ -1,9 +1,9 @@
 /* The net plugin's optional calls that reach an inner net plugin
- * (regMrDmaBuf, getDeviceMr, irecvConsumed, makeVDevice, and v12's
- * getProperties with rail and plane).  The exported tables do not point
- * at them yet, so this program links the plugin's sources and calls them
- * by name, between ranks posed on two hosts (hosts.h), with the stand-in
- * (inner_standin.c) counting what reached it.  meson sets
+ * (getDeviceMr, irecvConsumed, makeVDevice, v12's getProperties with rail
+ * and plane, and regMrDmaBuf).  The exported tables do not point at the
+ * first four yet, so this program links the plugin's sources and calls
+ * them by name, between ranks posed on two hosts (hosts.h), with the
+ * stand-in (inner_standin.c) counting what reached it.  meson sets
  * NCCL_SYMMEM_INNER_NET to the v12 stand-in. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -74,7 +74,8 @@ static int check_properties(void)
 	if (net_get_properties_v12(1, &p) != ncclSuccess)
 		return -1;
 	return strcmp(p.name, "standin1") == 0 && p.railId == 1 && p.planeId == 7 &&
-	       !(p.ptrSupport & NCCL_PTR_DMABUF) && p.maxRecvs == 1 ? 0 : -1;
+	       (!(p.ptrSupport & NCCL_PTR_DMABUF) || (p.ptrSupport & NCCL_PTR_CUDA)) &&
+	       p.maxRecvs == 1 ? 0 : -1;
 }
 
 /* Merging the two devices makes a third, which NCCL counts from then on
