@@ -31,6 +31,7 @@ extern char **environ;
 #define LIMITS_HCA_LIST(d, lo, hi)
 #define LIMITS_IFNAME_LIST(d, lo, hi)
 #define LIMITS_PATH(d, lo, hi)
+#define LIMITS_LIBRARY(d, lo, hi)
 
 #define OWNER_OWN 0
 #define OWNER_NCCL 1
@@ -57,6 +58,7 @@ static const struct config_var vars[] = { CONFIG_VARS(VAR_ROW) };
 #define TYPE_HCA_LIST 's'
 #define TYPE_IFNAME_LIST 's'
 #define TYPE_PATH 's'
+#define TYPE_LIBRARY 's'
 
 #define FIELD_TYPE(fld) _Generic(((struct config *)0)->fld, int: 'i', uint64_t: 'u', \
 				 double: 'd', char *: 's', default: '?')
@@ -128,6 +130,7 @@ static void set_defaults(struct config *cfg)
 		case CONFIG_KIND_HCA_LIST:
 		case CONFIG_KIND_IFNAME_LIST:
 		case CONFIG_KIND_PATH:
+		case CONFIG_KIND_LIBRARY:
 			/* "" from the memset: unset means no filter / the default. */
 			break;
 		}

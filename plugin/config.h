@@ -78,6 +78,8 @@ struct config {
 	char copy_helper_path[256];	/* NCCL_SYMMEM_COPY_HELPER_PATH, "" = next to the library */
 	int helper_all_gpus;		/* NCCL_SYMMEM_HELPER_ALL_GPUS */
 	int coll_register;		/* NCCL_SYMMEM_COLL_REGISTER, tristate: config_coll_register() */
+	char inner_net[256];		/* NCCL_SYMMEM_INNER_NET: the net plugin for other hosts,
+					 * "" = none (plugin/inner_net.h) */
 	char gpus_visible[512];		/* CUDA_VISIBLE_DEVICES when it names whole GPUs only
 					 * (no MIG instance), else "": the helper runs without it */
 	int ngpus_visible;		/* how many it names (0 with "") */

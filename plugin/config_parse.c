@@ -2,6 +2,7 @@
  * accepted form of each kind, and the error message for a refused value. */
 #include "config_parse.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -494,7 +495,19 @@ static void accepted_form(const struct config_var *v, char *buf, size_t len)
 	case CONFIG_KIND_PATH:
 		snprintf(buf, len, "an absolute file name, at most %zu characters", v->len - 1);
 		break;
+	case CONFIG_KIND_LIBRARY:
+		snprintf(buf, len, "a library name or file name without whitespace, at most %zu "
+			 "characters", v->len - 1);
+		break;
 	}
+}
+
+static int printable_word(const char *s)
+{
+	for (; *s; s++)
+		if (isspace((unsigned char)*s) || iscntrl((unsigned char)*s))
+			return 0;
+	return 1;
 }
 
 int config_parse_value(struct config *cfg, const struct config_var *v, const char *val,
@@ -573,6 +586,7 @@ int config_parse_value(struct config *cfg, const struct config_var *v, const cha
 	case CONFIG_KIND_HCA_LIST:
 	case CONFIG_KIND_IFNAME_LIST:
 	case CONFIG_KIND_PATH:
+	case CONFIG_KIND_LIBRARY:
 		/* Verbatim: untrimmed, so stray whitespace is reported. */
 		if (strlen(val) >= v->len) {
 			snprintf(problem, plen, "is too long (%zu characters)", strlen(val));
@@ -580,6 +594,11 @@ int config_parse_value(struct config *cfg, const struct config_var *v, const cha
 		}
 		if (v->kind == CONFIG_KIND_PATH && val[0] != '/') {
 			snprintf(problem, plen, "is not an absolute file name");
+			return -1;
+		}
+		/* dlopen would take it, but a stray space is a typo. */
+		if (v->kind == CONFIG_KIND_LIBRARY && !printable_word(val)) {
+			snprintf(problem, plen, "has whitespace or a control character in it");
 			return -1;
 		}
 		if (!list) {
@@ -657,6 +676,7 @@ void config_format_value(const struct config *cfg, const struct config_var *v, c
 	case CONFIG_KIND_HCA_LIST:
 	case CONFIG_KIND_IFNAME_LIST:
 	case CONFIG_KIND_PATH:
+	case CONFIG_KIND_LIBRARY:
 		snprintf(buf, len, "%s", (const char *)p);
 		break;
 	}

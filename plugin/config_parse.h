@@ -6,8 +6,9 @@
  *  - A value that is empty (or only whitespace) is an error: exporting a
  *    variable empty is a mistake, not a request for the default.
  *  - Scalars (bool, tristate, integer, size, decimal, backend) tolerate
- *    surrounding whitespace.  Lists (NCCL_IB_HCA, NCCL_SOCKET_IFNAME) and
- *    paths are kept verbatim, so whitespace anywhere in them is rejected.
+ *    surrounding whitespace.  Lists (NCCL_IB_HCA, NCCL_SOCKET_IFNAME),
+ *    paths and library names are kept verbatim, so whitespace anywhere
+ *    in them is rejected.
  *  - Sizes are a decimal integer, then optionally exactly one space, then
  *    an optional unit K, KB, KiB, M, MB, MiB, G, GB, GiB, T, TB, TiB (case
  *    insensitive).  Every unit is a power of 1024: "2MB" is 2097152.
@@ -43,6 +44,7 @@ enum config_kind {
 	CONFIG_KIND_HCA_LIST,		/* [^][=]name[:port],... */
 	CONFIG_KIND_IFNAME_LIST,	/* [^][=]prefix,... */
 	CONFIG_KIND_PATH,		/* an absolute file name */
+	CONFIG_KIND_LIBRARY,		/* a shared library: a name or a file name */
 };
 
 /* One row of plugin/config_vars.h. */

@@ -6,12 +6,13 @@
  *  - kind: BOOL, TRISTATE (-1 auto, 0 off, 1 on), INT, SIZE (bytes),
  *    FACTOR (decimal, min..max), SECONDS (decimal, 0 < x <= max), BACKEND
  *    (enum config_backend), HCA_LIST and IFNAME_LIST (NCCL's device list
- *    syntax), PATH (an absolute file name); the accepted form of each is
+ *    syntax), PATH (an absolute file name), LIBRARY (a library name or file
+ *    name, as dlopen takes it); the accepted form of each is
  *    plugin/config_parse.c's, and its error messages say it.
  *  - field: where the value lives in struct config (its type must fit
  *    the kind: config.c checks at compile time).
  *  - min, max: the accepted range (INT, SIZE, FACTOR, SECONDS); 0 where
- *    the kind has none.  The lists and PATH default to "" (unset).
+ *    the kind has none.  The lists, PATH and LIBRARY default to "" (unset).
  *  - owner: OWN, the plugin's (a malformed value fails init), or NCCL,
  *    NCCL's own (read as NCCL reads it, never refused: config_parse.h).
  * The comment above each row says what it does; docs/env.md says it at
@@ -114,6 +115,8 @@
 	/* 1: the helper runs without a CUDA_VISIBLE_DEVICES that hides its peers */ \
 	X(NCCL_SYMMEM_HELPER_ALL_GPUS, BOOL, helper_all_gpus, 1, 0, 0, OWN) \
 	/* register user buffers on ring and tree connections; auto: with NCCL_PASS_SM */ \
-	X(NCCL_SYMMEM_COLL_REGISTER, TRISTATE, coll_register, CONFIG_AUTO, 0, 0, OWN)
+	X(NCCL_SYMMEM_COLL_REGISTER, TRISTATE, coll_register, CONFIG_AUTO, 0, 0, OWN) \
+	/* another net plugin, carrying every connection to another host */ \
+	X(NCCL_SYMMEM_INNER_NET, LIBRARY, inner_net, 0, 0, 0, OWN)
 
 #endif

@@ -93,7 +93,14 @@ static void between_hosts(const struct info_sim *s, const struct info_rdma *r, c
 	const char *passed = config_rdma_passed_over(&s->cfg);
 	int mode = config_ib_mode(&s->cfg);
 
-	if (s->cfg.backend == CONFIG_BACKEND_SHM)
+	if (s->cfg.inner_net[0] && (s->cfg.backend == CONFIG_BACKEND_TCP ||
+				    s->cfg.backend == CONFIG_BACKEND_IB))
+		info_say(buf, len, "none: NCCL_SYMMEM_INNER_NET with NCCL_SYMMEM_BACKEND=%s fails "
+			 "the plugin's init", s->cfg.backend == CONFIG_BACKEND_TCP ? "tcp" : "ib");
+	else if (s->cfg.inner_net[0])
+		info_say(buf, len, "the inner net plugin NCCL_SYMMEM_INNER_NET=%s "
+			 "(docs/multi-node.md)", s->cfg.inner_net);
+	else if (s->cfg.backend == CONFIG_BACKEND_SHM)
 		info_say(buf, len, "refused: NCCL_SYMMEM_BACKEND=shm serves one host only");
 	else if (mode == 2)
 		info_say(buf, len, "ibverbs only (NCCL_SYMMEM_BACKEND=ib)%s",
@@ -300,7 +307,7 @@ int info_verdict_emit(struct out *o, const struct info_sim *s, const struct info
 
 void info_rdma_emit(struct out *o, const struct info_sim *s, const struct info_rdma *r)
 {
-	const char *inner = getenv("NCCL_SYMMEM_INNER_NET");
+	const char *inner = s->cfg.inner_net[0] ? s->cfg.inner_net : NULL;
 	char route[512];
 
 	between_hosts(s, r, route, sizeof(route));
@@ -311,7 +318,7 @@ void info_rdma_emit(struct out *o, const struct info_sim *s, const struct info_r
 	out_str(o, "why_none", r->why[0] ? r->why : NULL);
 	out_str(o, "other_hosts", route);
 	out_str(o, "inner_net", inner);
-	out_str(o, "inner_net_note", inner ? "this version has no inner net plugin: its own TCP "
-		"and ibverbs paths carry traffic between hosts" : NULL);
+	out_str(o, "inner_net_note", inner ? "every connection to another host goes through it; "
+		"symmem-info does not load it (the plugin's init does)" : NULL);
 	out_obj_end(o);
 }

@@ -97,7 +97,8 @@ static const struct meaning meanings[] = {
 	BY("NCCL_SYMMEM_TRACE_US", "messages slower than this many us are logged",
 	   { "0", "off" }),
 	BY("NCCL_SYMMEM_BACKEND", NULL,
-	   { "auto", "copy engines and shared memory on one host; ibverbs or TCP between hosts" },
+	   { "auto", "copy engines and shared memory on one host; ibverbs or TCP between hosts "
+		     "(or NCCL_SYMMEM_INNER_NET)" },
 	   { "shm", "one host only: connections to other hosts are refused" },
 	   { "tcp", "TCP for every connection, one host too" },
 	   { "ib", "ibverbs for every connection, one host too (host memory only)" }),
@@ -125,6 +126,8 @@ static const struct meaning meanings[] = {
 		   "only" },
 	   { "0", "user buffers on ring connections are declined" },
 	   { "1", "user buffers on ring connections are registered" }),
+	BY("NCCL_SYMMEM_INNER_NET", "the net plugin that carries every connection to another host",
+	   { "", "none: the plugin's own ibverbs or TCP reach other hosts" }),
 };
 
 /* NCCL's variables the plugin reads or sets, and what they do for it. */

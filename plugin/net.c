@@ -2,7 +2,13 @@
  * around transport/, which does the work.  Every failure leaves here as an
  * ncclResult_t plus exactly one WARN line.  One refusal is not a failure:
  * a user buffer on a ring connection (conn_hints.h), which NCCL answers by
- * running the collective on its own buffers; it is logged once, at INFO. */
+ * running the collective on its own buffers; it is logged once, at INFO.
+ *
+ * With an inner net plugin (NCCL_SYMMEM_INNER_NET, inner_net.h) this is
+ * also the dispatch: NCCL sees the inner plugin's devices, every listen
+ * listens on both paths, the handle tells connect whether the listener is
+ * on this host (the copy engines) or not (the inner plugin), and each
+ * comm, memory handle and request knows which path it is on. */
 #include <ctype.h>
 #include <limits.h>
 #include <pthread.h>
@@ -15,6 +21,7 @@
 #include "conn_hints.h"
 #include "gpu_direct.h"
 #include "helper_path.h"
+#include "inner_net.h"
 #include "log.h"
 #include "monitor.h"
 #include "net.h"
@@ -30,6 +37,12 @@
 #define GPU_PATH_SPEED_MBPS 3200000
 #define MAX_TRANSFER_BYTES (1ull << 30)
 #define MAX_DEVICES 64
+/* With an inner plugin its handle takes the front of NCCL's 128 bytes
+ * (vendors use up to 80) and this plugin's local form the rest. */
+#define INNER_ROOM (NCCL_NET_HANDLE_MAXSIZE - TP_HANDLE_LOCAL_SIZE)
+/* The most buffers one grouped irecv through the inner plugin carries
+ * (NCCL's test() sizes array has 64). */
+#define MAX_RECVS 64
 
 /* The plugin's devices: one per visible GPU when the copy-engine path is
  * on, else one host-memory device.  Built once, read from any thread. */
@@ -58,10 +71,14 @@ static atomic_int unhinted_warned;
 struct net_ctx {
 	uint64_t comm_id;
 	int traffic_class;
+	int inner;			/* the inner plugin's init ran for it */
+	void *inner_ctx;		/* ... and gave this context */
 };
 
 struct net_comm {
-	struct tp_comm *tp;
+	struct tp_comm *tp;		/* NULL when the inner plugin carries it */
+	int via_inner;
+	struct inner_comm inner;
 	int dev;
 	struct monitor_state mon;
 	enum conn_kind kind;		/* from NCCL's hint when it was made */
@@ -70,6 +87,7 @@ struct net_comm {
 
 struct net_listen {
 	struct tp_listener *tp;
+	void *inner;			/* the inner plugin's listen comm, or NULL */
 	int dev;
 };
 
@@ -78,6 +96,8 @@ struct net_listen {
 struct net_mr {
 	void *comm;
 	struct tp_region *region;
+	int via_inner;
+	void *inner_mh;			/* the inner plugin's own mhandle */
 };
 
 static atomic_int announced;
@@ -85,6 +105,26 @@ static atomic_int rdma_announced;
 static atomic_int rdma_passed_warned;
 static atomic_int decline_announced;
 static atomic_int live_contexts;	/* v11 contexts: one per communicator */
+
+/* NCCL v10 and older init once, without a context: the inner plugin's
+ * context then serves every communicator and is never finalized. */
+static pthread_mutex_t inner_lock = PTHREAD_MUTEX_INITIALIZER;
+static int inner_global;
+static void *inner_global_ctx;
+
+static int via_inner(const struct config *cfg)
+{
+	return cfg && cfg->inner_net[0];
+}
+
+static void *inner_ctx_of(void *ctx)
+{
+	return ctx ? ((struct net_ctx *)ctx)->inner_ctx : inner_global_ctx;
+}
+
+/* The device of this plugin's own that serves NCCL's device `dev` (the
+ * inner plugin's, with one) for connections inside the host. */
+static int local_dev(int dev);
 
 static void emit_config_line(const char *line, void *arg)
 {
@@ -124,8 +164,10 @@ static void announce_rdma(const struct config *cfg)
 	int mode = config_ib_mode(cfg);
 	const char *passed;
 
-	/* After build_devices: the plugin's own NCCL_NET_GDR_LEVEL counts. */
-	if ((!cfg->ib_hca[0] && !cfg->verbose && mode != 2) || atomic_exchange(&rdma_announced, 1))
+	/* After build_devices: the plugin's own NCCL_NET_GDR_LEVEL counts.
+	 * With an inner plugin this plugin reaches no other host itself. */
+	if ((!cfg->ib_hca[0] && !cfg->verbose && mode != 2) || via_inner(cfg) ||
+	    atomic_exchange(&rdma_announced, 1))
 		return;
 	passed = config_rdma_passed_over(cfg);
 	if (passed)
@@ -215,9 +257,10 @@ static void announce(const struct config *cfg)
 			 cuda->device_count);
 	else
 		LOG_INFO("NET/symmem CUDA driver %d.%d, %d GPU(s); data path: copy engines into "
-			 "peer-mapped GPU buffers on one host, ibverbs or TCP (host memory) between hosts",
+			 "peer-mapped GPU buffers on one host, %s between hosts",
 			 cuda->driver_version / 1000, cuda->driver_version % 1000 / 10,
-			 cuda->device_count);
+			 cuda->device_count, via_inner(cfg) ? "the inner net plugin" :
+			 "ibverbs or TCP (host memory)");
 	if (cuda->loaded && cfg->dma_enable && cfg->ngpus_visible)
 		announce_hidden_peers(cfg);
 }
@@ -352,11 +395,15 @@ static void transport_options(const struct config *cfg, struct tp_options *opt)
 	opt->backend = cfg->backend == CONFIG_BACKEND_TCP ? TP_BACKEND_TCP :
 		       cfg->backend == CONFIG_BACKEND_SHM ? TP_BACKEND_SHM :
 		       cfg->backend == CONFIG_BACKEND_IB ? TP_BACKEND_IB : TP_BACKEND_AUTO;
+	/* The inner plugin takes every other host: this plugin's own
+	 * connections stay inside this one. */
+	if (via_inner(cfg))
+		opt->backend = TP_BACKEND_SHM;
 	opt->ring_size = cfg->host_ring_size;
 	opt->chunk_size = cfg->chunk_size;
 	opt->connect_timeout = cfg->connect_timeout;
 	opt->ifname = cfg->socket_ifname;
-	opt->ib = config_ib_mode(cfg);
+	opt->ib = via_inner(cfg) ? 0 : config_ib_mode(cfg);
 	opt->ib_hca = cfg->ib_hca;
 	opt->ib_gid_index = cfg->ib_gid_index;
 	opt->ib_timeout = cfg->ib_timeout;
@@ -390,18 +437,48 @@ static void transport_options(const struct config *cfg, struct tp_options *opt)
 	opt->pool.legacy = cfg->cumem_enable == CONFIG_OFF;
 }
 
+/* A backend forced for every connection and an inner plugin for other
+ * hosts cannot both hold: one WARN, and init fails. */
+static int inner_conflicts(const struct config *cfg)
+{
+	if (!via_inner(cfg) || (cfg->backend != CONFIG_BACKEND_TCP &&
+				cfg->backend != CONFIG_BACKEND_IB))
+		return 0;
+	LOG_WARN("NET/symmem: NCCL_SYMMEM_BACKEND=%s makes this plugin carry every connection "
+		 "itself, but NCCL_SYMMEM_INNER_NET=%s hands those to other hosts to that plugin: "
+		 "unset one of the two", cfg->backend == CONFIG_BACKEND_TCP ? "tcp" : "ib",
+		 cfg->inner_net);
+	return 1;
+}
+
+/* NCCL v10 and older: the inner plugin's init, once for the process. */
+static ncclResult_t init_inner_global(const struct config *cfg, ncclDebugLogger_t log,
+				      ncclProfilerCallback_t prof)
+{
+	ncclNetCommConfig_v11_t none = { .trafficClass = -1 };
+	ncclResult_t rc = ncclSuccess;
+
+	pthread_mutex_lock(&inner_lock);
+	if (!inner_global) {
+		rc = inner_init(cfg->inner_net, &inner_global_ctx, 0, &none, log, prof);
+		inner_global = rc == ncclSuccess;
+	}
+	pthread_mutex_unlock(&inner_lock);
+	return rc;
+}
+
 ncclResult_t net_init(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *config,
 		      ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction)
 {
 	const struct config *cfg;
 	struct net_ctx *c;
+	ncclResult_t rc;
 
-	(void)profFunction;
 	log_set_logger(logFunction);
 	if (ctx)
 		*ctx = NULL;
 	cfg = load_config();
-	if (!cfg)
+	if (!cfg || inner_conflicts(cfg))
 		return ncclInvalidUsage;
 	announce(cfg);
 	if (ctx)
@@ -409,10 +486,28 @@ ncclResult_t net_init(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *conf
 	announce_hints(cfg);
 	pthread_once(&devices_once, build_devices);
 	announce_rdma(cfg);
-	if (!ctx)
-		return ncclSuccess;	/* pre-v11 init: no per-comm context */
+	if (!ctx) {
+		/* pre-v11 init: no per-comm context */
+		return via_inner(cfg) ? init_inner_global(cfg, logFunction, profFunction) :
+					ncclSuccess;
+	}
 	c = calloc(1, sizeof(*c));
-	if (!c || registry_add(c, OBJ_CTX)) {
+	if (!c) {
+		LOG_WARN("NET/symmem: out of memory in init");
+		return ncclSystemError;
+	}
+	if (via_inner(cfg)) {
+		rc = inner_init(cfg->inner_net, &c->inner_ctx, commId, config, logFunction,
+				profFunction);
+		if (rc != ncclSuccess) {
+			free(c);
+			return rc;
+		}
+		c->inner = 1;
+	}
+	if (registry_add(c, OBJ_CTX)) {
+		if (c->inner)
+			inner_finalize(c->inner_ctx);
 		free(c);
 		LOG_WARN("NET/symmem: out of memory in init");
 		return ncclSystemError;
@@ -424,6 +519,9 @@ ncclResult_t net_init(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *conf
 	return ncclSuccess;
 }
 
+/* NCCL sees the inner plugin's devices when there is one (docs/
+ * multi-node.md): its NICs are where NCCL places the channels that
+ * leave the host, and a channel to a peer on this host may use any. */
 ncclResult_t net_devices(int *ndev)
 {
 	if (!ndev) {
@@ -431,24 +529,61 @@ ncclResult_t net_devices(int *ndev)
 		return ncclInvalidArgument;
 	}
 	pthread_once(&devices_once, build_devices);
+	if (via_inner(config_get()))
+		return inner_devices(ndev);
 	*ndev = ndevices;
 	return ncclSuccess;
 }
 
+static int local_dev(int dev)
+{
+	return dev % ndevices;
+}
+
 static int check_dev(int dev, const char *what)
 {
+	int n;
+
 	pthread_once(&devices_once, build_devices);
-	if (dev >= 0 && dev < ndevices)
+	n = via_inner(config_get()) ? inner_device_count() : ndevices;
+	if (dev >= 0 && dev < n)
 		return 0;
-	LOG_WARN("NET/symmem: %s on device %d, this plugin has %d device(s)", what, dev,
-		 ndevices);
+	LOG_WARN("NET/symmem: %s on device %d, this plugin has %d device(s)", what, dev, n);
 	return -1;
 }
 
-ncclResult_t net_get_properties(int dev, ncclNetProperties_v11_t *props)
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* The inner plugin's device as NCCL sees it: the NIC's own place, speed,
+ * identity, rail and plane, with what this plugin's path cannot do for a
+ * peer on this host taken out, since NCCL may open such a channel on any
+ * device: GPU memory (CUDA, DMA-BUF) only where the copy engines serve
+ * it, registrations per comm, one buffer per irecv (no grouping on the
+ * copy-engine path), transfers of at most 1 GiB. */
+static ncclResult_t inner_properties(int dev, ncclNetProperties_v12_t *props)
+{
+	ncclResult_t rc = inner_get_properties(dev, props);
+
+	if (rc != ncclSuccess)
+		return rc;
+	props->ptrSupport &= NCCL_PTR_HOST | (gpu_ptrs ? NCCL_PTR_CUDA | NCCL_PTR_DMABUF : 0);
+	props->regIsGlobal = 0;
+	props->maxRecvs = 1;
+	props->maxP2pBytes = min_u64(props->maxP2pBytes, MAX_TRANSFER_BYTES);
+	props->maxCollBytes = min_u64(props->maxCollBytes, MAX_TRANSFER_BYTES);
+	props->maxMultiRequestSize = 1;
+	return ncclSuccess;
+}
+
+ncclResult_t net_get_properties_v12(int dev, ncclNetProperties_v12_t *props)
 {
 	if (check_dev(dev, "getProperties") || !props)
 		return ncclInvalidArgument;
+	if (via_inner(config_get()))
+		return inner_properties(dev, props);
 	memset(props, 0, sizeof(*props));
 	props->name = devices[dev].name;
 	/* No pciPath: NCCL hangs the device off the CPU with no PCI link of
@@ -475,17 +610,80 @@ ncclResult_t net_get_properties(int dev, ncclNetProperties_v11_t *props)
 	props->maxP2pBytes = MAX_TRANSFER_BYTES;
 	props->maxCollBytes = MAX_TRANSFER_BYTES;
 	props->maxMultiRequestSize = 1;
+	/* Copy engines and sockets inside a host: on no fabric rail. */
+	props->railId = NCCL_NET_ID_UNDEF;
+	props->planeId = NCCL_NET_ID_UNDEF;
 	return ncclSuccess;
+}
+
+ncclResult_t net_get_properties(int dev, ncclNetProperties_v11_t *props)
+{
+	ncclNetProperties_v12_t p;
+	ncclResult_t rc;
+
+	if (!props) {
+		LOG_WARN("NET/symmem: getProperties called with a NULL struct");
+		return ncclInvalidArgument;
+	}
+	rc = net_get_properties_v12(dev, &p);
+	if (rc != ncclSuccess)
+		return rc;
+	if (p.vProps.ndevs > NCCL_NET_MAX_DEVS_PER_NIC) {
+		LOG_WARN("NET/symmem: device %d merges %d devices, more than NCCL's v11 table "
+			 "describes (%d)", dev, p.vProps.ndevs, NCCL_NET_MAX_DEVS_PER_NIC);
+		return ncclInvalidArgument;
+	}
+	memset(props, 0, sizeof(*props));
+	props->name = p.name;
+	props->pciPath = p.pciPath;
+	props->guid = p.guid;
+	props->ptrSupport = p.ptrSupport;
+	props->regIsGlobal = p.regIsGlobal;
+	props->forceFlush = p.forceFlush;
+	props->speed = p.speed;
+	props->port = p.port;
+	props->latency = p.latency;
+	props->maxComms = p.maxComms;
+	props->maxRecvs = p.maxRecvs;
+	props->netDeviceType = p.netDeviceType;
+	props->netDeviceVersion = p.netDeviceVersion;
+	props->vProps.ndevs = p.vProps.ndevs;
+	memcpy(props->vProps.devs, p.vProps.devs, sizeof(props->vProps.devs));
+	props->maxP2pBytes = p.maxP2pBytes;
+	props->maxCollBytes = p.maxCollBytes;
+	props->maxMultiRequestSize = p.maxMultiRequestSize;
+	return ncclSuccess;
+}
+
+/* This plugin's own listener; with an inner plugin its handle is the
+ * local form, behind the inner plugin's. */
+static int listen_here(const struct config *cfg, struct net_listen *l, void *handle)
+{
+	uint8_t full[TP_HANDLE_SIZE];
+	struct tp_options opt;
+	int dev = via_inner(cfg) ? local_dev(l->dev) : l->dev;
+	int rc;
+
+	transport_options(cfg, &opt);
+	opt.gpu_pci = devices[dev].pci;
+	if (!via_inner(cfg))
+		return tp_listen(&opt, dev, handle, &l->tp);
+	rc = tp_listen(&opt, dev, full, &l->tp);
+	if (!rc)
+		rc = tp_handle_shrink(full, (uint8_t *)handle + INNER_ROOM);
+	if (rc && l->tp) {
+		tp_close_listener(l->tp);
+		l->tp = NULL;
+	}
+	return rc;
 }
 
 ncclResult_t net_listen(void *ctx, int dev, void *handle, void **listenComm)
 {
 	const struct config *cfg = load_config();
-	struct tp_options opt;
 	struct net_listen *l;
 	int rc;
 
-	(void)ctx;
 	conn_setup_end();
 	if (!listenComm || !handle) {
 		LOG_WARN("NET/symmem: listen called with a NULL handle or comm slot");
@@ -501,16 +699,27 @@ ncclResult_t net_listen(void *ctx, int dev, void *handle, void **listenComm)
 		LOG_WARN("NET/symmem: out of memory in listen");
 		return ncclSystemError;
 	}
-	transport_options(cfg, &opt);
-	opt.gpu_pci = devices[dev].pci;
-	rc = tp_listen(&opt, dev, handle, &l->tp);
+	l->dev = dev;
+	/* The connector may be on either path: listen on both, the inner
+	 * plugin's handle first, this plugin's local form after it. */
+	if (via_inner(cfg)) {
+		rc = inner_listen(inner_ctx_of(ctx), dev, handle, INNER_ROOM, &l->inner);
+		if (rc != ncclSuccess) {
+			free(l);
+			return rc;
+		}
+	}
+	rc = listen_here(cfg, l, handle);
 	if (rc) {
+		if (l->inner)
+			inner_close_listen(l->inner);
 		free(l);
 		return log_fail(rc, "listen");
 	}
-	l->dev = dev;
 	if (registry_add(l, OBJ_LISTEN)) {
 		tp_close_listener(l->tp);
+		if (l->inner)
+			inner_close_listen(l->inner);
 		free(l);
 		LOG_WARN("NET/symmem: out of memory in listen");
 		return ncclSystemError;
@@ -541,32 +750,86 @@ static void warn_unhinted(const struct config *cfg, enum conn_kind kind)
 		 "NCCL_GRAPH_REGISTER=0)");
 }
 
-static ncclResult_t publish_comm(struct tp_comm *tp, int dev, int kind, void **out)
+/* A finished connection into NCCL's hands: this plugin's own (`tp`) or
+ * the inner plugin's (`inner`, its comm). */
+static ncclResult_t publish_comm(struct tp_comm *tp, void *inner, int dev, int kind, void **out)
 {
 	const struct config *cfg = config_get();
 	struct net_comm *c = calloc(1, sizeof(*c));
 
 	if (!c || registry_add(c, kind)) {
 		free(c);
-		tp_close(tp);
+		if (tp) {
+			tp_close(tp);
+		} else {
+			struct inner_comm ic = { .comm = inner, .is_send = kind == OBJ_SEND };
+
+			inner_close(&ic);
+		}
 		LOG_WARN("NET/symmem: out of memory while finishing a connection");
 		return ncclSystemError;
 	}
 	c->tp = tp;
+	c->via_inner = !tp;
+	c->inner.comm = inner;
+	c->inner.is_send = kind == OBJ_SEND;
 	c->dev = dev;
 	c->kind = hints_take();
 	warn_unhinted(cfg, c->kind);
-	if (cfg)
+	if (cfg && tp)
 		warn_rdma_passed_over(cfg, tp);
 	conn_setup_begin(c);
-	monitor_open(&c->mon);
-	if (cfg && cfg->verbose)
+	if (tp)
+		monitor_open(&c->mon);
+	if (cfg && cfg->verbose && tp)
 		LOG_INFO("NET/symmem %s comm %p on device %d: %s data path%s, %s connection",
 			 kind == OBJ_SEND ? "send" : "receive", (void *)c, dev, tp_comm_backend(tp),
 			 gpu_path ? ", GPU buffers moved by copy engines" : ", host memory",
 			 conn_kind_name(c->kind));
+	else if (cfg && cfg->verbose)
+		LOG_INFO("NET/symmem %s comm %p on device %d: inner net plugin %s, to another "
+			 "host, %s connection", kind == OBJ_SEND ? "send" : "receive", (void *)c,
+			 dev, inner_describe(), conn_kind_name(c->kind));
 	*out = c;
 	return ncclSuccess;
+}
+
+/* With an inner plugin: the listener on this host takes this plugin's
+ * local form (a copy will do: its connect state is keyed by the token),
+ * one elsewhere the inner plugin, which gets NCCL's buffer itself. */
+static ncclResult_t connect_split(const struct config *cfg, void *ctx, int dev, void *handle,
+				  void **sendComm, ncclNetDeviceHandle_t **sendDevComm)
+{
+	uint8_t local[TP_HANDLE_SIZE] = { 0 };
+	struct tp_handle_info info;
+	struct tp_options opt;
+	struct tp_comm *tp;
+	void *ic = NULL;
+	ncclResult_t r;
+	int rc;
+
+	memcpy(local, (uint8_t *)handle + INNER_ROOM, TP_HANDLE_LOCAL_SIZE);
+	rc = tp_handle_decode(local, &info);
+	if (rc)
+		return log_fail(rc, "connect: the handle's part of this plugin (does every rank "
+				"set the same NCCL_SYMMEM_INNER_NET?)");
+	if (info.host_id != tp_host_id()) {
+		r = inner_connect(inner_ctx_of(ctx), dev, handle, INNER_ROOM, info.token, ctx,
+				  cfg->connect_timeout, &ic, sendDevComm);
+		if (r != ncclSuccess || !ic)
+			return r;
+		return publish_comm(NULL, ic, dev, OBJ_SEND, sendComm);
+	}
+	transport_options(cfg, &opt);
+	opt.dev = local_dev(dev);
+	opt.gpu_pci = devices[opt.dev].pci;
+	opt.owner = ctx;
+	rc = tp_connect(&opt, local, &tp);
+	if (rc)
+		return log_fail(rc, "connect");
+	if (!tp)
+		return ncclSuccess;
+	return publish_comm(tp, NULL, dev, OBJ_SEND, sendComm);
 }
 
 ncclResult_t net_connect(void *ctx, int dev, void *handle, void **sendComm,
@@ -577,7 +840,8 @@ ncclResult_t net_connect(void *ctx, int dev, void *handle, void **sendComm,
 	struct tp_comm *tp;
 	int rc;
 
-	(void)sendDevComm;	/* HOST plugin: NCCL's device handle stays untouched */
+	/* sendDevComm: this plugin's devices are HOST ones; only the inner
+	 * plugin gets NCCL's device handle. */
 	conn_setup_end();
 	if (!sendComm || !handle) {
 		LOG_WARN("NET/symmem: connect called with a NULL handle or comm slot");
@@ -588,6 +852,8 @@ ncclResult_t net_connect(void *ctx, int dev, void *handle, void **sendComm,
 		return ncclInvalidUsage;
 	if (check_dev(dev, "connect"))
 		return ncclInvalidArgument;
+	if (via_inner(cfg))
+		return connect_split(cfg, ctx, dev, handle, sendComm, sendDevComm);
 	transport_options(cfg, &opt);
 	opt.dev = dev;
 	opt.gpu_pci = devices[dev].pci;
@@ -597,7 +863,7 @@ ncclResult_t net_connect(void *ctx, int dev, void *handle, void **sendComm,
 		return log_fail(rc, "connect");
 	if (!tp)
 		return ncclSuccess;
-	return publish_comm(tp, dev, OBJ_SEND, sendComm);
+	return publish_comm(tp, NULL, dev, OBJ_SEND, sendComm);
 }
 
 ncclResult_t net_accept(void *listenComm, void **recvComm, ncclNetDeviceHandle_t **recvDevComm)
@@ -606,7 +872,6 @@ ncclResult_t net_accept(void *listenComm, void **recvComm, ncclNetDeviceHandle_t
 	struct tp_comm *tp;
 	int rc;
 
-	(void)recvDevComm;
 	conn_setup_end();
 	if (!recvComm) {
 		LOG_WARN("NET/symmem: accept called with a NULL comm slot");
@@ -617,22 +882,35 @@ ncclResult_t net_accept(void *listenComm, void **recvComm, ncclNetDeviceHandle_t
 		LOG_WARN("NET/symmem: accept on %p, which is not an open listen comm", listenComm);
 		return ncclInternalError;
 	}
+	/* Both paths, this host's first; only one connector comes.  This
+	 * host's listener bounds the wait (NCCL_SYMMEM_CONNECT_TIMEOUT). */
 	rc = tp_accept(l->tp, &tp);
 	if (rc)
-		return log_fail(rc, "accept");
-	if (!tp)
-		return ncclSuccess;
-	return publish_comm(tp, l->dev, OBJ_RECV, recvComm);
+		return log_fail(rc, l->inner ? "accept on this host's path (the inner net plugin "
+				"had no connection either)" : "accept");
+	if (tp)
+		return publish_comm(tp, NULL, l->dev, OBJ_RECV, recvComm);
+	if (l->inner) {
+		void *ic = NULL;
+		ncclResult_t r = inner_accept(l->inner, &ic, recvDevComm);
+
+		if (r != ncclSuccess || !ic)
+			return r;
+		return publish_comm(NULL, ic, l->dev, OBJ_RECV, recvComm);
+	}
+	return ncclSuccess;
 }
 
 /* NCCL's hint for the connection its service thread makes next
- * (conn_hints.h); `ctx` is the communicator's, `attr` may be NULL. */
+ * (conn_hints.h); `ctx` is the communicator's, `attr` may be NULL.  That
+ * connection may be the inner plugin's: it gets every hint too. */
 ncclResult_t net_set_net_attr(void *ctx, ncclNetAttr_v11_t *attr)
 {
-	(void)ctx;
 	conn_setup_end();
 	if (attr)
 		hints_note(attr->op);
+	if (via_inner(config_get()))
+		return inner_set_net_attr(inner_ctx_of(ctx), attr);
 	return ncclSuccess;
 }
 
@@ -672,6 +950,36 @@ static int declines_user_buffer(struct net_comm *c, void *data)
 	return 1;
 }
 
+/* The inner plugin's registration, in a handle NCCL can give back to
+ * either path's calls.  `fd` >= 0: NCCL's DMA-BUF, through regMrDmaBuf. */
+static ncclResult_t reg_inner(struct net_comm *c, void *data, size_t size, int type, int fd,
+			      uint64_t offset, void **mhandle, const char *what)
+{
+	struct net_mr *mr = calloc(1, sizeof(*mr));
+	ncclResult_t rc;
+
+	if (!mr) {
+		LOG_WARN("NET/symmem: out of memory in %s", what);
+		return ncclSystemError;
+	}
+	rc = fd >= 0 ? inner_reg_mr_dma_buf(&c->inner, data, size, type, offset, fd, &mr->inner_mh) :
+		       inner_reg_mr(&c->inner, data, size, type, &mr->inner_mh);
+	if (rc != ncclSuccess) {
+		free(mr);
+		return rc;
+	}
+	if (registry_add(mr, OBJ_MR)) {
+		inner_dereg_mr(&c->inner, mr->inner_mh);
+		free(mr);
+		LOG_WARN("NET/symmem: out of memory in %s", what);
+		return ncclSystemError;
+	}
+	mr->comm = c;
+	mr->via_inner = 1;
+	*mhandle = mr;
+	return ncclSuccess;
+}
+
 /* regMr, and regMrDmaBuf with NCCL's DMA-BUF `fd` (-1: none). */
 static ncclResult_t reg_mr(void *comm, void *data, size_t size, int type, int fd,
 			   uint64_t offset, void **mhandle, const char *what)
@@ -689,7 +997,13 @@ static ncclResult_t reg_mr(void *comm, void *data, size_t size, int type, int fd
 		LOG_WARN("NET/symmem: %s on %p, which is not an open comm", what, comm);
 		return ncclInternalError;
 	}
-	gpu_ok = gpu_ptrs || devices[c->dev].dmabuf;
+	/* Not a failure: NCCL runs the operation on its own buffers.  Alike
+	 * on both paths (conn_may_decline). */
+	if (type == NCCL_PTR_CUDA && declines_user_buffer(c, data))
+		return ncclInvalidUsage;
+	if (c->via_inner)
+		return reg_inner(c, data, size, type, fd, offset, mhandle, what);
+	gpu_ok = gpu_ptrs || devices[local_dev(c->dev)].dmabuf;
 	if (type != NCCL_PTR_HOST && (type != NCCL_PTR_CUDA || !gpu_ok)) {
 		LOG_WARN("NET/symmem: %s of memory type %d; device %d serves %s", what, type,
 			 c->dev, gpu_ok ? "NCCL_PTR_HOST and NCCL_PTR_CUDA" :
@@ -700,9 +1014,6 @@ static ncclResult_t reg_mr(void *comm, void *data, size_t size, int type, int fd
 		LOG_WARN("NET/symmem: %s of %zu bytes at NULL", what, size);
 		return ncclInvalidArgument;
 	}
-	/* Not a failure: NCCL runs the operation on its own buffers. */
-	if (type == NCCL_PTR_CUDA && declines_user_buffer(c, data))
-		return ncclInvalidUsage;
 	mr = calloc(1, sizeof(*mr));
 	if (!mr) {
 		LOG_WARN("NET/symmem: out of memory in %s", what);
@@ -744,6 +1055,8 @@ ncclResult_t net_dereg_mr(void *comm, void *mhandle)
 {
 	struct net_mr *mr = mhandle;
 	struct net_comm *c = comm;
+	ncclResult_t rc = ncclSuccess;
+	int open;
 
 	if (!registry_has(mr, OBJ_MR)) {
 		LOG_WARN("NET/symmem: deregMr of %p, which is not a live memory handle "
@@ -756,11 +1069,35 @@ ncclResult_t net_dereg_mr(void *comm, void *mhandle)
 		return ncclInternalError;
 	}
 	registry_remove(mr, OBJ_MR);
-	/* After an abort NCCL may close the comm before deregistering. */
-	tp_deregister(registry_has(c, OBJ_SEND) || registry_has(c, OBJ_RECV) ? c->tp : NULL,
-		      mr->region);
+	/* After an abort NCCL may close the comm before deregistering; the
+	 * inner plugin's close then freed what its comm held. */
+	open = registry_has(c, OBJ_SEND) || registry_has(c, OBJ_RECV);
+	if (mr->via_inner)
+		rc = open ? inner_dereg_mr(&c->inner, mr->inner_mh) : ncclSuccess;
+	else
+		tp_deregister(open ? c->tp : NULL, mr->region);
 	registry_retire(mr);
-	return ncclSuccess;
+	return rc;
+}
+
+/* Only device-offload plugins have device handles for memory. */
+ncclResult_t net_get_device_mr(void *comm, void *mhandle, void **dptr_mhandle)
+{
+	struct net_comm *c = comm;
+	struct net_mr *mr = mhandle;
+
+	if (!dptr_mhandle) {
+		LOG_WARN("NET/symmem: getDeviceMr called with a NULL slot");
+		return ncclInvalidArgument;
+	}
+	*dptr_mhandle = NULL;
+	if (!registry_has(mr, OBJ_MR) || mr->comm != comm) {
+		LOG_WARN("NET/symmem: getDeviceMr of %p, which is no live memory handle of comm %p",
+			 mhandle, comm);
+		return ncclInternalError;
+	}
+	return c->via_inner ? inner_get_device_mr(&c->inner, mr->inner_mh, dptr_mhandle) :
+			      ncclSuccess;
 }
 
 ncclResult_t net_isend(void *sendComm, void *data, size_t size, int tag, void *mhandle,
@@ -770,8 +1107,10 @@ ncclResult_t net_isend(void *sendComm, void *data, size_t size, int tag, void *m
 	struct tp_req *r;
 	int rc;
 
-	(void)tag;
-	(void)phandle;
+	if (c->via_inner)
+		return inner_isend(&c->inner, data, size, tag,
+				   mhandle ? ((struct net_mr *)mhandle)->inner_mh : NULL, phandle,
+				   request);
 	*request = NULL;
 	if (size > MAX_TRANSFER_BYTES) {
 		LOG_WARN("NET/symmem: isend of %zu bytes exceeds maxP2pBytes %llu", size,
@@ -786,15 +1125,36 @@ ncclResult_t net_isend(void *sendComm, void *data, size_t size, int tag, void *m
 	return ncclSuccess;
 }
 
+/* The inner plugin's mhandles behind NCCL's `n` (NULL stays NULL). */
+static int inner_mhandles(int n, void **mhandles, void **out)
+{
+	if (n < 1 || n > MAX_RECVS) {
+		LOG_WARN("NET/symmem: a receive or flush of %d buffers; at most %d go through the "
+			 "inner net plugin at once", n, MAX_RECVS);
+		return -1;
+	}
+	for (int i = 0; i < n; i++)
+		out[i] = mhandles && mhandles[i] ? ((struct net_mr *)mhandles[i])->inner_mh : NULL;
+	return 0;
+}
+
 ncclResult_t net_irecv(void *recvComm, int n, void **data, size_t *sizes, int *tags,
 		       void **mhandles, void **phandles, void **request)
 {
 	struct net_comm *c = recvComm;
+	void *imh[MAX_RECVS];
 	struct tp_req *r;
 	int rc;
 
-	(void)tags;
-	(void)phandles;
+	/* Grouped receives go through: only this plugin's path advertises 1. */
+	if (c->via_inner) {
+		if (inner_mhandles(n, mhandles, imh)) {
+			*request = NULL;
+			return ncclInternalError;
+		}
+		return inner_irecv(&c->inner, n, data, sizes, tags, mhandles ? imh : NULL,
+				   phandles, request);
+	}
 	/* Overwrite NCCL's optional-completion hint (0x1) on every path. */
 	*request = NULL;
 	if (n != 1) {
@@ -818,13 +1178,16 @@ ncclResult_t net_irecv(void *recvComm, int n, void **data, size_t *sizes, int *t
 ncclResult_t net_iflush(void *recvComm, int n, void **data, int *sizes, void **mhandles,
 			void **request)
 {
-	/* Host memory written by a CPU copy is visible once test() says so. */
-	(void)recvComm;
-	(void)n;
-	(void)data;
-	(void)sizes;
-	(void)mhandles;
+	struct net_comm *c = recvComm;
+	void *imh[MAX_RECVS];
+
 	*request = NULL;
+	if (c->via_inner) {
+		if (inner_mhandles(n, mhandles, imh))
+			return ncclInternalError;
+		return inner_iflush(&c->inner, n, data, sizes, mhandles ? imh : NULL, request);
+	}
+	/* Copy-engine writes and CPU copies are visible once test() says so. */
 	return ncclSuccess;
 }
 
@@ -837,6 +1200,8 @@ ncclResult_t net_test(void *request, int *done, int *sizes)
 		LOG_WARN("NET/symmem: test on request %p, which no isend/irecv returned", request);
 		return ncclInternalError;
 	}
+	if (inner_owns_request(request))
+		return inner_test(request, done, sizes);
 	rc = tp_test(request, done, &size);
 	if (rc)
 		return log_fail(rc, "test");
@@ -845,20 +1210,49 @@ ncclResult_t net_test(void *request, int *done, int *sizes)
 	return ncclSuccess;
 }
 
+/* NCCL may call it for every completed receive (the exported table's
+ * choice); only the inner plugin's may want to know. */
+ncclResult_t net_irecv_consumed(void *recvComm, int n, void *request)
+{
+	struct net_comm *c = recvComm;
+
+	return c->via_inner ? inner_irecv_consumed(&c->inner, n, request) : ncclSuccess;
+}
+
+/* What a connection through the inner plugin carried, as monitor_close
+ * says it for this plugin's own. */
+static void close_line(const struct net_comm *c, int is_send)
+{
+	const struct config *cfg = config_get();
+
+	if (!cfg || (!cfg->verbose && !cfg->monitor))
+		return;
+	LOG_INFO("NET/symmem %s comm %p on device %d closed: %llu messages, %llu bytes through "
+		 "inner net plugin %s", is_send ? "send" : "receive", (const void *)c, c->dev,
+		 (unsigned long long)c->inner.messages, (unsigned long long)c->inner.bytes,
+		 inner_describe());
+}
+
 static ncclResult_t close_comm(void *comm, int kind, const char *what)
 {
 	struct net_comm *c = comm;
+	ncclResult_t rc = ncclSuccess;
 
 	if (!comm)
 		return ncclSuccess;
 	if (registry_take(c, kind, what))
 		return ncclInternalError;
-	monitor_close(&c->mon, c->tp, c, kind == OBJ_SEND, c->dev);
-	tp_close(c->tp);
+	if (c->via_inner) {
+		close_line(c, kind == OBJ_SEND);
+		rc = inner_close(&c->inner);
+	} else {
+		monitor_close(&c->mon, c->tp, c, kind == OBJ_SEND, c->dev);
+		tp_close(c->tp);
+	}
 	if (conn_in_setup(c))
 		conn_setup_end();	/* a later comm at this address is not set up yet */
 	registry_retire(c);
-	return ncclSuccess;
+	return rc;
 }
 
 ncclResult_t net_close_send(void *sendComm)
@@ -874,14 +1268,42 @@ ncclResult_t net_close_recv(void *recvComm)
 ncclResult_t net_close_listen(void *listenComm)
 {
 	struct net_listen *l = listenComm;
+	ncclResult_t rc;
 
 	if (!l)
 		return ncclSuccess;
 	if (registry_take(l, OBJ_LISTEN, "closeListen"))
 		return ncclInternalError;
 	tp_close_listener(l->tp);
+	rc = l->inner ? inner_close_listen(l->inner) : ncclSuccess;
 	registry_retire(l);
-	return ncclSuccess;
+	return rc;
+}
+
+/* NIC fusion is the inner plugin's; this plugin's own devices merge
+ * with nothing. */
+ncclResult_t net_make_vdevice_v12(int *d, ncclNetVDeviceProps_v12_t *props)
+{
+	if (!d || !props) {
+		LOG_WARN("NET/symmem: makeVDevice called with a NULL slot or list");
+		return ncclInvalidArgument;
+	}
+	if (!via_inner(config_get())) {
+		LOG_WARN("NET/symmem: makeVDevice: this plugin's devices merge with none");
+		return ncclInvalidUsage;
+	}
+	return inner_make_vdevice(d, props);
+}
+
+ncclResult_t net_make_vdevice(int *d, ncclNetVDeviceProps_v11_t *props)
+{
+	ncclNetVDeviceProps_v12_t p = { 0 };
+
+	if (!props)
+		return net_make_vdevice_v12(d, NULL);
+	p.ndevs = props->ndevs;
+	memcpy(p.devs, props->devs, sizeof(props->devs));
+	return net_make_vdevice_v12(d, &p);
 }
 
 /* NCCL 2.28 unloads an external net plugin with the process's last
@@ -903,6 +1325,8 @@ static void note_unload(void)
 
 ncclResult_t net_finalize(void *ctx)
 {
+	struct net_ctx *c = ctx;
+	ncclResult_t rc = ncclSuccess;
 	int abandoned;
 
 	/* 2.28.9 also calls this after a failed init, with a NULL context. */
@@ -910,12 +1334,14 @@ ncclResult_t net_finalize(void *ctx)
 		return ncclSuccess;
 	if (registry_take(ctx, OBJ_CTX, "finalize"))
 		return ncclInternalError;
-	abandoned = tp_connect_abandon(ctx);
+	abandoned = tp_connect_abandon(ctx) + inner_connect_abandon(ctx);
 	if (abandoned)
 		LOG_INFO("NET/symmem: finalize freed %d connect(s) NCCL left unfinished", abandoned);
+	if (c->inner)
+		rc = inner_finalize(c->inner_ctx);
 	registry_retire(ctx);
 	monitor_finalize();
 	if (atomic_fetch_sub(&live_contexts, 1) == 1)
 		note_unload();
-	return ncclSuccess;
+	return rc;
 }

@@ -1,5 +1,6 @@
-/* The one implementation of the net plugin, in v11 terms.  net_v11.c
- * exports it as is; net_compat.c adapts it to v10, v9 and v8. */
+/* The one implementation of the net plugin, in v11 terms (v12 where the
+ * two differ).  net_exports.c exports it and adapts it to the other
+ * versions' tables. */
 #ifndef SYMMEM_PLUGIN_NET_H
 #define SYMMEM_PLUGIN_NET_H
 
@@ -11,6 +12,8 @@ ncclResult_t net_init(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *conf
 		      ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction);
 ncclResult_t net_devices(int *ndev);
 ncclResult_t net_get_properties(int dev, ncclNetProperties_v11_t *props);
+/* The same with v12's rail and plane (an inner plugin's, passed on). */
+ncclResult_t net_get_properties_v12(int dev, ncclNetProperties_v12_t *props);
 ncclResult_t net_listen(void *ctx, int dev, void *handle, void **listenComm);
 ncclResult_t net_connect(void *ctx, int dev, void *handle, void **sendComm,
 			 ncclNetDeviceHandle_t **sendDevComm);
@@ -31,5 +34,14 @@ ncclResult_t net_close_send(void *sendComm);
 ncclResult_t net_close_recv(void *recvComm);
 ncclResult_t net_close_listen(void *listenComm);
 ncclResult_t net_finalize(void *ctx);
+
+/* The optional slots no exported table points at yet, for an inner net
+ * plugin (inner_net.h) that has them: device memory handles, receives
+ * consumed, NIC fusion.  Without an inner plugin they do what a host
+ * plugin does, or refuse with a WARN (makeVDevice). */
+ncclResult_t net_get_device_mr(void *comm, void *mhandle, void **dptr_mhandle);
+ncclResult_t net_irecv_consumed(void *recvComm, int n, void *request);
+ncclResult_t net_make_vdevice(int *d, ncclNetVDeviceProps_v11_t *props);
+ncclResult_t net_make_vdevice_v12(int *d, ncclNetVDeviceProps_v12_t *props);
 
 #endif

@@ -1,9 +1,14 @@
-/* The 128-byte connection handle.
+/* The 128-byte connection handle, and its 48-byte local form.
  *
  * NCCL ships these bytes from the receiver to the sender untouched, but a
  * bug or a mismatched library version elsewhere can hand connect() anything,
  * so decoding checks every field and a CRC before any of it is used.  The
- * handle holds no pointers: only names, addresses and a random token. */
+ * handle holds no pointers: only names, addresses and a random token.
+ *
+ * The local form carries what a connector on the listener's host needs and
+ * nothing for other hosts; it leaves room in NCCL's 128 bytes for another
+ * net plugin's handle (plugin/inner_net.h). */
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -35,6 +40,28 @@ enum {
 	HANDLE_USED = 116,	/* the rest stays zero */
 };
 
+/* The local form: a magic of its own, so neither form passes for the
+ * other. */
+#define LOCAL_MAGIC 0x4c4d5953u	/* "SYML" */
+#define LOCAL_VERSION 1
+/* tp_listen's Unix sockets are named "symmem-" and 16 hex digits (sock.c);
+ * the local form keeps the 8 bytes behind the digits. */
+#define UDS_PREFIX "symmem-"
+#define UDS_PREFIX_LEN 7
+#define UDS_RANDOM 8
+
+enum {
+	LOFF_MAGIC = 0,		/* u32 */
+	LOFF_VERSION = 4,	/* u16 */
+	LOFF_DEV = 6,		/* u16 */
+	LOFF_HOST = 8,		/* u64 */
+	LOFF_TOKEN = 16,	/* 16 bytes */
+	LOFF_PID = 32,		/* i32 */
+	LOFF_UDS = 36,		/* 8 bytes: the socket name's random part */
+	LOFF_CRC = 44,		/* u32 over bytes [0, LOFF_CRC) */
+};
+_Static_assert(LOFF_CRC + 4 == TP_HANDLE_LOCAL_SIZE, "the local form's size");
+
 static uint32_t crc32(const uint8_t *p, size_t n)
 {
 	uint32_t crc = 0xffffffffu;
@@ -55,6 +82,102 @@ static void put(uint8_t *h, size_t off, const void *v, size_t n)
 static void get(const uint8_t *h, size_t off, void *v, size_t n)
 {
 	memcpy(v, h + off, n);
+}
+
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+/* The random part of a socket name tp_listen() made; -1 for any other. */
+static int uds_random(const char *name, uint8_t out[UDS_RANDOM])
+{
+	if (strncmp(name, UDS_PREFIX, UDS_PREFIX_LEN) != 0 ||
+	    strlen(name) != UDS_PREFIX_LEN + 2 * UDS_RANDOM)
+		return -1;
+	for (int i = 0; i < UDS_RANDOM; i++) {
+		int hi = hex_digit(name[UDS_PREFIX_LEN + 2 * i]);
+		int lo = hex_digit(name[UDS_PREFIX_LEN + 2 * i + 1]);
+
+		if (hi < 0 || lo < 0)
+			return -1;
+		out[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return 0;
+}
+
+int tp_handle_shrink(const void *handle, void *local)
+{
+	struct tp_handle_info info;
+	uint8_t *h = local, rnd[UDS_RANDOM];
+	uint32_t magic = LOCAL_MAGIC, crc;
+	uint16_t version = LOCAL_VERSION, dev;
+	int32_t pid;
+	int rc = tp_handle_decode(handle, &info);
+
+	if (rc)
+		return rc;
+	if (info.dev > UINT16_MAX)
+		return sm_fail(SM_ERR_INVALID, "device %d does not fit a local handle", info.dev);
+	if (uds_random(info.uds_name, rnd))
+		return sm_fail(SM_ERR_INTERNAL, "socket name @%s does not fit a local handle",
+			       info.uds_name);
+	dev = (uint16_t)info.dev;
+	pid = info.pid;
+	memset(h, 0, TP_HANDLE_LOCAL_SIZE);
+	put(h, LOFF_MAGIC, &magic, 4);
+	put(h, LOFF_VERSION, &version, 2);
+	put(h, LOFF_DEV, &dev, 2);
+	put(h, LOFF_HOST, &info.host_id, 8);
+	put(h, LOFF_TOKEN, info.token, 16);
+	put(h, LOFF_PID, &pid, 4);
+	put(h, LOFF_UDS, rnd, UDS_RANDOM);
+	crc = crc32(h, LOFF_CRC);
+	put(h, LOFF_CRC, &crc, 4);
+	return SM_OK;
+}
+
+/* The local form at the start of a TP_HANDLE_SIZE buffer: no TCP or RDMA
+ * endpoint (no_tcp), so only a connector on the listener's host can use
+ * it (tp_connect refuses any other). */
+static int decode_local(const uint8_t *h, struct tp_handle_info *info)
+{
+	uint8_t rnd[UDS_RANDOM];
+	uint16_t version, dev;
+	uint32_t crc;
+	int32_t pid;
+	int n;
+
+	get(h, LOFF_VERSION, &version, 2);
+	if (version != LOCAL_VERSION)
+		return sm_fail(SM_ERR_INVALID, "local connection handle version %u, this library "
+			       "speaks %u (mixed plugin versions?)", version, LOCAL_VERSION);
+	get(h, LOFF_CRC, &crc, 4);
+	if (crc != crc32(h, LOFF_CRC))
+		return sm_fail(SM_ERR_INVALID, "local connection handle checksum mismatch "
+			       "(corrupted in transit)");
+	for (size_t i = TP_HANDLE_LOCAL_SIZE; i < TP_HANDLE_SIZE; i++)
+		if (h[i])
+			return sm_fail(SM_ERR_INVALID, "local connection handle has data past its "
+				       "%d bytes", TP_HANDLE_LOCAL_SIZE);
+	memset(info, 0, sizeof(*info));
+	get(h, LOFF_DEV, &dev, 2);
+	get(h, LOFF_HOST, &info->host_id, 8);
+	get(h, LOFF_TOKEN, info->token, 16);
+	get(h, LOFF_PID, &pid, 4);
+	get(h, LOFF_UDS, rnd, UDS_RANDOM);
+	n = snprintf(info->uds_name, sizeof(info->uds_name), UDS_PREFIX);
+	for (int i = 0; i < UDS_RANDOM; i++)
+		n += snprintf(info->uds_name + n, sizeof(info->uds_name) - (size_t)n, "%02x",
+			      rnd[i]);
+	info->dev = dev;
+	info->pid = pid;
+	info->no_tcp = 1;
+	return SM_OK;
 }
 
 void tp_handle_encode(const struct tp_handle_info *info, void *handle)
@@ -93,6 +216,8 @@ int tp_handle_decode(const void *handle, struct tp_handle_info *info)
 	if (!handle)
 		return sm_fail(SM_ERR_INVALID, "connection handle is NULL");
 	get(h, OFF_MAGIC, &magic, 4);
+	if (magic == LOCAL_MAGIC)
+		return decode_local(h, info);
 	if (magic != HANDLE_MAGIC)
 		return sm_fail(SM_ERR_INVALID,
 			       "connection handle has magic 0x%08x, not a symmem handle (0x%08x)",

@@ -99,8 +99,18 @@ struct tp_handle_info {
 };
 
 void tp_handle_encode(const struct tp_handle_info *info, void *handle);
-/* Checks magic, version, checksum and every field; never trusts the bytes. */
+/* Checks magic, version, checksum and every field; never trusts the bytes.
+ * Takes the local form too (at the start of TP_HANDLE_SIZE bytes, the rest
+ * zero): no_tcp, no RDMA endpoint. */
 int tp_handle_decode(const void *handle, struct tp_handle_info *info);
+
+/* The local form of a handle tp_listen() wrote: only what a connector on
+ * the listener's host needs (host, token, socket name, pid, device), so
+ * that NCCL's 128 bytes also hold another net plugin's handle.  A
+ * connector elsewhere cannot use it: tp_connect() fails.  Writes
+ * TP_HANDLE_LOCAL_SIZE bytes to `local`. */
+#define TP_HANDLE_LOCAL_SIZE 48
+int tp_handle_shrink(const void *handle, void *local);
 
 /* This host's identity for the shared-memory path: a hash of the kernel
  * boot id and this process's network and PID namespaces (hostid.c says

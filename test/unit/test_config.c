@@ -88,6 +88,7 @@ static const char *const all_names[] = {
 	"NCCL_SYMMEM_COPY_HELPER_PATH",
 	"NCCL_SYMMEM_HELPER_ALL_GPUS",
 	"NCCL_SYMMEM_COLL_REGISTER",
+	"NCCL_SYMMEM_INNER_NET",
 };
 
 #define NNAMES (sizeof(all_names) / sizeof(all_names[0]))
@@ -1008,6 +1009,33 @@ static void test_copy_helper_path(void **state)
 	assert_int_equal(cfg.copy_helper, 0);
 }
 
+/* The inner net plugin is named as NCCL_NET_PLUGIN is (dlopen resolves
+ * it): a bare name or a path, relative too, but never with whitespace or a
+ * control character in it, which can only be a typo. */
+static void test_inner_net_name(void **state)
+{
+	static const char form[] =
+		"a library name or file name without whitespace, at most 255 characters";
+	static const char *const ok[] = { "ofi", "libnccl-net.so", "/opt/ofi/lib/libnccl-net-ofi.so",
+					  "./libnccl-net-standin.so" };
+	static const char why[] = "has whitespace or a control character in it";
+	char longest[300], err[ERRLEN];
+	struct config cfg;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		accept_one("NCCL_SYMMEM_INNER_NET", ok[i], &cfg);
+		assert_string_equal(cfg.inner_net, ok[i]);
+	}
+	reject_why("NCCL_SYMMEM_INNER_NET", "libnccl-net.so ", form, why);
+	reject_why("NCCL_SYMMEM_INNER_NET", "lib nccl.so", form, why);
+	reject_why("NCCL_SYMMEM_INNER_NET", "", form, "is empty");
+	memset(longest, 'a', sizeof(longest) - 1);
+	longest[sizeof(longest) - 1] = '\0';
+	assert_int_equal(parse_one("NCCL_SYMMEM_INNER_NET", longest, &cfg, err), -1);
+	assert_contains(err, "is too long (299 characters)");
+}
+
 /* ---- cross-checks and error reporting ---------------------------------- */
 
 static void test_cross_check_pool(void **state)
@@ -1275,6 +1303,7 @@ static void test_describe_all(void **state)
 		"NCCL_SYMMEM_COPY_HELPER_PATH= (default)",
 		"NCCL_SYMMEM_HELPER_ALL_GPUS=1 (default)",
 		"NCCL_SYMMEM_COLL_REGISTER=-1 (default)",
+		"NCCL_SYMMEM_INNER_NET= (default)",
 	};
 	struct kv none[] = { { NULL, NULL } };
 	struct kv one[] = { { "NCCL_SYMMEM_STREAMS", "4" }, { NULL, NULL } };
@@ -1381,6 +1410,7 @@ static void test_describe_roundtrip(void **state)
 		{ "NCCL_SYMMEM_COPY_HELPER_PATH", "/opt/symmem/libexec/symmem-copyd" },
 		{ "NCCL_SYMMEM_HELPER_ALL_GPUS", "0" },
 		{ "NCCL_SYMMEM_COLL_REGISTER", "1" },
+		{ "NCCL_SYMMEM_INNER_NET", "libnccl-net-ofi.so" },
 		{ NULL, NULL },
 	};
 	struct kv back[NNAMES + 1];
@@ -2719,6 +2749,7 @@ int main(void)
 		cmocka_unit_test(test_error_one_line),
 		cmocka_unit_test(test_error_buffer),
 		cmocka_unit_test(test_describe_set_only),
+		cmocka_unit_test(test_inner_net_name),
 		cmocka_unit_test(test_describe_all),
 		cmocka_unit_test(test_describe_size_format),
 		cmocka_unit_test(test_describe_roundtrip),
