@@ -1,8 +1,9 @@
 /* The exported net plugin tables.  v11 is the native one; v12 and v10, v9
  * and v8 adapt their property layouts and older signatures to it, so one
- * library serves NCCL 2.19 through 2.30 and later.  Optional slots stay
- * NULL until they are implemented for real (a stub would be called and
- * break a run). */
+ * library serves NCCL 2.19 through 2.30 and later.  irecvConsumed is set
+ * for an inner net plugin's receives (a no-op on the copy-engine path);
+ * getDeviceMr (UNPACK devices, which the plugin refuses) and makeVDevice
+ * (NIC fusion) stay NULL: a stub would be called and break a run. */
 #include <string.h>
 
 #include "log.h"
@@ -29,52 +30,17 @@ EXPORT ncclNet_v11_t ncclNetPlugin_v11 = {
 	.closeRecv = net_close_recv,
 	.closeListen = net_close_listen,
 	.getDeviceMr = NULL,
-	.irecvConsumed = NULL,
+	.irecvConsumed = net_irecv_consumed,
 	.makeVDevice = NULL,
 	.finalize = net_finalize,
 	.setNetAttr = net_set_net_attr,
 };
 
-/* v12: v11's properties with a wider vProps and a rail and plane id.  The
- * plugin's devices are copy-engine and socket paths inside hosts, on no
- * rail or plane of a fabric, so both ids are NCCL_NET_ID_UNDEF, the value
- * NCCL itself gives a v11 plugin's devices. */
-static ncclResult_t v12_get_properties(int dev, ncclNetProperties_v12_t *props)
-{
-	ncclNetProperties_v11_t p;
-	ncclResult_t rc = net_get_properties(dev, &p);
-
-	if (rc != ncclSuccess)
-		return rc;
-	memset(props, 0, sizeof(*props));
-	props->name = p.name;
-	props->pciPath = p.pciPath;
-	props->guid = p.guid;
-	props->ptrSupport = p.ptrSupport;
-	props->regIsGlobal = p.regIsGlobal;
-	props->forceFlush = p.forceFlush;
-	props->speed = p.speed;
-	props->port = p.port;
-	props->latency = p.latency;
-	props->maxComms = p.maxComms;
-	props->maxRecvs = p.maxRecvs;
-	props->netDeviceType = p.netDeviceType;
-	props->netDeviceVersion = p.netDeviceVersion;
-	props->vProps.ndevs = p.vProps.ndevs;
-	memcpy(props->vProps.devs, p.vProps.devs, sizeof(p.vProps.devs));
-	props->maxP2pBytes = p.maxP2pBytes;
-	props->maxCollBytes = p.maxCollBytes;
-	props->maxMultiRequestSize = p.maxMultiRequestSize;
-	props->railId = NCCL_NET_ID_UNDEF;
-	props->planeId = NCCL_NET_ID_UNDEF;
-	return ncclSuccess;
-}
-
 EXPORT ncclNet_v12_t ncclNetPlugin_v12 = {
 	.name = PLUGIN_NAME,
 	.init = net_init,
 	.devices = net_devices,
-	.getProperties = v12_get_properties,
+	.getProperties = net_get_properties_v12,
 	.listen = net_listen,
 	.connect = net_connect,
 	.accept = net_accept,
@@ -89,7 +55,7 @@ EXPORT ncclNet_v12_t ncclNetPlugin_v12 = {
 	.closeRecv = net_close_recv,
 	.closeListen = net_close_listen,
 	.getDeviceMr = NULL,
-	.irecvConsumed = NULL,
+	.irecvConsumed = net_irecv_consumed,
 	.makeVDevice = NULL,
 	.finalize = net_finalize,
 	.setNetAttr = net_set_net_attr,
@@ -235,7 +201,7 @@ EXPORT ncclNet_v10_t ncclNetPlugin_v10 = {
 	.closeRecv = net_close_recv,
 	.closeListen = net_close_listen,
 	.getDeviceMr = NULL,
-	.irecvConsumed = NULL,
+	.irecvConsumed = net_irecv_consumed,
 	.makeVDevice = NULL,
 };
 
@@ -258,7 +224,7 @@ EXPORT ncclNet_v9_t ncclNetPlugin_v9 = {
 	.closeRecv = net_close_recv,
 	.closeListen = net_close_listen,
 	.getDeviceMr = NULL,
-	.irecvConsumed = NULL,
+	.irecvConsumed = net_irecv_consumed,
 	.makeVDevice = NULL,
 };
 
@@ -281,5 +247,5 @@ EXPORT ncclNet_v8_t ncclNetPlugin_v8 = {
 	.closeRecv = net_close_recv,
 	.closeListen = net_close_listen,
 	.getDeviceMr = NULL,
-	.irecvConsumed = NULL,
+	.irecvConsumed = net_irecv_consumed,
 };

@@ -173,13 +173,14 @@ struct slot {
 
 #define S(t, m, w) { #m, offsetof(t, m), w }
 /* NULL where the plugin has no device offload or NIC fusion: NCCL calls
- * any of them that is set.  regMrDmaBuf is checked against ptrSupport. */
+ * any of them that is set.  irecvConsumed is set: an inner net plugin's
+ * receives need it.  regMrDmaBuf is checked against ptrSupport. */
 #define SLOTS_COMMON(t)                                                                       \
 	S(t, init, SET), S(t, devices, SET), S(t, getProperties, SET), S(t, listen, SET),     \
 	S(t, connect, SET), S(t, accept, SET), S(t, regMr, SET), S(t, regMrDmaBuf, EITHER),   \
 	S(t, deregMr, SET), S(t, isend, SET), S(t, irecv, SET), S(t, iflush, SET),            \
 	S(t, test, SET), S(t, closeSend, SET), S(t, closeRecv, SET), S(t, closeListen, SET),  \
-	S(t, getDeviceMr, UNSET), S(t, irecvConsumed, UNSET)
+	S(t, getDeviceMr, UNSET), S(t, irecvConsumed, SET)
 /* finalize: NCCL 2.28 on calls it unconditionally. */
 #define SLOTS_V11(t) S(t, makeVDevice, UNSET), S(t, finalize, SET), S(t, setNetAttr, EITHER)
 
