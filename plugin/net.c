@@ -732,7 +732,7 @@ ncclResult_t net_listen(void *ctx, int dev, void *handle, void **listenComm)
  * others (the v11 table): nothing on it is declined, so this rank could
  * keep a ring registration that the others decline and run that
  * collective on one channel against their many (conn_may_decline).  NCCL
- * 2.28.9 hinted every connection measured (session 32's logs); a later
+ * 2.28.9 hinted every connection in the logs checked; a later
  * NCCL that stops would land here.  NCCL's bootstrap over the net
  * (NCCL_OOB_NET_ENABLE) connects without hints and registers no user
  * buffers, so it is left out.  Once per process. */

@@ -221,7 +221,7 @@ int cd_queue_take_batch(struct cd_queue *q, uint32_t key, uint64_t max_len, unsi
  * one GPU only.  Counted in requests, not time: a registered alltoall's
  * 16 MiB requests came in runs to one peer at a time, and a 1.2 ms window
  * saw one destination for half of its bytes, which then went out of phase
- * (4-GPU registered alltoall 0.87 -> 0.74 of native, session 13).  64 is
+ * (4-GPU registered alltoall 0.87 -> 0.74 of native, bench/results/merge64.md).  64 is
  * more than one iteration of it (48 requests) and more than the copies
  * that wait at once (46). */
 #define CD_DEST_WINDOW 64
