@@ -13,7 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "shm.h"
 #include "symmem.h"
 
 #define AREA 4096u
