@@ -14,6 +14,15 @@
 #include "sock.h"
 #include "symmem.h"
 
+/* One log line per listener for the connections it turned away (a flood
+ * would fill the log); the rest are counted for the deadline's error. */
+void listen_note_refusal(struct tp_listener *l, const char *why)
+{
+	if (l->refused++ == 0)
+		sm_info("refused a connection: %s (further refusals of this listener are "
+			"counted, not logged)", why);
+}
+
 void cand_drop(struct cand *c)
 {
 	if (c->comm)

@@ -314,6 +314,13 @@ int comm_check_peer(struct tp_comm *c, struct tp_req *r)
 			 c->is_send ? "receiving" : "sending");
 }
 
+int tp_region_covers(const struct tp_region *r, const void *data, size_t size)
+{
+	uintptr_t p = (uintptr_t)data;
+
+	return p >= r->base && size <= r->size && p - r->base <= r->size - size;
+}
+
 /* A request's buffer must lie inside the registration it names. */
 static int check_region(const struct tp_comm *c, const struct tp_region *reg, const void *data,
 			size_t size)

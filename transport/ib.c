@@ -48,13 +48,6 @@ static int req_keys(struct tp_comm *c, struct tp_req *r, const struct tp_region 
 	return SM_OK;
 }
 
-void ib_req_release(struct tp_req *r)
-{
-	if (r->ib_mr)
-		ib_fns()->dereg_mr(r->ib_mr);
-	r->ib_mr = NULL;
-}
-
 static int post_write(struct tp_comm *c, struct tp_req *r, uint64_t len, int last)
 {
 	struct ib_comm *ib = ib_of(c);

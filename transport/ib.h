@@ -179,8 +179,6 @@ int ib_connect_join(struct tp_comm *c, const struct tp_options *opt,
 void ib_conn_route(const struct tp_comm *c, char *buf, size_t len);
 /* Destroys the queue pair, then the requests' own registrations. */
 void ib_close(struct tp_comm *c);
-/* ib.c: a request's registration made for it alone, released. */
-void ib_req_release(struct tp_req *r);
 
 /* ib_region.c: registers r's memory with c's device: host memory, or GPU
  * memory through DMA-BUF where the device takes it (NCCL's `dmabuf_fd` at
@@ -189,6 +187,8 @@ void ib_req_release(struct tp_req *r);
 int ib_region_register(struct tp_comm *c, struct tp_region *r, int dmabuf_fd,
 		       uint64_t dmabuf_offset);
 void ib_region_release(struct tp_region *r);
+/* A request's registration made for it alone (ib.c), released. */
+void ib_req_release(struct tp_req *r);
 #endif
 
 #endif

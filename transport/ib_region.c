@@ -69,6 +69,14 @@ void ib_region_release(struct tp_region *reg)
 	r->dev = NULL;
 }
 
+/* A request's registration made for it alone (ib.c), once it completed. */
+void ib_req_release(struct tp_req *r)
+{
+	if (r->ib_mr)
+		ib_fns()->dereg_mr(r->ib_mr);
+	r->ib_mr = NULL;
+}
+
 #else	/* built without <infiniband/verbs.h> */
 
 int tp_ib_dmabuf(const struct tp_options *opt, char *desc, size_t len)

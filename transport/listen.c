@@ -85,15 +85,6 @@ fail:
 	return rc;
 }
 
-/* One log line per listener for the connections it turned away (a flood
- * would fill the log); the rest are counted for the deadline's error. */
-void listen_note_refusal(struct tp_listener *l, const char *why)
-{
-	if (l->refused++ == 0)
-		sm_info("refused a connection: %s (further refusals of this listener are "
-			"counted, not logged)", why);
-}
-
 /* Who is on the other end, for the per-peer cap: the process (pid) on
  * the Unix socket, whose user must be ours; the address over TCP.
  * Returns 0 for a connection to hang up on at once. */

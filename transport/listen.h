@@ -58,7 +58,7 @@ struct tp_listener {
 	struct cand cand[CAND_MAX];
 };
 
-/* Counts a connection turned away; the first one is logged. */
+/* candidate.c: counts a connection turned away; the first one is logged. */
 void listen_note_refusal(struct tp_listener *l, const char *why);
 
 /* A free slot for a newcomer from `peer`, made by dropping the oldest

@@ -1,6 +1,7 @@
 /* Registrations: the part every backend shares (checks, the comm it
  * belongs to, freeing); each backend's region_register op does the rest
- * (shm_region.c, tcp.c, ib_region.c). */
+ * (shm_region.c, tcp.c, ib_region.c).  Requests check their buffers
+ * against them in comm.c. */
 #include <stdlib.h>
 
 #include "comm.h"
@@ -76,13 +77,6 @@ void tp_deregister(struct tp_comm *c, struct tp_region *r)
 		r->ops->region_withdraw(c, r);
 	region_release(r);
 	free(r);
-}
-
-int tp_region_covers(const struct tp_region *r, const void *data, size_t size)
-{
-	uintptr_t p = (uintptr_t)data;
-
-	return p >= r->base && size <= r->size && p - r->base <= r->size - size;
 }
 
 int tp_remote_region_count(const struct tp_comm *c)
