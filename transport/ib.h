@@ -27,9 +27,9 @@ int ib_dev_get(const char *spec, int which, const char *gpu_pci, int gid_index,
 	       const uint8_t *peer_gid, struct ib_dev **out);
 void ib_dev_put(struct ib_dev *d);
 
-/* ib_conn.c: what ib_probe_wait_ns gives at NCCL_IB_TIMEOUT `timeout`
- * (1..31): two retry intervals of 4.096 us x 2^timeout, 2 s at least (the
- * connect deadline still caps the whole setup). */
+/* ib_conn.c: how long the connector waits for its probe write's answer
+ * at NCCL_IB_TIMEOUT `timeout` (1..31): two retry intervals of 4.096 us x
+ * 2^timeout, 2 s at least (the connect deadline still caps the setup). */
 uint64_t ib_probe_wait_for(int timeout);
 
 #ifdef SYMMEM_HAVE_VERBS
@@ -161,10 +161,10 @@ static inline struct ib_region *ib_region_of(const struct tp_region *r)
 	return TP_CONTAINER(r, struct ib_region, reg);
 }
 
-/* ib_conn.c: the queue pair's life.  ib_conn_open makes c's queue pair on
- * `dev` (the caller's, from ib_usable: the comm takes a reference of its
- * own) and describes it in *mine; ib_conn_connect joins it to the peer's.
- * Both run during setup, on NCCL's service thread. */
+/* ib_conn.c: the queue pair's life, the ops of connection setup (comm.h
+ * says what each does; all run on NCCL's service thread).  ib_usable
+ * opens the device for opt, held until ib_held_put (the comm takes a
+ * reference of its own); ib_held_gid gives its port address. */
 int ib_usable(const struct tp_options *opt, const uint8_t *peer_gid, void **held);
 void ib_held_put(void *held);
 void ib_held_gid(const void *held, uint8_t gid[16]);

@@ -186,7 +186,7 @@ void announce_push_backlog(struct shm_comm *s)
 
 /* Exports the allocation holding [ptr, ptr + r->size) (NCCL's buffer, or
  * its staging-pool piece) and readies the message that tells the sender
- * about it; the first receive into the region writes it (region_announce). */
+ * about it; the first receive into the region writes it (announce_recv_ready). */
 static int prepare_announcement(struct shm_comm *s, struct shm_region *r, const void *ptr)
 {
 	struct wire_region *msg = &r->ann_msg;
