@@ -8,7 +8,7 @@
  * it is written out here from FIPS 180-4 (HMAC: RFC 2104). */
 #include <string.h>
 
-#include "internal.h"
+#include "wire.h"
 
 static const uint32_t sha256_k[64] = {
 	0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,

@@ -9,10 +9,19 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "backend.h"
 #include "listen.h"
 #include "sock.h"
 #include "symmem.h"
+
+/* One log line per listener for the connections it turned away (a flood
+ * would fill the log); the rest are counted for the deadline's error. */
+void listen_note_refusal(struct tp_listener *l, const char *why)
+{
+	if (l->refused++ == 0)
+		sm_info("refused a connection: %s (further refusals of this listener are "
+			"counted, not logged)", why);
+}
 
 void cand_drop(struct cand *c)
 {
@@ -153,7 +162,7 @@ static void on_hello(struct tp_listener *l, struct cand *c)
 		       "carry");
 		return;
 	}
-	if (h->backend == TP_BACKEND_IB && !l->ib_dev) {
+	if (h->backend == TP_BACKEND_IB && !l->ib_held) {
 		refuse(l, c, SM_ERR_INVALID, "connector asked for ibverbs, which this listener "
 		       "does not take");
 		return;
@@ -169,29 +178,16 @@ static void on_hello(struct tp_listener *l, struct cand *c)
 	c->done = 0;
 }
 
-/* This queue pair would not join the connector's: the two RDMA ports
- * cannot reach each other (Soft-RoCE and RoCE refuse a route they do not
- * have here).  Unless either end requires ibverbs, the connection goes on
- * over TCP and the reply says so; else the connection fails. */
-static int unreachable(struct tp_listener *l, struct cand *c)
-{
-	int required = l->opt.ib == 2 || (c->hello.flags & WIRE_IB_REQUIRED);
-	int rc = ib_conn_unreachable(c->comm, required);
-
-	if (rc)
-		return rc;
-	c->reply.backend = TP_BACKEND_TCP;
-	return comm_fall_back_to_tcp(c->comm, &l->opt);
-}
-
 /* The connector proved the token: its comm, and the reply. */
 static int build_comm(struct tp_listener *l, struct cand *c)
 {
 	const struct wire_hello *h = &c->hello;
+	int kind = c->uds ? TP_BACKEND_SHM : h->backend == TP_BACKEND_IB ? TP_BACKEND_IB :
+		   TP_BACKEND_TCP;
+	const struct tp_ops *ops = backend_ops(kind);
 	int rc;
 
-	c->comm = comm_new(0, c->uds ? &tp_shm_ops : h->backend == TP_BACKEND_IB ? &tp_ib_ops :
-			   &tp_tcp_ops, c->fd);
+	c->comm = comm_new(0, ops, c->fd);
 	if (!c->comm)
 		return sm_fail(SM_ERR_SYSTEM, "out of memory");
 	/* For log lines; on the Unix socket the kernel's word, else the peer's. */
@@ -200,13 +196,13 @@ static int build_comm(struct tp_listener *l, struct cand *c)
 	c->reply.backend = h->backend;
 	c->reply.flags = l->opt.ib == 2 ? WIRE_IB_REQUIRED : 0;
 	rc = comm_setup(c->comm, &l->opt);
-	if (!rc && h->backend == TP_BACKEND_IB)
-		rc = ib_conn_open(c->comm, &l->opt, l->ib_dev, &c->reply.ib);
-	if (!rc && h->backend == TP_BACKEND_IB && ib_conn_connect(c->comm, &c->setup.ib))
-		rc = unreachable(l, c);
-	if (!rc && c->uds)
-		rc = c->memfd < 0 ? sm_fail(SM_ERR_REMOTE, "connector sent no ring segment") :
-		     shm_comm_attach(c->comm, c->memfd, c->setup.seg_size, l->opt.chunk_size);
+	if (!rc && ops->accept_open)
+		rc = ops->accept_open(c->comm, &l->opt, l->ib_held, h, &c->setup, c->memfd,
+				      &c->reply);
+	/* The backend asked for another kind (ibverbs ports that cannot
+	 * reach each other: TCP), which the reply tells the connector. */
+	if (!rc && c->reply.backend != h->backend)
+		rc = backend_switch(&c->comm, c->reply.backend, &l->opt);
 	if (c->memfd >= 0)
 		close(c->memfd);
 	c->memfd = -1;
@@ -272,7 +268,9 @@ static int verdict(struct tp_listener *l, struct cand *c, int *rc)
 	if (n == 0)
 		return 0;
 	if (n < 0 || v == VERDICT_FAIL) {
-		ib_conn_route(c->comm, route, sizeof(route));
+		route[0] = '\0';
+		if (c->comm->ops->route)
+			c->comm->ops->route(c->comm, route, sizeof(route));
 		*rc = n < 0 ? sm_fail(SM_ERR_REMOTE, "connector hung up during setup") :
 		      sm_fail(SM_ERR_REMOTE, "RDMA %s cannot reach each other, the connector "
 			      "found (NCCL_SYMMEM_BACKEND=ib requires RDMA)", route);
@@ -282,7 +280,7 @@ static int verdict(struct tp_listener *l, struct cand *c, int *rc)
 	if (v == VERDICT_TCP) {
 		sm_info("the connector (pid %d) cannot reach this host's RDMA port: this "
 			"connection uses TCP", c->comm->peer_pid);
-		*rc = comm_fall_back_to_tcp(c->comm, &l->opt);
+		*rc = backend_switch(&c->comm, TP_BACKEND_TCP, &l->opt);
 		if (*rc)
 			cand_drop(c);
 	}
@@ -325,8 +323,8 @@ int cand_step(struct tp_listener *l, struct cand *c, uint64_t now, struct tp_com
 		}
 		if (r == 0)
 			return SM_OK;
-		if (c->comm->ops != &tp_ib_ops)
-			goto done;
+		if (!c->comm->ops->connect_join)
+			goto done;	/* no verdict to wait for */
 		c->state = CAND_VERDICT;
 		/* fall through */
 	case CAND_VERDICT:

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "comm.h"
 #include "sock.h"
 #include "symmem.h"
 
@@ -18,7 +18,7 @@ static _Atomic uint64_t serials;	/* tp_comm.serial */
 
 struct tp_comm *comm_new(int is_send, const struct tp_ops *ops, int fd)
 {
-	struct tp_comm *c = calloc(1, sizeof(*c));
+	struct tp_comm *c = calloc(1, ops->comm_size);
 
 	if (!c)
 		return NULL;
@@ -26,11 +26,11 @@ struct tp_comm *comm_new(int is_send, const struct tp_ops *ops, int fd)
 	c->is_send = is_send;
 	c->ops = ops;
 	c->fd = fd;
-	c->rin_fd = -1;
-	pthread_mutex_init(&c->ann_lock, NULL);
 	atomic_flag_clear(&c->fail_claimed);
 	for (int i = 0; i < TP_MAX_REQUESTS; i++)
 		c->reqs[i].comm = c;
+	if (ops->init)
+		ops->init(c);
 	return c;
 }
 
@@ -58,17 +58,6 @@ struct tp_req *comm_req_alloc(struct tp_comm *c, int kind)
 	c->queue[(c->q_head + c->q_count) % TP_MAX_REQUESTS] = r;
 	c->q_count++;
 	return r;
-}
-
-struct tp_req *comm_head(struct tp_comm *c)
-{
-	return c->q_count ? c->queue[c->q_head] : NULL;
-}
-
-void comm_pop(struct tp_comm *c)
-{
-	c->q_head = (c->q_head + 1) % TP_MAX_REQUESTS;
-	c->q_count--;
 }
 
 int comm_engine(struct tp_comm *c)
@@ -125,16 +114,16 @@ int comm_recv_size(struct tp_comm *c, struct tp_req *r, uint64_t size)
 	return SM_OK;
 }
 
-/* This GPU's shared copy engine, then the backend's own setup (the TCP
- * bounce slots), on NCCL's service thread. */
-static int comm_take_engine(struct tp_comm *c)
+/* On NCCL's service thread; the backend's engine_ready follows (the TCP
+ * bounce slots). */
+int comm_take_engine(struct tp_comm *c)
 {
 	int rc = smf_engine_get(&c->engine_opt, &c->ce);
 
 	c->engine_later = 0;
 	if (rc)
 		return sm_fail(rc, "opening the copy engine: %s", sm_last_error());
-	return c->ops->setup ? c->ops->setup(c) : SM_OK;
+	return c->ops->engine_ready ? c->ops->engine_ready(c) : SM_OK;
 }
 
 int comm_gpu_ready(struct tp_comm *c)
@@ -142,18 +131,9 @@ int comm_gpu_ready(struct tp_comm *c)
 	return c->engine_later ? comm_take_engine(c) : SM_OK;
 }
 
-int comm_fall_back_to_tcp(struct tp_comm *c, const struct tp_options *opt)
-{
-	/* Nothing was registered or posted on the queue pair yet. */
-	c->ops->close(c);
-	c->ops = &tp_tcp_ops;
-	return comm_setup(c, opt);
-}
-
 int comm_setup(struct tp_comm *c, const struct tp_options *opt)
 {
 	struct smf_engine_options *eo = &c->engine_opt;
-	int rc;
 
 	c->stall_ns = opt->stall_report > 0 ? (uint64_t)(opt->stall_report * 1e9) : 0;
 	c->copy_limit_ns = COPY_LIMIT_NS;
@@ -162,13 +142,9 @@ int comm_setup(struct tp_comm *c, const struct tp_options *opt)
 	if (c->copy_limit_ns < 1000)	/* 1 us at least: 0 would fail every copy at once */
 		c->copy_limit_ns = 1000;
 	c->trace_ns = opt->trace_ns;
-	c->no_direct = opt->no_direct;
 	c->verbose = opt->verbose;
-	c->zero_copy = opt->zero_copy;
-	c->cumem_host = opt->cumem_host;
-	c->pool_cfg = opt->pool;
 	if (!opt->gpu)
-		return SM_OK;
+		return c->ops->setup ? c->ops->setup(c, opt) : SM_OK;
 	eo->nstreams = opt->copy_streams > 0 ? opt->copy_streams : 1;
 	eo->split_min = opt->split_min;
 	eo->helper = opt->copy_helper;
@@ -177,28 +153,9 @@ int comm_setup(struct tp_comm *c, const struct tp_options *opt)
 	eo->batch = opt->batch > 0 ? opt->batch : 1;
 	eo->phase_ns = opt->phase_ns;
 	eo->all_gpus = opt->helper_all_gpus;
-	/* Over TCP the engine only serves GPU buffers, through the bounce
-	 * slots, and a job between hosts gives the plugin host buffers
-	 * unless GPUDirect is asked for (NCCL_NET_GDR_LEVEL): no copy
-	 * helper, CUDA context or pinned slots until a GPU registration. */
-	if (c->ops == &tp_tcp_ops) {
-		c->engine_later = 1;
-		return SM_OK;
-	}
-	if (c->ops == &tp_ib_ops)
-		return SM_OK;	/* host memory only: no copy engine */
-	rc = comm_take_engine(c);
-	if (rc)
-		return rc;
-	/* A receiving connection holds its GPU's staging pool, so the pool
-	 * (preallocated with NCCL_CUMEM_PREALLOC) lives as long as any
-	 * connection that may need it, and no longer. */
-	if (c->is_send || c->ops != &tp_shm_ops || c->no_direct)
-		return SM_OK;
-	rc = sm_pool_gpu_get(&c->pool_cfg, &c->pool);
-	if (rc)
-		return sm_fail(rc, "opening the staging pool: %s", sm_last_error());
-	return SM_OK;
+	/* The backend takes the engine now, later or never (ibverbs moves
+	 * its bytes without one). */
+	return c->ops->setup ? c->ops->setup(c, opt) : SM_OK;
 }
 
 /* A wait that makes no progress for stall_ns is reported once, with both
@@ -344,7 +301,7 @@ int comm_check_peer(struct tp_comm *c, struct tp_req *r)
 	/* A receive whose bytes all arrived waits on its own copies only,
 	 * and bytes still in the socket wait for copies to free a slot
 	 * (each bounded by the copy limit, tcp_bounce.c). */
-	if (r && (r->done || r->wire_done || bounce_pending(c)))
+	if (r && (r->done || r->wire_done || (c->ops->pending && c->ops->pending(c))))
 		return SM_OK;
 	/* A receiver goes on while the bytes sent before the hang-up are
 	 * still coming out of the socket (a 1 MiB message ahead of a close
@@ -355,6 +312,13 @@ int comm_check_peer(struct tp_comm *c, struct tp_req *r)
 		return SM_OK;
 	return comm_fail(c, SM_ERR_REMOTE, "%s peer closed the connection or died",
 			 c->is_send ? "receiving" : "sending");
+}
+
+int tp_region_covers(const struct tp_region *r, const void *data, size_t size)
+{
+	uintptr_t p = (uintptr_t)data;
+
+	return p >= r->base && size <= r->size && p - r->base <= r->size - size;
 }
 
 /* A request's buffer must lie inside the registration it names. */
@@ -454,10 +418,10 @@ int tp_irecv(struct tp_comm *c, void *data, size_t size, struct tp_region *reg,
 	rc = check_region(c, reg, data, size);
 	if (rc)
 		return rc;
-	if (reg && reg->id) {
+	if (reg && c->ops->recv_ready) {
 		int ready;
 
-		rc = region_announce(c, reg, &ready);
+		rc = c->ops->recv_ready(c, reg, &ready);
 		if (rc || !ready)
 			return rc;	/* not ready: *out NULL, NCCL retries */
 	}
@@ -564,12 +528,10 @@ void tp_close(struct tp_comm *c)
 			c->copy_limit_ns / 1e9);
 	}
 	c->ops->close(c);	/* forgets the peer's mappings, in the helper too */
-	sm_pool_gpu_put(c->pool);
 	smf_engine_put(c->ce);
 	c->ce = NULL;
 	if (c->fd >= 0)
 		close(c->fd);
-	pthread_mutex_destroy(&c->ann_lock);
 	free(c);
 }
 

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "backend.h"
 #include "sock.h"
 #include "symmem.h"
 
@@ -23,7 +23,7 @@ enum conn_state {
 	CONN_CHALLENGE,		/* waiting for the listener's proof */
 	CONN_SETUP,		/* sending ours (and the ring) */
 	CONN_REPLY,
-	CONN_PROBE,		/* ibverbs: waiting for the probe write's answer */
+	CONN_JOIN,		/* ibverbs: the backend's last step (its probe write) */
 	CONN_VERDICT,		/* ibverbs: telling the listener how data will move */
 };
 
@@ -57,7 +57,6 @@ struct pending {
 	uint64_t backoff_ns;
 	char last_error[160];
 	const void *owner;	/* tp_options.owner */
-	uint64_t probe_until_ns;
 	char verdict;		/* enum wire_verdict */
 	char why[512];		/* VERDICT_FAIL: the error once it is sent */
 };
@@ -100,12 +99,13 @@ static void pending_free(struct pending *p)
  * the handle), else TCP; required ibverbs (opt->ib == 2) that cannot be
  * had fails. */
 static int choose_backend(const struct tp_options *opt, const struct tp_handle_info *info,
-			  struct ib_dev **ib_dev)
+			  void **held)
 {
+	const struct tp_ops *ib = backend_ops(TP_BACKEND_IB);
 	int same_host = info->host_id == tp_host_id();
-	struct ib_dev *d;
+	void *d;
 
-	*ib_dev = NULL;	/* ibverbs: the device, held for the comm to take */
+	*held = NULL;	/* ibverbs: the device, held for the comm to take */
 
 	/* Forced, TCP and ibverbs serve one host too (RDMA loopback). */
 	if (opt->backend == TP_BACKEND_TCP || opt->backend == TP_BACKEND_IB)
@@ -128,12 +128,12 @@ static int choose_backend(const struct tp_options *opt, const struct tp_handle_i
 		return TP_BACKEND_TCP;
 	/* The device is opened here first, so that a failure names this
 	 * host's reason rather than the peer's missing offer. */
-	if (opt->ib && ib_usable(opt, info->ib ? info->ib_gid : NULL, &d)) {
+	if (opt->ib && ib->usable(opt, info->ib ? info->ib_gid : NULL, &d)) {
 		if (info->ib) {
-			*ib_dev = d;
+			*held = d;
 			return TP_BACKEND_IB;
 		}
-		ib_dev_put(d);
+		ib->put(d);
 		if (opt->ib == 2) {
 			sm_fail(SM_ERR_USAGE, "NCCL_SYMMEM_BACKEND=ib, but the peer (pid %d) has no "
 				"RDMA device it can use", info->pid);
@@ -148,11 +148,20 @@ static int choose_backend(const struct tp_options *opt, const struct tp_handle_i
 	return TP_BACKEND_TCP;
 }
 
+/* Lets go of what choose_backend held for the comm (which took its own). */
+static void put_held(int backend, void *held)
+{
+	const struct tp_ops *ops = backend_ops(backend);
+
+	if (ops && ops->put)
+		ops->put(held);
+}
+
 /* First call for a handle: open the socket and, on one host, the ring. */
 static int pending_start(const struct tp_options *opt, const struct tp_handle_info *info,
 			 struct pending **out)
 {
-	struct ib_dev *ib_dev = NULL;
+	void *held = NULL;
 	struct pending *p;
 	int rc;
 
@@ -164,7 +173,7 @@ static int pending_start(const struct tp_options *opt, const struct tp_handle_in
 	p->opt = *opt;
 	p->fd = -1;
 	p->memfd = -1;
-	p->backend = choose_backend(opt, info, &ib_dev);
+	p->backend = choose_backend(opt, info, &held);
 	p->deadline_ns = sm_now_ns() + (uint64_t)(opt->connect_timeout * 1e9);
 	p->fault_tolerance = opt->fault_tolerance;
 	p->owner = opt->owner;
@@ -185,46 +194,26 @@ static int pending_start(const struct tp_options *opt, const struct tp_handle_in
 	rc = sock_random(p->hello.nonce, sizeof(p->hello.nonce));
 	if (rc)
 		goto fail;
-	if (p->backend == TP_BACKEND_SHM) {
-		rc = shm_segment_create(opt->ring_size, &p->memfd, &p->setup.seg_size);
-		if (rc)
-			goto fail;
-		p->comm = comm_new(1, &tp_shm_ops, -1);
-		if (!p->comm) {
-			rc = sm_fail(SM_ERR_SYSTEM, "out of memory");
-			goto fail;
-		}
-		p->comm->peer_pid = info->pid;
-		rc = comm_setup(p->comm, opt);
-		if (rc)
-			goto fail;
-		rc = shm_comm_attach(p->comm, p->memfd, p->setup.seg_size, opt->chunk_size);
-		if (rc)
-			goto fail;
-		p->state = CONN_CONNECTING;
-	} else {
-		int ib = p->backend == TP_BACKEND_IB;
-
-		/* The socket is opened by the first step (and again by a retry). */
-		p->comm = comm_new(1, ib ? &tp_ib_ops : &tp_tcp_ops, -1);
-		if (!p->comm) {
-			rc = sm_fail(SM_ERR_SYSTEM, "out of memory");
-			goto fail;
-		}
-		p->comm->peer_pid = info->pid;	/* on its own host: for log lines */
-		rc = comm_setup(p->comm, opt);
-		if (!rc && ib)
-			rc = ib_conn_open(p->comm, opt, ib_dev, &p->setup.ib);
-		if (rc)
-			goto fail;
-		p->state = CONN_CONNECTING;
+	/* The socket is opened by the first step (and again by a retry); on
+	 * one host the backend makes the ring, passed with the setup. */
+	p->comm = comm_new(1, backend_ops(p->backend), -1);
+	if (!p->comm) {
+		rc = sm_fail(SM_ERR_SYSTEM, "out of memory");
+		goto fail;
 	}
-	ib_dev_put(ib_dev);	/* the comm holds its own */
+	p->comm->peer_pid = info->pid;	/* the listener's, for log lines */
+	rc = comm_setup(p->comm, opt);
+	if (!rc && p->comm->ops->connect_open)
+		rc = p->comm->ops->connect_open(p->comm, opt, held, &p->setup, &p->memfd);
+	if (rc)
+		goto fail;
+	p->state = CONN_CONNECTING;
+	put_held(p->backend, held);	/* the comm holds its own */
 	*out = p;
 	return SM_OK;
 
 fail:
-	ib_dev_put(ib_dev);
+	put_held(p->backend, held);
 	pending_free(p);
 	return rc;
 }
@@ -245,23 +234,6 @@ static int check_listener(const struct pending *p)
 			       "not by pid %d that made the handle: not connecting", pid, uid,
 			       p->info.pid);
 	return SM_OK;
-}
-
-/* The two RDMA ports cannot reach each other: this queue pair would not
- * join the listener's, or the probe write went unanswered.  Unless either
- * end requires ibverbs, the connection goes on over TCP, with one WARN
- * (the same text for every channel to that peer, so the log shows it
- * once); else it fails.  Sets the verdict the listener is sent. */
-static void unreachable(struct pending *p)
-{
-	int required = p->opt.ib == 2 || (p->reply.flags & WIRE_IB_REQUIRED);
-
-	if (ib_conn_unreachable(p->comm, required)) {
-		snprintf(p->why, sizeof(p->why), "%s", sm_last_error());
-		p->verdict = VERDICT_FAIL;
-		return;
-	}
-	p->verdict = VERDICT_TCP;
 }
 
 /* Where the listener was to be found, for messages. */
@@ -361,7 +333,7 @@ hung_up:
 static int pending_step(struct pending *p, int *done)
 {
 	ssize_t n;
-	int rc, ok;
+	int rc;
 
 	*done = 0;
 	if (p->state == CONN_CONNECTING) {
@@ -397,8 +369,8 @@ static int pending_step(struct pending *p, int *done)
 		if (rc || p->state != CONN_REPLY)
 			return rc;
 	}
-	if (p->state == CONN_PROBE)
-		goto probe;
+	if (p->state == CONN_JOIN)
+		goto join;
 	if (p->state == CONN_VERDICT)
 		goto verdict;
 	n = sm_recv_some(p->fd, (uint8_t *)&p->reply + p->got, sizeof(p->reply) - p->got, NULL);
@@ -413,7 +385,7 @@ static int pending_step(struct pending *p, int *done)
 		p->reply.reason[sizeof(p->reply.reason) - 1] = '\0';
 		return sm_fail(SM_ERR_REMOTE, "listener refused the connection: %s", p->reply.reason);
 	}
-	if (p->backend != TP_BACKEND_IB) {
+	if (!p->comm->ops->connect_join) {
 		*done = 1;
 		return SM_OK;
 	}
@@ -421,34 +393,18 @@ static int pending_step(struct pending *p, int *done)
 		/* The listener's port could not join ours; its log says why. */
 		sm_info("the listener (pid %d) cannot reach this host's RDMA port: this "
 			"connection uses TCP", p->info.pid);
-		rc = comm_fall_back_to_tcp(p->comm, &p->opt);
+		rc = backend_switch(&p->comm, TP_BACKEND_TCP, &p->opt);
 		*done = rc == SM_OK;
 		return rc;
 	}
-	/* The listener's queue pair may write to ours as soon as it has its
-	 * comm: it waits for the verdict, sent once ours can take the writes
-	 * and the probe write came back. */
-	rc = ib_conn_connect(p->comm, &p->reply.ib);
-	if (rc == SM_OK)
-		rc = ib_conn_probe(p->comm);
-	if (rc) {
-		unreachable(p);
-		goto verdict;
-	}
-	p->probe_until_ns = sm_now_ns() + ib_probe_wait_ns(p->comm);
-	p->state = CONN_PROBE;
-probe:
-	rc = ib_conn_probe_done(p->comm, &ok);
-	if (rc == SM_OK && !ok) {
-		if (sm_now_ns() < p->probe_until_ns)
-			return SM_OK;
-		rc = sm_fail(SM_ERR_REMOTE, "no answer to the probe write within %.1f s",
-			     (double)ib_probe_wait_ns(p->comm) / 1e9);
-	}
-	if (rc)
-		unreachable(p);
-	else
-		p->verdict = VERDICT_IB;
+	p->state = CONN_JOIN;
+join:
+	/* The verdict goes to the listener once the backend has one. */
+	rc = p->comm->ops->connect_join(p->comm, &p->opt, &p->reply, &p->verdict);
+	if (rc || p->verdict == VERDICT_NONE)
+		return rc;
+	if (p->verdict == VERDICT_FAIL)
+		snprintf(p->why, sizeof(p->why), "%s", sm_last_error());
 verdict:
 	p->state = CONN_VERDICT;
 	n = sm_send_some(p->fd, &p->verdict, 1, -1);
@@ -459,7 +415,7 @@ verdict:
 	if (p->verdict == VERDICT_FAIL)
 		return sm_fail(SM_ERR_REMOTE, "%s", p->why);
 	if (p->verdict == VERDICT_TCP) {
-		rc = comm_fall_back_to_tcp(p->comm, &p->opt);
+		rc = backend_switch(&p->comm, TP_BACKEND_TCP, &p->opt);
 		if (rc)
 			return rc;
 	}
@@ -516,7 +472,7 @@ int tp_pending_connects(void)
 
 /* Connects whose setup is all sent, waiting for the listener's reply or
  * past it: a test stops driving one there to kill its listener. */
-int connect_awaiting_reply(void)
+int tp_connects_awaiting_reply(void)
 {
 	int n = 0;
 

@@ -20,7 +20,8 @@
 #include <netinet/in.h>
 #include <string.h>
 
-#include "internal.h"
+#include "gid.h"
+#include "transport.h"
 
 static const uint8_t v4_mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 

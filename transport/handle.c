@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "internal.h"
+#include "gid.h"
 #include "symmem.h"
 #include "transport.h"
 

@@ -1,11 +1,36 @@
-/* The ibverbs backend's own declarations, for ib_dev.c and ib.c only
- * (internal.h has what the rest of transport/ sees of it). */
+/* The ibverbs backend (between hosts over RDMA): one reliable-connected
+ * queue pair per connection, on a device shared by the process's
+ * connections.  For its own files (ib*.c, rdma.c, gid_net.c) and the
+ * backend registry only. */
 #ifndef SYMMEM_TRANSPORT_IB_H
 #define SYMMEM_TRANSPORT_IB_H
 
 #include <stdint.h>
 
-#include "internal.h"
+#include "comm.h"
+#include "gid.h"
+
+extern const struct tp_ops tp_ib_ops;
+
+/* rdma.c: dlsym's object pointer into a function pointer of `size` bytes. */
+int tp_ibv_symbol(void *lib, const char *name, void *fn, size_t size);
+
+
+/* ib_dev.c: the RDMA device for the plugin's device `which` (its GPU at
+ * sysfs path gpu_pci, or NULL), among those NCCL_IB_HCA `spec` selects,
+ * opened once per process and held until the last put; gid_index < 0
+ * picks the port's GID.  A connector passes the listener's port address
+ * `peer_gid` (else NULL): when the closest device is on another network,
+ * a selected one on the listener's is taken instead (rails). */
+struct ib_dev;
+int ib_dev_get(const char *spec, int which, const char *gpu_pci, int gid_index,
+	       const uint8_t *peer_gid, struct ib_dev **out);
+void ib_dev_put(struct ib_dev *d);
+
+/* ib_conn.c: how long the connector waits for its probe write's answer
+ * at NCCL_IB_TIMEOUT `timeout` (1..31): two retry intervals of 4.096 us x
+ * 2^timeout, 2 s at least (the connect deadline still caps the setup). */
+uint64_t ib_probe_wait_for(int timeout);
 
 #ifdef SYMMEM_HAVE_VERBS
 #include <infiniband/verbs.h>
@@ -77,6 +102,93 @@ int ib_dmabuf_probe(const struct ib_fns *f, struct ibv_pd *pd, char *why, size_t
  * before returning). */
 int ib_gpu_mr(const struct ib_fns *f, const struct ib_dev *d, uintptr_t base, size_t size,
 	      int fd, uint64_t offset, struct ibv_mr **out);
+
+/* One posted receive as the sender sees it.  `seq1` (message number + 1)
+ * is written last in the same RDMA write, and read first. */
+struct ib_fifo {
+	uint64_t addr;
+	uint64_t size;
+	uint32_t rkey;
+	uint32_t pad;
+	uint64_t seq1;
+};
+
+#define FIFO_BYTES (TP_MAX_REQUESTS * sizeof(struct ib_fifo))
+#define SQ_DEPTH 128
+#define IMM_OVERSIZE 0xffffffffu	/* the sender refused the message */
+#define WR_FIFO (1ull << 63)		/* wr_id of a FIFO write (receiver) */
+#define WR_PROBE (1ull << 62)		/* wr_id of the connector's probe write */
+/* NCCL's defaults for its own IB transport: 4.096 us x 2^20 = 4.3 s per
+ * retry, 7 retries.  A dead peer is noticed sooner by the TCP socket
+ * (comm_check_peer), so long timeouts cost nothing there. */
+#define QP_TIMEOUT 20
+#define QP_RETRIES 7
+
+struct ib_comm {
+	struct tp_comm comm;
+	struct ib_dev *dev;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ib_fifo *fifo;	/* sender: written by the peer; receiver: entries to write */
+	struct ibv_mr *fifo_mr;
+	uint64_t peer_fifo;	/* receiver: the sender's FIFO */
+	uint32_t peer_rkey;
+	int sq_depth;
+	int sq_used;		/* work requests posted, completions not yet polled */
+	uint64_t chunk;		/* the most one write moves */
+	uint32_t psn;
+	int timeout, retry, sl, tc;	/* NCCL_IB_TIMEOUT, _RETRY_CNT, _SL, _TC */
+	uint8_t peer_gid[16];		/* for messages */
+	uint16_t peer_lid;
+	uint64_t probe_until_ns;	/* connector: the probe write's answer is due (0: not sent) */
+};
+
+/* A registration: the memory region, and the device it holds open (the
+ * region may outlive the connection). */
+struct ib_region {
+	struct tp_region reg;
+	struct ibv_mr *mr;
+	struct ib_dev *dev;
+};
+
+static inline struct ib_comm *ib_of(const struct tp_comm *c)
+{
+	return TP_CONTAINER(c, struct ib_comm, comm);
+}
+
+static inline struct ib_region *ib_region_of(const struct tp_region *r)
+{
+	return TP_CONTAINER(r, struct ib_region, reg);
+}
+
+/* ib_conn.c: the queue pair's life, the ops of connection setup (comm.h
+ * says what each does; all run on NCCL's service thread).  ib_usable
+ * opens the device for opt, held until ib_held_put (the comm takes a
+ * reference of its own); ib_held_gid gives its port address. */
+int ib_usable(const struct tp_options *opt, const uint8_t *peer_gid, void **held);
+void ib_held_put(void *held);
+void ib_held_gid(const void *held, uint8_t gid[16]);
+int ib_connect_open(struct tp_comm *c, const struct tp_options *opt, void *held,
+		    struct wire_setup *setup, int *memfd);
+int ib_accept_open(struct tp_comm *c, const struct tp_options *opt, void *held,
+		   const struct wire_hello *hello, const struct wire_setup *setup, int memfd,
+		   struct wire_reply *reply);
+int ib_connect_join(struct tp_comm *c, const struct tp_options *opt,
+		    const struct wire_reply *reply, char *verdict);
+/* Both ports, for messages about the path between them. */
+void ib_conn_route(const struct tp_comm *c, char *buf, size_t len);
+/* Destroys the queue pair, then the requests' own registrations. */
+void ib_close(struct tp_comm *c);
+
+/* ib_region.c: registers r's memory with c's device: host memory, or GPU
+ * memory through DMA-BUF where the device takes it (NCCL's `dmabuf_fd` at
+ * `dmabuf_offset`, or with -1 one asked of the driver), refused where it
+ * does not; ib_region_release undoes it, also after c closed. */
+int ib_region_register(struct tp_comm *c, struct tp_region *r, int dmabuf_fd,
+		       uint64_t dmabuf_offset);
+void ib_region_release(struct tp_region *r);
+/* A request's registration made for it alone (ib.c), released. */
+void ib_req_release(struct tp_req *r);
 #endif
 
 #endif

@@ -15,7 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "backend.h"
 #include "listen.h"
 #include "sock.h"
 #include "symmem.h"
@@ -35,6 +35,7 @@ static int wants_tcp(const struct tp_options *opt)
 
 int tp_listen(const struct tp_options *opt, int dev, void *handle, struct tp_listener **out)
 {
+	const struct tp_ops *ib;
 	struct tp_handle_info info;
 	struct tp_listener *l;
 	int rc;
@@ -66,9 +67,11 @@ int tp_listen(const struct tp_options *opt, int dev, void *handle, struct tp_lis
 			goto fail;
 	}
 	l->opt.dev = dev;
-	info.ib = ib_usable(&l->opt, NULL, &l->ib_dev);
+	/* The listener's offer of ibverbs, its port's address in the handle. */
+	ib = backend_ops(TP_BACKEND_IB);
+	info.ib = ib->usable(&l->opt, NULL, &l->ib_held);
 	if (info.ib)
-		ib_dev_gid(l->ib_dev, info.ib_gid);
+		ib->address(l->ib_held, info.ib_gid);
 	info.host_id = tp_host_id();
 	memcpy(info.token, l->token, 16);
 	info.dev = dev;
@@ -80,15 +83,6 @@ int tp_listen(const struct tp_options *opt, int dev, void *handle, struct tp_lis
 fail:
 	tp_close_listener(l);
 	return rc;
-}
-
-/* One log line per listener for the connections it turned away (a flood
- * would fill the log); the rest are counted for the deadline's error. */
-void listen_note_refusal(struct tp_listener *l, const char *why)
-{
-	if (l->refused++ == 0)
-		sm_info("refused a connection: %s (further refusals of this listener are "
-			"counted, not logged)", why);
 }
 
 /* Who is on the other end, for the per-peer cap: the process (pid) on
@@ -195,6 +189,6 @@ void tp_close_listener(struct tp_listener *l)
 		close(l->uds_fd);
 	if (l->tcp_fd >= 0)
 		close(l->tcp_fd);
-	ib_dev_put(l->ib_dev);
+	backend_ops(TP_BACKEND_IB)->put(l->ib_held);
 	free(l);
 }

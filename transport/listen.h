@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "internal.h"
+#include "comm.h"
 
 /* Connections served side by side, at most, and at most from one peer
  * (a process on the Unix socket, an address over TCP): a flood of idle
@@ -54,11 +54,11 @@ struct tp_listener {
 	uint64_t deadline_ns;
 	unsigned refused;	/* connections turned away */
 	struct tp_options opt;	/* applied to each accepted connection */
-	struct ib_dev *ib_dev;	/* held while listening (ib_usable) */
+	void *ib_held;		/* the RDMA device offered, held while listening */
 	struct cand cand[CAND_MAX];
 };
 
-/* Counts a connection turned away; the first one is logged. */
+/* candidate.c: counts a connection turned away; the first one is logged. */
 void listen_note_refusal(struct tp_listener *l, const char *why);
 
 /* A free slot for a newcomer from `peer`, made by dropping the oldest

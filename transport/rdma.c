@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "ib.h"
 
 struct ibv_device;
 

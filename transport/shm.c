@@ -3,92 +3,33 @@
  * The sender copies message bytes into the ring and the receiver copies
  * them out, chunk by chunk, so both copies overlap.  Messages follow each
  * other in the ring in posting order; each side advances only its own
- * counter, so no lock is needed (single producer, single consumer). */
-#include <errno.h>
+ * counter, so no lock is needed (single producer, single consumer).  A
+ * receive into an exported GPU registration skips the ring: the sender's
+ * copy engine writes it in place. */
 #include <stdio.h>
 #include <string.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
-#include <sys/mman.h>
-#include <unistd.h>
 
-#include "internal.h"
-#include "symmem.h"
-
-int shm_segment_create(uint64_t ring_size, int *memfd, uint64_t *seg_size)
-{
-	uint64_t size = SHM_RING_OFFSET + ring_size;
-	struct shm_ctrl *ctrl;
-	void *map;
-	int fd, rc;
-
-	rc = sm_memfd_map("symmem-ring", size, SHM_RING_OFFSET, &fd, &map);
-	if (rc)
-		return rc;
-	ctrl = map;
-	ctrl->magic = SHM_MAGIC;
-	ctrl->version = SHM_VERSION;
-	ctrl->ring_size = ring_size;
-	ctrl->seg_size = size;
-	munmap(ctrl, SHM_RING_OFFSET);
-	*memfd = fd;
-	*seg_size = size;
-	return SM_OK;
-}
-
-/* Maps a segment and checks that its header tells the truth about it: the
- * fd may come from a confused or hostile peer. */
-int shm_comm_attach(struct tp_comm *c, int memfd, uint64_t seg_size, uint64_t chunk)
-{
-	struct shm_ctrl *ctrl;
-	void *p;
-	int rc;
-
-	if (seg_size <= SHM_RING_OFFSET)
-		return sm_fail(SM_ERR_REMOTE, "peer announced a %llu-byte ring segment",
-			       (unsigned long long)seg_size);
-	rc = sm_memfd_check(memfd, seg_size, 1, "the peer's ring segment");
-	if (rc == SM_ERR_INVALID)
-		return sm_fail(SM_ERR_REMOTE, "%s", sm_last_error());
-	if (rc)
-		return rc;
-	p = mmap(NULL, seg_size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-	if (p == MAP_FAILED)
-		return sm_fail(SM_ERR_SYSTEM, "mmap of a %llu-byte ring segment: %s",
-			       (unsigned long long)seg_size, strerror(errno));
-	ctrl = p;
-	if (ctrl->magic != SHM_MAGIC || ctrl->version != SHM_VERSION ||
-	    ctrl->seg_size != seg_size || ctrl->ring_size != seg_size - SHM_RING_OFFSET) {
-		munmap(p, seg_size);
-		return sm_fail(SM_ERR_REMOTE, "ring segment header is not valid");
-	}
-	c->ctrl = ctrl;
-	c->seg_size = seg_size;
-	c->ring = (uint8_t *)p + SHM_RING_OFFSET;
-	/* From the size checked, not the header again: the peer can have
-	 * rewritten it since. */
-	c->ring_size = seg_size - SHM_RING_OFFSET;
-	c->chunk = min_u64(chunk, c->ring_size);
-	return SM_OK;
-}
+#include "shm.h"
 
 /* Through the helper from host staging: for host buffers it cannot map.
  * *started = 0 with *stage_end = 0: no staging, copy in this process. */
-static int staged_copy(struct tp_comm *c, struct remote_alloc *ra, uint64_t offset,
+static int staged_copy(struct shm_comm *s, struct remote_alloc *ra, uint64_t offset,
 		       const void *data, size_t size, struct smf_copy *copy, int *started,
 		       uint64_t *stage_end)
 {
-	uint64_t before = c->hs_head, off = 0;
+	uint64_t before = s->hs_head, off = 0;
 	int rc;
 
 	*started = 0;
-	rc = stage_put(c, data, size, &off, stage_end);
+	rc = stage_put(s, data, size, &off, stage_end);
 	if (rc || !*stage_end)
 		return rc;
-	rc = smf_copy_start_ranges(c->ce, ra->hid, offset, c->hs_id, off, size, copy, started);
+	rc = smf_copy_start_ranges(s->comm.ce, ra->hid, offset, s->hs_id, off, size, copy, started);
 	if (rc || !*started) {
-		stage_unput(c, *stage_end, before);
+		stage_unput(s, *stage_end, before);
 		*stage_end = 0;
 	}
 	return rc;
@@ -102,19 +43,21 @@ static int staged_copy(struct tp_comm *c, struct remote_alloc *ra, uint64_t offs
  *
  * A receive that names a registration still unknown once the socket is
  * drained can never resolve: the receiver writes the announcement whole
- * (region_announce) before it publishes the first receive that names it,
+ * (announce_recv_ready) before it publishes the first receive that names it,
  * and an AF_UNIX send is in the reader's queue when it returns.
  * Waiting would hang NCCL; the connection fails instead. */
-static int direct_copy(struct tp_comm *c, unsigned slot, uint32_t id, const void *data,
-		       size_t size, const struct tp_region *reg, struct smf_copy *copy,
+static int direct_copy(struct shm_comm *s, unsigned slot, uint32_t id, const void *data,
+		       size_t size, const struct tp_region *treg, struct smf_copy *copy,
 		       int *started, uint64_t *stage_end)
 {
-	uint64_t offset = c->ctrl->recv_offset[slot];
+	const struct shm_region *reg = treg ? shm_region_of(treg) : NULL;
+	struct tp_comm *c = &s->comm;
+	uint64_t offset = s->ctrl->recv_offset[slot];
 	struct remote_alloc *ra;
 	int rc;
 
 	*started = 0;
-	rc = region_lookup(c, id, &ra);
+	rc = remote_lookup(s, id, &ra);
 	if (rc)
 		return rc;
 	if (!ra)
@@ -128,22 +71,22 @@ static int direct_copy(struct tp_comm *c, unsigned slot, uint32_t id, const void
 	if (rc)
 		return rc;
 	*stage_end = 0;
-	if (reg && (reg->hid || reg->mem == TP_MEM_HOST))
-		region_to_helper(c, ra);
-	if (reg && reg->hid && ra->hid) {
-		rc = smf_copy_start_ranges(c->ce, ra->hid, offset, reg->hid,
-					   reg->offset + ((uintptr_t)data - reg->base), size, copy,
+	if (reg && (reg->own.hid || reg->reg.mem == TP_MEM_HOST))
+		remote_to_helper(s, ra);
+	if (reg && reg->own.hid && ra->hid) {
+		rc = smf_copy_start_ranges(c->ce, ra->hid, offset, reg->own.hid,
+					   reg->own.offset + ((uintptr_t)data - reg->reg.base), size, copy,
 					   started);
 		return rc ? comm_fail(c, rc, "%s", sm_last_error()) : SM_OK;
 	}
-	if (reg && reg->mem == TP_MEM_HOST && ra->hid && size + 64 <= c->ring_size) {
-		rc = staged_copy(c, ra, offset, data, size, copy, started, stage_end);
+	if (reg && reg->reg.mem == TP_MEM_HOST && ra->hid && size + 64 <= s->ring_size) {
+		rc = staged_copy(s, ra, offset, data, size, copy, started, stage_end);
 		if (rc)
 			return comm_fail(c, rc, "%s", sm_last_error());
-		if (*started || c->hs_buf)
+		if (*started || s->hs_buf)
 			return SM_OK;	/* staged, or staging full: retry */
 	}
-	rc = region_map(c, ra);
+	rc = remote_map(s, ra);
 	if (rc)
 		return rc;
 	rc = smf_copy_start(c->ce, sm_mapping_base(ra->map) + offset, data, size, copy, started);
@@ -161,10 +104,11 @@ static int start_refused(struct tp_comm *c, size_t size)
 				 "a free copy slot or staging room,");
 }
 
-static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t size,
+int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t size,
 		     const struct tp_region *reg)
 {
-	struct shm_ctrl *ctrl = c->ctrl;
+	struct shm_comm *s = shm_of(c);
+	struct shm_ctrl *ctrl = s->ctrl;
 	unsigned slot = c->posted % TP_MAX_REQUESTS;
 	struct smf_copy copy;
 	uint32_t region;
@@ -173,7 +117,7 @@ static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, s
 	struct tp_req *r;
 	int rc;
 
-	rc = region_poll(c);
+	rc = remote_poll(s);
 	if (rc)
 		return rc;
 	if (atomic_load_explicit(&ctrl->recv_posted, memory_order_acquire) <= c->posted)
@@ -193,7 +137,7 @@ static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, s
 	if (region != 0) {
 		int started;
 
-		rc = direct_copy(c, slot, region, data, size, reg, &copy, &started, &stage_end);
+		rc = direct_copy(s, slot, region, data, size, reg, &copy, &started, &stage_end);
 		if (rc)
 			return rc;
 		if (!started)		/* no copy slot free: NCCL retries */
@@ -218,16 +162,17 @@ static int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, s
 	return SM_OK;
 }
 
-static int shm_irecv(struct tp_comm *c, struct tp_req *r, const struct tp_region *reg)
+int shm_irecv(struct tp_comm *c, struct tp_req *r, const struct tp_region *treg)
 {
-	struct shm_ctrl *ctrl = c->ctrl;
+	const struct shm_region *reg = treg ? shm_region_of(treg) : NULL;
+	struct shm_ctrl *ctrl = shm_of(c)->ctrl;
 	unsigned slot = r->seq % TP_MAX_REQUESTS;
 
 	ctrl->recv_size[slot] = r->size;
 	ctrl->recv_region[slot] = 0;
 	if (reg && reg->id) {
 		ctrl->recv_region[slot] = reg->id;
-		ctrl->recv_offset[slot] = reg->offset + ((uintptr_t)r->buf - reg->base);
+		ctrl->recv_offset[slot] = reg->own.offset + ((uintptr_t)r->buf - reg->reg.base);
 		r->direct = 1;
 		if (reg->shadow)
 			shadow_recv_post(r, reg);
@@ -290,29 +235,31 @@ static int copy_piece(struct tp_comm *c, uint8_t *dst, const uint8_t *src, uint6
 
 /* Copies n bytes between a linear buffer and the ring at stream offset pos,
  * in two pieces where the ring wraps. */
-static int ring_copy(struct tp_comm *c, uint64_t pos, uint8_t *buf, uint64_t n, int to_ring,
+static int ring_copy(struct shm_comm *s, uint64_t pos, uint8_t *buf, uint64_t n, int to_ring,
 		     int buf_dev)
 {
-	uint64_t off = pos % c->ring_size;
-	uint64_t first = min_u64(n, c->ring_size - off);
+	struct tp_comm *c = &s->comm;
+	uint64_t off = pos % s->ring_size;
+	uint64_t first = min_u64(n, s->ring_size - off);
 	int rc;
 
 	if (to_ring) {
-		rc = copy_piece(c, c->ring + off, buf, first, buf_dev);
-		return rc ? rc : copy_piece(c, c->ring, buf + first, n - first, buf_dev);
+		rc = copy_piece(c, s->ring + off, buf, first, buf_dev);
+		return rc ? rc : copy_piece(c, s->ring, buf + first, n - first, buf_dev);
 	}
-	rc = copy_piece(c, buf, c->ring + off, first, buf_dev);
-	return rc ? rc : copy_piece(c, buf + first, c->ring, n - first, buf_dev);
+	rc = copy_piece(c, buf, s->ring + off, first, buf_dev);
+	return rc ? rc : copy_piece(c, buf + first, s->ring, n - first, buf_dev);
 }
 
 /* One call moves at most one ring's worth of bytes, so a single large
  * message cannot keep NCCL's progress thread from its other connections. */
-static int shm_progress_send(struct tp_comm *c, int *progressed)
+static int shm_progress_send(struct shm_comm *s, int *progressed)
 {
-	struct shm_ctrl *ctrl = c->ctrl;
-	uint64_t budget = c->ring_size;
+	struct tp_comm *c = &s->comm;
+	struct shm_ctrl *ctrl = s->ctrl;
+	uint64_t budget = s->ring_size;
 	struct tp_req *r;
-	int rc = region_poll(c);
+	int rc = remote_poll(s);
 
 	if (rc)
 		return rc;
@@ -331,7 +278,7 @@ static int shm_progress_send(struct tp_comm *c, int *progressed)
 				break;
 			}
 			r->moved = r->size;
-			stage_done(c, r->stage_end);
+			stage_done(s, r->stage_end);
 			r->t_landed = sm_now_ns();
 			ctrl->land_ns[r->seq % TP_MAX_REQUESTS] = r->t_landed;
 			sm_hist_add(&c->stats.stage[TP_STAGE_COPY], r->t_landed - r->t_post);
@@ -341,23 +288,23 @@ static int shm_progress_send(struct tp_comm *c, int *progressed)
 			atomic_store_explicit(&ctrl->send_done, r->seq + 1, memory_order_release);
 			comm_pop(c);
 			if (r->direct)
-				region_landed(c, r->region);
+				remote_landed(s, r->region);
 			*progressed = 1;
 			continue;
 		}
-		used = c->data_pos - atomic_load_explicit(&ctrl->data_read, memory_order_acquire);
-		if (used > c->ring_size)
+		used = s->data_pos - atomic_load_explicit(&ctrl->data_read, memory_order_acquire);
+		if (used > s->ring_size)
 			return comm_fail(c, SM_ERR_REMOTE, "peer corrupted the ring counters");
-		n = min_u64(min_u64(c->ring_size - used, r->size - r->moved), min_u64(c->chunk, budget));
+		n = min_u64(min_u64(s->ring_size - used, r->size - r->moved), min_u64(s->chunk, budget));
 		if (n == 0)
 			break;
-		rc = ring_copy(c, c->data_pos, r->buf + r->moved, n, 1, r->src_dev);
+		rc = ring_copy(s, s->data_pos, r->buf + r->moved, n, 1, r->src_dev);
 		if (rc)
 			return rc;
 		r->moved += n;
-		c->data_pos += n;
+		s->data_pos += n;
 		budget -= n;
-		atomic_store_explicit(&ctrl->data_written, c->data_pos, memory_order_release);
+		atomic_store_explicit(&ctrl->data_written, s->data_pos, memory_order_release);
 		*progressed = 1;
 	}
 	return SM_OK;
@@ -366,9 +313,10 @@ static int shm_progress_send(struct tp_comm *c, int *progressed)
 /* The time from the sender seeing message r land to this side seeing it
  * (the peer wrote land_ns before send_done; a clock it got wrong is
  * only a statistic, so it is clamped, not trusted). */
-static void note_landed(struct tp_comm *c, struct tp_req *r)
+static void note_landed(struct shm_comm *s, struct tp_req *r)
 {
-	uint64_t now = sm_now_ns(), at = c->ctrl->land_ns[r->seq % TP_MAX_REQUESTS];
+	struct tp_comm *c = &s->comm;
+	uint64_t now = sm_now_ns(), at = s->ctrl->land_ns[r->seq % TP_MAX_REQUESTS];
 
 	sm_hist_add(&c->stats.stage[TP_STAGE_NOTICE], at && at <= now ? now - at : 0);
 	r->t_landed = at;
@@ -376,13 +324,14 @@ static void note_landed(struct tp_comm *c, struct tp_req *r)
 	r->landed_seen = 1;
 }
 
-static int shm_progress_recv(struct tp_comm *c, int *progressed)
+static int shm_progress_recv(struct shm_comm *s, int *progressed)
 {
-	struct shm_ctrl *ctrl = c->ctrl;
-	uint64_t budget = c->ring_size;
+	struct tp_comm *c = &s->comm;
+	struct shm_ctrl *ctrl = s->ctrl;
+	uint64_t budget = s->ring_size;
 	struct tp_req *r;
 
-	region_push_backlog(c);
+	announce_push_backlog(s);
 	while ((r = comm_head(c)) != NULL) {
 		uint64_t avail, n;
 		int rc;
@@ -401,7 +350,7 @@ static int shm_progress_recv(struct tp_comm *c, int *progressed)
 			if (atomic_load_explicit(&ctrl->send_done, memory_order_acquire) <= r->seq)
 				break;
 			if (!r->landed_seen)
-				note_landed(c, r);
+				note_landed(s, r);
 			/* Every byte is here: what remains is this side's copy
 			 * out of the pool, bounded by the copy limit, so a
 			 * sender that closed after its last message no longer
@@ -422,58 +371,26 @@ static int shm_progress_recv(struct tp_comm *c, int *progressed)
 			*progressed = 1;
 			continue;
 		}
-		avail = atomic_load_explicit(&ctrl->data_written, memory_order_acquire) - c->data_pos;
-		if (avail > c->ring_size)
+		avail = atomic_load_explicit(&ctrl->data_written, memory_order_acquire) - s->data_pos;
+		if (avail > s->ring_size)
 			return comm_fail(c, SM_ERR_REMOTE, "peer corrupted the ring counters");
-		n = min_u64(min_u64(avail, r->msg_size - r->moved), min_u64(c->chunk, budget));
+		n = min_u64(min_u64(avail, r->msg_size - r->moved), min_u64(s->chunk, budget));
 		if (n == 0)
 			break;
-		rc = ring_copy(c, c->data_pos, r->buf + r->moved, n, 0, r->dst_dev);
+		rc = ring_copy(s, s->data_pos, r->buf + r->moved, n, 0, r->dst_dev);
 		if (rc)
 			return rc;
 		r->moved += n;
-		c->data_pos += n;
+		s->data_pos += n;
 		budget -= n;
-		atomic_store_explicit(&ctrl->data_read, c->data_pos, memory_order_release);
+		atomic_store_explicit(&ctrl->data_read, s->data_pos, memory_order_release);
 		*progressed = 1;
 	}
 	return SM_OK;
 }
 
-static int shm_progress(struct tp_comm *c, int *progressed)
+int shm_progress(struct tp_comm *c, int *progressed)
 {
-	return c->is_send ? shm_progress_send(c, progressed) : shm_progress_recv(c, progressed);
+	return c->is_send ? shm_progress_send(shm_of(c), progressed) :
+			    shm_progress_recv(shm_of(c), progressed);
 }
-
-static void shm_describe(const struct tp_comm *c, char *buf, size_t len)
-{
-	const struct shm_ctrl *ctrl = c->ctrl;
-
-	if (!ctrl)
-		return;
-	snprintf(buf, len, "shared counters: receives posted %llu, sends posted %llu, "
-		 "sends landed %llu, ring bytes written %llu, read %llu",
-		 (unsigned long long)atomic_load(&ctrl->recv_posted),
-		 (unsigned long long)atomic_load(&ctrl->send_posted),
-		 (unsigned long long)atomic_load(&ctrl->send_done),
-		 (unsigned long long)atomic_load(&ctrl->data_written),
-		 (unsigned long long)atomic_load(&ctrl->data_read));
-}
-
-static void shm_close(struct tp_comm *c)
-{
-	stage_close(c);
-	region_close_all(c);
-	if (c->ctrl)
-		munmap(c->ctrl, c->seg_size);
-	c->ctrl = NULL;
-}
-
-const struct tp_ops tp_shm_ops = {
-	.name = "shm",
-	.isend = shm_isend,
-	.irecv = shm_irecv,
-	.progress = shm_progress,
-	.close = shm_close,
-	.describe = shm_describe,
-};

@@ -5,7 +5,7 @@
  * moves; the sender answers with an 8-byte size header and the payload.
  * Everything is non-blocking and resumes where a short write or read
  * stopped.  A host payload leaves in the same call as its header, and the
- * receiver reads ahead into c->rx, so a small message costs one system call
+ * receiver reads ahead (tcp_rx.c), so a small message costs one system call
  * on each side (loopback ping-pong of 8 bytes: about 20 -> 15 us one way,
  * test/mp/bench_pingpong).  GPU buffers go through pinned host slots,
  * copied by the copy engine while the socket moves the slot before
@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "internal.h"
+#include "tcp.h"
 #include "sock.h"
 #include "symmem.h"
 
@@ -23,9 +23,10 @@
  * the connection has a copy engine. */
 static int bounce_ready(struct tp_comm *c)
 {
+	struct tcp_comm *t = tcp_of(c);
 	int rc = comm_engine(c);
 
-	if (rc || c->bounce)
+	if (rc || t->bounce)
 		return rc;
 	return comm_fail(c, SM_ERR_INTERNAL, "GPU memory on a TCP connection without a "
 			 "bounce buffer");
@@ -33,15 +34,17 @@ static int bounce_ready(struct tp_comm *c)
 
 int tcp_parse_posts(struct tp_comm *c, const uint8_t *buf, size_t len, size_t *used)
 {
+	struct tcp_comm *t = tcp_of(c);
+
 	for (*used = 0; len - *used >= 16; *used += 16) {
 		uint64_t seq, size;
 
 		memcpy(&seq, buf + *used, 8);
 		memcpy(&size, buf + *used + 8, 8);
-		if (seq != c->peer_posted)
+		if (seq != t->peer_posted)
 			return comm_fail(c, SM_ERR_REMOTE,
 					 "receiving peer announced message %llu, expected %llu",
-					 (unsigned long long)seq, (unsigned long long)c->peer_posted);
+					 (unsigned long long)seq, (unsigned long long)t->peer_posted);
 		/* An honest receiver holds at most TP_MAX_REQUESTS receives, and
 		 * each completes only after its send was posted here; one
 		 * further ahead would overwrite a capacity still needed. */
@@ -50,8 +53,8 @@ int tcp_parse_posts(struct tp_comm *c, const uint8_t *buf, size_t len, size_t *u
 					 "receiving peer announced message %llu with %llu sent: more "
 					 "than %d receives ahead", (unsigned long long)seq,
 					 (unsigned long long)c->posted, TP_MAX_REQUESTS);
-		c->peer_size[seq % TP_MAX_REQUESTS] = size;
-		c->peer_posted++;
+		t->peer_size[seq % TP_MAX_REQUESTS] = size;
+		t->peer_posted++;
 	}
 	return SM_OK;
 }
@@ -61,39 +64,41 @@ int tcp_parse_posts(struct tp_comm *c, const uint8_t *buf, size_t len, size_t *u
  * which the caller decides. */
 static int tcp_read_posts(struct tp_comm *c, int *eof)
 {
-	ssize_t n = sm_recv_some(c->fd, c->in + c->in_len, sizeof(c->in) - c->in_len, NULL);
+	struct tcp_comm *t = tcp_of(c);
+	ssize_t n = sm_recv_some(c->fd, t->in + t->in_len, sizeof(t->in) - t->in_len, NULL);
 	size_t used;
 	int rc;
 
 	*eof = n < 0;
 	if (n <= 0)
 		return SM_OK;
-	c->in_len += (size_t)n;
-	rc = tcp_parse_posts(c, c->in, c->in_len, &used);
+	t->in_len += (size_t)n;
+	rc = tcp_parse_posts(c, t->in, t->in_len, &used);
 	if (rc)
 		return rc;
-	memmove(c->in, c->in + used, c->in_len - used);
-	c->in_len -= used;
+	memmove(t->in, t->in + used, t->in_len - used);
+	t->in_len -= used;
 	return SM_OK;
 }
 
 static int tcp_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t size,
 		     const struct tp_region *reg)
 {
+	struct tcp_comm *t = tcp_of(c);
 	uint64_t capacity, sz = size;
 	struct tp_req *r;
 	int rc, eof;
 
 	/* The announcement may have come with an earlier one: no read. */
 	eof = 0;
-	rc = c->peer_posted > c->posted ? SM_OK : tcp_read_posts(c, &eof);
+	rc = t->peer_posted > c->posted ? SM_OK : tcp_read_posts(c, &eof);
 	if (rc)
 		return rc;
-	if (c->peer_posted <= c->posted && eof)
+	if (t->peer_posted <= c->posted && eof)
 		return comm_fail(c, SM_ERR_REMOTE, "receiving peer: %s", sm_last_error());
-	if (c->peer_posted <= c->posted)
+	if (t->peer_posted <= c->posted)
 		return SM_OK;
-	capacity = c->peer_size[c->posted % TP_MAX_REQUESTS];
+	capacity = t->peer_size[c->posted % TP_MAX_REQUESTS];
 	if (size > capacity) {
 		/* The receiver must fail too.  Between messages the header
 		 * alone tells it why; in the middle of one it would be read as
@@ -123,63 +128,43 @@ static int tcp_isend(struct tp_comm *c, struct tp_req **out, const void *data, s
  * really lacks its bytes. */
 static void tcp_flush_posts(struct tp_comm *c)
 {
+	struct tcp_comm *t = tcp_of(c);
 	ssize_t n;
 
-	if (!c->out_len)
+	if (!t->out_len)
 		return;
-	n = sm_send_some(c->fd, c->out, c->out_len, -1);
+	n = sm_send_some(c->fd, t->out, t->out_len, -1);
 	if (n < 0) {
-		c->out_len = 0;
+		t->out_len = 0;
 		return;
 	}
-	memmove(c->out, c->out + n, c->out_len - (size_t)n);
-	c->out_len -= (size_t)n;
-}
-
-ssize_t tcp_recv(struct tp_comm *c, void *dst, size_t len)
-{
-	size_t n;
-
-	if (!len)
-		return 0;
-	if (!c->rx_len) {
-		ssize_t got;
-
-		if (len >= sizeof(c->rx))
-			return sm_recv_some(c->fd, dst, len, NULL);
-		got = sm_recv_some(c->fd, c->rx, sizeof(c->rx), NULL);
-		if (got <= 0)
-			return got;
-		c->rx_head = 0;
-		c->rx_len = (size_t)got;
-	}
-	n = len < c->rx_len ? len : c->rx_len;
-	memcpy(dst, c->rx + c->rx_head, n);
-	c->rx_head += n;
-	c->rx_len -= n;
-	return (ssize_t)n;
+	memmove(t->out, t->out + n, t->out_len - (size_t)n);
+	t->out_len -= (size_t)n;
 }
 
 /* Receiver: announcements wholly written to the socket. */
 static uint64_t posts_sent(const struct tp_comm *c)
 {
-	return (c->posted * 16 - c->out_len) / 16;
+	const struct tcp_comm *t = tcp_of(c);
+
+	return (c->posted * 16 - t->out_len) / 16;
 }
 
 static int tcp_irecv(struct tp_comm *c, struct tp_req *r, const struct tp_region *reg)
 {
+	struct tcp_comm *t = tcp_of(c);
 	uint64_t size = r->size;
 
 	bounce_name(reg, r->buf, &r->dst_hid, &r->dst_off);
 	/* Only receives not yet complete have announcements waiting here
 	 * (tcp_progress_recv fails a message that outran its own), and at
 	 * most TP_MAX_REQUESTS are posted: they always fit. */
-	if (c->out_len + 16 > sizeof(c->out))
+	if (t->out_len + 16 > sizeof(t->out))
 		return comm_fail(c, SM_ERR_INTERNAL, "%zu bytes of TCP announcements waiting",
-				 c->out_len);
-	memcpy(c->out + c->out_len, &r->seq, 8);
-	memcpy(c->out + c->out_len + 8, &size, 8);
-	c->out_len += 16;
+				 t->out_len);
+	memcpy(t->out + t->out_len, &r->seq, 8);
+	memcpy(t->out + t->out_len + 8, &size, 8);
+	t->out_len += 16;
 	tcp_flush_posts(c);
 	return SM_OK;
 }
@@ -202,10 +187,11 @@ static int tcp_take_header(struct tp_comm *c, struct tp_req *r)
 
 static int tcp_progress_send(struct tp_comm *c, int *progressed)
 {
+	struct tcp_comm *t = tcp_of(c);
 	struct tp_req *r;
 	ssize_t n;
 
-	if (c->bounce) {
+	if (t->bounce) {
 		int rc = bounce_send_poll(c);
 
 		if (rc)
@@ -259,12 +245,13 @@ static int tcp_progress_send(struct tp_comm *c, int *progressed)
 
 static int tcp_progress_recv(struct tp_comm *c, int *progressed)
 {
+	struct tcp_comm *t = tcp_of(c);
 	struct tp_req *r;
 	ssize_t n;
 	int rc;
 
 	tcp_flush_posts(c);
-	if (c->bounce) {
+	if (t->bounce) {
 		rc = bounce_land(c, progressed);
 		if (rc)
 			return rc;
@@ -323,9 +310,19 @@ static int tcp_progress(struct tp_comm *c, int *progressed)
 	return c->is_send ? tcp_progress_send(c, progressed) : tcp_progress_recv(c, progressed);
 }
 
+/* Over TCP the engine only serves GPU buffers, through the bounce slots,
+ * and a job between hosts gives the plugin host buffers unless GPUDirect
+ * is asked for (NCCL_NET_GDR_LEVEL): no copy helper, CUDA context or
+ * pinned slots until a GPU registration (comm_gpu_ready). */
+static int tcp_setup(struct tp_comm *c, const struct tp_options *opt)
+{
+	c->engine_later = opt->gpu;
+	return SM_OK;
+}
+
 /* Connections with a copy engine may carry GPU memory: their bounce
  * slots are pinned here, on NCCL's service thread. */
-static int tcp_setup(struct tp_comm *c)
+static int tcp_engine_ready(struct tp_comm *c)
 {
 	return c->ce ? bounce_open(c) : SM_OK;
 }
@@ -335,24 +332,52 @@ static void tcp_close(struct tp_comm *c)
 	bounce_close(c);
 }
 
+/* The copies run between a GPU buffer and this side's bounce slots, on
+ * either side: in the copy helper where it maps the buffer. */
+static int tcp_region_register(struct tp_comm *c, struct tp_region *reg, int dmabuf_fd,
+			       uint64_t dmabuf_offset)
+{
+	(void)dmabuf_fd;
+	(void)dmabuf_offset;
+	if (reg->mem == TP_MEM_CUDA && smf_engine_helper_pid(c->ce))
+		helper_own_buffer(c, reg, &tcp_region_of(reg)->own);
+	return SM_OK;
+}
+
+static void tcp_region_release(struct tp_region *reg)
+{
+	struct tcp_region *r = tcp_region_of(reg);
+
+	helper_range_drop(&r->own);
+	smf_engine_put(r->own.ce);
+	r->own.ce = NULL;
+}
+
 static void tcp_describe(const struct tp_comm *c, char *buf, size_t len)
 {
+	const struct tcp_comm *t = tcp_of(c);
 	char slots[96];
 
 	bounce_describe(c, slots, sizeof(slots));
 	if (c->is_send)
 		snprintf(buf, len, "receives announced by the peer %llu; %s",
-			 (unsigned long long)c->peer_posted, slots);
+			 (unsigned long long)t->peer_posted, slots);
 	else
-		snprintf(buf, len, "%zu announcement bytes not yet sent; %s", c->out_len, slots);
+		snprintf(buf, len, "%zu announcement bytes not yet sent; %s", t->out_len, slots);
 }
 
 const struct tp_ops tp_tcp_ops = {
 	.name = "tcp",
+	.comm_size = sizeof(struct tcp_comm),
+	.region_size = sizeof(struct tcp_region),
+	.setup = tcp_setup,
+	.engine_ready = tcp_engine_ready,
 	.isend = tcp_isend,
 	.irecv = tcp_irecv,
 	.progress = tcp_progress,
-	.setup = tcp_setup,
+	.pending = bounce_pending,
 	.close = tcp_close,
 	.describe = tcp_describe,
+	.region_register = tcp_region_register,
+	.region_release = tcp_region_release,
 };

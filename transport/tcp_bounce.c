@@ -24,7 +24,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "tcp.h"
 #include "sock.h"
 #include "symmem.h"
 
@@ -175,12 +175,14 @@ static int slot_copy(struct tp_comm *c, struct slot *s, struct side dst, struct 
 
 void bounce_name(const struct tp_region *reg, const void *ptr, uint32_t *hid, uint64_t *off)
 {
+	const struct tcp_region *r = reg ? tcp_region_of(reg) : NULL;
+
 	*hid = 0;
 	*off = 0;
-	if (!reg || !reg->hid)
+	if (!r || !r->own.hid)
 		return;
-	*hid = reg->hid;
-	*off = reg->offset + ((uintptr_t)ptr - reg->base);
+	*hid = r->own.hid;
+	*off = r->own.offset + ((uintptr_t)ptr - reg->base);
 }
 
 /* Tests every slot in flight, not only the oldest: a landed copy gives its
@@ -190,7 +192,8 @@ void bounce_name(const struct tp_region *reg, const void *ptr, uint32_t *hid, ui
  * connection after the copy limit (NCCL_SYMMEM_COPY_TIMEOUT). */
 static int slots_test(struct tp_comm *c)
 {
-	struct tcp_bounce *b = c->bounce;
+	struct tcp_comm *t = tcp_of(c);
+	struct tcp_bounce *b = t->bounce;
 
 	for (unsigned i = 0; i < b->count; i++) {
 		struct slot *s = slot_at(b, i);
@@ -252,6 +255,7 @@ static void slots_to_helper(struct tp_comm *c, struct tcp_bounce *b)
  * copies are synchronous). */
 int bounce_open(struct tp_comm *c)
 {
+	struct tcp_comm *t = tcp_of(c);
 	const struct sm_cuda_api *cu = sm_cu();
 	struct tcp_bounce *b = calloc(1, sizeof(*b));
 	CUresult crc = CUDA_ERROR_NOT_INITIALIZED;
@@ -274,7 +278,7 @@ int bounce_open(struct tp_comm *c)
 			"its GPU copies %s", (void *)c, (int)crc,
 			b->hid ? "outside the copy helper run from pageable memory" :
 			"run from pageable memory");
-	c->bounce = b;
+	t->bounce = b;
 	return SM_OK;
 }
 
@@ -305,13 +309,14 @@ static int bounce_unpin(struct tcp_bounce *b)
  * freed or unpinned. */
 void bounce_close(struct tp_comm *c)
 {
-	struct tcp_bounce *b = c->bounce;
+	struct tcp_comm *t = tcp_of(c);
+	struct tcp_bounce *b = t->bounce;
 	uint64_t limit = comm_close_deadline(c);
 	unsigned stuck = 0;
 
 	if (!b)
 		return;
-	c->bounce = NULL;
+	t->bounce = NULL;
 	for (unsigned i = 0; i < b->count; i++) {
 		struct slot *s = slot_at(b, i);
 
@@ -343,7 +348,8 @@ void bounce_close(struct tp_comm *c)
 /* Local work only: a slot still filling waits on the peer, not on us. */
 int bounce_pending(const struct tp_comm *c)
 {
-	struct tcp_bounce *b = c->bounce;
+	const struct tcp_comm *t = tcp_of(c);
+	struct tcp_bounce *b = t->bounce;
 
 	if (!b)
 		return 0;
@@ -360,7 +366,8 @@ int bounce_pending(const struct tp_comm *c)
  * posting order, as far as slots and the engine's events allow. */
 static int send_fill(struct tp_comm *c)
 {
-	struct tcp_bounce *b = c->bounce;
+	struct tcp_comm *t = tcp_of(c);
+	struct tcp_bounce *b = t->bounce;
 
 	for (unsigned i = 0; i < c->q_count && b->count < SLOTS; i++) {
 		struct tp_req *r = c->queue[(c->q_head + i) % TP_MAX_REQUESTS];
@@ -396,7 +403,8 @@ int bounce_send_poll(struct tp_comm *c)
  * bounce_send_poll.  r->moved counts bytes written to the socket. */
 int bounce_send(struct tp_comm *c, struct tp_req *r, int *progressed)
 {
-	struct tcp_bounce *b = c->bounce;
+	struct tcp_comm *t = tcp_of(c);
+	struct tcp_bounce *b = t->bounce;
 	int rc = SM_OK;
 
 	while (!rc && r->moved < r->size) {
@@ -429,9 +437,10 @@ int bounce_send(struct tp_comm *c, struct tp_req *r, int *progressed)
  * message; one that finds no event is timed from then (slots_test). */
 static int recv_flush(struct tp_comm *c, struct slot *s, int *started)
 {
+	struct tcp_comm *t = tcp_of(c);
 	struct tp_req *r = s->req;
 	struct side dst = msg_side(r->dst_hid, r->dst_off, r->buf, s->dst_off);
-	int rc = slot_copy(c, s, dst, slot_side(c->bounce, s), started);
+	int rc = slot_copy(c, s, dst, slot_side(t->bounce, s), started);
 
 	if (!rc && !*started && !s->start_ns)
 		s->start_ns = sm_now_ns();
@@ -445,7 +454,8 @@ static int recv_flush(struct tp_comm *c, struct slot *s, int *started)
  * r->landed those copied up. */
 int bounce_recv(struct tp_comm *c, struct tp_req *r, int *progressed)
 {
-	struct tcp_bounce *b = c->bounce;
+	struct tcp_comm *t = tcp_of(c);
+	struct tcp_bounce *b = t->bounce;
 
 	while (r->moved < r->msg_size) {
 		struct slot *s = newest(b);
@@ -495,7 +505,8 @@ int bounce_recv(struct tp_comm *c, struct tp_req *r, int *progressed)
  * event, and completes messages whose last bytes landed, in order. */
 int bounce_land(struct tp_comm *c, int *progressed)
 {
-	struct tcp_bounce *b = c->bounce;
+	struct tcp_comm *t = tcp_of(c);
+	struct tcp_bounce *b = t->bounce;
 	struct slot *s = newest(b);
 	int started, rc;
 
@@ -516,7 +527,8 @@ int bounce_land(struct tp_comm *c, int *progressed)
 
 void bounce_describe(const struct tp_comm *c, char *buf, size_t len)
 {
-	struct tcp_bounce *b = c->bounce;
+	const struct tcp_comm *t = tcp_of(c);
+	struct tcp_bounce *b = t->bounce;
 	unsigned copying = 0;
 
 	if (!b) {

@@ -13,7 +13,7 @@
  *     to look. */
 #include <stdio.h>
 
-#include "internal.h"
+#include "comm.h"
 
 /* NCCL's progress thread visits its other connections between two calls
  * here: pauses shorter than this are its normal loop, whatever the limit

@@ -126,6 +126,8 @@ void tp_close_listener(struct tp_listener *l);
 int tp_connect(const struct tp_options *opt, const void *handle, struct tp_comm **out);
 /* Connects in progress in this process (leak checks). */
 int tp_pending_connects(void);
+/* Of those, how many sent all of their setup and wait for the reply (tests). */
+int tp_connects_awaiting_reply(void);
 /* Frees the connects in progress that `owner` (tp_options.owner, not
  * NULL) started and never finished: NCCL gives up on a connect after an
  * abort and never calls again with its handle.  Returns how many. */

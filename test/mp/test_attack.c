@@ -34,7 +34,7 @@
 #include <cmocka.h>
 
 #include "fd_util.h"
-#include "internal.h"		/* WIRE_MAGIC, for the impostor's answer */
+#include "wire.h"		/* WIRE_MAGIC, for the impostor's answer */
 #include "listen.h"		/* CAND_PER_PEER */
 #include "symmem.h"
 #include "tp_pair.h"

@@ -29,7 +29,7 @@
 #include <cmocka.h>
 
 #include "engine_standin.h"
-#include "internal.h"
+#include "shm.h"
 #include "symmem.h"
 #include "transport.h"
 #include "tp_pair.h"
@@ -86,7 +86,7 @@ static void fill_socket(struct tp_comm *r)
 	static uint32_t next_id = 100000;
 	uint32_t first = next_id;
 	struct wire_region msg;
-	struct tp_region fake;
+	struct shm_region fake;
 	int small = 1;
 	ssize_t n;
 
@@ -98,16 +98,16 @@ static void fill_socket(struct tp_comm *r)
 	msg.info.alloc_size = SIZE;
 	for (msg.id = next_id; (n = sm_send_some(r->fd, &msg, sizeof(msg), -1)) > 0; msg.id++) {
 		assert_int_equal(n, (ssize_t)sizeof(msg));
-		r->ann_bytes += sizeof(msg);
-		atomic_store(&r->ctrl->announced, r->ann_bytes / sizeof(msg));
+		shm_of(r)->ann_bytes += sizeof(msg);
+		atomic_store(&shm_of(r)->ctrl->announced, shm_of(r)->ann_bytes / sizeof(msg));
 	}
 	assert_int_equal(n, 0);
 	assert_true(msg.id > first);
 	next_id = msg.id;
 	memset(&fake, 0, sizeof(fake));
 	fake.id = first;
-	assert_int_equal(region_withdraw(r, &fake), SM_OK);
-	assert_true(r->aout_len > 0);
+	assert_int_equal(announce_withdraw(r, &fake), SM_OK);
+	assert_true(shm_of(r)->aout_len > 0);
 }
 
 /* Posts a receive of `dst` (registration `reg`) and sends src into it,
@@ -148,7 +148,7 @@ static void test_register_many_while_sender_idle(void **state)
 	assert_true(now() - t0 < 2.0);
 	assert_int_equal(p.r->failed, 0);
 	assert_int_equal(unread(p.s->fd), 0);
-	assert_int_equal(p.r->aout_len, 0);
+	assert_int_equal(shm_of(p.r)->aout_len, 0);
 
 	move_once(&p, bufs[NREG - 7], regs[NREG - 7]);
 	assert_int_equal(tp_remote_region_count(p.s), 1);
@@ -192,7 +192,7 @@ static void test_receive_waits_for_room(void **state)
 	pair_open(&p);
 	reg = register_while_full(&p, dst);
 	move_once(&p, dst, reg);
-	assert_int_equal(p.r->aout_len, 0);
+	assert_int_equal(shm_of(p.r)->aout_len, 0);
 	assert_int_equal(p.s->failed, 0);
 	tp_deregister(p.r, reg);
 	pair_close(&p);
@@ -300,7 +300,7 @@ static void test_receive_offset_outside_registration(void **state)
 		assert_int_equal(tp_register(p.r, dst, SIZE, TP_MEM_CUDA, &reg), SM_OK);
 		assert_int_equal(tp_irecv(p.r, dst, SIZE, reg, &rr), SM_OK);
 		assert_non_null(rr);
-		p.r->ctrl->recv_offset[0] = bad[i];
+		shm_of(p.r)->ctrl->recv_offset[0] = bad[i];
 		while (!sr && rc == SM_OK && now() < end)
 			rc = tp_isend(p.s, p.src, SIZE, p.sreg, &sr);
 		assert_null(sr);
@@ -331,7 +331,7 @@ static void test_landing_time_from_the_future(void **state)
 	assert_non_null(rr);
 	sr = isend_when_posted(p.s, p.src, SIZE, p.sreg, end);
 	wait_done(sr, end);
-	p.r->ctrl->land_ns[0] = sm_now_ns() + 10ull * 1000 * 1000 * 1000;
+	shm_of(p.r)->ctrl->land_ns[0] = sm_now_ns() + 10ull * 1000 * 1000 * 1000;
 	wait_done(rr, end);
 	assert_memory_equal(dst, p.src, SIZE);
 	tp_get_stats(p.r, &st);
@@ -358,7 +358,7 @@ static void test_stale_deregistration_leaves_new_comm_alone(void **state)
 	pair_close(&a);
 	pair_open(&b);
 	assert_int_equal(tp_register(b.r, d2, SIZE, TP_MEM_CUDA, &reg2), SM_OK);
-	assert_int_equal(reg2->id, reg1->id);
+	assert_int_equal(shm_region_of(reg2)->id, shm_region_of(reg1)->id);
 	move_once(&b, d2, reg2);
 	tp_deregister(b.r, reg1);
 	move_once(&b, d2, reg2);
@@ -477,18 +477,18 @@ static void move_into(struct pair *p, uint32_t id, uint8_t *dst, uint64_t off)
 {
 	double end = now() + DEADLINE_S;
 	struct tp_req *sr, *rr = NULL;
-	struct tp_region fake;
+	struct shm_region fake;
 
 	memset(&fake, 0, sizeof(fake));
-	fake.comm = p->r;
-	fake.comm_serial = p->r->serial;
-	fake.base = (uintptr_t)dst;
-	fake.size = SIZE;
-	fake.mem = TP_MEM_CUDA;
+	fake.reg.comm = p->r;
+	fake.reg.comm_serial = p->r->serial;
+	fake.reg.base = (uintptr_t)dst;
+	fake.reg.size = SIZE;
+	fake.reg.mem = TP_MEM_CUDA;
 	fake.id = id;
-	fake.offset = off;
+	fake.own.offset = off;
 	memset(dst, 0xee, SIZE);
-	assert_int_equal(tp_irecv(p->r, dst, SIZE, &fake, &rr), SM_OK);
+	assert_int_equal(tp_irecv(p->r, dst, SIZE, &fake.reg, &rr), SM_OK);
 	assert_non_null(rr);
 	sr = isend_when_posted(p->s, p->src, SIZE, p->sreg, end);
 	assert_int_equal(complete_both(sr, rr, end), SIZE);
@@ -513,7 +513,7 @@ static void test_allocation_shared_by_registrations(void **state)
 	for (uint32_t id = 5; id <= 7; id++)
 		send_region(p.r, REGION_ADD, id, &info, &wr, 1);
 	close(wr);
-	assert_int_equal(region_drain(p.s), SM_OK);
+	assert_int_equal(remote_drain(shm_of(p.s)), SM_OK);
 	assert_int_equal(tp_remote_region_count(p.s), 3);
 	assert_int_equal(open_fds(), fds);	/* ours closed, one kept there */
 	ranges = standin_engine.ranges;
@@ -523,12 +523,12 @@ static void test_allocation_shared_by_registrations(void **state)
 	assert_int_equal(standin_engine.ranges, ranges + 1);
 	send_region(p.r, REGION_DEL, 5, NULL, NULL, 0);
 	send_region(p.r, REGION_DEL, 6, NULL, NULL, 0);
-	assert_int_equal(region_drain(p.s), SM_OK);
+	assert_int_equal(remote_drain(shm_of(p.s)), SM_OK);
 	assert_false(writers_gone(rd, 100));
 	assert_int_equal(standin_engine.ranges, ranges + 1);
 	move_into(&p, 7, buf + 2 * SIZE, 2 * SIZE);
 	send_region(p.r, REGION_DEL, 7, NULL, NULL, 0);
-	assert_int_equal(region_drain(p.s), SM_OK);
+	assert_int_equal(remote_drain(shm_of(p.s)), SM_OK);
 	assert_int_equal(tp_remote_region_count(p.s), 0);
 	assert_true(writers_gone(rd, 1000));
 	assert_int_equal(standin_engine.ranges, ranges);
@@ -576,7 +576,7 @@ static void test_bogus_announcements(void **state)
 			send_region(p.r, REGION_DEL, 5, NULL, NULL, 0);
 		if (cases[i].del)
 			send_region(p.r, REGION_DEL, cases[i].del, NULL, NULL, 0);
-		assert_int_equal(region_drain(p.s), SM_ERR_REMOTE);
+		assert_int_equal(remote_drain(shm_of(p.s)), SM_ERR_REMOTE);
 		if (!strstr(sm_last_error(), cases[i].why))
 			fail_msg("case %zu: %s", i, sm_last_error());
 		assert_int_equal(tp_isend(p.s, p.src, SIZE, p.sreg, &sr), SM_ERR_REMOTE);
@@ -605,7 +605,7 @@ static void test_announcement_with_extra_descriptors(void **state)
 	send_region(p.r, REGION_ADD, 5, &info, wr, 3);
 	for (int i = 0; i < 3; i++)
 		close(wr[i]);
-	assert_int_equal(region_drain(p.s), SM_OK);
+	assert_int_equal(remote_drain(shm_of(p.s)), SM_OK);
 	assert_false(writers_gone(rd[0], 100));
 	assert_true(writers_gone(rd[1], 1000));
 	assert_true(writers_gone(rd[2], 1000));
@@ -658,10 +658,10 @@ static void flood_sender(struct tp_comm *s, int out)
 	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
 		_exit(2);
 	base = fds_below(1024);
-	while ((res.rc = region_drain(s)) == SM_OK && now() < end)
+	while ((res.rc = remote_drain(shm_of(s))) == SM_OK && now() < end)
 		usleep(100);
 	snprintf(res.msg, sizeof(res.msg), "%s", sm_last_error());
-	res.kept = s->nremote;
+	res.kept = shm_of(s)->nremote;
 	res.held = fds_below(1024) - base;
 	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	res.can_open = fd >= 0;

@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "engine_standin.h"
-#include "internal.h"
+#include "shm.h"
 #include "symmem.h"
 #include "transport.h"
 #include "tp_pair.h"
@@ -94,14 +94,14 @@ static void holding_pair(struct pair *p, unsigned seed, int backend, int zero_co
 /* The receiver's registration `id` of its receive buffer, as a receive
  * names it, without the receiver's bookkeeping (withdrawn, or announced
  * by hand). */
-static void fake_region(struct tp_region *f, const struct pair *p, uint32_t id)
+static void fake_region(struct shm_region *f, const struct pair *p, uint32_t id)
 {
 	memset(f, 0, sizeof(*f));
-	f->comm = p->rc;
-	f->comm_serial = p->rc->serial;
-	f->base = (uintptr_t)p->dst;
-	f->size = SIZE;
-	f->mem = TP_MEM_HOST;
+	f->reg.comm = p->rc;
+	f->reg.comm_serial = p->rc->serial;
+	f->reg.base = (uintptr_t)p->dst;
+	f->reg.size = SIZE;
+	f->reg.mem = TP_MEM_HOST;
 	f->id = id;
 }
 
@@ -622,19 +622,19 @@ static void test_withdrawal_of_idle_region_not_held_by_another(void **state)
 static void test_receive_into_withdrawn_region_fails(void **state)
 {
 	struct tp_req *s0, *s1 = NULL, *r1 = NULL;
-	struct tp_region fake;
+	struct shm_region fake;
 	struct pair p;
 	int done = 0, starts;
 
 	(void)state;
 	s0 = inprocess_first_send(&p, 22, 1);
-	fake_region(&fake, &p, p.rreg->id);
+	fake_region(&fake, &p, shm_region_of(p.rreg)->id);
 	tp_deregister(p.rc, p.rreg);
 	p.rreg = NULL;
 	assert_int_equal(tp_test(s0, &done, NULL), SM_OK);	/* reads the withdrawal */
 	assert_false(done);
 	assert_int_equal(tp_remote_region_count(p.sc), 1);	/* kept for s0's copy */
-	assert_int_equal(tp_irecv(p.rc, p.dst, SIZE, &fake, &r1), SM_OK);
+	assert_int_equal(tp_irecv(p.rc, p.dst, SIZE, &fake.reg, &r1), SM_OK);
 	assert_non_null(r1);
 	starts = standin_engine.starts;
 	assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &s1), SM_ERR_REMOTE);
@@ -653,7 +653,7 @@ static void test_imported_fd_not_closed_twice(void **state)
 {
 	struct tp_req *sr = NULL, *rr = NULL;
 	struct wire_region msg;
-	struct tp_region fake;
+	struct shm_region fake;
 	struct pair p;
 	int pfd[2], n = -1, mine;
 	double end;
@@ -673,15 +673,15 @@ static void test_imported_fd_not_closed_twice(void **state)
 	msg.info.addr = (uint64_t)(uintptr_t)p.dst;
 	assert_int_equal(sm_send_some(p.rc->fd, &msg, sizeof(msg), pfd[1]), (ssize_t)sizeof(msg));
 	close(pfd[1]);
-	assert_int_equal(region_drain(p.sc), SM_OK);
-	for (unsigned i = 0; i < p.sc->nremote; i++)
-		if (p.sc->remote[i].id == 9)
-			n = p.sc->remote[i].alloc->fd;
+	assert_int_equal(remote_drain(shm_of(p.sc)), SM_OK);
+	for (unsigned i = 0; i < shm_of(p.sc)->nremote; i++)
+		if (shm_of(p.sc)->remote[i].id == 9)
+			n = shm_of(p.sc)->remote[i].alloc->fd;
 	assert_true(n >= 0);
 
 	fake_region(&fake, &p, 9);
 	memset(p.dst, 0, SIZE);
-	assert_int_equal(tp_irecv(p.rc, p.dst, SIZE, &fake, &rr), SM_OK);
+	assert_int_equal(tp_irecv(p.rc, p.dst, SIZE, &fake.reg, &rr), SM_OK);
 	assert_non_null(rr);
 	sr = isend_when_posted(p.sc, p.src, SIZE, p.sreg, end);
 	wait_done(sr, end);
@@ -692,7 +692,7 @@ static void test_imported_fd_not_closed_twice(void **state)
 	assert_int_equal(dup2(mine, n), n);
 	msg.op = REGION_DEL;
 	assert_int_equal(sm_send_some(p.rc->fd, &msg, sizeof(msg), -1), (ssize_t)sizeof(msg));
-	assert_int_equal(region_drain(p.sc), SM_OK);
+	assert_int_equal(remote_drain(shm_of(p.sc)), SM_OK);
 	assert_int_equal(tp_remote_region_count(p.sc), 1);
 	assert_true(fcntl(n, F_GETFD) >= 0);
 	close(n);

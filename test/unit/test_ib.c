@@ -14,7 +14,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "internal.h"
 #include "symmem.h"
 #include "transport.h"
 #include "tp_pair.h"
@@ -530,13 +529,13 @@ static void test_ib_probe_unanswered(void **state)
 	 * connector stops there, so the listener answers, then dies with its
 	 * reply in the socket. */
 	assert_int_equal(write(go[1], "g", 1), 1);
-	for (int i = 0; i < 5000 && rc == SM_OK && !connect_awaiting_reply(); i++) {
+	for (int i = 0; i < 5000 && rc == SM_OK && !tp_connects_awaiting_reply(); i++) {
 		rc = tp_connect(&o, h, &s);
 		usleep(1000);
 	}
 	assert_int_equal(rc, SM_OK);
 	assert_null(s);
-	assert_int_equal(connect_awaiting_reply(), 1);
+	assert_int_equal(tp_connects_awaiting_reply(), 1);
 	usleep(1000000);
 	kill(pid, SIGKILL);
 	assert_int_equal(waitpid(pid, &status, 0), pid);

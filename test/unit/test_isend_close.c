@@ -20,7 +20,7 @@
 #include <cmocka.h>
 
 #include "engine_standin.h"
-#include "internal.h"
+#include "shm.h"
 #include "symmem.h"
 #include "touch_hook.h"
 #include "tp_pair.h"
@@ -103,7 +103,7 @@ static void test_receive_posted_between_look_and_check(void **state)
 	r->fd = -1;
 	k.go = go[1];
 	k.sock = s->fd;
-	if (touch_hook_arm((void *)&s->ctrl->recv_posted, sizeof(s->ctrl->recv_posted),
+	if (touch_hook_arm((void *)&shm_of(s)->ctrl->recv_posted, sizeof(shm_of(s)->ctrl->recv_posted),
 			   receiver_posts_and_closes, &k)) {
 		kill(pid, SIGKILL);
 		waitpid(pid, &status, 0);

@@ -1,4 +1,4 @@
-/* The host-staging ring of a sending connection (transport/stage.c): the
+/* The host-staging ring of a sending connection (transport/shm_stage.c): the
  * span arithmetic that decides where a send from host memory is staged for
  * the copy helper.  A wrong answer here either overwrites bytes the helper
  * has not copied yet or stalls a connection forever, so each edge has a
@@ -13,7 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "shm.h"
 #include "symmem.h"
 
 #define AREA 4096u

@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "engine_standin.h"
-#include "internal.h"
+#include "tcp.h"
 #include "symmem.h"
 #include "transport.h"
 
@@ -409,18 +409,18 @@ static void test_engine_waits_for_gpu_memory(void **state)
 	send_and_check(sc, rc, src, dst, NULL, NULL, 3000, 0);
 	send_and_check(sc, rc, src, dst, NULL, NULL, 2u << 20, 1);
 	assert_int_equal(standin_engine.refs, 0);
-	assert_null(sc->bounce);
-	assert_null(rc->bounce);
+	assert_null(tcp_of(sc)->bounce);
+	assert_null(tcp_of(rc)->bounce);
 
 	/* The receiver's first GPU registration takes it on that side only. */
 	assert_int_equal(tp_register(rc, dst, MAX_MSG + 1, TP_MEM_CUDA, &rgpu), SM_OK);
-	assert_non_null(rc->bounce);
-	assert_null(sc->bounce);
+	assert_non_null(tcp_of(rc)->bounce);
+	assert_null(tcp_of(sc)->bounce);
 	send_and_check(sc, rc, src, dst, NULL, rgpu, (1u << 20) + 5, 2);
 	assert_true(standin_engine.starts > 0);	/* it came through the slots */
 
 	assert_int_equal(tp_register(sc, src, MAX_MSG, TP_MEM_CUDA, &sgpu), SM_OK);
-	assert_non_null(sc->bounce);
+	assert_non_null(tcp_of(sc)->bounce);
 	send_and_check(sc, rc, src, dst, sgpu, rgpu, 4000, 3);
 	send_and_check(sc, rc, src, dst, sgpu, NULL, 5000, 4);
 	tp_deregister(sc, sgpu);

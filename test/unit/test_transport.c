@@ -24,7 +24,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"	/* the malformed-announcement test writes raw bytes */
+#include "comm.h"	/* the malformed-announcement test writes raw bytes */
+#include "ib.h"
+#include "shm.h"
+#include "tcp.h"
 #include "smfree.h"
 #include "symmem.h"
 #include "transport.h"
@@ -809,13 +812,13 @@ static void test_tcp_parse_posts(void **state)
 	assert_int_equal(used, 0);
 	assert_int_equal(tcp_parse_posts(s, buf, TP_MAX_REQUESTS * 16 + 5, &used), SM_OK);
 	assert_int_equal(used, TP_MAX_REQUESTS * 16);
-	assert_int_equal(s->peer_posted, TP_MAX_REQUESTS);
-	assert_int_equal(s->peer_size[0], 100);
+	assert_int_equal(tcp_of(s)->peer_posted, TP_MAX_REQUESTS);
+	assert_int_equal(tcp_of(s)->peer_size[0], 100);
 	/* Message 32 with nothing sent yet: one too far ahead. */
 	assert_int_equal(tcp_parse_posts(s, buf + TP_MAX_REQUESTS * 16, 16, &used),
 			 SM_ERR_REMOTE);
 	assert_non_null(strstr(sm_last_error(), "receives ahead"));
-	assert_int_equal(s->peer_size[0], 100);
+	assert_int_equal(tcp_of(s)->peer_size[0], 100);
 	tp_close(s);
 	tp_close(r);
 
@@ -1122,7 +1125,7 @@ static int segment_copy(int fd, uint64_t size, int sealed)
  * plugin's own segments pass. */
 static void test_peer_segment_checked(void **state)
 {
-	struct tp_comm c;
+	struct shm_comm c;
 	uint64_t size;
 	int fd, bad;
 
@@ -1208,7 +1211,7 @@ static void test_peer_segment_header_forged(void **state)
 		{ size, 65536, size + 4096, SHM_VERSION },
 		{ SHM_RING_OFFSET, 0, SHM_RING_OFFSET, SHM_VERSION },
 	};
-	struct tp_comm c;
+	struct shm_comm c;
 	int fd;
 
 	(void)state;
@@ -1245,7 +1248,7 @@ static void test_corrupt_ring_counters(void **state)
 	(void)state;
 	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
 	assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &rr), SM_OK);
-	atomic_store(&r->ctrl->data_read, 1ull << 40);
+	atomic_store(&shm_of(r)->ctrl->data_read, 1ull << 40);
 	rc = tp_isend(s, src, sizeof(src), NULL, &sr);
 	if (rc == SM_OK && sr)
 		rc = tp_test(sr, &done, NULL);
@@ -1258,7 +1261,7 @@ static void test_corrupt_ring_counters(void **state)
 	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
 	assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &rr), SM_OK);
 	sr = isend_when_posted(s, src, sizeof(src), NULL, now() + 10);
-	atomic_store(&s->ctrl->data_written, 1ull << 40);
+	atomic_store(&shm_of(s)->ctrl->data_written, 1ull << 40);
 	assert_int_equal(tp_test(rr, &done, NULL), SM_ERR_REMOTE);
 	assert_false(done);
 	assert_non_null(strstr(sm_last_error(), "corrupted the ring counters"));
@@ -1774,17 +1777,17 @@ static void test_buffer_outside_region(void **state)
 static void expect_named_receive_fails(struct tp_comm *s, struct tp_comm *r, uint32_t id,
 				       const char *why)
 {
-	struct tp_region fake = { 0 };
+	struct shm_region fake = { 0 };
 	char buf[64] = "x";
 	struct tp_req *sr, *rr;
 
-	fake.comm = r;
-	fake.comm_serial = r->serial;
-	fake.base = (uintptr_t)buf;
-	fake.size = sizeof(buf);
-	fake.mem = TP_MEM_HOST;
+	fake.reg.comm = r;
+	fake.reg.comm_serial = r->serial;
+	fake.reg.base = (uintptr_t)buf;
+	fake.reg.size = sizeof(buf);
+	fake.reg.mem = TP_MEM_HOST;
 	fake.id = id;
-	assert_int_equal(tp_irecv(r, buf, sizeof(buf), &fake, &rr), SM_OK);
+	assert_int_equal(tp_irecv(r, buf, sizeof(buf), &fake.reg, &rr), SM_OK);
 	for (int i = 0; i < 2; i++) {
 		assert_int_equal(tp_isend(s, buf, 8, NULL, &sr), SM_ERR_REMOTE);
 		assert_null(sr);
@@ -2072,7 +2075,7 @@ static void test_withdrawal_fd_closed(void **state)
 	send_region_msg(r, REGION_MAGIC, REGION_ADD, 5, -1);
 	send_region_msg(r, REGION_MAGIC, REGION_DEL, 5, wr);
 	close(wr);
-	assert_int_equal(region_drain(s), SM_OK);
+	assert_int_equal(remote_drain(shm_of(s)), SM_OK);
 	assert_true(writers_gone(rd, 1000));
 	send_payload(s, r, dst, sizeof(dst));
 	assert_int_equal(s->failed, 0);
@@ -2102,14 +2105,14 @@ static void test_announcement_fds_in_parts(void **state)
 	msg.info.kind = SM_SHARE_POSIX_FD;
 	msg.info.alloc_size = 4096;
 	assert_int_equal(send_with_fds(r->fd, &msg, 10, &wr[0], 1), 10);
-	assert_int_equal(region_drain(s), SM_OK);
+	assert_int_equal(remote_drain(shm_of(s)), SM_OK);
 	assert_int_equal(send_with_fds(r->fd, (uint8_t *)&msg + 10, sizeof(msg) - 10, &wr[1], 1),
 			 (ssize_t)(sizeof(msg) - 10));
-	assert_int_equal(region_drain(s), SM_OK);
+	assert_int_equal(remote_drain(shm_of(s)), SM_OK);
 	assert_int_equal(tp_remote_region_count(s), 1);
 	msg.id = 8;
 	assert_int_equal(send_with_fds(r->fd, &msg, 10, &wr[2], 1), 10);
-	assert_int_equal(region_drain(s), SM_OK);
+	assert_int_equal(remote_drain(shm_of(s)), SM_OK);
 	for (int i = 0; i < 3; i++)
 		close(wr[i]);
 	assert_true(writers_gone(rd[0], 1000));
@@ -2137,20 +2140,20 @@ static void test_announcement_fd_not_reused(void **state)
 	assert_int_equal(make_pipes(&rd, &wr, 1), 0);
 	send_region_msg(r, REGION_MAGIC, REGION_ADD, 5, wr);
 	send_region_msg(r, REGION_MAGIC, REGION_ADD, 6, -1);
-	assert_int_equal(region_drain(s), SM_OK);
+	assert_int_equal(remote_drain(shm_of(s)), SM_OK);
 	assert_int_equal(tp_remote_region_count(s), 2);
-	for (unsigned i = 0; i < s->nremote; i++)
-		if (s->remote[i].id == 5)
-			n = s->remote[i].alloc->fd;
+	for (unsigned i = 0; i < shm_of(s)->nremote; i++)
+		if (shm_of(s)->remote[i].id == 5)
+			n = shm_of(s)->remote[i].alloc->fd;
 	assert_true(n >= 0);
 	send_region_msg(r, REGION_MAGIC, REGION_DEL, 5, -1);
-	assert_int_equal(region_drain(s), SM_OK);
+	assert_int_equal(remote_drain(shm_of(s)), SM_OK);
 	/* The number is free now; this process opens something else there. */
 	mine = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	assert_true(mine >= 0);
 	assert_int_equal(dup2(mine, n), n);
 	send_region_msg(r, REGION_MAGIC, REGION_DEL, 6, -1);
-	assert_int_equal(region_drain(s), SM_OK);
+	assert_int_equal(remote_drain(shm_of(s)), SM_OK);
 	assert_int_equal(tp_remote_region_count(s), 0);
 	assert_true(fcntl(n, F_GETFD) >= 0);
 	assert_int_equal(s->failed, 0);
@@ -2174,11 +2177,11 @@ static int unread(int fd)
 /* Withdraws registration `id` as if it had been announced. */
 static int withdraw_id(struct tp_comm *c, uint32_t id)
 {
-	struct tp_region reg;
+	struct shm_region reg;
 
 	memset(&reg, 0, sizeof(reg));
 	reg.id = id;
-	return region_withdraw(c, &reg);
+	return announce_withdraw(c, &reg);
 }
 
 /* An announcement of registration `id` (a legacy IPC handle, no
@@ -2187,9 +2190,9 @@ static int withdraw_id(struct tp_comm *c, uint32_t id)
 static void announce_id(struct tp_comm *s, struct tp_comm *r, uint32_t id)
 {
 	send_region_msg(r, REGION_MAGIC, REGION_ADD, id, -1);
-	r->ann_bytes += sizeof(struct wire_region);
-	atomic_store(&r->ctrl->announced, r->ann_bytes / sizeof(struct wire_region));
-	assert_int_equal(region_drain(s), SM_OK);
+	shm_of(r)->ann_bytes += sizeof(struct wire_region);
+	atomic_store(&shm_of(r)->ctrl->announced, shm_of(r)->ann_bytes / sizeof(struct wire_region));
+	assert_int_equal(remote_drain(shm_of(s)), SM_OK);
 }
 
 /* Withdrawn registrations reach a sender that only moves data: more
@@ -2223,12 +2226,12 @@ static void test_withdrawals_reach_the_sender(void **state)
 		assert_int_equal(withdraw_id(r, id), SM_OK);
 	assert_true(now() - start < 1);
 	assert_int_equal(r->failed, 0);
-	assert_true(r->aout_len > 0);		/* more than the socket holds */
+	assert_true(shm_of(r)->aout_len > 0);		/* more than the socket holds */
 	end = now() + 10;
-	while ((unread(s->fd) > 0 || r->aout_len > 0) && now() < end)
+	while ((unread(s->fd) > 0 || shm_of(r)->aout_len > 0) && now() < end)
 		send_payload(s, r, dst, sizeof(dst));
 	assert_int_equal(unread(s->fd), 0);
-	assert_int_equal(r->aout_len, 0);
+	assert_int_equal(shm_of(r)->aout_len, 0);
 	assert_int_equal(tp_remote_region_count(s), 0);
 	assert_int_equal(open_fds(), fds);	/* the export fd went with it */
 	assert_int_equal(s->failed, 0);
@@ -2265,8 +2268,8 @@ static void test_withdrawal_backlog_capped(void **state)
 		assert_int_equal(withdraw_id(r, id), SM_OK);
 	sm_set_log_sink(NULL);
 	/* Full to the cap, whole messages only, and not past it. */
-	assert_true(r->aout_len > cap - msg);
-	assert_true(r->aout_len <= cap);
+	assert_true(shm_of(r)->aout_len > cap - msg);
+	assert_true(shm_of(r)->aout_len <= cap);
 	assert_int_equal(backlog_notes, 1);
 	assert_int_equal(r->failed, 0);
 	assert_int_equal(s->failed, 0);

@@ -16,61 +16,47 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "shm.h"
 
 /* Spans start on cache lines. */
 #define SPAN_ALIGN 64
 
-int host_memfd_open(const char *name, uint64_t size, struct sm_share_info *info, int *fd,
-		    uint8_t **buf)
-{
-	void *p;
-	int rc = sm_memfd_map(name, size, size, fd, &p);
-
-	if (rc)
-		return rc;
-	info->kind = SM_SHARE_HOST_FD;
-	info->alloc_size = size;
-	*buf = p;
-	return SM_OK;
-}
-
 /* NCCL_CUMEM_HOST_ENABLE=1: host memory from the driver, which the
  * helper maps as a cuMem import like any GPU buffer. */
-static int open_cumem(struct tp_comm *c, struct sm_share_info *info, int *fd, uint8_t **buf)
+static int open_cumem(struct shm_comm *s, struct sm_share_info *info, int *fd, uint8_t **buf)
 {
-	int rc = sm_host_cumem_alloc(c->ring_size, &c->hs_cumem);
+	int rc = sm_host_cumem_alloc(s->ring_size, &s->hs_cumem);
 
 	if (rc)
 		return rc;
 	info->kind = SM_SHARE_POSIX_FD;
-	info->alloc_id = c->hs_cumem.alloc_id;
-	info->alloc_size = c->hs_cumem.size;
-	info->addr = (uint64_t)(uintptr_t)c->hs_cumem.ptr;
-	*fd = c->hs_cumem.fd;
-	c->hs_cumem.fd = -1;	/* closed below, like the memfd */
-	*buf = c->hs_cumem.ptr;
+	info->alloc_id = s->hs_cumem.alloc_id;
+	info->alloc_size = s->hs_cumem.size;
+	info->addr = (uint64_t)(uintptr_t)s->hs_cumem.ptr;
+	*fd = s->hs_cumem.fd;
+	s->hs_cumem.fd = -1;	/* closed below, like the memfd */
+	*buf = s->hs_cumem.ptr;
 	return SM_OK;
 }
 
-static void free_area(struct tp_comm *c, uint8_t *buf)
+static void free_area(struct shm_comm *s, uint8_t *buf)
 {
-	if (c->hs_cumem.ptr)
-		sm_host_cumem_free(&c->hs_cumem);
+	if (s->hs_cumem.ptr)
+		sm_host_cumem_free(&s->hs_cumem);
 	else
-		munmap(buf, c->ring_size);
+		munmap(buf, s->ring_size);
 }
 
-static int stage_open(struct tp_comm *c)
+static int stage_open(struct shm_comm *s)
 {
 	struct sm_share_info info;
 	uint8_t *buf = NULL;
 	int fd = -1, rc = -1;
 
-	c->stage_tried = 1;
+	s->stage_tried = 1;
 	memset(&info, 0, sizeof(info));
-	if (c->cumem_host) {
-		rc = open_cumem(c, &info, &fd, &buf);
+	if (s->cumem_host) {
+		rc = open_cumem(s, &info, &fd, &buf);
 		if (rc)
 			sm_info("host staging in cuMem host memory unavailable "
 				"(NCCL_CUMEM_HOST_ENABLE=1), a shared memfd instead: %s",
@@ -78,21 +64,21 @@ static int stage_open(struct tp_comm *c)
 	}
 	if (rc) {
 		memset(&info, 0, sizeof(info));
-		rc = host_memfd_open("symmem-stage", c->ring_size, &info, &fd, &buf);
+		rc = host_memfd_open("symmem-stage", s->ring_size, &info, &fd, &buf);
 		if (rc)
 			return rc;
 	}
-	rc = smf_range_add(c->ce, getpid(), &info, fd, &c->hs_id);
+	rc = smf_range_add(s->comm.ce, getpid(), &info, fd, &s->hs_id);
 	close(fd);	/* the helper holds its own copy */
-	if (rc || !c->hs_id) {
-		free_area(c, buf);
+	if (rc || !s->hs_id) {
+		free_area(s, buf);
 		return rc ? rc : sm_fail(SM_ERR_INTERNAL, "no copy helper for host staging");
 	}
-	c->hs_buf = buf;
-	if (c->verbose)
+	s->hs_buf = buf;
+	if (s->comm.verbose)
 		sm_info("host staging for the copy helper: %llu bytes of %s",
-			(unsigned long long)c->ring_size,
-			c->hs_cumem.ptr ? "cuMem host memory" : "shared memfd memory");
+			(unsigned long long)s->ring_size,
+			s->hs_cumem.ptr ? "cuMem host memory" : "shared memfd memory");
 	return SM_OK;
 }
 
@@ -119,39 +105,39 @@ int stage_span(uint64_t head, uint64_t tail, uint64_t size, uint64_t n, uint64_t
 	return 1;
 }
 
-int stage_put(struct tp_comm *c, const void *src, size_t n, uint64_t *off, uint64_t *end)
+int stage_put(struct shm_comm *s, const void *src, size_t n, uint64_t *off, uint64_t *end)
 {
 	*end = 0;
-	if (!c->hs_buf && !c->stage_tried && stage_open(c))
+	if (!s->hs_buf && !s->stage_tried && stage_open(s))
 		sm_info("host staging for the copy helper unavailable, sends from host "
 			"buffers copy in this process: %s", sm_last_error());
-	if (!c->hs_buf || !stage_span(c->hs_head, c->hs_tail, c->ring_size, n, off, end))
+	if (!s->hs_buf || !stage_span(s->hs_head, s->hs_tail, s->ring_size, n, off, end))
 		return SM_OK;
-	memcpy(c->hs_buf + *off, src, n);
-	c->hs_head = *end;
+	memcpy(s->hs_buf + *off, src, n);
+	s->hs_head = *end;
 	return SM_OK;
 }
 
-void stage_unput(struct tp_comm *c, uint64_t end, uint64_t before)
+void stage_unput(struct shm_comm *s, uint64_t end, uint64_t before)
 {
-	if (end && c->hs_head == end)
-		c->hs_head = before;
+	if (end && s->hs_head == end)
+		s->hs_head = before;
 }
 
-void stage_done(struct tp_comm *c, uint64_t end)
+void stage_done(struct shm_comm *s, uint64_t end)
 {
 	if (end)
-		c->hs_tail = end;
+		s->hs_tail = end;
 }
 
-void stage_close(struct tp_comm *c)
+void stage_close(struct shm_comm *s)
 {
 	/* A copy the close gave up on may still read the area: like the
 	 * targets of such copies (tp_close), it stays. */
-	if (!c->hs_buf || c->keep_mappings)
+	if (!s->hs_buf || s->comm.keep_mappings)
 		return;
-	smf_range_del(c->ce, c->hs_id);
-	free_area(c, c->hs_buf);
-	c->hs_buf = NULL;
-	c->hs_id = 0;
+	smf_range_del(s->comm.ce, s->hs_id);
+	free_area(s, s->hs_buf);
+	s->hs_buf = NULL;
+	s->hs_id = 0;
 }

@@ -12,10 +12,10 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "shm.h"
 
 /* Drops what the copy helper was told about a shadow and its buffer. */
-static void shadow_forget_helper(struct tp_region *r, struct smf_engine *ce)
+static void shadow_forget_helper(struct shm_region *r, struct smf_engine *ce)
 {
 	if (r->shadow_hid)
 		smf_range_del(ce, r->shadow_hid);
@@ -24,24 +24,25 @@ static void shadow_forget_helper(struct tp_region *r, struct smf_engine *ce)
 	r->shadow_exp = NULL;
 	sm_export_put(r->dst_exp);
 	r->dst_exp = NULL;
-	/* r->hid is set only when both ranges made it. */
+	/* r->own.hid is set only when both ranges made it. */
 }
 
-int shadow_open(struct tp_comm *c, struct tp_region *r, const char *why)
+int shadow_open(struct shm_comm *s, struct shm_region *r, const char *why)
 {
+	struct tp_comm *c = &s->comm;
 	struct sm_pool_piece piece;
 	int rc;
 
 	if (!c->ce)
 		return sm_fail(SM_ERR_USAGE, "GPU receive buffer %p needs the staging pool (%s) but "
-			       "this process has no copy engine", (void *)r->base, why);
-	rc = sm_pool_gpu_get(&c->pool_cfg, &r->pool);
+			       "this process has no copy engine", (void *)r->reg.base, why);
+	rc = sm_pool_gpu_get(&s->pool_cfg, &r->pool);
 	if (!rc)
-		rc = sm_pool_alloc(r->pool, r->size, &piece);
+		rc = sm_pool_alloc(r->pool, r->reg.size, &piece);
 	if (rc) {
 		rc = sm_fail(rc, "GPU receive buffer %p (%zu bytes) cannot be given to the sender "
-			     "(%s) and the staging pool cannot shadow it: %s", (void *)r->base,
-			     r->size, why, sm_last_error());
+			     "(%s) and the staging pool cannot shadow it: %s", (void *)r->reg.base,
+			     r->reg.size, why, sm_last_error());
 		sm_pool_gpu_put(r->pool);
 		r->pool = NULL;
 		return rc;
@@ -49,27 +50,29 @@ int shadow_open(struct tp_comm *c, struct tp_region *r, const char *why)
 	r->shadow = piece.ptr;
 	if (c->verbose)
 		sm_info("receiving connection %p: buffer %p (%zu bytes) is shadowed by staging-pool "
-			"piece %p: %s", (void *)c, (void *)r->base, r->size, (void *)r->shadow, why);
+			"piece %p: %s", (void *)c, (void *)r->reg.base, r->reg.size, (void *)r->shadow,
+			why);
 	if (!smf_engine_helper_pid(c->ce))
 		return SM_OK;
-	if (region_to_own_helper(c, r->shadow, r->size, &r->shadow_exp, &r->shadow_off,
-				 &r->shadow_hid) ||
-	    region_to_own_helper(c, (void *)r->base, r->size, &r->dst_exp, &r->dst_off, &r->hid)) {
+	if (helper_export(c, r->shadow, r->reg.size, &r->shadow_exp, &r->shadow_off,
+			  &r->shadow_hid) ||
+	    helper_export(c, (void *)r->reg.base, r->reg.size, &r->dst_exp, &r->dst_off,
+			  &r->own.hid)) {
 		sm_info("copies out of staging-pool piece %p into %p run in NCCL's process: %s",
-			(void *)r->shadow, (void *)r->base, sm_last_error());
+			(void *)r->shadow, (void *)r->reg.base, sm_last_error());
 		shadow_forget_helper(r, c->ce);
 		return SM_OK;
 	}
-	r->ce = c->ce;
-	smf_engine_hold(r->ce);
+	r->own.ce = c->ce;
+	smf_engine_hold(r->own.ce);
 	return SM_OK;
 }
 
-void shadow_close(struct tp_region *r)
+void shadow_close(struct shm_region *r)
 {
 	if (!r->shadow)
 		return;
-	shadow_forget_helper(r, r->ce);
+	shadow_forget_helper(r, r->own.ce);
 	if (sm_pool_free(r->pool, r->shadow))
 		sm_warn("%s", sm_last_error());
 	sm_pool_gpu_put(r->pool);
@@ -77,14 +80,14 @@ void shadow_close(struct tp_region *r)
 	r->shadow = NULL;
 }
 
-void shadow_recv_post(struct tp_req *q, const struct tp_region *r)
+void shadow_recv_post(struct tp_req *q, const struct shm_region *r)
 {
-	uint64_t at = (uintptr_t)q->buf - r->base;
+	uint64_t at = (uintptr_t)q->buf - r->reg.base;
 
 	q->shadow = r->shadow + at;
 	q->src_hid = r->shadow_hid;
 	q->src_off = r->shadow_off + at;
-	q->dst_hid = r->hid;
+	q->dst_hid = r->own.hid;
 	q->dst_off = r->dst_off + at;
 }
 

@@ -1,0 +1,111 @@
+/* The setup protocol between a connector and a listener (connect.c,
+ * candidate.c) and the proofs that guard it (auth.c).  Backends fill in
+ * their part of the setup and the reply; nothing here knows how data
+ * moves. */
+#ifndef SYMMEM_TRANSPORT_WIRE_H
+#define SYMMEM_TRANSPORT_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transport.h"
+
+#define WIRE_MAGIC 0x45524957u		/* "WIRE" */
+#define WIRE_VERSION 7		/* 7: both ends prove the token, never send it */
+
+/* An ibverbs end of a connection (ib.c), in the hello and the reply: its
+ * queue pair's address and, from the sender, where the receiver writes
+ * the receives it posts. */
+struct wire_ib {
+	uint32_t qpn;
+	uint32_t psn;
+	uint8_t gid[16];
+	uint16_t lid;
+	uint8_t mtu;			/* enum ibv_mtu */
+	uint8_t link_layer;		/* IBV_LINK_LAYER_* */
+	uint32_t fifo_rkey;
+	uint64_t fifo_addr;
+};
+
+/* Connection setup, four messages before data moves: the connector's
+ * hello (a fresh nonce), the listener's challenge (its nonce and its
+ * proof of the token over both), the connector's setup (its proof, then
+ * what its data path needs; on one host the ring's memfd rides along),
+ * the listener's reply.  Neither end sends anything derived from the
+ * token before the other sent a fresh nonce, and the connector sends its
+ * proof and ring only to a listener that proved itself (auth.c). */
+#define WIRE_NONCE 16
+#define WIRE_MAC 32
+
+struct wire_hello {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t backend;		/* TP_BACKEND_SHM, _TCP or _IB */
+	uint32_t pid;			/* for log lines only: the peer says it */
+	uint32_t flags;			/* WIRE_IB_REQUIRED */
+	uint8_t nonce[WIRE_NONCE];
+};
+_Static_assert(sizeof(struct wire_hello) == 32, "the proofs hash the hello as sent");
+
+/* NCCL_SYMMEM_BACKEND=ib on the sender's side: no TCP in its place. */
+#define WIRE_IB_REQUIRED 0x1u
+
+/* status != 0: a refusal before anyone proved anything (reason says
+ * why, unauthenticated); no nonce or proof then. */
+struct wire_challenge {
+	uint32_t magic;
+	int32_t status;
+	uint8_t nonce[WIRE_NONCE];
+	uint8_t proof[WIRE_MAC];	/* wire_proof(token, listener, hello, nonce) */
+	char reason[128];
+};
+
+struct wire_setup {
+	uint32_t magic;
+	uint32_t pad;
+	uint8_t proof[WIRE_MAC];	/* wire_proof(token, connector, hello, nonce) */
+	uint64_t seg_size;		/* SHM: size of the passed segment */
+	struct wire_ib ib;		/* TP_BACKEND_IB only */
+};
+
+/* The listener's answer. */
+struct wire_reply {
+	uint32_t magic;
+	int32_t status;			/* 0 or an enum sm_status */
+	char reason[256];
+	int32_t backend;		/* what the listener settled on: IB, or TCP when
+					 * its port cannot reach the connector's */
+	uint32_t flags;			/* WIRE_IB_REQUIRED */
+	struct wire_ib ib;		/* TP_BACKEND_IB only */
+};
+
+/* ibverbs: the connector's last word on the socket before data moves,
+ * once its probe write was answered (or not). */
+enum wire_verdict {
+	VERDICT_NONE = 0,		/* not decided yet */
+	VERDICT_IB = 'R',		/* both queue pairs ready, ports reach each other */
+	VERDICT_TCP = 'T',		/* they do not: go on over this socket */
+	VERDICT_FAIL = 'X',		/* they do not and ibverbs was required */
+};
+
+/* auth.c: SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104) over the
+ * concatenation of `nparts` pieces, for the setup proofs. */
+#define SHA256_BYTES 32
+struct sha256 {
+	uint32_t h[8];
+	uint64_t len;
+	uint8_t buf[64];
+};
+void sha256_init(struct sha256 *c);
+void sha256_update(struct sha256 *c, const void *data, size_t n);
+void sha256_final(struct sha256 *c, uint8_t out[SHA256_BYTES]);
+void hmac_sha256(const uint8_t *key, size_t klen, const void *const *parts, const size_t *lens,
+		 int nparts, uint8_t out[SHA256_BYTES]);
+/* One end's proof that it holds `token`, over the hello and the
+ * listener's nonce; by_listener picks whose (they differ). */
+void wire_proof(const uint8_t token[16], int by_listener, const struct wire_hello *hello,
+		const uint8_t listener_nonce[WIRE_NONCE], uint8_t out[WIRE_MAC]);
+/* 1 if two proofs match, in time that does not depend on where they differ. */
+int wire_mac_equal(const uint8_t *a, const uint8_t *b);
+
+#endif
