@@ -88,9 +88,13 @@ fi
 # can check.
 if [ "$MODE" = onegpu ]; then
 	one_gpu onegpu -b 8 -e 67108864 -f 8 -i 3
+	# NCCL stages posed hosts' buffers in host memory unless the GDR level
+	# lets GPU buffers through: this run takes the copy engines.
+	one_gpu onegpu-ce -E NCCL_NET_GDR_LEVEL=SYS -b 8 -e 67108864 -f 8 -i 3
 	one_gpu onegpu-tcp -E NCCL_SYMMEM_BACKEND=tcp -o all_reduce,alltoall,sendrecv \
 		-b 8 -e 16777216 -f 16 -c none -i 3
 	abi_versions onegpu
+	selftest
 	finish
 fi
 
@@ -281,6 +285,10 @@ if in_part matrix; then
 	fi
 fi
 in_part extras || finish
+
+# symmem-info --selftest: every GPU pair, host memory and TCP through the
+# plugin's own table, every byte checked.
+selftest
 
 # GPU buffers over TCP go through the pinned bounce slots (tcp_bounce.c):
 # several messages in flight, registered buffers too.

@@ -398,6 +398,15 @@ traces() {
 	echo "$1: $(wc -l <"$OUT/trace-$1.txt") trace lines"
 }
 
+# symmem-info --selftest on this host: each path's result, a FAIL on any.
+selftest() {
+	note "selftest: symmem-info --selftest ($(date +%T))"
+	if ! ./build-gpu/symmem-info --selftest >"$OUT/logs/selftest.txt" 2>&1; then
+		echo "FAILED: selftest"; fail=1
+	fi
+	grep -E 'path:|result:|latency_us' "$OUT/logs/selftest.txt"
+}
+
 finish() {
 	# The device tool brings back at most 8 files: the tables stay, logs are packed.
 	tar -C "$OUT" -czf "$OUT/logs.tgz" logs 2>/dev/null && rm -rf "$OUT/logs"
