@@ -60,6 +60,28 @@ int make_pair(const struct tp_options *o, struct tp_comm **s, struct tp_comm **r
 	return rc;
 }
 
+void tp_pair_open(struct tp_pair *p, const struct tp_pair_opts *opts)
+{
+	struct tp_options o = options(opts->backend, 1 << 20, 65536);
+
+	o.gpu = opts->gpu;
+	o.zero_copy = !opts->staged;
+	o.copy_timeout = opts->copy_limit_s;
+	/* Room for every staged receive of a test, given back when idle. */
+	if (opts->gpu)
+		o.pool = (struct sm_pool_config){ .growth = 2.0, .max = 64u << 20,
+						  .trim = 64u << 20 };
+	if (make_pair(&o, &p->s, &p->r))
+		fail_msg("%s", sm_last_error());
+}
+
+void tp_pair_close(struct tp_pair *p)
+{
+	tp_close(p->s);
+	tp_close(p->r);
+	p->s = p->r = NULL;
+}
+
 /* One thread drives both ends: tests each request until both are done,
  * failing past `end`.  Returns the bytes the receive reports. */
 size_t complete_both(struct tp_req *sr, struct tp_req *rr, double end)
@@ -79,8 +101,6 @@ size_t complete_both(struct tp_req *sr, struct tp_req *rr, double end)
 	return got;
 }
 
-/* Retries isend until the peer's receive is posted, as NCCL's proxy does;
- * fails the test past `end`. */
 void wait_done(struct tp_req *r, double end)
 {
 	int done = 0;

@@ -1,5 +1,8 @@
 /* Connection pairs for the transport tests: one process drives both
- * ends of a real connection (sockets, shared memory or RDMA). */
+ * ends of a real connection (sockets, shared memory or RDMA).
+ * tp_pair_open() makes the usual pair from a few options; options(),
+ * make_pair() and drive_pair() underneath serve the tests that set other
+ * tp_options, expect the connection to fail or drive their own listener. */
 #ifndef SYMMEM_TEST_TP_PAIR_H
 #define SYMMEM_TEST_TP_PAIR_H
 
@@ -7,6 +10,29 @@
 #include <stdint.h>
 
 #include "transport.h"
+
+/* A pair as a test asks for it; a field left 0 takes the plugin's default
+ * (and a 1 MiB ring of 64 KiB chunks). */
+struct tp_pair_opts {
+	int backend;		/* enum tp_backend */
+	int gpu;		/* GPU buffers come: the copy engine (a stand-in in
+				 * these tests) is taken at setup, and the staging
+				 * pool may grow to 64 MiB */
+	int staged;		/* GPU receives land in the staging pool first
+				 * (NCCL_ZERO_COPY=0) */
+	double copy_limit_s;	/* seconds a started copy may take (0: the
+				 * transport's own limit) */
+};
+
+struct tp_pair {
+	struct tp_comm *s, *r;	/* sender, receiver */
+};
+
+/* Connects both ends as `opts` asks, or fails the test with the
+ * transport's message. */
+void tp_pair_open(struct tp_pair *p, const struct tp_pair_opts *opts);
+/* Closes both ends; one the test closed already is NULL. */
+void tp_pair_close(struct tp_pair *p);
 
 /* Options as the plugin sets them by default, with this backend and ring. */
 struct tp_options options(int backend, uint64_t ring, uint64_t chunk);
