@@ -101,7 +101,7 @@ static void test_ib_oversized_send(void **state)
 	struct tp_comm *s, *r;
 	struct tp_req *sr = NULL, *rr;
 	double end = now() + 10;
-	int rc = SM_OK, done = 0;
+	int rc = SM_OK;
 
 	(void)state;
 	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
@@ -112,10 +112,7 @@ static void test_ib_oversized_send(void **state)
 		rc = tp_isend(s, src, sizeof(src), NULL, &sr);
 	assert_int_equal(rc, SM_ERR_USAGE);
 	assert_non_null(strstr(sm_last_error(), "posted receive of 100 bytes"));
-	rc = SM_OK;
-	while (rc == SM_OK && !done && now() < end)
-		rc = tp_test(rr, &done, NULL);
-	assert_int_equal(rc, SM_ERR_USAGE);
+	assert_int_equal(wait_failure(rr, end), SM_ERR_USAGE);
 	assert_non_null(strstr(sm_last_error(), "refused message 0"));
 	for (size_t i = 0; i < sizeof(dst); i++)
 		assert_int_equal(dst[i], 0xa5);
@@ -198,7 +195,7 @@ static void test_ib_peer_dies(void **state)
 	struct tp_comm *r = NULL;
 	struct tp_req *rr;
 	double end;
-	int rc = SM_OK, done = 0, status;
+	int rc = SM_OK, status;
 	pid_t pid;
 
 	(void)state;
@@ -222,11 +219,7 @@ static void test_ib_peer_dies(void **state)
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_int_equal(WEXITSTATUS(status), 0);
 	assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &rr), SM_OK);
-	end = now() + 5;
-	while (rc == SM_OK && !done && now() < end)
-		rc = tp_test(rr, &done, NULL);
-	assert_int_equal(done, 0);
-	assert_int_equal(rc, SM_ERR_REMOTE);
+	assert_int_equal(wait_failure(rr, now() + 5), SM_ERR_REMOTE);
 	tp_close(r);
 	tp_close_listener(l);
 }

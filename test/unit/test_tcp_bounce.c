@@ -71,15 +71,12 @@ static void side_close(struct side *d)
 	tp_close(d->comm);
 }
 
-/* On a new pair, one message of `size` from the sender's first buffer (its
- * pattern) into a receive of `cap` posted in the receiver's first buffer
- * (poisoned); `second`, unless NULL, gets a second receive posted before
- * the send.  Returns the deadline the caller goes on waiting under. */
-static double post_one_message(struct tp_pair *c, struct side *s, struct side *r, size_t size,
-			       size_t cap, struct tp_req **second)
+/* On a new pair, the pattern of a message of `size` in the sender's first
+ * buffer and a receive of `cap` posted in the receiver's first buffer
+ * (poisoned); `second`, unless NULL, gets a second receive posted. */
+static void post_receives(struct tp_pair *c, struct side *s, struct side *r, size_t size,
+			  size_t cap, struct tp_req **second)
 {
-	double end;
-
 	tp_pair_open(c, &gpu_tcp);
 	side_open(s, c->s);
 	side_open(r, c->r);
@@ -89,10 +86,18 @@ static double post_one_message(struct tp_pair *c, struct side *s, struct side *r
 	assert_int_equal(tp_irecv(c->r, r->buf[0], cap, r->gpu[0], &r->req[0]), SM_OK);
 	if (second)
 		assert_int_equal(tp_irecv(c->r, r->buf[1], MAX_MSG, r->gpu[1], second), SM_OK);
+}
+
+/* As post_receives(), then that message sent from the sender's "GPU"
+ * buffer.  Returns the deadline the caller goes on waiting under. */
+static double post_one_message(struct tp_pair *c, struct side *s, struct side *r, size_t size,
+			       size_t cap, struct tp_req **second)
+{
+	double end;
+
+	post_receives(c, s, r, size, cap, second);
 	end = now() + DEADLINE_S;
-	while (!s->req[0] && now() < end)
-		assert_int_equal(tp_isend(c->s, s->buf[0], size, s->gpu[0], &s->req[0]), SM_OK);
-	assert_non_null(s->req[0]);
+	s->req[0] = isend_when_posted(c->s, s->buf[0], size, s->gpu[0], end);
 	return end;
 }
 
@@ -220,17 +225,7 @@ static void test_landed_copy_frees_its_event(void **state)
 	assert_int_equal(standin_engine.starts, 3);
 	assert_false(done);
 	standin_engine.hold_nth = 0;
-	while (now() < end && (!done || !r.done)) {
-		int rdone = 0;
-
-		if (!done)
-			assert_int_equal(tp_test(s.req[0], &done, NULL), SM_OK);
-		if (!r.done) {
-			assert_int_equal(tp_test(r.req[0], &rdone, NULL), SM_OK);
-			r.done = rdone;
-		}
-	}
-	assert_true(done && r.done);
+	complete_both(s.req[0], r.req[0], end);
 	for (size_t j = 0; j < size; j++)
 		if (r.buf[0][j] != pattern(j, 0))
 			fail_msg("byte %zu of %zu wrong", j, size);
@@ -244,22 +239,13 @@ static void test_landed_copy_frees_its_event(void **state)
  * fails with a remote error, and nothing hangs; closes r. */
 static void finish_after_hangup(struct side *r, struct tp_req *second, size_t size, double end)
 {
-	size_t got = 0;
-	int done = 0, rv = SM_OK;
-
-	while (!done && now() < end)
-		assert_int_equal(tp_test(r->req[0], &done, &got), SM_OK);
-	assert_true(done);
-	assert_int_equal(got, size);
+	assert_int_equal(wait_done(r->req[0], end), size);
 	for (size_t j = 0; j < size; j++)
 		if (r->buf[0][j] != pattern(j, 0))
 			fail_msg("byte %zu of %zu wrong", j, size);
 	if (size < MAX_MSG)
 		assert_int_equal(r->buf[0][size], 0xee);
-	done = 0;
-	while (!rv && !done && now() < end)
-		rv = tp_test(second, &done, NULL);
-	assert_int_equal(rv, SM_ERR_REMOTE);
+	assert_int_equal(wait_failure(second, end), SM_ERR_REMOTE);
 	side_close(r);
 	assert_int_equal(standin_engine.out, 0);
 }
@@ -315,23 +301,6 @@ static void test_sender_hangup_with_bytes_in_socket(void **state)
 	hangup_behind((4u << 20) + 65536);
 }
 
-/* Tests a send and its receive until both are done (failing past `end`);
- * returns the size received. */
-static size_t wait_both(struct tp_req *sr, struct tp_req *rr, double end)
-{
-	int sdone = 0, rdone = 0;
-	size_t got = 0;
-
-	while ((!sdone || !rdone) && now() < end) {
-		if (!sdone)
-			assert_int_equal(tp_test(sr, &sdone, NULL), SM_OK);
-		if (!rdone)
-			assert_int_equal(tp_test(rr, &rdone, &got), SM_OK);
-	}
-	assert_true(sdone && rdone);
-	return got;
-}
-
 /* One message of `size` from src (registered as `sreg`, NULL: host
  * memory) into dst (`rreg`): every byte, nothing past it. */
 static void send_and_check(struct tp_comm *sc, struct tp_comm *rc, uint8_t *src, uint8_t *dst,
@@ -344,9 +313,8 @@ static void send_and_check(struct tp_comm *sc, struct tp_comm *rc, uint8_t *src,
 		src[j] = pattern(j, msg);
 	memset(dst, 0xee, size + 1);
 	assert_int_equal(tp_irecv(rc, dst, size, rreg, &rr), SM_OK);
-	while (!sr && now() < end)
-		assert_int_equal(tp_isend(sc, src, size, sreg, &sr), SM_OK);
-	assert_int_equal(wait_both(sr, rr, end), size);
+	sr = isend_when_posted(sc, src, size, sreg, end);
+	assert_int_equal(complete_both(sr, rr, end), size);
 	for (size_t j = 0; j < size; j++)
 		assert_int_equal(dst[j], pattern(j, msg));
 	assert_int_equal(dst[size], 0xee);
@@ -421,7 +389,7 @@ static void one_message(size_t size, size_t cap, int helper, int local)
 	standin_engine_reset(6);
 	standin_engine.helper = 1;
 	end = post_one_message(&c, &s, &r, size, cap, NULL);
-	assert_int_equal(wait_both(s.req[0], r.req[0], end), size);
+	assert_int_equal(complete_both(s.req[0], r.req[0], end), size);
 	for (size_t j = 0; j < size; j++)
 		assert_int_equal(r.buf[0][j], pattern(j, 0));
 	for (size_t j = size; j < MAX_MSG; j++)
@@ -487,9 +455,7 @@ static void test_slow_sender_is_not_a_stuck_copy(void **state)
 	end = now() + DEADLINE_S;
 	/* Host memory: what the socket takes in the isend's one write leaves
 	 * now, the rest when the sender is tested again. */
-	while (!sr && now() < end)
-		assert_int_equal(tp_isend(c.s, src, size, NULL, &sr), SM_OK);
-	assert_non_null(sr);
+	sr = isend_when_posted(c.s, src, size, NULL, end);
 	for (t = now() + 3 * limit_s; now() < t;) {
 		assert_int_equal(tp_test(rr, &done, NULL), SM_OK);
 		assert_false(done);
@@ -498,7 +464,7 @@ static void test_slow_sender_is_not_a_stuck_copy(void **state)
 	 * holds the bytes of a slot begun, waiting for the rest. */
 	slots_in_use(c.r, slots, sizeof(slots));
 	assert_string_equal(slots, "bounce slots in use 1 of 4 (0 copying)");
-	assert_int_equal(wait_both(sr, rr, end), size);
+	assert_int_equal(complete_both(sr, rr, end), size);
 	for (size_t j = 0; j < size; j++)
 		if (dst[j] != pattern(j, 0))
 			fail_msg("byte %zu of %zu wrong", j, size);
@@ -534,7 +500,7 @@ static void test_no_slot_without_bytes(void **state)
 	slots_in_use(c.r, slots, sizeof(slots));
 	assert_string_equal(slots, "bounce slots in use 0 of 4 (0 copying)");
 	standin_engine.hold_nth = 0;
-	assert_int_equal(wait_both(s.req[0], r.req[0], end), 100);
+	assert_int_equal(complete_both(s.req[0], r.req[0], end), 100);
 	for (size_t j = 0; j < 100; j++)
 		assert_int_equal(r.buf[0][j], pattern(j, 0));
 	side_close(&s);
@@ -558,23 +524,12 @@ static void test_sender_hangup_leaves_receive_waiting_for_an_event(void **state)
 
 	(void)state;
 	standin_engine_reset(9);
-	tp_pair_open(&c, &gpu_tcp);
-	side_open(&s, c.s);
-	side_open(&r, c.r);
-	for (size_t j = 0; j < size; j++)
-		s.buf[0][j] = pattern(j, 0);
-	memset(r.buf[0], 0xee, MAX_MSG);
-	assert_int_equal(tp_irecv(c.r, r.buf[0], MAX_MSG, r.gpu[0], &r.req[0]), SM_OK);
-	assert_int_equal(tp_irecv(c.r, r.buf[1], MAX_MSG, r.gpu[1], &second), SM_OK);
+	post_receives(&c, &s, &r, size, MAX_MSG, &second);
 	standin_engine.refuse_pct = 100;	/* no copy starts */
 	end = now() + DEADLINE_S;
 	/* From host memory: the sender needs no copy. */
-	while (!s.req[0] && now() < end)
-		assert_int_equal(tp_isend(c.s, s.buf[0], size, NULL, &s.req[0]), SM_OK);
-	while (!done && now() < end)
-		assert_int_equal(tp_test(s.req[0], &done, NULL), SM_OK);
-	assert_true(done);
-	done = 0;
+	s.req[0] = isend_when_posted(c.s, s.buf[0], size, NULL, end);
+	wait_done(s.req[0], end);
 	while (!r.req[0]->wire_done && now() < end) {
 		assert_int_equal(tp_test(r.req[0], &done, NULL), SM_OK);
 		assert_false(done);

@@ -101,13 +101,25 @@ size_t complete_both(struct tp_req *sr, struct tp_req *rr, double end)
 	return got;
 }
 
-void wait_done(struct tp_req *r, double end)
+size_t wait_done(struct tp_req *r, double end)
 {
+	size_t got = 0;
 	int done = 0;
 
 	while (!done && now() < end)
-		assert_int_equal(tp_test(r, &done, NULL), SM_OK);
+		assert_int_equal(tp_test(r, &done, &got), SM_OK);
 	assert_true(done);
+	return got;
+}
+
+int wait_failure(struct tp_req *r, double end)
+{
+	int done = 0, rc = SM_OK;
+
+	while (rc == SM_OK && !done && now() < end)
+		rc = tp_test(r, &done, NULL);
+	assert_false(done);
+	return rc;
 }
 
 struct tp_req *isend_when_posted(struct tp_comm *s, const void *src, size_t size,

@@ -46,8 +46,12 @@ int make_pair(const struct tp_options *o, struct tp_comm **s, struct tp_comm **r
 /* Tests both requests until done (failing the test past `end`, or on an
  * error, which it prints); returns the bytes the receive reports. */
 size_t complete_both(struct tp_req *sr, struct tp_req *rr, double end);
-/* Tests `r` until it is done; fails the test past `end` or on an error. */
-void wait_done(struct tp_req *r, double end);
+/* Tests `r` until it is done and returns the bytes it reports; fails the
+ * test past `end` or on an error. */
+size_t wait_done(struct tp_req *r, double end);
+/* Tests `r` until it fails and returns that error, SM_OK if `end` came
+ * first; fails the test if `r` completes instead. */
+int wait_failure(struct tp_req *r, double end);
 /* Retries isend (from registration `reg`, or none) until the peer's
  * receive is posted, as NCCL's proxy does; fails the test past `end`. */
 struct tp_req *isend_when_posted(struct tp_comm *s, const void *src, size_t size,
