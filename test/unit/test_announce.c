@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -63,15 +62,6 @@ static void pair_close(struct pair *p)
 {
 	tp_deregister(p->c.s, p->sreg);
 	tp_pair_close(&p->c);
-}
-
-/* Bytes waiting to be read on a socket. */
-static int unread(int fd)
-{
-	int n = -1;
-
-	assert_int_equal(ioctl(fd, FIONREAD, &n), 0);
-	return n;
 }
 
 /* Fills the receiver's socket, made small first, while the sender does

@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -34,28 +33,13 @@
 #include "tp_pair.h"
 #include "fd_util.h"
 
-static void sample_info(struct tp_handle_info *info)
-{
-	memset(info, 0, sizeof(*info));
-	info->host_id = 0x1122334455667788ull;
-	for (int i = 0; i < 16; i++)
-		info->token[i] = (uint8_t)(i * 7 + 1);
-	info->dev = 3;
-	info->pid = 4242;
-	strcpy(info->uds_name, "symmem-0123456789abcdef");
-	info->family = AF_INET;
-	info->port = 40000;
-	info->addr[0] = 127;
-	info->addr[3] = 1;
-}
-
 static void test_handle_roundtrip(void **state)
 {
 	struct tp_handle_info in, out;
 	uint8_t h[TP_HANDLE_SIZE];
 
 	(void)state;
-	sample_info(&in);
+	sample_handle_info(&in);
 	tp_handle_encode(&in, h);
 	assert_int_equal(tp_handle_decode(h, &out), SM_OK);
 	assert_int_equal(out.host_id, in.host_id);
@@ -77,7 +61,7 @@ static void test_handle_roundtrip(void **state)
 	assert_int_equal(out.no_tcp, 0);
 
 	/* A listener without TCP: no family, port or address. */
-	sample_info(&in);
+	sample_handle_info(&in);
 	in.no_tcp = 1;
 	in.family = 0;
 	in.port = 0;
@@ -94,7 +78,7 @@ static void test_handle_every_bit_flip_rejected(void **state)
 	uint8_t h[TP_HANDLE_SIZE], bad[TP_HANDLE_SIZE];
 
 	(void)state;
-	sample_info(&in);
+	sample_handle_info(&in);
 	tp_handle_encode(&in, h);
 	for (int byte = 0; byte < TP_HANDLE_SIZE; byte++) {
 		for (int bit = 0; bit < 8; bit++) {
@@ -129,30 +113,30 @@ static void test_handle_bad_fields(void **state)
 	uint8_t h[TP_HANDLE_SIZE];
 
 	(void)state;
-	sample_info(&in);
+	sample_handle_info(&in);
 	in.family = AF_UNIX;
 	tp_handle_encode(&in, h);
 	assert_int_equal(tp_handle_decode(h, &out), SM_ERR_INVALID);
 	assert_non_null(strstr(sm_last_error(), "family"));
 
-	sample_info(&in);
+	sample_handle_info(&in);
 	in.port = 0;
 	tp_handle_encode(&in, h);
 	assert_int_equal(tp_handle_decode(h, &out), SM_ERR_INVALID);
 
-	sample_info(&in);
+	sample_handle_info(&in);
 	in.dev = -1;
 	tp_handle_encode(&in, h);
 	assert_int_equal(tp_handle_decode(h, &out), SM_ERR_INVALID);
 
-	sample_info(&in);
+	sample_handle_info(&in);
 	in.uds_name[0] = '\0';
 	tp_handle_encode(&in, h);
 	assert_int_equal(tp_handle_decode(h, &out), SM_ERR_INVALID);
 
 	/* The encoder leaves an address without an offer out; a handle that
 	 * carries one anyway (the CRC made to fit) is refused. */
-	sample_info(&in);
+	sample_handle_info(&in);
 	in.ib = 1;
 	in.ib_gid[15] = 7;
 	tp_handle_encode(&in, h);
@@ -168,7 +152,7 @@ static void test_handle_bad_fields(void **state)
 	assert_non_null(strstr(sm_last_error(), "RDMA address"));
 
 	/* "No TCP" with a TCP address anyway. */
-	sample_info(&in);
+	sample_handle_info(&in);
 	in.no_tcp = 1;
 	tp_handle_encode(&in, h);
 	assert_int_equal(tp_handle_decode(h, &out), SM_ERR_INVALID);
@@ -1594,7 +1578,7 @@ static void test_shm_backend_refuses_other_host(void **state)
 	struct tp_comm *s = NULL;
 
 	(void)state;
-	sample_info(&info);
+	sample_handle_info(&info);
 	info.host_id = tp_host_id() + 1;
 	tp_handle_encode(&info, h);
 	assert_int_equal(tp_connect(&o, h, &s), SM_ERR_USAGE);
@@ -2127,15 +2111,6 @@ static void test_announcement_fd_not_reused(void **state)
 	close(rd);
 	tp_close(s);
 	tp_close(r);
-}
-
-/* Bytes waiting to be read on a socket. */
-static int unread(int fd)
-{
-	int n = -1;
-
-	assert_int_equal(ioctl(fd, FIONREAD, &n), 0);
-	return n;
 }
 
 /* Withdraws registration `id` as if it had been announced. */

@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "symmem.h"
@@ -20,6 +22,21 @@ struct tp_options options(int backend, uint64_t ring, uint64_t chunk)
 		.zero_copy = 1,		/* NCCL_ZERO_COPY's default */
 	};
 	return o;
+}
+
+void sample_handle_info(struct tp_handle_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	info->host_id = 0x1122334455667788ull;
+	for (int i = 0; i < 16; i++)
+		info->token[i] = (uint8_t)(i * 7 + 1);
+	info->dev = 3;
+	info->pid = 4242;
+	strcpy(info->uds_name, "symmem-00ff10ab9c3d7e01");
+	info->family = AF_INET;
+	info->port = 40000;
+	info->addr[0] = 127;
+	info->addr[3] = 1;
 }
 
 double now(void)

@@ -39,6 +39,9 @@ struct tp_options options(int backend, uint64_t ring, uint64_t chunk);
 /* Required ibverbs on the devices NCCL_IB_HCA-style `hca` selects. */
 struct tp_options ib_options(const char *hca);
 double now(void);
+/* The handle of a listener at 127.0.0.1:40000, socket name and all, with
+ * no RDMA offer: a start for tests that change one field. */
+void sample_handle_info(struct tp_handle_info *info);
 /* Connects and accepts on one thread until both ends exist (10 s). */
 int drive_pair(const struct tp_options *o, struct tp_listener *l, const uint8_t *h,
 	       struct tp_comm **s, struct tp_comm **r);
