@@ -236,19 +236,26 @@ static void test_ib_bad_gid_index(void **state)
 	assert_non_null(strstr(sm_last_error(), "NCCL_IB_GID_INDEX=255"));
 }
 
+/* NCCL_IB_HCA `works` connects; `fails` does not, with an error that
+ * holds `why`. */
+static void hca_works_and_fails(const char *works, const char *fails, const char *why)
+{
+	struct tp_options ok = ib_options(works), bad = ib_options(fails);
+	struct tp_comm *s, *r;
+
+	assert_int_equal(make_pair(&ok, &s, &r), SM_OK);
+	tp_close(s);
+	tp_close(r);
+	assert_int_equal(make_pair(&bad, &s, &r), SM_ERR_USAGE);
+	assert_non_null(strstr(sm_last_error(), why));
+}
+
 /* A port NCCL_IB_HCA names: the first (Soft-RoCE has one) works, one the
  * device lacks fails the connect and says which. */
 static void test_ib_named_port(void **state)
 {
-	struct tp_options one = ib_options("rxe:1"), two = ib_options("rxe:2");
-	struct tp_comm *s, *r;
-
 	(void)state;
-	assert_int_equal(make_pair(&one, &s, &r), SM_OK);
-	tp_close(s);
-	tp_close(r);
-	assert_int_equal(make_pair(&two, &s, &r), SM_ERR_USAGE);
-	assert_non_null(strstr(sm_last_error(), "names port 2"));
+	hca_works_and_fails("rxe:1", "rxe:2", "names port 2");
 }
 
 /* An exclusion list that leaves out the only port of the one device it
@@ -256,15 +263,8 @@ static void test_ib_named_port(void **state)
  * the device lacks changes nothing. */
 static void test_ib_excluded_port(void **state)
 {
-	struct tp_options all_out = ib_options("^rxe0:1,far"), other = ib_options("^rxe0:2,far");
-	struct tp_comm *s, *r;
-
 	(void)state;
-	assert_int_equal(make_pair(&other, &s, &r), SM_OK);
-	tp_close(s);
-	tp_close(r);
-	assert_int_equal(make_pair(&all_out, &s, &r), SM_ERR_USAGE);
-	assert_non_null(strstr(sm_last_error(), "leaves out every active port of rxe0"));
+	hca_works_and_fails("^rxe0:2,far", "^rxe0:1,far", "leaves out every active port of rxe0");
 }
 
 /* With a device: automatic picks ibverbs for a peer on another host. */
