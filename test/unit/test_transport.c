@@ -315,7 +315,6 @@ static void test_host_id_stable(void **state)
 	assert_int_equal(tp_host_id(), tp_host_id());
 }
 
-/* Drives connect and accept from this thread until both ends exist. */
 /* A tiny ring and odd sizes: every message wraps around the ring end. */
 static void ring_wraps(int backend)
 {
