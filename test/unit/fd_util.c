@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -53,6 +54,14 @@ int writers_gone(int rd, int ms)
 	struct pollfd p = { .fd = rd, .events = POLLIN };
 
 	return poll(&p, 1, ms) == 1 && (p.revents & POLLHUP);
+}
+
+int unread(int fd)
+{
+	int n = -1;
+
+	assert_int_equal(ioctl(fd, FIONREAD, &n), 0);
+	return n;
 }
 
 int open_fds(void)

@@ -1,8 +1,9 @@
 /* Descriptors and mappings in tests: send several descriptors with one
  * message, as no sender of ours does but anyone who can connect may; tell
- * whether every copy of a pipe's write end is closed; count this
- * process's open descriptors and its mappings of a shared segment (these
- * two fail the test when /proc cannot be read). */
+ * whether every copy of a pipe's write end is closed; count the bytes
+ * waiting on a socket, this process's open descriptors and its mappings
+ * of a shared segment (these three fail the test when they cannot be
+ * read). */
 #ifndef SYMMEM_TEST_FD_UTIL_H
 #define SYMMEM_TEST_FD_UTIL_H
 
@@ -17,6 +18,9 @@ int make_pipes(int *rd, int *wr, int n);
 
 /* 1 when the read end `rd` sees every write end closed within `ms`. */
 int writers_gone(int rd, int ms);
+
+/* Bytes waiting to be read on socket `fd`. */
+int unread(int fd);
 
 /* Descriptors this process has open. */
 int open_fds(void);

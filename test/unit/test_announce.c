@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -39,42 +38,30 @@
 #define SIZE 4096
 #define DEADLINE_S 20.0
 
+/* A pair whose sender holds src in "GPU" memory (registered as sreg). */
 struct pair {
-	struct tp_comm *s, *r;
+	struct tp_pair c;
 	struct tp_region *sreg;
 	uint8_t src[SIZE];
 };
 
 static void pair_open(struct pair *p)
 {
-	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	const struct tp_pair_opts gpu_shm = { .backend = TP_BACKEND_SHM, .gpu = 1 };
 
 	standin_engine_reset(1);
 	standin_engine.helper = 1;
-	o.gpu = 1;
-	o.pool = (struct sm_pool_config){ .growth = 2.0, .max = 64u << 20, .trim = 64u << 20 };
 	memset(p, 0, sizeof(*p));
 	for (size_t i = 0; i < SIZE; i++)
 		p->src[i] = (uint8_t)(i * 7 + 3);
-	if (make_pair(&o, &p->s, &p->r))
-		fail_msg("%s", sm_last_error());
-	assert_int_equal(tp_register(p->s, p->src, SIZE, TP_MEM_CUDA, &p->sreg), SM_OK);
+	tp_pair_open(&p->c, &gpu_shm);
+	assert_int_equal(tp_register(p->c.s, p->src, SIZE, TP_MEM_CUDA, &p->sreg), SM_OK);
 }
 
 static void pair_close(struct pair *p)
 {
-	tp_deregister(p->s, p->sreg);
-	tp_close(p->s);
-	tp_close(p->r);
-}
-
-/* Bytes waiting to be read on a socket. */
-static int unread(int fd)
-{
-	int n = -1;
-
-	assert_int_equal(ioctl(fd, FIONREAD, &n), 0);
-	return n;
+	tp_deregister(p->c.s, p->sreg);
+	tp_pair_close(&p->c);
 }
 
 /* Fills the receiver's socket, made small first, while the sender does
@@ -119,12 +106,12 @@ static void move_once(struct pair *p, uint8_t *dst, struct tp_region *reg)
 
 	memset(dst, 0xee, SIZE);
 	while (!rr && now() < end) {
-		assert_int_equal(tp_irecv(p->r, dst, SIZE, reg, &rr), SM_OK);
+		assert_int_equal(tp_irecv(p->c.r, dst, SIZE, reg, &rr), SM_OK);
 		if (!rr)	/* the sender reads announcements when it tries to send */
-			assert_int_equal(tp_isend(p->s, p->src, SIZE, p->sreg, &sr), SM_OK);
+			assert_int_equal(tp_isend(p->c.s, p->src, SIZE, p->sreg, &sr), SM_OK);
 	}
 	assert_non_null(rr);
-	sr = isend_when_posted(p->s, p->src, SIZE, p->sreg, end);
+	sr = isend_when_posted(p->c.s, p->src, SIZE, p->sreg, end);
 	assert_int_equal(complete_both(sr, rr, end), SIZE);
 	assert_memory_equal(dst, p->src, SIZE);
 }
@@ -144,23 +131,23 @@ static void test_register_many_while_sender_idle(void **state)
 	pair_open(&p);
 	t0 = now();
 	for (int i = 0; i < NREG; i++)
-		assert_int_equal(tp_register(p.r, bufs[i], SIZE, TP_MEM_CUDA, &regs[i]), SM_OK);
+		assert_int_equal(tp_register(p.c.r, bufs[i], SIZE, TP_MEM_CUDA, &regs[i]), SM_OK);
 	assert_true(now() - t0 < 2.0);
-	assert_int_equal(p.r->failed, 0);
-	assert_int_equal(unread(p.s->fd), 0);
-	assert_int_equal(shm_of(p.r)->aout_len, 0);
+	assert_int_equal(p.c.r->failed, 0);
+	assert_int_equal(unread(p.c.s->fd), 0);
+	assert_int_equal(shm_of(p.c.r)->aout_len, 0);
 
 	move_once(&p, bufs[NREG - 7], regs[NREG - 7]);
-	assert_int_equal(tp_remote_region_count(p.s), 1);
+	assert_int_equal(tp_remote_region_count(p.c.s), 1);
 	/* Its second receive writes nothing more. */
 	move_once(&p, bufs[NREG - 7], regs[NREG - 7]);
-	assert_int_equal(unread(p.s->fd), 0);
+	assert_int_equal(unread(p.c.s->fd), 0);
 
 	for (int i = 0; i < NREG; i++)
-		tp_deregister(p.r, regs[i]);
-	assert_int_equal(p.r->failed, 0);
+		tp_deregister(p.c.r, regs[i]);
+	assert_int_equal(p.c.r->failed, 0);
 	/* One withdrawal: the announced one's. */
-	assert_int_equal(unread(p.s->fd), (int)sizeof(struct wire_region));
+	assert_int_equal(unread(p.c.s->fd), (int)sizeof(struct wire_region));
 	pair_close(&p);
 }
 
@@ -171,11 +158,11 @@ static struct tp_region *register_while_full(struct pair *p, uint8_t *dst)
 	struct tp_region *reg;
 	struct tp_req *rr = (struct tp_req *)1;
 
-	fill_socket(p->r);
-	assert_int_equal(tp_register(p->r, dst, SIZE, TP_MEM_CUDA, &reg), SM_OK);
-	assert_int_equal(tp_irecv(p->r, dst, SIZE, reg, &rr), SM_OK);
+	fill_socket(p->c.r);
+	assert_int_equal(tp_register(p->c.r, dst, SIZE, TP_MEM_CUDA, &reg), SM_OK);
+	assert_int_equal(tp_irecv(p->c.r, dst, SIZE, reg, &rr), SM_OK);
 	assert_null(rr);
-	assert_int_equal(p->r->failed, 0);
+	assert_int_equal(p->c.r->failed, 0);
 	return reg;
 }
 
@@ -192,9 +179,9 @@ static void test_receive_waits_for_room(void **state)
 	pair_open(&p);
 	reg = register_while_full(&p, dst);
 	move_once(&p, dst, reg);
-	assert_int_equal(shm_of(p.r)->aout_len, 0);
-	assert_int_equal(p.s->failed, 0);
-	tp_deregister(p.r, reg);
+	assert_int_equal(shm_of(p.c.r)->aout_len, 0);
+	assert_int_equal(p.c.s->failed, 0);
+	tp_deregister(p.c.r, reg);
 	pair_close(&p);
 }
 
@@ -212,18 +199,18 @@ static void test_receive_gives_up_on_a_sender_that_never_reads(void **state)
 
 	(void)state;
 	pair_open(&p);
-	fill_socket(p.r);
-	assert_int_equal(tp_register(p.r, dst, SIZE, TP_MEM_CUDA, &reg), SM_OK);
+	fill_socket(p.c.r);
+	assert_int_equal(tp_register(p.c.r, dst, SIZE, TP_MEM_CUDA, &reg), SM_OK);
 	t0 = now();
 	end = t0 + DEADLINE_S;
 	while (rc == SM_OK && now() < end) {
-		rc = tp_irecv(p.r, dst, SIZE, reg, &rr);
+		rc = tp_irecv(p.c.r, dst, SIZE, reg, &rr);
 		assert_null(rr);
 	}
 	assert_int_equal(rc, SM_ERR_REMOTE);
 	assert_true(now() - t0 > 9.5);
 	assert_non_null(strstr(sm_last_error(), "did not read a registration announcement"));
-	tp_deregister(p.r, reg);
+	tp_deregister(p.c.r, reg);
 	pair_close(&p);
 }
 
@@ -239,21 +226,21 @@ static void test_ring_receive_after_direct_in_slot(void **state)
 
 	(void)state;
 	pair_open(&p);
-	assert_int_equal(tp_register(p.r, dst, SIZE, TP_MEM_CUDA, &reg), SM_OK);
+	assert_int_equal(tp_register(p.c.r, dst, SIZE, TP_MEM_CUDA, &reg), SM_OK);
 	move_once(&p, dst, reg);
 	memset(dst, 0xee, SIZE);
 	for (int m = 1; m <= TP_MAX_REQUESTS; m++) {
 		double end = now() + 5;
 
 		memset(host, 0, SIZE);
-		assert_int_equal(tp_irecv(p.r, host, SIZE, NULL, &rr), SM_OK);
-		sr = isend_when_posted(p.s, p.src, SIZE, NULL, end);
+		assert_int_equal(tp_irecv(p.c.r, host, SIZE, NULL, &rr), SM_OK);
+		sr = isend_when_posted(p.c.s, p.src, SIZE, NULL, end);
 		assert_int_equal(complete_both(sr, rr, end), SIZE);
 		assert_memory_equal(host, p.src, SIZE);
 	}
 	assert_int_equal(dst[0], 0xee);
 	assert_int_equal(dst[SIZE - 1], 0xee);
-	tp_deregister(p.r, reg);
+	tp_deregister(p.c.r, reg);
 	pair_close(&p);
 }
 
@@ -268,13 +255,13 @@ static void test_receive_inside_registration(void **state)
 	(void)state;
 	pair_open(&p);
 	memset(buf, 0xee, sizeof(buf));
-	assert_int_equal(tp_register(p.r, buf, sizeof(buf), TP_MEM_CUDA, &reg), SM_OK);
+	assert_int_equal(tp_register(p.c.r, buf, sizeof(buf), TP_MEM_CUDA, &reg), SM_OK);
 	move_once(&p, buf + SIZE, reg);
 	for (size_t i = 0; i < SIZE; i++) {
 		assert_int_equal(buf[i], 0xee);
 		assert_int_equal(buf[2 * SIZE + i], 0xee);
 	}
-	tp_deregister(p.r, reg);
+	tp_deregister(p.c.r, reg);
 	pair_close(&p);
 }
 
@@ -297,17 +284,17 @@ static void test_receive_offset_outside_registration(void **state)
 		int rc = SM_OK;
 
 		pair_open(&p);
-		assert_int_equal(tp_register(p.r, dst, SIZE, TP_MEM_CUDA, &reg), SM_OK);
-		assert_int_equal(tp_irecv(p.r, dst, SIZE, reg, &rr), SM_OK);
+		assert_int_equal(tp_register(p.c.r, dst, SIZE, TP_MEM_CUDA, &reg), SM_OK);
+		assert_int_equal(tp_irecv(p.c.r, dst, SIZE, reg, &rr), SM_OK);
 		assert_non_null(rr);
-		shm_of(p.r)->ctrl->recv_offset[0] = bad[i];
+		shm_of(p.c.r)->ctrl->recv_offset[0] = bad[i];
 		while (!sr && rc == SM_OK && now() < end)
-			rc = tp_isend(p.s, p.src, SIZE, p.sreg, &sr);
+			rc = tp_isend(p.c.s, p.src, SIZE, p.sreg, &sr);
 		assert_null(sr);
 		assert_int_equal(rc, SM_ERR_REMOTE);
 		assert_non_null(strstr(sm_last_error(), "cannot hold"));
 		assert_int_equal(standin_engine.starts, 0);
-		tp_deregister(p.r, reg);
+		tp_deregister(p.c.r, reg);
 		pair_close(&p);
 	}
 }
@@ -326,18 +313,18 @@ static void test_landing_time_from_the_future(void **state)
 
 	(void)state;
 	pair_open(&p);
-	assert_int_equal(tp_register(p.r, dst, SIZE, TP_MEM_CUDA, &reg), SM_OK);
-	assert_int_equal(tp_irecv(p.r, dst, SIZE, reg, &rr), SM_OK);
+	assert_int_equal(tp_register(p.c.r, dst, SIZE, TP_MEM_CUDA, &reg), SM_OK);
+	assert_int_equal(tp_irecv(p.c.r, dst, SIZE, reg, &rr), SM_OK);
 	assert_non_null(rr);
-	sr = isend_when_posted(p.s, p.src, SIZE, p.sreg, end);
+	sr = isend_when_posted(p.c.s, p.src, SIZE, p.sreg, end);
 	wait_done(sr, end);
-	shm_of(p.r)->ctrl->land_ns[0] = sm_now_ns() + 10ull * 1000 * 1000 * 1000;
+	shm_of(p.c.r)->ctrl->land_ns[0] = sm_now_ns() + 10ull * 1000 * 1000 * 1000;
 	wait_done(rr, end);
 	assert_memory_equal(dst, p.src, SIZE);
-	tp_get_stats(p.r, &st);
+	tp_get_stats(p.c.r, &st);
 	assert_int_equal(st.stage[TP_STAGE_NOTICE].n[0], 1);
 	assert_int_equal(st.stage[TP_STAGE_NOTICE].n[SM_HIST_BUCKETS - 1], 0);
-	tp_deregister(p.r, reg);
+	tp_deregister(p.c.r, reg);
 	pair_close(&p);
 }
 
@@ -353,18 +340,18 @@ static void test_stale_deregistration_leaves_new_comm_alone(void **state)
 
 	(void)state;
 	pair_open(&a);
-	assert_int_equal(tp_register(a.r, d1, SIZE, TP_MEM_CUDA, &reg1), SM_OK);
+	assert_int_equal(tp_register(a.c.r, d1, SIZE, TP_MEM_CUDA, &reg1), SM_OK);
 	move_once(&a, d1, reg1);
 	pair_close(&a);
 	pair_open(&b);
-	assert_int_equal(tp_register(b.r, d2, SIZE, TP_MEM_CUDA, &reg2), SM_OK);
+	assert_int_equal(tp_register(b.c.r, d2, SIZE, TP_MEM_CUDA, &reg2), SM_OK);
 	assert_int_equal(shm_region_of(reg2)->id, shm_region_of(reg1)->id);
 	move_once(&b, d2, reg2);
-	tp_deregister(b.r, reg1);
+	tp_deregister(b.c.r, reg1);
 	move_once(&b, d2, reg2);
-	assert_int_equal(tp_remote_region_count(b.s), 1);
-	assert_int_equal(b.s->failed, 0);
-	tp_deregister(b.r, reg2);
+	assert_int_equal(tp_remote_region_count(b.c.s), 1);
+	assert_int_equal(b.c.s->failed, 0);
+	tp_deregister(b.c.r, reg2);
 	pair_close(&b);
 }
 
@@ -382,26 +369,26 @@ static void test_host_sends_through_staging(void **state)
 	(void)state;
 	pair_open(&p);
 	standin_engine.helper = 0;	/* registered while the helper cannot map it */
-	assert_int_equal(tp_register(p.s, host, SIZE, TP_MEM_HOST, &hreg), SM_OK);
+	assert_int_equal(tp_register(p.c.s, host, SIZE, TP_MEM_HOST, &hreg), SM_OK);
 	standin_engine.helper = 1;
-	assert_int_equal(tp_register(p.r, dst, SIZE, TP_MEM_CUDA, &reg), SM_OK);
+	assert_int_equal(tp_register(p.c.r, dst, SIZE, TP_MEM_CUDA, &reg), SM_OK);
 	for (int m = 0; m < 3 * (1 << 20) / SIZE; m++) {
 		double end = now() + 5;
 		struct tp_req *sr = NULL, *rr = NULL;
 
 		memset(host, m + 1, SIZE);
 		memset(dst, 0, SIZE);
-		assert_int_equal(tp_irecv(p.r, dst, SIZE, reg, &rr), SM_OK);
+		assert_int_equal(tp_irecv(p.c.r, dst, SIZE, reg, &rr), SM_OK);
 		assert_non_null(rr);
-		sr = isend_when_posted(p.s, host, SIZE, hreg, end);
+		sr = isend_when_posted(p.c.s, host, SIZE, hreg, end);
 		assert_int_equal(complete_both(sr, rr, end), SIZE);
 		assert_memory_equal(dst, host, SIZE);
 	}
-	tp_get_stats(p.s, &st);
+	tp_get_stats(p.c.s, &st);
 	assert_int_equal(st.direct, 3 * (1 << 20) / SIZE);
 	assert_true(mappings_named("symmem-stage") > 0);	/* here and in the helper */
-	tp_deregister(p.r, reg);
-	tp_deregister(p.s, hreg);
+	tp_deregister(p.c.r, reg);
+	tp_deregister(p.c.s, hreg);
 	pair_close(&p);
 	assert_int_equal(mappings_named("symmem-stage"), 0);
 	assert_int_equal(standin_engine.ranges, 0);
@@ -425,13 +412,13 @@ static void test_second_wait_counts_from_its_own_start(void **state)
 	move_once(&p, dst, reg);
 	sleep(11);			/* past ANNOUNCE_TIMEOUT_MS since then */
 	move_once(&p, dst, reg);
-	fill_socket(p.r);
-	assert_int_equal(tp_irecv(p.r, dst, SIZE, reg, &rr), SM_OK);
+	fill_socket(p.c.r);
+	assert_int_equal(tp_irecv(p.c.r, dst, SIZE, reg, &rr), SM_OK);
 	assert_null(rr);		/* waits again, and is not failed */
-	assert_int_equal(p.r->failed, 0);
+	assert_int_equal(p.c.r->failed, 0);
 	move_once(&p, dst, reg);
-	assert_int_equal(p.s->failed, 0);
-	tp_deregister(p.r, reg);
+	assert_int_equal(p.c.s->failed, 0);
+	tp_deregister(p.c.r, reg);
 	pair_close(&p);
 }
 
@@ -480,17 +467,17 @@ static void move_into(struct pair *p, uint32_t id, uint8_t *dst, uint64_t off)
 	struct shm_region fake;
 
 	memset(&fake, 0, sizeof(fake));
-	fake.reg.comm = p->r;
-	fake.reg.comm_serial = p->r->serial;
+	fake.reg.comm = p->c.r;
+	fake.reg.comm_serial = p->c.r->serial;
 	fake.reg.base = (uintptr_t)dst;
 	fake.reg.size = SIZE;
 	fake.reg.mem = TP_MEM_CUDA;
 	fake.id = id;
 	fake.own.offset = off;
 	memset(dst, 0xee, SIZE);
-	assert_int_equal(tp_irecv(p->r, dst, SIZE, &fake.reg, &rr), SM_OK);
+	assert_int_equal(tp_irecv(p->c.r, dst, SIZE, &fake.reg, &rr), SM_OK);
 	assert_non_null(rr);
-	sr = isend_when_posted(p->s, p->src, SIZE, p->sreg, end);
+	sr = isend_when_posted(p->c.s, p->src, SIZE, p->sreg, end);
 	assert_int_equal(complete_both(sr, rr, end), SIZE);
 	assert_memory_equal(dst, p->src, SIZE);
 }
@@ -511,28 +498,28 @@ static void test_allocation_shared_by_registrations(void **state)
 	assert_int_equal(make_pipes(&rd, &wr, 1), 0);
 	fds = open_fds();
 	for (uint32_t id = 5; id <= 7; id++)
-		send_region(p.r, REGION_ADD, id, &info, &wr, 1);
+		send_region(p.c.r, REGION_ADD, id, &info, &wr, 1);
 	close(wr);
-	assert_int_equal(remote_drain(shm_of(p.s)), SM_OK);
-	assert_int_equal(tp_remote_region_count(p.s), 3);
+	assert_int_equal(remote_drain(shm_of(p.c.s)), SM_OK);
+	assert_int_equal(tp_remote_region_count(p.c.s), 3);
 	assert_int_equal(open_fds(), fds);	/* ours closed, one kept there */
 	ranges = standin_engine.ranges;
 	move_into(&p, 5, buf, 0);
 	move_into(&p, 6, buf + SIZE, SIZE);
 	move_into(&p, 7, buf + 2 * SIZE, 2 * SIZE);
 	assert_int_equal(standin_engine.ranges, ranges + 1);
-	send_region(p.r, REGION_DEL, 5, NULL, NULL, 0);
-	send_region(p.r, REGION_DEL, 6, NULL, NULL, 0);
-	assert_int_equal(remote_drain(shm_of(p.s)), SM_OK);
+	send_region(p.c.r, REGION_DEL, 5, NULL, NULL, 0);
+	send_region(p.c.r, REGION_DEL, 6, NULL, NULL, 0);
+	assert_int_equal(remote_drain(shm_of(p.c.s)), SM_OK);
 	assert_false(writers_gone(rd, 100));
 	assert_int_equal(standin_engine.ranges, ranges + 1);
 	move_into(&p, 7, buf + 2 * SIZE, 2 * SIZE);
-	send_region(p.r, REGION_DEL, 7, NULL, NULL, 0);
-	assert_int_equal(remote_drain(shm_of(p.s)), SM_OK);
-	assert_int_equal(tp_remote_region_count(p.s), 0);
+	send_region(p.c.r, REGION_DEL, 7, NULL, NULL, 0);
+	assert_int_equal(remote_drain(shm_of(p.c.s)), SM_OK);
+	assert_int_equal(tp_remote_region_count(p.c.s), 0);
 	assert_true(writers_gone(rd, 1000));
 	assert_int_equal(standin_engine.ranges, ranges);
-	assert_int_equal(p.s->failed, 0);
+	assert_int_equal(p.c.s->failed, 0);
 	close(rd);
 	pair_close(&p);
 }
@@ -570,16 +557,16 @@ static void test_bogus_announcements(void **state)
 		pair_open(&p);
 		info.kind = cases[i].kind;
 		assert_int_equal(make_pipes(&rd, &wr, 1), 0);
-		send_region(p.r, REGION_ADD, 5, &info, &wr, cases[i].fd);
+		send_region(p.c.r, REGION_ADD, 5, &info, &wr, cases[i].fd);
 		close(wr);
 		if (cases[i].del == 5)		/* withdrawn twice */
-			send_region(p.r, REGION_DEL, 5, NULL, NULL, 0);
+			send_region(p.c.r, REGION_DEL, 5, NULL, NULL, 0);
 		if (cases[i].del)
-			send_region(p.r, REGION_DEL, cases[i].del, NULL, NULL, 0);
-		assert_int_equal(remote_drain(shm_of(p.s)), SM_ERR_REMOTE);
+			send_region(p.c.r, REGION_DEL, cases[i].del, NULL, NULL, 0);
+		assert_int_equal(remote_drain(shm_of(p.c.s)), SM_ERR_REMOTE);
 		if (!strstr(sm_last_error(), cases[i].why))
 			fail_msg("case %zu: %s", i, sm_last_error());
-		assert_int_equal(tp_isend(p.s, p.src, SIZE, p.sreg, &sr), SM_ERR_REMOTE);
+		assert_int_equal(tp_isend(p.c.s, p.src, SIZE, p.sreg, &sr), SM_ERR_REMOTE);
 		assert_null(sr);
 		if (!cases[i].del)		/* refused: nothing kept */
 			assert_true(writers_gone(rd, 1000));
@@ -602,15 +589,15 @@ static void test_announcement_with_extra_descriptors(void **state)
 	(void)state;
 	pair_open(&p);
 	assert_int_equal(make_pipes(rd, wr, 3), 0);
-	send_region(p.r, REGION_ADD, 5, &info, wr, 3);
+	send_region(p.c.r, REGION_ADD, 5, &info, wr, 3);
 	for (int i = 0; i < 3; i++)
 		close(wr[i]);
-	assert_int_equal(remote_drain(shm_of(p.s)), SM_OK);
+	assert_int_equal(remote_drain(shm_of(p.c.s)), SM_OK);
 	assert_false(writers_gone(rd[0], 100));
 	assert_true(writers_gone(rd[1], 1000));
 	assert_true(writers_gone(rd[2], 1000));
 	move_into(&p, 5, buf, 0);
-	assert_int_equal(p.s->failed, 0);
+	assert_int_equal(p.c.s->failed, 0);
 	pair_close(&p);
 	assert_true(writers_gone(rd[0], 1000));
 	for (int i = 0; i < 3; i++)
@@ -681,25 +668,25 @@ static void test_announcements_past_the_limit(void **state)
 {
 	static uint8_t buf[SIZE];
 	struct flood_result res;
-	struct tp_comm *s, *r;
-	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	const struct tp_pair_opts shm = { .backend = TP_BACKEND_SHM };
+	struct tp_pair p;
 	int out[2], status;
 	uint32_t id = 1;
 	pid_t pid;
 
 	(void)state;
 	standin_engine_reset(1);
-	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
+	tp_pair_open(&p, &shm);
 	assert_int_equal(pipe(out), 0);
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		close(out[0]);
-		flood_sender(s, out[1]);
+		flood_sender(p.s, out[1]);
 	}
 	close(out[1]);
 	while (id <= FLOOD) {
-		struct pollfd pf[2] = { { .fd = r->fd, .events = POLLOUT },
+		struct pollfd pf[2] = { { .fd = p.r->fd, .events = POLLOUT },
 					{ .fd = out[0], .events = POLLIN } };
 		struct sm_share_info info = cumem_info(id, buf, SIZE);
 		int fd;
@@ -709,7 +696,7 @@ static void test_announcements_past_the_limit(void **state)
 			break;		/* the sender gave up */
 		fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		assert_true(fd >= 0);
-		send_region(r, REGION_ADD, id++, &info, &fd, 1);
+		send_region(p.r, REGION_ADD, id++, &info, &fd, 1);
 		close(fd);
 	}
 	assert_int_equal(read(out[0], &res, sizeof(res)), (ssize_t)sizeof(res));
@@ -723,8 +710,7 @@ static void test_announcements_past_the_limit(void **state)
 	assert_true(res.can_open);
 	assert_int_equal(res.after_close, -1);	/* its socket went too */
 	close(out[0]);
-	tp_close(s);
-	tp_close(r);
+	tp_pair_close(&p);
 }
 
 int main(void)

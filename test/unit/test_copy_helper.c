@@ -400,11 +400,24 @@ static void ask(int sock, const struct cd_msg *m, struct cd_reply *r)
 	ask_len(sock, m, sizeof(*m), r);
 }
 
+/* Sends `m` (with `fd` attached and closed here, unless it is -1) and
+ * expects it refused as invalid for a reason holding `why`. */
+static void refused(int sock, const struct cd_msg *m, int fd, const char *why)
+{
+	struct cd_reply r;
+
+	if (fd >= 0)
+		ask_with_fd(sock, m, fd, &r);
+	else
+		ask(sock, m, &r);
+	assert_int_equal(r.status, SM_ERR_INVALID);
+	assert_non_null(strstr(r.msg, why));
+}
+
 /* Requests out of order or unknown are refused with a reason; the helper
  * keeps serving, and leaves once the client hangs up. */
 static void test_refusals_then_hangup(void **state)
 {
-	struct cd_reply r;
 	struct cd_msg m;
 	int sock;
 	pid_t pid;
@@ -415,46 +428,28 @@ static void test_refusals_then_hangup(void **state)
 	m.magic = CD_MAGIC;
 	m.op = CD_ADD;
 	m.info.kind = SM_SHARE_LEGACY_IPC;
-	ask(sock, &m, &r);
-	assert_int_equal(r.status, SM_ERR_INVALID);
-	assert_non_null(strstr(r.msg, "mapping before hello"));
+	refused(sock, &m, -1, "mapping before hello");
 	m.op = 77;
-	ask(sock, &m, &r);
-	assert_int_equal(r.status, SM_ERR_INVALID);
-	assert_non_null(strstr(r.msg, "unknown request"));
+	refused(sock, &m, -1, "unknown request");
 	m.op = CD_HELLO;
 	m.version = CD_VERSION + 1;
 	m.nstreams = 2;
-	ask(sock, &m, &r);
-	assert_int_equal(r.status, SM_ERR_INVALID);
-	assert_non_null(strstr(r.msg, "protocol"));
+	refused(sock, &m, -1, "protocol");
 	m.version = CD_VERSION;
 	m.nstreams = 0;
-	ask(sock, &m, &r);
-	assert_int_equal(r.status, SM_ERR_INVALID);
-	assert_non_null(strstr(r.msg, "0 streams asked for"));
+	refused(sock, &m, -1, "0 streams asked for");
 	m.nstreams = 17;	/* the helper has room for 16 */
-	ask(sock, &m, &r);
-	assert_int_equal(r.status, SM_ERR_INVALID);
-	assert_non_null(strstr(r.msg, "17 streams asked for"));
+	refused(sock, &m, -1, "17 streams asked for");
 	m.nstreams = 2;
 	m.depth = 0;
-	ask(sock, &m, &r);
-	assert_int_equal(r.status, SM_ERR_INVALID);
-	assert_non_null(strstr(r.msg, "0 copies per stream"));
+	refused(sock, &m, -1, "0 copies per stream");
 	m.depth = CD_SLOTS + 1;
-	ask(sock, &m, &r);
-	assert_int_equal(r.status, SM_ERR_INVALID);
-	assert_non_null(strstr(r.msg, "1025 copies per stream"));
+	refused(sock, &m, -1, "1025 copies per stream");
 	m.depth = 2;
 	m.batch = 0;
-	ask(sock, &m, &r);
-	assert_int_equal(r.status, SM_ERR_INVALID);
-	assert_non_null(strstr(r.msg, "0 copies per call"));
+	refused(sock, &m, -1, "0 copies per call");
 	m.batch = CD_BATCH_MAX + 1;
-	ask(sock, &m, &r);
-	assert_int_equal(r.status, SM_ERR_INVALID);
-	assert_non_null(strstr(r.msg, "65 copies per call"));
+	refused(sock, &m, -1, "65 copies per call");
 	close(sock);
 	assert_int_equal(exited_within(pid, 5000), 0);
 }
@@ -488,33 +483,23 @@ static void test_bad_ring_refused(void **state)
 
 	(void)state;
 	pid = raw_helper(&sock);
-	ask(sock, &m, &r);
-	assert_int_equal(r.status, SM_ERR_INVALID);
-	assert_non_null(strstr(r.msg, "hello without its request ring"));
+	refused(sock, &m, -1, "hello without its request ring");
 
 	fd = memfd_of(64, 1);
-	ask_with_fd(sock, &m, fd, &r);
-	assert_int_equal(r.status, SM_ERR_INVALID);
-	assert_non_null(strstr(r.msg, "request ring is 64 bytes, not"));
+	refused(sock, &m, fd, "request ring is 64 bytes, not");
 
 	fd = memfd_of(sizeof(struct cd_ring), 0);
-	ask_with_fd(sock, &m, fd, &r);
-	assert_int_equal(r.status, SM_ERR_INVALID);
-	assert_non_null(strstr(r.msg, "request ring is not sealed against shrinking"));
+	refused(sock, &m, fd, "request ring is not sealed against shrinking");
 
 	fd = memfd_of(sizeof(struct cd_ring), 1);
-	ask_with_fd(sock, &m, fd, &r);
-	assert_int_equal(r.status, SM_ERR_INVALID);
-	assert_non_null(strstr(r.msg, "request ring has the wrong layout"));
+	refused(sock, &m, fd, "request ring has the wrong layout");
 
 	/* Our magic, another ring size. */
 	assert_int_equal(sm_memfd_map("odd-ring", sizeof(*good), sizeof(*good), &fd, (void **)&good),
 			 SM_OK);
 	good->magic = CD_MAGIC;
 	good->nslots = CD_SLOTS / 2;
-	ask_with_fd(sock, &m, fd, &r);
-	assert_int_equal(r.status, SM_ERR_INVALID);
-	assert_non_null(strstr(r.msg, "request ring has the wrong layout"));
+	refused(sock, &m, fd, "request ring has the wrong layout");
 	munmap(good, sizeof(*good));
 
 	assert_int_equal(sm_memfd_map("good-ring", sizeof(*good), sizeof(*good), &fd, (void **)&good),

@@ -31,7 +31,7 @@
 /* Both ends of one connection, a "GPU" buffer registered on each, and
  * one receive posted. */
 struct pair {
-	struct tp_comm *sc, *rc;
+	struct tp_pair c;
 	struct tp_region *sreg, *rreg;
 	struct tp_req *rr;
 	uint8_t *src, *dst;
@@ -40,12 +40,13 @@ struct pair {
 /* Opens `p` with a copy limit of `limit_s` seconds on both ends. */
 static void pair_open(struct pair *p, int backend, int zero_copy, double limit_s)
 {
-	struct tp_options o = options(backend, 1 << 20, 65536);
+	const struct tp_pair_opts opts = {
+		.backend = backend,
+		.gpu = 1,
+		.staged = !zero_copy,
+		.copy_limit_s = limit_s,
+	};
 
-	o.zero_copy = zero_copy;
-	o.gpu = 1;		/* takes the (stand-in) engine */
-	o.copy_timeout = limit_s;
-	o.pool = (struct sm_pool_config){ .growth = 2.0, .max = 64u << 20, .trim = 64u << 20 };
 	memset(p, 0, sizeof(*p));
 	p->src = malloc(SIZE);
 	p->dst = malloc(SIZE);
@@ -53,19 +54,17 @@ static void pair_open(struct pair *p, int backend, int zero_copy, double limit_s
 	assert_non_null(p->dst);
 	memset(p->src, 0x5a, SIZE);
 	memset(p->dst, 0xee, SIZE);
-	if (make_pair(&o, &p->sc, &p->rc))
-		fail_msg("%s", sm_last_error());
-	assert_int_equal(tp_register(p->sc, p->src, SIZE, TP_MEM_CUDA, &p->sreg), SM_OK);
-	assert_int_equal(tp_register(p->rc, p->dst, SIZE, TP_MEM_CUDA, &p->rreg), SM_OK);
-	assert_int_equal(tp_irecv(p->rc, p->dst, SIZE, p->rreg, &p->rr), SM_OK);
+	tp_pair_open(&p->c, &opts);
+	assert_int_equal(tp_register(p->c.s, p->src, SIZE, TP_MEM_CUDA, &p->sreg), SM_OK);
+	assert_int_equal(tp_register(p->c.r, p->dst, SIZE, TP_MEM_CUDA, &p->rreg), SM_OK);
+	assert_int_equal(tp_irecv(p->c.r, p->dst, SIZE, p->rreg, &p->rr), SM_OK);
 }
 
 static void pair_close(struct pair *p)
 {
-	tp_deregister(p->sc, p->sreg);
-	tp_deregister(p->rc, p->rreg);
-	tp_close(p->sc);
-	tp_close(p->rc);
+	tp_deregister(p->c.s, p->sreg);
+	tp_deregister(p->c.r, p->rreg);
+	tp_pair_close(&p->c);
 	free(p->src);
 	free(p->dst);
 }
@@ -97,8 +96,8 @@ static void holding_pair(struct pair *p, unsigned seed, int backend, int zero_co
 static void fake_region(struct shm_region *f, const struct pair *p, uint32_t id)
 {
 	memset(f, 0, sizeof(*f));
-	f->reg.comm = p->rc;
-	f->reg.comm_serial = p->rc->serial;
+	f->reg.comm = p->c.r;
+	f->reg.comm_serial = p->c.r->serial;
 	f->reg.base = (uintptr_t)p->dst;
 	f->reg.size = SIZE;
 	f->reg.mem = TP_MEM_HOST;
@@ -120,7 +119,7 @@ static struct tp_req *inprocess_first_send(struct pair *p, unsigned seed, int ho
 		standin_engine.hold_len = SIZE;
 	}
 	end = now() + DEADLINE_S;
-	sr = isend_when_posted(p->sc, p->src, SIZE, p->sreg, end);
+	sr = isend_when_posted(p->c.s, p->src, SIZE, p->sreg, end);
 	return sr;
 }
 
@@ -161,7 +160,7 @@ static void held_copy_fails(int backend, int zero_copy, int failing_send, const 
 	t0 = now();
 	end = t0 + DEADLINE_S;
 	while (!sr && now() < end) {
-		if (tp_isend(p.sc, p.src, SIZE, p.sreg, &sr))
+		if (tp_isend(p.c.s, p.src, SIZE, p.sreg, &sr))
 			fail_msg("isend: %s", sm_last_error());
 		assert_int_equal(tp_test(p.rr, &done, NULL), SM_OK);
 	}
@@ -255,7 +254,7 @@ static double slow_asks_fail_after(double every)
 
 	holding_pair(&p, 15, TP_BACKEND_SHM, 1, 1.0);
 	end = now() + DEADLINE_S;
-	sr = isend_when_posted(p.sc, p.src, SIZE, p.sreg, end);
+	sr = isend_when_posted(p.c.s, p.src, SIZE, p.sreg, end);
 	t0 = now();
 	while (now() < end) {
 		rv = tp_test(sr, &done, NULL);
@@ -316,7 +315,7 @@ static void test_shm_copy_start_times_out(void **state)
 	t0 = now();
 	end = t0 + DEADLINE_S;
 	while (!rv && !sr && now() < end) {
-		rv = tp_isend(p.sc, p.src, SIZE, p.sreg, &sr);
+		rv = tp_isend(p.c.s, p.src, SIZE, p.sreg, &sr);
 		assert_int_equal(tp_test(p.rr, &done, NULL), SM_OK);
 	}
 	assert_null(sr);
@@ -346,7 +345,7 @@ static void test_tcp_bounce_copy_start_times_out(void **state)
 	pair_open(&p, TP_BACKEND_TCP, 1, TIMEOUT_S);
 	t0 = now();
 	end = t0 + DEADLINE_S;
-	sr = isend_when_posted(p.sc, p.src, SIZE, NULL, end);
+	sr = isend_when_posted(p.c.s, p.src, SIZE, NULL, end);
 	while (now() < end) {
 		rv = tp_test(p.rr, &done, NULL);
 		if (rv)
@@ -378,15 +377,15 @@ static void test_start_clock_restarts_after_a_gap(void **state)
 
 	(void)state;
 	refusing_pair(&p, 14, 100);
-	assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &sr), SM_OK);
+	assert_int_equal(tp_isend(p.c.s, p.src, SIZE, p.sreg, &sr), SM_OK);
 	assert_null(sr);
 	usleep((useconds_t)(TIMEOUT_S * 1.5 * 1e6));
 	t1 = now();
-	assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &sr), SM_OK);
+	assert_int_equal(tp_isend(p.c.s, p.src, SIZE, p.sreg, &sr), SM_OK);
 	assert_null(sr);
 	end = t1 + DEADLINE_S;
 	do
-		rv = tp_isend(p.sc, p.src, SIZE, p.sreg, &sr);
+		rv = tp_isend(p.c.s, p.src, SIZE, p.sreg, &sr);
 	while (!rv && now() < end);
 	assert_int_equal(rv, SM_ERR_CUDA);
 	assert_true(now() - t1 >= TIMEOUT_S);
@@ -405,18 +404,18 @@ static void send_apart(struct pair *p, int n, int gap_ms, int refuse_first)
 		struct tp_req *sr = NULL;
 
 		if (i)
-			assert_int_equal(tp_irecv(p->rc, p->dst, SIZE, p->rreg, &p->rr), SM_OK);
+			assert_int_equal(tp_irecv(p->c.r, p->dst, SIZE, p->rreg, &p->rr), SM_OK);
 		memset(p->src, i + 1, SIZE);
 		if (refuse_first) {
 			int pct = standin_engine.refuse_pct;
 
 			standin_engine.refuse_pct = 100;
-			assert_int_equal(tp_isend(p->sc, p->src, SIZE, p->sreg, &sr), SM_OK);
+			assert_int_equal(tp_isend(p->c.s, p->src, SIZE, p->sreg, &sr), SM_OK);
 			assert_null(sr);
 			standin_engine.refuse_pct = pct;
 		}
 		while (!sr) {
-			if (tp_isend(p->sc, p->src, SIZE, p->sreg, &sr))
+			if (tp_isend(p->c.s, p->src, SIZE, p->sreg, &sr))
 				fail_msg("message %d: %s", i, sm_last_error());
 			assert_true(now() < end);
 		}
@@ -455,11 +454,11 @@ static void pool_receive_outlives_sender(int lands)
 
 	holding_pair(&p, 16, TP_BACKEND_SHM, 0, TIMEOUT_S);
 	end = now() + DEADLINE_S;
-	sr = isend_when_posted(p.sc, p.src, SIZE, p.sreg, end);
+	sr = isend_when_posted(p.c.s, p.src, SIZE, p.sreg, end);
 	wait_done(sr, end);	/* only copies into p.dst are held */
-	tp_deregister(p.sc, p.sreg);
-	tp_close(p.sc);
-	p.sc = NULL;
+	tp_deregister(p.c.s, p.sreg);
+	tp_close(p.c.s);
+	p.c.s = NULL;
 	p.sreg = NULL;
 	/* Longer than one liveness interval (50 ms): the hang-up is seen. */
 	t0 = now();
@@ -512,19 +511,19 @@ static void test_withdrawal_waits_for_queued_copy(void **state)
 	end = now() + DEADLINE_S;
 	assert_int_equal(standin_engine.range_starts, 0);
 	assert_int_equal(sm_import_count(), 1);
-	tp_deregister(p.rc, p.rreg);
+	tp_deregister(p.c.r, p.rreg);
 	p.rreg = NULL;
 	for (int i = 0; i < 3; i++) {
 		assert_int_equal(tp_test(sr, &done, NULL), SM_OK);
 		assert_false(done);
 	}
 	assert_int_equal(sm_import_count(), 1);
-	assert_int_equal(tp_remote_region_count(p.sc), 1);
+	assert_int_equal(tp_remote_region_count(p.c.s), 1);
 	standin_engine.hold_dst = NULL;
 	wait_done(sr, end);
 	assert_int_equal(p.dst[0], 0x5a);
 	assert_int_equal(sm_import_count(), 0);
-	assert_int_equal(tp_remote_region_count(p.sc), 0);
+	assert_int_equal(tp_remote_region_count(p.c.s), 0);
 	pair_close(&p);
 }
 
@@ -557,24 +556,24 @@ static void test_withdrawal_waits_for_every_queued_copy(void **state)
 	(void)state;
 	standin_engine_reset(20);	/* no helper: copies run in this process */
 	pair_open(&p, TP_BACKEND_SHM, 1, DEADLINE_S);
-	assert_int_equal(tp_irecv(p.rc, p.dst + SIZE / 2, SIZE / 2, p.rreg, &r1), SM_OK);
+	assert_int_equal(tp_irecv(p.c.r, p.dst + SIZE / 2, SIZE / 2, p.rreg, &r1), SM_OK);
 	standin_engine.hold_nth = 1;
 	end = now() + DEADLINE_S;
-	s0 = isend_when_posted(p.sc, p.src, SIZE / 2, p.sreg, end);
-	s1 = isend_when_posted(p.sc, p.src + SIZE / 2, SIZE / 2, p.sreg, end);
-	tp_deregister(p.rc, p.rreg);
+	s0 = isend_when_posted(p.c.s, p.src, SIZE / 2, p.sreg, end);
+	s1 = isend_when_posted(p.c.s, p.src + SIZE / 2, SIZE / 2, p.sreg, end);
+	tp_deregister(p.c.r, p.rreg);
 	p.rreg = NULL;
 	assert_int_equal(tp_test(s0, &done, NULL), SM_OK);	/* reads the withdrawal */
 	assert_false(done);
 	standin_engine.hold_nth = 2;
 	wait_done(s0, end);
 	assert_int_equal(sm_import_count(), 1);
-	assert_int_equal(tp_remote_region_count(p.sc), 1);
+	assert_int_equal(tp_remote_region_count(p.c.s), 1);
 	standin_engine.hold_nth = 0;
 	wait_done(s1, end);
 	assert_int_equal(p.dst[SIZE - 1], 0x5a);
 	assert_int_equal(sm_import_count(), 0);
-	assert_int_equal(tp_remote_region_count(p.sc), 0);
+	assert_int_equal(tp_remote_region_count(p.c.s), 0);
 	pair_close(&p);
 }
 
@@ -594,24 +593,24 @@ static void test_withdrawal_of_idle_region_not_held_by_another(void **state)
 	s0 = inprocess_first_send(&p, 21, 0);
 	end = now() + DEADLINE_S;
 	wait_done(s0, end);
-	assert_int_equal(tp_register(p.rc, dst_b, SIZE, TP_MEM_CUDA, &reg_b), SM_OK);
-	assert_int_equal(tp_irecv(p.rc, dst_b, SIZE, reg_b, &rb), SM_OK);
+	assert_int_equal(tp_register(p.c.r, dst_b, SIZE, TP_MEM_CUDA, &reg_b), SM_OK);
+	assert_int_equal(tp_irecv(p.c.r, dst_b, SIZE, reg_b, &rb), SM_OK);
 	standin_engine.hold_dst = dst_b;
 	standin_engine.hold_len = SIZE;
-	s1 = isend_when_posted(p.sc, p.src, SIZE, p.sreg, end);
-	assert_int_equal(tp_remote_region_count(p.sc), 2);
-	tp_deregister(p.rc, p.rreg);
+	s1 = isend_when_posted(p.c.s, p.src, SIZE, p.sreg, end);
+	assert_int_equal(tp_remote_region_count(p.c.s), 2);
+	tp_deregister(p.c.r, p.rreg);
 	p.rreg = NULL;
 	for (int i = 0; i < 3; i++) {
 		assert_int_equal(tp_test(s1, &done, NULL), SM_OK);
 		assert_false(done);
 	}
-	assert_int_equal(tp_remote_region_count(p.sc), 1);
+	assert_int_equal(tp_remote_region_count(p.c.s), 1);
 	assert_int_equal(sm_import_count(), 1);
 	standin_engine.hold_dst = NULL;
 	wait_done(s1, end);
 	assert_int_equal(dst_b[0], 0x5a);
-	tp_deregister(p.rc, reg_b);
+	tp_deregister(p.c.r, reg_b);
 	pair_close(&p);
 	free(dst_b);
 }
@@ -629,15 +628,15 @@ static void test_receive_into_withdrawn_region_fails(void **state)
 	(void)state;
 	s0 = inprocess_first_send(&p, 22, 1);
 	fake_region(&fake, &p, shm_region_of(p.rreg)->id);
-	tp_deregister(p.rc, p.rreg);
+	tp_deregister(p.c.r, p.rreg);
 	p.rreg = NULL;
 	assert_int_equal(tp_test(s0, &done, NULL), SM_OK);	/* reads the withdrawal */
 	assert_false(done);
-	assert_int_equal(tp_remote_region_count(p.sc), 1);	/* kept for s0's copy */
-	assert_int_equal(tp_irecv(p.rc, p.dst, SIZE, &fake.reg, &r1), SM_OK);
+	assert_int_equal(tp_remote_region_count(p.c.s), 1);	/* kept for s0's copy */
+	assert_int_equal(tp_irecv(p.c.r, p.dst, SIZE, &fake.reg, &r1), SM_OK);
 	assert_non_null(r1);
 	starts = standin_engine.starts;
-	assert_int_equal(tp_isend(p.sc, p.src, SIZE, p.sreg, &s1), SM_ERR_REMOTE);
+	assert_int_equal(tp_isend(p.c.s, p.src, SIZE, p.sreg, &s1), SM_ERR_REMOTE);
 	assert_null(s1);
 	assert_non_null(strstr(sm_last_error(), "already withdrew"));
 	assert_int_equal(standin_engine.starts, starts);
@@ -671,19 +670,19 @@ static void test_imported_fd_not_closed_twice(void **state)
 	msg.info.kind = SM_SHARE_POSIX_FD;
 	msg.info.alloc_size = SIZE;
 	msg.info.addr = (uint64_t)(uintptr_t)p.dst;
-	assert_int_equal(sm_send_some(p.rc->fd, &msg, sizeof(msg), pfd[1]), (ssize_t)sizeof(msg));
+	assert_int_equal(sm_send_some(p.c.r->fd, &msg, sizeof(msg), pfd[1]), (ssize_t)sizeof(msg));
 	close(pfd[1]);
-	assert_int_equal(remote_drain(shm_of(p.sc)), SM_OK);
-	for (unsigned i = 0; i < shm_of(p.sc)->nremote; i++)
-		if (shm_of(p.sc)->remote[i].id == 9)
-			n = shm_of(p.sc)->remote[i].alloc->fd;
+	assert_int_equal(remote_drain(shm_of(p.c.s)), SM_OK);
+	for (unsigned i = 0; i < shm_of(p.c.s)->nremote; i++)
+		if (shm_of(p.c.s)->remote[i].id == 9)
+			n = shm_of(p.c.s)->remote[i].alloc->fd;
 	assert_true(n >= 0);
 
 	fake_region(&fake, &p, 9);
 	memset(p.dst, 0, SIZE);
-	assert_int_equal(tp_irecv(p.rc, p.dst, SIZE, &fake.reg, &rr), SM_OK);
+	assert_int_equal(tp_irecv(p.c.r, p.dst, SIZE, &fake.reg, &rr), SM_OK);
 	assert_non_null(rr);
-	sr = isend_when_posted(p.sc, p.src, SIZE, p.sreg, end);
+	sr = isend_when_posted(p.c.s, p.src, SIZE, p.sreg, end);
 	wait_done(sr, end);
 	assert_int_equal(p.dst[0], 0x5a);
 	/* The descriptor went with the import: this process reuses the number. */
@@ -691,9 +690,9 @@ static void test_imported_fd_not_closed_twice(void **state)
 	assert_true(mine >= 0);
 	assert_int_equal(dup2(mine, n), n);
 	msg.op = REGION_DEL;
-	assert_int_equal(sm_send_some(p.rc->fd, &msg, sizeof(msg), -1), (ssize_t)sizeof(msg));
-	assert_int_equal(remote_drain(shm_of(p.sc)), SM_OK);
-	assert_int_equal(tp_remote_region_count(p.sc), 1);
+	assert_int_equal(sm_send_some(p.c.r->fd, &msg, sizeof(msg), -1), (ssize_t)sizeof(msg));
+	assert_int_equal(remote_drain(shm_of(p.c.s)), SM_OK);
+	assert_int_equal(tp_remote_region_count(p.c.s), 1);
 	assert_true(fcntl(n, F_GETFD) >= 0);
 	close(n);
 	close(mine);

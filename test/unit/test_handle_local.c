@@ -7,26 +7,10 @@
 #include <cmocka.h>
 
 #include <string.h>
-#include <sys/socket.h>
 
 #include "symmem.h"
 #include "tp_pair.h"
 #include "transport.h"
-
-static void sample_info(struct tp_handle_info *info)
-{
-	memset(info, 0, sizeof(*info));
-	info->host_id = 0x1122334455667788ull;
-	for (int i = 0; i < 16; i++)
-		info->token[i] = (uint8_t)(0xa0 + i);
-	info->dev = 3;
-	info->pid = 4242;
-	strcpy(info->uds_name, "symmem-00ff10ab9c3d7e01");
-	info->family = AF_INET;
-	info->port = 5555;
-	info->addr[0] = 127;
-	info->addr[3] = 1;
-}
 
 /* A zeroed handle-sized buffer holding the local form of `info`. */
 static void shrunk(const struct tp_handle_info *info, uint8_t out[TP_HANDLE_SIZE])
@@ -46,7 +30,7 @@ static void test_fields_kept(void **state)
 	uint8_t local[TP_HANDLE_SIZE];
 
 	(void)state;
-	sample_info(&info);
+	sample_handle_info(&info);
 	info.ib = 1;
 	memset(info.ib_gid, 0x5a, sizeof(info.ib_gid));
 	shrunk(&info, local);
@@ -68,7 +52,7 @@ static void test_damage_refused(void **state)
 	uint8_t local[TP_HANDLE_SIZE], bad[TP_HANDLE_SIZE];
 
 	(void)state;
-	sample_info(&info);
+	sample_handle_info(&info);
 	shrunk(&info, local);
 	for (size_t i = 0; i < TP_HANDLE_LOCAL_SIZE; i++) {
 		memcpy(bad, local, sizeof(bad));
@@ -92,7 +76,7 @@ static void test_foreign_socket_name(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		sample_info(&info);
+		sample_handle_info(&info);
 		strcpy(info.uds_name, names[i]);
 		tp_handle_encode(&info, full);
 		assert_int_not_equal(tp_handle_shrink(full, local), SM_OK);

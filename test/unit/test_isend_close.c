@@ -32,16 +32,13 @@
 static uint8_t src[SIZE], dst[SIZE];
 
 /* A pair whose receiver may register GPU memory (stand-ins). */
-static void pair_open(struct tp_comm **s, struct tp_comm **r)
+static void pair_open(struct tp_pair *p)
 {
-	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	const struct tp_pair_opts gpu_shm = { .backend = TP_BACKEND_SHM, .gpu = 1 };
 
 	standin_engine_reset(1);
 	standin_engine.helper = 1;
-	o.gpu = 1;
-	o.pool = (struct sm_pool_config){ .growth = 2.0, .max = 64u << 20, .trim = 64u << 20 };
-	if (make_pair(&o, s, r))
-		fail_msg("%s", sm_last_error());
+	tp_pair_open(p, &gpu_shm);
 	for (size_t i = 0; i < SIZE; i++)
 		src[i] = (uint8_t)(i * 7 + 3);
 	memset(dst, 0xee, SIZE);
@@ -83,33 +80,33 @@ static void receiver_child(struct tp_comm *r, int go)
  * send looks again and goes into the receive instead of failing. */
 static void test_receive_posted_between_look_and_check(void **state)
 {
-	struct tp_comm *s, *r;
+	struct tp_pair p;
 	struct tp_req *sr = NULL;
 	struct closer k;
 	int go[2], status, rc;
 	pid_t pid;
 
 	(void)state;
-	pair_open(&s, &r);
+	pair_open(&p);
 	assert_int_equal(pipe(go), 0);
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		close(go[1]);
-		receiver_child(r, go[0]);
+		receiver_child(p.r, go[0]);
 	}
 	close(go[0]);
-	close(r->fd);		/* the child's copy is the receiver's end now */
-	r->fd = -1;
+	close(p.r->fd);		/* the child's copy is the receiver's end now */
+	p.r->fd = -1;
 	k.go = go[1];
-	k.sock = s->fd;
-	if (touch_hook_arm((void *)&shm_of(s)->ctrl->recv_posted, sizeof(shm_of(s)->ctrl->recv_posted),
-			   receiver_posts_and_closes, &k)) {
+	k.sock = p.s->fd;
+	if (touch_hook_arm((void *)&shm_of(p.s)->ctrl->recv_posted,
+			   sizeof(shm_of(p.s)->ctrl->recv_posted), receiver_posts_and_closes, &k)) {
 		kill(pid, SIGKILL);
 		waitpid(pid, &status, 0);
 		skip();
 	}
-	rc = tp_isend(s, src, SIZE, NULL, &sr);
+	rc = tp_isend(p.s, src, SIZE, NULL, &sr);
 	assert_true(touch_hook_disarm());
 	if (rc)
 		print_message("%s\n", sm_last_error());
@@ -118,10 +115,9 @@ static void test_receive_posted_between_look_and_check(void **state)
 	wait_done(sr, now() + DEADLINE_S);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	assert_int_equal(s->failed, 0);
+	assert_int_equal(p.s->failed, 0);
 	close(go[1]);
-	tp_close(s);
-	tp_close(r);
+	tp_pair_close(&p);
 }
 
 /* ---- closed after a receive into a registration ---- */
@@ -146,19 +142,19 @@ static struct tp_region *post_then_close(struct tp_comm *r)
 static void test_announced_receive_served_after_close(void **state)
 {
 	struct tp_region *sreg, *reg;
-	struct tp_comm *s, *r;
+	struct tp_pair p;
 	double end = now() + DEADLINE_S;
 
 	(void)state;
-	pair_open(&s, &r);
-	assert_int_equal(tp_register(s, src, SIZE, TP_MEM_CUDA, &sreg), SM_OK);
-	reg = post_then_close(r);
-	wait_done(isend_when_posted(s, src, SIZE, sreg, end), end);
+	pair_open(&p);
+	assert_int_equal(tp_register(p.s, src, SIZE, TP_MEM_CUDA, &sreg), SM_OK);
+	reg = post_then_close(p.r);
+	wait_done(isend_when_posted(p.s, src, SIZE, sreg, end), end);
 	assert_memory_equal(dst, src, SIZE);
-	assert_int_equal(s->failed, 0);
+	assert_int_equal(p.s->failed, 0);
 	tp_deregister(NULL, reg);
-	tp_deregister(s, sreg);
-	tp_close(s);
+	tp_deregister(p.s, sreg);
+	tp_close(p.s);
 }
 
 /* The copy into a receive posted before the close cannot start (no copy
@@ -168,35 +164,35 @@ static void test_announced_receive_served_after_close(void **state)
 static void test_refused_copy_waits_past_close(void **state)
 {
 	struct tp_region *sreg, *reg;
-	struct tp_comm *s, *r;
+	struct tp_pair p;
 	struct tp_req *sr = NULL;
 	int rc = SM_OK;
 	double end;
 
 	(void)state;
-	pair_open(&s, &r);
-	assert_int_equal(tp_register(s, src, SIZE, TP_MEM_CUDA, &sreg), SM_OK);
-	reg = post_then_close(r);
+	pair_open(&p);
+	assert_int_equal(tp_register(p.s, src, SIZE, TP_MEM_CUDA, &sreg), SM_OK);
+	reg = post_then_close(p.r);
 	standin_engine.refuse_pct = 100;
 	end = now() + 0.2;	/* several liveness checks */
 	while (now() < end) {
-		assert_int_equal(tp_isend(s, src, SIZE, sreg, &sr), SM_OK);
+		assert_int_equal(tp_isend(p.s, src, SIZE, sreg, &sr), SM_OK);
 		assert_null(sr);
 	}
 	standin_engine.refuse_pct = 0;
 	end = now() + DEADLINE_S;
-	wait_done(isend_when_posted(s, src, SIZE, sreg, end), end);
+	wait_done(isend_when_posted(p.s, src, SIZE, sreg, end), end);
 	assert_memory_equal(dst, src, SIZE);
 	end = now() + DEADLINE_S;
 	while (rc == SM_OK && now() < end) {
-		rc = tp_isend(s, src, SIZE, sreg, &sr);
+		rc = tp_isend(p.s, src, SIZE, sreg, &sr);
 		assert_null(sr);
 	}
 	assert_int_equal(rc, SM_ERR_REMOTE);
 	assert_non_null(strstr(sm_last_error(), "closed the connection or died"));
 	tp_deregister(NULL, reg);
-	tp_deregister(s, sreg);
-	tp_close(s);
+	tp_deregister(p.s, sreg);
+	tp_close(p.s);
 }
 
 int main(void)

@@ -8,13 +8,13 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cmocka.h>
 
 #include "engine_standin.h"
 #include "tcp.h"
 #include "symmem.h"
+#include "tp_pair.h"
 #include "transport.h"
 
 #define INFLIGHT 8			/* messages in flight each way */
@@ -22,49 +22,8 @@
 #define MESSAGES 200
 #define DEADLINE_S 30.0
 
-static double now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-/* A connected pair whose copies may take `copy_timeout` seconds (0: the
- * transport's default limit). */
-static void make_pair_limited(struct tp_comm **s, struct tp_comm **r, double copy_timeout)
-{
-	struct tp_options o = {
-		.backend = TP_BACKEND_TCP,
-		.ring_size = 1 << 20,
-		.chunk_size = 65536,
-		.connect_timeout = 10,
-		.ifname = "",
-		.zero_copy = 1,
-		.gpu = 1,	/* takes the (stand-in) engine, so bounce slots */
-		.copy_timeout = copy_timeout,
-	};
-	uint8_t h[TP_HANDLE_SIZE];
-	struct tp_listener *l;
-	double end = now() + 10;
-
-	*s = *r = NULL;
-	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
-	while ((!*s || !*r) && now() < end) {
-		if (!*s)
-			assert_int_equal(tp_connect(&o, h, s), SM_OK);
-		if (!*r)
-			assert_int_equal(tp_accept(l, r), SM_OK);
-	}
-	tp_close_listener(l);
-	assert_non_null(*s);
-	assert_non_null(*r);
-}
-
-static void make_pair(struct tp_comm **s, struct tp_comm **r)
-{
-	make_pair_limited(s, r, 0);
-}
+/* A pair for "GPU" buffers: it takes the (stand-in) engine, so bounce slots. */
+static const struct tp_pair_opts gpu_tcp = { .backend = TP_BACKEND_TCP, .gpu = 1 };
 
 static uint8_t pattern(size_t byte, int msg)
 {
@@ -112,28 +71,33 @@ static void side_close(struct side *d)
 	tp_close(d->comm);
 }
 
-/* On a new pair, one message of `size` from the sender's first buffer (its
- * pattern) into a receive of `cap` posted in the receiver's first buffer
- * (poisoned); `second`, unless NULL, gets a second receive posted before
- * the send.  Returns the deadline the caller goes on waiting under. */
-static double post_one_message(struct tp_comm **sc, struct tp_comm **rc, struct side *s,
-			       struct side *r, size_t size, size_t cap, struct tp_req **second)
+/* On a new pair, the pattern of a message of `size` in the sender's first
+ * buffer and a receive of `cap` posted in the receiver's first buffer
+ * (poisoned); `second`, unless NULL, gets a second receive posted. */
+static void post_receives(struct tp_pair *c, struct side *s, struct side *r, size_t size,
+			  size_t cap, struct tp_req **second)
 {
-	double end;
-
-	make_pair(sc, rc);
-	side_open(s, *sc);
-	side_open(r, *rc);
+	tp_pair_open(c, &gpu_tcp);
+	side_open(s, c->s);
+	side_open(r, c->r);
 	for (size_t j = 0; j < size; j++)
 		s->buf[0][j] = pattern(j, 0);
 	memset(r->buf[0], 0xee, MAX_MSG);
-	assert_int_equal(tp_irecv(*rc, r->buf[0], cap, r->gpu[0], &r->req[0]), SM_OK);
+	assert_int_equal(tp_irecv(c->r, r->buf[0], cap, r->gpu[0], &r->req[0]), SM_OK);
 	if (second)
-		assert_int_equal(tp_irecv(*rc, r->buf[1], MAX_MSG, r->gpu[1], second), SM_OK);
+		assert_int_equal(tp_irecv(c->r, r->buf[1], MAX_MSG, r->gpu[1], second), SM_OK);
+}
+
+/* As post_receives(), then that message sent from the sender's "GPU"
+ * buffer.  Returns the deadline the caller goes on waiting under. */
+static double post_one_message(struct tp_pair *c, struct side *s, struct side *r, size_t size,
+			       size_t cap, struct tp_req **second)
+{
+	double end;
+
+	post_receives(c, s, r, size, cap, second);
 	end = now() + DEADLINE_S;
-	while (!s->req[0] && now() < end)
-		assert_int_equal(tp_isend(*sc, s->buf[0], size, s->gpu[0], &s->req[0]), SM_OK);
-	assert_non_null(s->req[0]);
+	s->req[0] = isend_when_posted(c->s, s->buf[0], size, s->gpu[0], end);
 	return end;
 }
 
@@ -142,16 +106,16 @@ static double post_one_message(struct tp_comm **sc, struct tp_comm **rc, struct 
  * overwritten as soon as its send is done (the slots must hold copies). */
 static void run_messages(unsigned seed)
 {
-	struct tp_comm *sc, *rc;
+	struct tp_pair c;
 	struct side s, r;
 	size_t sizes[MESSAGES], caps[MESSAGES];
 	double end;
 
 	for (int m = 0; m < MESSAGES; m++)
 		sizes[m] = message_size(&seed);
-	make_pair(&sc, &rc);
-	side_open(&s, sc);
-	side_open(&r, rc);
+	tp_pair_open(&c, &gpu_tcp);
+	side_open(&s, c.s);
+	side_open(&r, c.r);
 	end = now() + DEADLINE_S;
 	while (s.done < MESSAGES || r.done < MESSAGES) {
 		if (now() > end)
@@ -164,7 +128,7 @@ static void run_messages(unsigned seed)
 
 			caps[r.posted] = cap < MAX_MSG ? cap : MAX_MSG;
 			memset(r.buf[i], 0xee, MAX_MSG);
-			assert_int_equal(tp_irecv(rc, r.buf[i], caps[r.posted],
+			assert_int_equal(tp_irecv(c.r, r.buf[i], caps[r.posted],
 						  gpu ? r.gpu[i] : NULL, &r.req[i]), SM_OK);
 			r.posted++;
 		}
@@ -173,7 +137,7 @@ static void run_messages(unsigned seed)
 
 			for (size_t j = 0; j < sizes[s.posted]; j++)
 				s.buf[i][j] = pattern(j, s.posted);
-			assert_int_equal(tp_isend(sc, s.buf[i], sizes[s.posted],
+			assert_int_equal(tp_isend(c.s, s.buf[i], sizes[s.posted],
 						  gpu ? s.gpu[i] : NULL, &s.req[i]), SM_OK);
 			if (s.req[i])
 				s.posted++;
@@ -245,7 +209,7 @@ static void test_tiny_event_pool(void **state)
  * events and the first copy held, the third copy must still start. */
 static void test_landed_copy_frees_its_event(void **state)
 {
-	struct tp_comm *sc, *rc;
+	struct tp_pair c;
 	struct side s, r;
 	size_t size = 3u << 20;
 	double end;
@@ -255,23 +219,13 @@ static void test_landed_copy_frees_its_event(void **state)
 	standin_engine_reset(3);
 	standin_engine.pool = 2;
 	standin_engine.hold_nth = 1;
-	end = post_one_message(&sc, &rc, &s, &r, size, MAX_MSG, NULL);
+	end = post_one_message(&c, &s, &r, size, MAX_MSG, NULL);
 	for (int i = 0; i < 100 && standin_engine.starts < 3; i++)
 		assert_int_equal(tp_test(s.req[0], &done, NULL), SM_OK);
 	assert_int_equal(standin_engine.starts, 3);
 	assert_false(done);
 	standin_engine.hold_nth = 0;
-	while (now() < end && (!done || !r.done)) {
-		int rdone = 0;
-
-		if (!done)
-			assert_int_equal(tp_test(s.req[0], &done, NULL), SM_OK);
-		if (!r.done) {
-			assert_int_equal(tp_test(r.req[0], &rdone, NULL), SM_OK);
-			r.done = rdone;
-		}
-	}
-	assert_true(done && r.done);
+	complete_both(s.req[0], r.req[0], end);
 	for (size_t j = 0; j < size; j++)
 		if (r.buf[0][j] != pattern(j, 0))
 			fail_msg("byte %zu of %zu wrong", j, size);
@@ -285,22 +239,13 @@ static void test_landed_copy_frees_its_event(void **state)
  * fails with a remote error, and nothing hangs; closes r. */
 static void finish_after_hangup(struct side *r, struct tp_req *second, size_t size, double end)
 {
-	size_t got = 0;
-	int done = 0, rv = SM_OK;
-
-	while (!done && now() < end)
-		assert_int_equal(tp_test(r->req[0], &done, &got), SM_OK);
-	assert_true(done);
-	assert_int_equal(got, size);
+	assert_int_equal(wait_done(r->req[0], end), size);
 	for (size_t j = 0; j < size; j++)
 		if (r->buf[0][j] != pattern(j, 0))
 			fail_msg("byte %zu of %zu wrong", j, size);
 	if (size < MAX_MSG)
 		assert_int_equal(r->buf[0][size], 0xee);
-	done = 0;
-	while (!rv && !done && now() < end)
-		rv = tp_test(second, &done, NULL);
-	assert_int_equal(rv, SM_ERR_REMOTE);
+	assert_int_equal(wait_failure(second, end), SM_ERR_REMOTE);
 	side_close(r);
 	assert_int_equal(standin_engine.out, 0);
 }
@@ -312,14 +257,14 @@ static void finish_after_hangup(struct side *r, struct tp_req *second, size_t si
  * the message's last bytes are still in the socket at the hang-up. */
 static void hangup_behind(size_t size)
 {
-	struct tp_comm *sc, *rc;
+	struct tp_pair c;
 	struct side s, r;
 	struct tp_req *second, *late;
 	double end;
 	int done = 0;
 
 	standin_engine_reset(7);
-	end = post_one_message(&sc, &rc, &s, &r, size, MAX_MSG, &second);
+	end = post_one_message(&c, &s, &r, size, MAX_MSG, &second);
 	/* All on the wire, none copied up. */
 	standin_engine.hold_dst = r.buf[0];
 	standin_engine.hold_len = MAX_MSG;
@@ -339,7 +284,7 @@ static void hangup_behind(size_t size)
 		assert_int_equal(tp_test(r.req[0], &done, NULL), SM_OK);
 	assert_false(done);
 	for (int i = 2; i < 4; i++)
-		assert_int_equal(tp_irecv(rc, r.buf[i], MAX_MSG, r.gpu[i], &late), SM_OK);
+		assert_int_equal(tp_irecv(c.r, r.buf[i], MAX_MSG, r.gpu[i], &late), SM_OK);
 	standin_engine.hold_dst = NULL;
 	finish_after_hangup(&r, second, size, end);
 }
@@ -356,23 +301,6 @@ static void test_sender_hangup_with_bytes_in_socket(void **state)
 	hangup_behind((4u << 20) + 65536);
 }
 
-/* Tests a send and its receive until both are done (failing past `end`);
- * returns the size received. */
-static size_t wait_both(struct tp_req *sr, struct tp_req *rr, double end)
-{
-	int sdone = 0, rdone = 0;
-	size_t got = 0;
-
-	while ((!sdone || !rdone) && now() < end) {
-		if (!sdone)
-			assert_int_equal(tp_test(sr, &sdone, NULL), SM_OK);
-		if (!rdone)
-			assert_int_equal(tp_test(rr, &rdone, &got), SM_OK);
-	}
-	assert_true(sdone && rdone);
-	return got;
-}
-
 /* One message of `size` from src (registered as `sreg`, NULL: host
  * memory) into dst (`rreg`): every byte, nothing past it. */
 static void send_and_check(struct tp_comm *sc, struct tp_comm *rc, uint8_t *src, uint8_t *dst,
@@ -385,9 +313,8 @@ static void send_and_check(struct tp_comm *sc, struct tp_comm *rc, uint8_t *src,
 		src[j] = pattern(j, msg);
 	memset(dst, 0xee, size + 1);
 	assert_int_equal(tp_irecv(rc, dst, size, rreg, &rr), SM_OK);
-	while (!sr && now() < end)
-		assert_int_equal(tp_isend(sc, src, size, sreg, &sr), SM_OK);
-	assert_int_equal(wait_both(sr, rr, end), size);
+	sr = isend_when_posted(sc, src, size, sreg, end);
+	assert_int_equal(complete_both(sr, rr, end), size);
 	for (size_t j = 0; j < size; j++)
 		assert_int_equal(dst[j], pattern(j, msg));
 	assert_int_equal(dst[size], 0xee);
@@ -399,34 +326,33 @@ static void send_and_check(struct tp_comm *sc, struct tp_comm *rc, uint8_t *src,
  * makes one and pays for none of it. */
 static void test_engine_waits_for_gpu_memory(void **state)
 {
-	struct tp_comm *sc, *rc;
+	struct tp_pair c;
 	struct tp_region *sgpu, *rgpu;
 	uint8_t *src = malloc(MAX_MSG), *dst = malloc(MAX_MSG + 1);
 
 	(void)state;
 	standin_engine_reset(1);
-	make_pair(&sc, &rc);
-	send_and_check(sc, rc, src, dst, NULL, NULL, 3000, 0);
-	send_and_check(sc, rc, src, dst, NULL, NULL, 2u << 20, 1);
+	tp_pair_open(&c, &gpu_tcp);
+	send_and_check(c.s, c.r, src, dst, NULL, NULL, 3000, 0);
+	send_and_check(c.s, c.r, src, dst, NULL, NULL, 2u << 20, 1);
 	assert_int_equal(standin_engine.refs, 0);
-	assert_null(tcp_of(sc)->bounce);
-	assert_null(tcp_of(rc)->bounce);
+	assert_null(tcp_of(c.s)->bounce);
+	assert_null(tcp_of(c.r)->bounce);
 
 	/* The receiver's first GPU registration takes it on that side only. */
-	assert_int_equal(tp_register(rc, dst, MAX_MSG + 1, TP_MEM_CUDA, &rgpu), SM_OK);
-	assert_non_null(tcp_of(rc)->bounce);
-	assert_null(tcp_of(sc)->bounce);
-	send_and_check(sc, rc, src, dst, NULL, rgpu, (1u << 20) + 5, 2);
+	assert_int_equal(tp_register(c.r, dst, MAX_MSG + 1, TP_MEM_CUDA, &rgpu), SM_OK);
+	assert_non_null(tcp_of(c.r)->bounce);
+	assert_null(tcp_of(c.s)->bounce);
+	send_and_check(c.s, c.r, src, dst, NULL, rgpu, (1u << 20) + 5, 2);
 	assert_true(standin_engine.starts > 0);	/* it came through the slots */
 
-	assert_int_equal(tp_register(sc, src, MAX_MSG, TP_MEM_CUDA, &sgpu), SM_OK);
-	assert_non_null(tcp_of(sc)->bounce);
-	send_and_check(sc, rc, src, dst, sgpu, rgpu, 4000, 3);
-	send_and_check(sc, rc, src, dst, sgpu, NULL, 5000, 4);
-	tp_deregister(sc, sgpu);
-	tp_deregister(rc, rgpu);
-	tp_close(sc);
-	tp_close(rc);
+	assert_int_equal(tp_register(c.s, src, MAX_MSG, TP_MEM_CUDA, &sgpu), SM_OK);
+	assert_non_null(tcp_of(c.s)->bounce);
+	send_and_check(c.s, c.r, src, dst, sgpu, rgpu, 4000, 3);
+	send_and_check(c.s, c.r, src, dst, sgpu, NULL, 5000, 4);
+	tp_deregister(c.s, sgpu);
+	tp_deregister(c.r, rgpu);
+	tp_pair_close(&c);
 	assert_int_equal(standin_engine.refs, 0);	/* every reference given back */
 	assert_int_equal(standin_engine.out, 0);
 	free(src);
@@ -455,21 +381,21 @@ static void test_helper_runs_the_copies(void **state)
  * copies, NCCL's process `local` (both counted by the connections). */
 static void one_message(size_t size, size_t cap, int helper, int local)
 {
-	struct tp_comm *sc, *rc;
+	struct tp_pair c;
 	struct tp_stats ss, rs;
 	struct side s, r;
 	double end;
 
 	standin_engine_reset(6);
 	standin_engine.helper = 1;
-	end = post_one_message(&sc, &rc, &s, &r, size, cap, NULL);
-	assert_int_equal(wait_both(s.req[0], r.req[0], end), size);
+	end = post_one_message(&c, &s, &r, size, cap, NULL);
+	assert_int_equal(complete_both(s.req[0], r.req[0], end), size);
 	for (size_t j = 0; j < size; j++)
 		assert_int_equal(r.buf[0][j], pattern(j, 0));
 	for (size_t j = size; j < MAX_MSG; j++)
 		assert_int_equal(r.buf[0][j], 0xee);
-	tp_get_stats(sc, &ss);
-	tp_get_stats(rc, &rs);
+	tp_get_stats(c.s, &ss);
+	tp_get_stats(c.r, &rs);
 	side_close(&s);
 	side_close(&r);
 	assert_int_equal(standin_engine.ranges, 0);
@@ -505,9 +431,11 @@ static void slots_in_use(struct tp_comm *rc, char *buf, size_t len)
 static void test_slow_sender_is_not_a_stuck_copy(void **state)
 {
 	const double limit_s = 0.3;
+	const struct tp_pair_opts limited = { .backend = TP_BACKEND_TCP, .gpu = 1,
+					      .copy_limit_s = limit_s };
 	size_t size = 24u << 20;	/* more than loopback's socket buffers */
 	uint8_t *src = malloc(size), *dst = malloc(size);
-	struct tp_comm *sc, *rc;
+	struct tp_pair c;
 	struct tp_region *rreg;
 	struct tp_req *sr = NULL, *rr;
 	char slots[96];
@@ -518,33 +446,30 @@ static void test_slow_sender_is_not_a_stuck_copy(void **state)
 	assert_non_null(src);
 	assert_non_null(dst);
 	standin_engine_reset(8);
-	make_pair_limited(&sc, &rc, limit_s);
-	assert_int_equal(tp_register(rc, dst, size, TP_MEM_CUDA, &rreg), SM_OK);
+	tp_pair_open(&c, &limited);
+	assert_int_equal(tp_register(c.r, dst, size, TP_MEM_CUDA, &rreg), SM_OK);
 	for (size_t j = 0; j < size; j++)
 		src[j] = pattern(j, 0);
 	memset(dst, 0xee, size);
-	assert_int_equal(tp_irecv(rc, dst, size, rreg, &rr), SM_OK);
+	assert_int_equal(tp_irecv(c.r, dst, size, rreg, &rr), SM_OK);
 	end = now() + DEADLINE_S;
 	/* Host memory: what the socket takes in the isend's one write leaves
 	 * now, the rest when the sender is tested again. */
-	while (!sr && now() < end)
-		assert_int_equal(tp_isend(sc, src, size, NULL, &sr), SM_OK);
-	assert_non_null(sr);
+	sr = isend_when_posted(c.s, src, size, NULL, end);
 	for (t = now() + 3 * limit_s; now() < t;) {
 		assert_int_equal(tp_test(rr, &done, NULL), SM_OK);
 		assert_false(done);
 	}
 	/* The socket is drained and the full slots' copies landed: one slot
 	 * holds the bytes of a slot begun, waiting for the rest. */
-	slots_in_use(rc, slots, sizeof(slots));
+	slots_in_use(c.r, slots, sizeof(slots));
 	assert_string_equal(slots, "bounce slots in use 1 of 4 (0 copying)");
-	assert_int_equal(wait_both(sr, rr, end), size);
+	assert_int_equal(complete_both(sr, rr, end), size);
 	for (size_t j = 0; j < size; j++)
 		if (dst[j] != pattern(j, 0))
 			fail_msg("byte %zu of %zu wrong", j, size);
-	tp_deregister(rc, rreg);
-	tp_close(sc);
-	tp_close(rc);
+	tp_deregister(c.r, rreg);
+	tp_pair_close(&c);
 	assert_int_equal(standin_engine.out, 0);
 	free(src);
 	free(dst);
@@ -555,7 +480,7 @@ static void test_slow_sender_is_not_a_stuck_copy(void **state)
  * receiver holds no slot (the stall report counts none in use). */
 static void test_no_slot_without_bytes(void **state)
 {
-	struct tp_comm *sc, *rc;
+	struct tp_pair c;
 	struct side s, r;
 	char slots[96];
 	double end, t;
@@ -564,7 +489,7 @@ static void test_no_slot_without_bytes(void **state)
 	(void)state;
 	standin_engine_reset(10);
 	standin_engine.hold_nth = 1;	/* the sender's only copy */
-	end = post_one_message(&sc, &rc, &s, &r, 100, MAX_MSG, NULL);
+	end = post_one_message(&c, &s, &r, 100, MAX_MSG, NULL);
 	for (t = now() + 0.05; now() < t;) {
 		assert_int_equal(tp_test(s.req[0], &done, NULL), SM_OK);
 		assert_false(done);
@@ -572,10 +497,10 @@ static void test_no_slot_without_bytes(void **state)
 		assert_false(done);
 	}
 	assert_true(r.req[0]->have_size);	/* the header came */
-	slots_in_use(rc, slots, sizeof(slots));
+	slots_in_use(c.r, slots, sizeof(slots));
 	assert_string_equal(slots, "bounce slots in use 0 of 4 (0 copying)");
 	standin_engine.hold_nth = 0;
-	assert_int_equal(wait_both(s.req[0], r.req[0], end), 100);
+	assert_int_equal(complete_both(s.req[0], r.req[0], end), 100);
 	for (size_t j = 0; j < 100; j++)
 		assert_int_equal(r.buf[0][j], pattern(j, 0));
 	side_close(&s);
@@ -590,7 +515,7 @@ static void test_no_slot_without_bytes(void **state)
  * posted after it fails. */
 static void test_sender_hangup_leaves_receive_waiting_for_an_event(void **state)
 {
-	struct tp_comm *sc, *rc;
+	struct tp_pair c;
 	struct side s, r;
 	struct tp_req *second;
 	size_t size = 1000;
@@ -599,23 +524,12 @@ static void test_sender_hangup_leaves_receive_waiting_for_an_event(void **state)
 
 	(void)state;
 	standin_engine_reset(9);
-	make_pair(&sc, &rc);
-	side_open(&s, sc);
-	side_open(&r, rc);
-	for (size_t j = 0; j < size; j++)
-		s.buf[0][j] = pattern(j, 0);
-	memset(r.buf[0], 0xee, MAX_MSG);
-	assert_int_equal(tp_irecv(rc, r.buf[0], MAX_MSG, r.gpu[0], &r.req[0]), SM_OK);
-	assert_int_equal(tp_irecv(rc, r.buf[1], MAX_MSG, r.gpu[1], &second), SM_OK);
+	post_receives(&c, &s, &r, size, MAX_MSG, &second);
 	standin_engine.refuse_pct = 100;	/* no copy starts */
 	end = now() + DEADLINE_S;
 	/* From host memory: the sender needs no copy. */
-	while (!s.req[0] && now() < end)
-		assert_int_equal(tp_isend(sc, s.buf[0], size, NULL, &s.req[0]), SM_OK);
-	while (!done && now() < end)
-		assert_int_equal(tp_test(s.req[0], &done, NULL), SM_OK);
-	assert_true(done);
-	done = 0;
+	s.req[0] = isend_when_posted(c.s, s.buf[0], size, NULL, end);
+	wait_done(s.req[0], end);
 	while (!r.req[0]->wire_done && now() < end) {
 		assert_int_equal(tp_test(r.req[0], &done, NULL), SM_OK);
 		assert_false(done);

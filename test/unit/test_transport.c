@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -34,28 +33,13 @@
 #include "tp_pair.h"
 #include "fd_util.h"
 
-static void sample_info(struct tp_handle_info *info)
-{
-	memset(info, 0, sizeof(*info));
-	info->host_id = 0x1122334455667788ull;
-	for (int i = 0; i < 16; i++)
-		info->token[i] = (uint8_t)(i * 7 + 1);
-	info->dev = 3;
-	info->pid = 4242;
-	strcpy(info->uds_name, "symmem-0123456789abcdef");
-	info->family = AF_INET;
-	info->port = 40000;
-	info->addr[0] = 127;
-	info->addr[3] = 1;
-}
-
 static void test_handle_roundtrip(void **state)
 {
 	struct tp_handle_info in, out;
 	uint8_t h[TP_HANDLE_SIZE];
 
 	(void)state;
-	sample_info(&in);
+	sample_handle_info(&in);
 	tp_handle_encode(&in, h);
 	assert_int_equal(tp_handle_decode(h, &out), SM_OK);
 	assert_int_equal(out.host_id, in.host_id);
@@ -77,7 +61,7 @@ static void test_handle_roundtrip(void **state)
 	assert_int_equal(out.no_tcp, 0);
 
 	/* A listener without TCP: no family, port or address. */
-	sample_info(&in);
+	sample_handle_info(&in);
 	in.no_tcp = 1;
 	in.family = 0;
 	in.port = 0;
@@ -94,7 +78,7 @@ static void test_handle_every_bit_flip_rejected(void **state)
 	uint8_t h[TP_HANDLE_SIZE], bad[TP_HANDLE_SIZE];
 
 	(void)state;
-	sample_info(&in);
+	sample_handle_info(&in);
 	tp_handle_encode(&in, h);
 	for (int byte = 0; byte < TP_HANDLE_SIZE; byte++) {
 		for (int bit = 0; bit < 8; bit++) {
@@ -129,30 +113,30 @@ static void test_handle_bad_fields(void **state)
 	uint8_t h[TP_HANDLE_SIZE];
 
 	(void)state;
-	sample_info(&in);
+	sample_handle_info(&in);
 	in.family = AF_UNIX;
 	tp_handle_encode(&in, h);
 	assert_int_equal(tp_handle_decode(h, &out), SM_ERR_INVALID);
 	assert_non_null(strstr(sm_last_error(), "family"));
 
-	sample_info(&in);
+	sample_handle_info(&in);
 	in.port = 0;
 	tp_handle_encode(&in, h);
 	assert_int_equal(tp_handle_decode(h, &out), SM_ERR_INVALID);
 
-	sample_info(&in);
+	sample_handle_info(&in);
 	in.dev = -1;
 	tp_handle_encode(&in, h);
 	assert_int_equal(tp_handle_decode(h, &out), SM_ERR_INVALID);
 
-	sample_info(&in);
+	sample_handle_info(&in);
 	in.uds_name[0] = '\0';
 	tp_handle_encode(&in, h);
 	assert_int_equal(tp_handle_decode(h, &out), SM_ERR_INVALID);
 
 	/* The encoder leaves an address without an offer out; a handle that
 	 * carries one anyway (the CRC made to fit) is refused. */
-	sample_info(&in);
+	sample_handle_info(&in);
 	in.ib = 1;
 	in.ib_gid[15] = 7;
 	tp_handle_encode(&in, h);
@@ -168,7 +152,7 @@ static void test_handle_bad_fields(void **state)
 	assert_non_null(strstr(sm_last_error(), "RDMA address"));
 
 	/* "No TCP" with a TCP address anyway. */
-	sample_info(&in);
+	sample_handle_info(&in);
 	in.no_tcp = 1;
 	tp_handle_encode(&in, h);
 	assert_int_equal(tp_handle_decode(h, &out), SM_ERR_INVALID);
@@ -331,7 +315,6 @@ static void test_host_id_stable(void **state)
 	assert_int_equal(tp_host_id(), tp_host_id());
 }
 
-/* Drives connect and accept from this thread until both ends exist. */
 /* A tiny ring and odd sizes: every message wraps around the ring end. */
 static void ring_wraps(int backend)
 {
@@ -536,7 +519,7 @@ static void test_shm_send_one_byte_too_many(void **state)
 	struct tp_comm *s, *r;
 	struct tp_req *sr = NULL, *rr;
 	double end = now() + 10;
-	int done = 0, rc = SM_OK;
+	int rc = SM_OK;
 
 	(void)state;
 	memset(src, 0x11, sizeof(src));
@@ -552,11 +535,7 @@ static void test_shm_send_one_byte_too_many(void **state)
 		rc = tp_isend(s, src, 65, NULL, &sr);
 	assert_int_equal(rc, SM_ERR_USAGE);
 	assert_null(sr);
-	rc = SM_OK;
-	while (rc == SM_OK && !done && now() < end)
-		rc = tp_test(rr, &done, NULL);
-	assert_int_equal(rc, SM_ERR_USAGE);
-	assert_false(done);
+	assert_int_equal(wait_failure(rr, end), SM_ERR_USAGE);
 	assert_int_equal(dst[64], 0);
 	tp_close(s);
 	tp_close(r);
@@ -573,8 +552,7 @@ static void test_tcp_oversized_send_mid_message(void **state)
 	uint8_t *big = malloc(BIG), *out = malloc(BIG), small[128] = { 1 }, tiny[16];
 	struct tp_comm *s, *r;
 	struct tp_req *s0, *s1 = NULL, *r0, *r1;
-	int done = 0, rc = SM_OK;
-	double end;
+	int done = 0;
 
 	(void)state;
 	assert_non_null(big);
@@ -594,11 +572,7 @@ static void test_tcp_oversized_send_mid_message(void **state)
 	assert_int_equal(done, 0);
 	assert_int_equal(tp_isend(s, small, sizeof(small), NULL, &s1), SM_ERR_USAGE);
 	assert_null(s1);
-	end = now() + 5;
-	while (rc == SM_OK && !done && now() < end)
-		rc = tp_test(r0, &done, NULL);
-	assert_int_equal(done, 0);
-	assert_int_equal(rc, SM_ERR_REMOTE);
+	assert_int_equal(wait_failure(r0, now() + 5), SM_ERR_REMOTE);
 	tp_close(s);
 	tp_close(r);
 	free(big);
@@ -618,7 +592,7 @@ static void test_tcp_host_receive_outlives_sender(void **state)
 	struct tp_comm *s, *r;
 	struct tp_req *sr, *r0, *r1, *r2;
 	struct pollfd p;
-	int done = 0, rc = SM_OK;
+	int done = 0;
 	double end = now() + 5;
 
 	(void)state;
@@ -627,9 +601,7 @@ static void test_tcp_host_receive_outlives_sender(void **state)
 	assert_int_equal(make_pair(&o, &s, &r), SM_OK);
 	assert_int_equal(tp_irecv(r, dst, sizeof(dst), NULL, &r0), SM_OK);
 	sr = isend_when_posted(s, src, sizeof(src), NULL, end);
-	while (!done && now() < end)
-		assert_int_equal(tp_test(sr, &done, NULL), SM_OK);
-	assert_true(done);
+	wait_done(sr, end);
 	tp_close(s);
 	assert_int_equal(tp_irecv(r, d1, sizeof(d1), NULL, &r1), SM_OK);
 	/* The reset for that announcement arrived: the next write fails. */
@@ -641,11 +613,7 @@ static void test_tcp_host_receive_outlives_sender(void **state)
 	assert_int_equal(tp_test(r0, &done, NULL), SM_OK);
 	assert_true(done);
 	assert_memory_equal(dst, src, sizeof(src));
-	done = 0;
-	while (rc == SM_OK && !done && now() < end)
-		rc = tp_test(r1, &done, NULL);
-	assert_int_equal(done, 0);
-	assert_int_equal(rc, SM_ERR_REMOTE);
+	assert_int_equal(wait_failure(r1, end), SM_ERR_REMOTE);
 	tp_close(r);
 }
 
@@ -677,20 +645,6 @@ static int take_over_socket(struct tp_comm *c, int rcvbuf, int sndbuf)
 	return peer;
 }
 
-/* Tests r until it is done (the size it reports) or fails (-1 and *rc),
- * within `seconds`. */
-static long test_until(struct tp_req *r, double seconds, int *rc)
-{
-	double end = now() + seconds;
-	size_t got = 0;
-	int done = 0;
-
-	*rc = SM_OK;
-	while (*rc == SM_OK && !done && now() < end)
-		*rc = tp_test(r, &done, &got);
-	return done ? (long)got : -1;
-}
-
 /* TCP, host memory: the sender's send is done, its bytes wait in the
  * socket, and it closes.  NCCL's test() looks at the socket after a pass
  * that found nothing to read (comm_check_peer); one that finds the
@@ -706,7 +660,6 @@ static void test_tcp_bytes_outlive_hangup(void **state)
 	struct tp_comm *s, *r;
 	struct tp_req *sr, *rr;
 	struct pollfd p = { .events = POLLRDHUP };
-	int rc;
 
 	(void)state;
 	assert_non_null(src);
@@ -722,7 +675,7 @@ static void test_tcp_bytes_outlive_hangup(void **state)
 	p.fd = r->fd;
 	assert_int_equal(poll(&p, 1, 2000), 1);
 	assert_int_equal(comm_check_peer(r, rr), SM_OK);
-	assert_int_equal(test_until(rr, 5, &rc), SIZE);
+	assert_int_equal(wait_done(rr, now() + 5), SIZE);
 	assert_memory_equal(dst, src, SIZE);
 	tp_close(r);
 
@@ -738,8 +691,7 @@ static void test_tcp_bytes_outlive_hangup(void **state)
 	tp_close(s);
 	p = (struct pollfd){ .fd = r->fd, .events = POLLRDHUP };
 	assert_int_equal(poll(&p, 1, 2000), 1);
-	assert_int_equal(test_until(rr, 5, &rc), -1);
-	assert_int_equal(rc, SM_ERR_REMOTE);
+	assert_int_equal(wait_failure(rr, now() + 5), SM_ERR_REMOTE);
 	assert_non_null(strstr(sm_last_error(), "closed"));
 	tp_close(r);
 	free(src);
@@ -1625,7 +1577,7 @@ static void test_shm_backend_refuses_other_host(void **state)
 	struct tp_comm *s = NULL;
 
 	(void)state;
-	sample_info(&info);
+	sample_handle_info(&info);
 	info.host_id = tp_host_id() + 1;
 	tp_handle_encode(&info, h);
 	assert_int_equal(tp_connect(&o, h, &s), SM_ERR_USAGE);
@@ -1956,14 +1908,9 @@ static void test_stall_reported_once(void **state)
 	/* The waits were only reported: both requests still complete. */
 	end = now() + 10;
 	sr = isend_when_posted(s, src, 8, NULL, end);
-	while (!done && now() < end)
-		assert_int_equal(tp_test(rr, &done, &got), SM_OK);
-	assert_int_equal(got, 8);
+	assert_int_equal(wait_done(rr, end), 8);
 	assert_string_equal(dst, "stalled");
-	done = 0;
-	while (!done && now() < end)
-		assert_int_equal(tp_test(sr, &done, NULL), SM_OK);
-	assert_true(done);
+	wait_done(sr, end);
 	sm_set_log_sink(NULL);
 	tp_close(s);
 	tp_close(r);
@@ -2163,15 +2110,6 @@ static void test_announcement_fd_not_reused(void **state)
 	close(rd);
 	tp_close(s);
 	tp_close(r);
-}
-
-/* Bytes waiting to be read on a socket. */
-static int unread(int fd)
-{
-	int n = -1;
-
-	assert_int_equal(ioctl(fd, FIONREAD, &n), 0);
-	return n;
 }
 
 /* Withdraws registration `id` as if it had been announced. */

@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "symmem.h"
@@ -20,6 +22,21 @@ struct tp_options options(int backend, uint64_t ring, uint64_t chunk)
 		.zero_copy = 1,		/* NCCL_ZERO_COPY's default */
 	};
 	return o;
+}
+
+void sample_handle_info(struct tp_handle_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	info->host_id = 0x1122334455667788ull;
+	for (int i = 0; i < 16; i++)
+		info->token[i] = (uint8_t)(i * 7 + 1);
+	info->dev = 3;
+	info->pid = 4242;
+	strcpy(info->uds_name, "symmem-00ff10ab9c3d7e01");
+	info->family = AF_INET;
+	info->port = 40000;
+	info->addr[0] = 127;
+	info->addr[3] = 1;
 }
 
 double now(void)
@@ -60,6 +77,28 @@ int make_pair(const struct tp_options *o, struct tp_comm **s, struct tp_comm **r
 	return rc;
 }
 
+void tp_pair_open(struct tp_pair *p, const struct tp_pair_opts *opts)
+{
+	struct tp_options o = options(opts->backend, 1 << 20, 65536);
+
+	o.gpu = opts->gpu;
+	o.zero_copy = !opts->staged;
+	o.copy_timeout = opts->copy_limit_s;
+	/* Room for every staged receive of a test, given back when idle. */
+	if (opts->gpu)
+		o.pool = (struct sm_pool_config){ .growth = 2.0, .max = 64u << 20,
+						  .trim = 64u << 20 };
+	if (make_pair(&o, &p->s, &p->r))
+		fail_msg("%s", sm_last_error());
+}
+
+void tp_pair_close(struct tp_pair *p)
+{
+	tp_close(p->s);
+	tp_close(p->r);
+	p->s = p->r = NULL;
+}
+
 /* One thread drives both ends: tests each request until both are done,
  * failing past `end`.  Returns the bytes the receive reports. */
 size_t complete_both(struct tp_req *sr, struct tp_req *rr, double end)
@@ -79,15 +118,25 @@ size_t complete_both(struct tp_req *sr, struct tp_req *rr, double end)
 	return got;
 }
 
-/* Retries isend until the peer's receive is posted, as NCCL's proxy does;
- * fails the test past `end`. */
-void wait_done(struct tp_req *r, double end)
+size_t wait_done(struct tp_req *r, double end)
 {
+	size_t got = 0;
 	int done = 0;
 
 	while (!done && now() < end)
-		assert_int_equal(tp_test(r, &done, NULL), SM_OK);
+		assert_int_equal(tp_test(r, &done, &got), SM_OK);
 	assert_true(done);
+	return got;
+}
+
+int wait_failure(struct tp_req *r, double end)
+{
+	int done = 0, rc = SM_OK;
+
+	while (rc == SM_OK && !done && now() < end)
+		rc = tp_test(r, &done, NULL);
+	assert_false(done);
+	return rc;
 }
 
 struct tp_req *isend_when_posted(struct tp_comm *s, const void *src, size_t size,
