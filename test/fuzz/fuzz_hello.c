@@ -108,7 +108,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct tp_comm *c = NULL;
 	uint8_t h[TP_HANDLE_SIZE], *msg;
 	unsigned flags = fz_u8(&in);
-	int fd, seg = -1, rc = SM_OK;
+	int fds = fz_fd_count(), fd, seg = -1, rc = SM_OK;
 
 	if (flags & F_SEGMENT)
 		seg = segment(&in, flags);
@@ -146,5 +146,6 @@ close_listener:
 out:
 	if (seg >= 0)
 		close(seg);
+	FZ_CHECK(fz_fd_count() == fds);
 	return 0;
 }

@@ -127,6 +127,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (rc)
 		FZ_CHECK(sm_last_error()[0] != '\0');
+	/* A connect that ended, either way, keeps nothing in progress. */
+	if (rc || c)
+		FZ_CHECK(tp_pending_connects() == 0);
 	if (c)
 		tp_close(c);
 	tp_connect_abandon(&info);
