@@ -6,7 +6,7 @@
 # a scratch directory, and a failing input to build-fuzz/artifacts/.
 # Prints one TAP line per target, the results also go to
 # build-fuzz/fuzz-results.tap (scripts/count_tests.py reads it), then
-# "N passed, N failed".  Exit status 1 when any target failed.
+# "fuzz targets: N passed, N failed".  Exit status 1 when any failed.
 #
 # Usage: scripts/fuzz.sh [target...]   (names as in test/fuzz/fuzz_<name>.c)
 # Longer runs, reproducing a failure, the seeds: docs/fuzzing.md.
@@ -16,6 +16,7 @@ seconds=${FUZZ_SECONDS:-30}
 jobs=${FUZZ_JOBS:-$(nproc)}
 dir=build-fuzz
 
+rm -f $dir/fuzz-results.tap	# a failed build leaves none to count
 if [ ! -d $dir ]; then
 	# Every library instrumented for coverage; the targets link libFuzzer.
 	out=$(CC=clang meson setup $dir -Dfuzz=enabled -Dtests=disabled \
@@ -25,7 +26,10 @@ fi
 meson compile -C $dir fuzz >$dir/compile.log 2>&1 || { tail -40 $dir/compile.log; exit 1; }
 
 if [ $# -eq 0 ]; then
-	set -- $(ls test/fuzz/fuzz_*.c | sed 's|.*/fuzz_||; s|\.c$||')
+	for f in test/fuzz/fuzz_*.c; do
+		f=${f#test/fuzz/fuzz_}
+		set -- "$@" "${f%.c}"
+	done
 fi
 logs=$dir/fuzz-logs
 rm -rf "$logs" && mkdir -p "$logs" $dir/artifacts || exit 1
@@ -82,5 +86,5 @@ for name in "$@"; do
 	printf "%s\n" "$line"
 	printf "%s\n" "$line" >>$dir/fuzz-results.tap
 done
-echo "$passed passed, $failed failed"
+echo "fuzz targets: $passed passed, $failed failed"
 [ $failed -eq 0 ]
