@@ -130,7 +130,10 @@ static void add(struct client *c, struct fz_in *in)
 	memset(&m, 0, sizeof(m));
 	m.magic = CD_MAGIC;
 	m.op = CD_ADD;
-	m.owner_pid = (int32_t)getpid();
+	/* The exporting process is never the helper itself: with the
+	 * helper's own pid, import.c takes a legacy IPC address and size on
+	 * trust, which only the helper's parent could ask for. */
+	m.owner_pid = (int32_t)getppid();
 	m.info.kind = fz_u32(in) % 4;
 	m.info.alloc_size = fz_u32(in) % MAP_MAX;
 	claim = fz_u64(in);

@@ -13,7 +13,6 @@
  * until it ends, each an opcode byte (taken modulo OP_COUNT) and its
  * fields. */
 #include <stdatomic.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 

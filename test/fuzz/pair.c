@@ -1,5 +1,5 @@
-/* Helpers the fuzz targets share (fuzz.h): real connections in one
- * process. */
+/* What the fuzz targets share (fuzz.h): real connections in one process,
+ * and the token their seeds cannot know. */
 #include <string.h>
 
 #include "fuzz.h"
