@@ -3,6 +3,7 @@
  * encoders, so they follow the wire formats as they are.  Run after a
  * format changes, and commit what it writes:
  *
+ *   meson compile -C build-fuzz fuzz_seeds
  *   build-fuzz/test/fuzz/fuzz_seeds test/fuzz/corpus
  *
  * Each input's layout is described at the top of its target's file. */
