@@ -162,6 +162,9 @@ static void config_seeds(struct seed *s)
 	save(s, "config", "helper");
 	text(s, "NCCL_CUMEM_POOL_SIZE=12XB\n");
 	save(s, "config", "bad-size");
+	text(s, "NCCL_SYMMEM_STREAMS=99999999999999999999999\nNCCL_SYMMEM_PHASE_US=-9\n"
+		"NCCL_CUMEM_MAX_SIZE=99999999999999999999TiB\nNCCL_MIN_NCHANNELS=-0x7fffffff\n");
+	save(s, "config", "huge-numbers");
 	text(s, "NCCL_CUMEM_MAX_SIZE=1M\nNCCL_CUMEM_POOL_SIZE=2M\n");
 	save(s, "config", "pool-above-cap");
 }
