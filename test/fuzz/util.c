@@ -10,8 +10,8 @@
 
 void fz_abort(const char *file, int line, const char *what)
 {
-	fprintf(stderr, "%s:%d: broken promise: %s (last error: %s)\n", file, line, what,
-		sm_last_error());
+	fprintf(stderr, "%s:%d: broken promise: %s (the last error message, maybe older: %s)\n",
+		file, line, what, sm_last_error());
 	abort();
 }
 
