@@ -1,6 +1,9 @@
 #!/bin/sh
 # Installs the Debian packages the build and the tests need, if missing.
-# Sourced by install.sh and test.sh.
+# Sourced by install.sh, test.sh, sanitize.sh and fuzz.sh.  gcc brings the
+# sanitizers' runtimes; the fuzz targets need clang and its libFuzzer
+# (libclang-rt-dev: the runtime libraries of Debian's default clang),
+# which a build alone (install.sh sets deps_for=build) does not.
 need=""
 command -v meson >/dev/null 2>&1 || need="$need meson"
 command -v ninja >/dev/null 2>&1 || need="$need ninja-build"
@@ -9,6 +12,12 @@ command -v cc >/dev/null 2>&1 || need="$need gcc libc6-dev"
 command -v python3 >/dev/null 2>&1 || need="$need python3"
 [ -f /usr/include/cmocka.h ] || need="$need libcmocka-dev"
 [ -f /usr/include/infiniband/verbs.h ] || need="$need libibverbs-dev"
+if [ "${deps_for:-test}" = test ]; then
+	command -v clang >/dev/null 2>&1 || need="$need clang"
+	fuzzer_lib=libclang_rt.fuzzer-$(uname -m).a
+	[ -f "$(clang -print-file-name="$fuzzer_lib" 2>/dev/null)" ] ||
+		need="$need libclang-rt-dev"
+fi
 if [ -n "$need" ]; then
 	echo "installing:$need"
 	if [ "$(id -u)" = 0 ]; then

@@ -7,6 +7,7 @@
 # Usage: scripts/install.sh [meson setup options, e.g. --prefix=/opt/symmem]
 set -e
 cd "$(dirname "$0")/.."
+deps_for=build
 . scripts/deps.sh
 if [ -d build-release ]; then
 	# An existing build keeps its settings unless new options are given.

@@ -1,0 +1,541 @@
+/* Writes the fuzz targets' seed corpus (test/fuzz/corpus/<target>/):
+ * small valid and nearly valid inputs, built from the real structures and
+ * encoders, so they follow the wire formats as they are.  Run after a
+ * format changes, and commit what it writes:
+ *
+ *   meson compile -C build-fuzz fuzz_seeds
+ *   build-fuzz/test/fuzz/fuzz_seeds test/fuzz/corpus
+ *
+ * Each input's layout is described at the top of its target's file. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "copyd_proto.h"
+#include "fuzz.h"
+#include "internal.h"
+
+struct seed {
+	uint8_t b[4096];
+	size_t n;
+};
+
+static const char *out_dir;
+
+static void put(struct seed *s, const void *p, size_t n)
+{
+	if (s->n + n > sizeof(s->b)) {
+		fprintf(stderr, "fuzz_seeds: a seed outgrew %zu bytes\n", sizeof(s->b));
+		exit(1);
+	}
+	memcpy(s->b + s->n, p, n);
+	s->n += n;
+}
+
+static void u8(struct seed *s, uint8_t v)
+{
+	put(s, &v, 1);
+}
+
+static void u16(struct seed *s, uint16_t v)
+{
+	put(s, &v, 2);
+}
+
+static void u32(struct seed *s, uint32_t v)
+{
+	put(s, &v, 4);
+}
+
+static void u64(struct seed *s, uint64_t v)
+{
+	put(s, &v, 8);
+}
+
+static void text(struct seed *s, const char *t)
+{
+	put(s, t, strlen(t));
+}
+
+/* Writes the seed and starts the next one empty. */
+static void save(struct seed *s, const char *target, const char *name)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", out_dir, target);
+	if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+		perror(path);
+		exit(1);
+	}
+	snprintf(path, sizeof(path), "%s/%s/%s", out_dir, target, name);
+	f = fopen(path, "wb");
+	if (!f || fwrite(s->b, 1, s->n, f) != s->n || fclose(f) != 0) {
+		perror(path);
+		exit(1);
+	}
+	s->n = 0;
+}
+
+/* ---- handle: mode byte, 128 bytes ---- */
+
+static struct tp_handle_info sample_info(void)
+{
+	struct tp_handle_info info = {
+		.host_id = 0x1122334455667788ull,
+		.dev = 1,
+		.pid = 4242,
+		.uds_name = "symmem-0011223344556677",
+		.family = AF_INET,
+		.port = 40000,
+		.addr = { 10, 0, 0, 1 },
+	};
+
+	memcpy(info.token, FZ_TOKEN_MARKER, 16);
+	return info;
+}
+
+static void handle_seed(struct seed *s, const struct tp_handle_info *info, uint8_t mode,
+			size_t poke_at, uint8_t poke, const char *name)
+{
+	uint8_t h[TP_HANDLE_SIZE];
+
+	tp_handle_encode(info, h);
+	if (poke_at < sizeof(h))
+		h[poke_at] = poke;
+	u8(s, mode);
+	put(s, h, sizeof(h));
+	save(s, "handle", name);
+}
+
+static void handle_seeds(struct seed *s)
+{
+	struct tp_handle_info info = sample_info();
+
+	handle_seed(s, &info, 0, SIZE_MAX, 0, "inet");
+	info.family = AF_INET6;
+	memset(info.addr, 0, 16);
+	info.addr[15] = 1;
+	handle_seed(s, &info, 0, SIZE_MAX, 0, "inet6");
+	info = sample_info();
+	info.ib = 1;
+	memset(info.ib_gid, 0xfe, 16);
+	handle_seed(s, &info, 0, SIZE_MAX, 0, "rdma");
+	info = sample_info();
+	info.family = 7;
+	handle_seed(s, &info, 0, SIZE_MAX, 0, "bad-family");
+	info.family = AF_INET;
+	info.port = 0;
+	handle_seed(s, &info, 0, SIZE_MAX, 0, "port-0");
+	/* Mode 1: the target fixes the checksum after these pokes. */
+	info = sample_info();
+	handle_seed(s, &info, 1, 120, 1, "tail-data");
+	handle_seed(s, &info, 1, 40 + 31, 'x', "name-unterminated");
+	handle_seed(s, &info, 1, 100, 7, "address-without-offer");
+	handle_seed(s, &info, 1, 5, 9, "version-9");
+	handle_seed(s, &info, 0, 20, 0, "checksum-wrong");
+}
+
+/* ---- config: NAME=VALUE lines ---- */
+
+static void config_seeds(struct seed *s)
+{
+	text(s, "NCCL_PASS_SM=1\nNCCL_CUMEM_POOL_SIZE=64MiB\nNCCL_SYMMEM_BACKEND=tcp\n"
+		"NCCL_SM_FREE_VERBOSE=1\n");
+	save(s, "config", "pass-sm");
+	text(s, "NCCL_SYMMEM_CHUNK_SIZE=2MB\nNCCL_CUMEM_MAX_SIZE=4GB\nNCCL_CUMEM_POOL_SIZE=64K\n"
+		"NCCL_SYMMEM_HOST_RING_SIZE=4096\nNCCL_CUMEM_GROWTH_FACTOR=1.5\n"
+		"NCCL_CUMEM_TRIM_THRESHOLD=1GiB\nNCCL_SYMMEM_SPLIT_SIZE=0\n");
+	save(s, "config", "sizes");
+	text(s, "NCCL_IB_HCA=^=mlx5_0:1,mlx5_1\nNCCL_SOCKET_IFNAME=^docker,lo\nNCCL_IB_TIMEOUT=22\n"
+		"NCCL_IB_SL=3\nNCCL_IB_TC=106\nNCCL_IB_GID_INDEX=3\nNCCL_SYMMEM_BACKEND=ib\n");
+	save(s, "config", "rdma");
+	text(s, "NCCL_MIN_NCHANNELS=4\nNCCL_MAX_CTAS=8\nNCCL_MIN_CTAS=2\nNCCL_PROTO=LL128,Simple\n"
+		"NCCL_NET_PLUGIN_REF_COUNT=0x2\nNCCL_P2P_DISABLE=1\nNCCL_SYMMEM_PASS_SM_CHANNELS=16\n");
+	save(s, "config", "channels");
+	text(s, "CUDA_VISIBLE_DEVICES=0,GPU-8a3c,2\nNCCL_SYMMEM_COPY_HELPER_PATH=/usr/libexec/x\n"
+		"NCCL_SYMMEM_CONNECT_TIMEOUT=2.5\nNCCL_SYMMEM_STALL_REPORT=0\n"
+		"NCCL_SYMMEM_COPY_TIMEOUT=1e-3\nNCCL_SYMMEM_LL_MAX=1MiB\nNCCL_SYMMEM_LL128_CHUNK=512K\n");
+	save(s, "config", "helper");
+	text(s, "NCCL_CUMEM_POOL_SIZE=12XB\n");
+	save(s, "config", "bad-size");
+	text(s, "NCCL_SYMMEM_STREAMS=99999999999999999999999\nNCCL_SYMMEM_PHASE_US=-9\n"
+		"NCCL_CUMEM_MAX_SIZE=99999999999999999999TiB\nNCCL_MIN_NCHANNELS=-0x7fffffff\n");
+	save(s, "config", "huge-numbers");
+	text(s, "NCCL_CUMEM_MAX_SIZE=1M\nNCCL_CUMEM_POOL_SIZE=2M\n");
+	save(s, "config", "pool-above-cap");
+}
+
+/* ---- hello: flags, u32 ring, 64-byte segment header, bytes ---- */
+
+static void hello_bytes(struct seed *s, int backend, const char *token, uint64_t seg_size)
+{
+	struct wire_hello h;
+
+	memset(&h, 0, sizeof(h));
+	h.magic = WIRE_MAGIC;
+	h.version = WIRE_VERSION;
+	h.backend = (uint16_t)backend;
+	memcpy(h.token, token, 16);
+	h.seg_size = seg_size;
+	h.pid = 4242;
+	put(s, &h, sizeof(h));
+}
+
+static void segment(struct seed *s, uint32_t ring, uint64_t ring_in_header)
+{
+	uint8_t head[64];
+	struct shm_ctrl c;
+
+	memset(&c, 0, sizeof(c));
+	c.magic = SHM_MAGIC;
+	c.version = SHM_VERSION;
+	c.ring_size = ring_in_header;
+	c.seg_size = SHM_RING_OFFSET + ring_in_header;
+	memset(head, 0, sizeof(head));
+	memcpy(head, &c, offsetof(struct shm_ctrl, recv_posted) < sizeof(head) ?
+	       offsetof(struct shm_ctrl, recv_posted) : sizeof(head));
+	u32(s, ring);
+	put(s, head, sizeof(head));
+}
+
+static void hello_seeds(struct seed *s)
+{
+	const uint32_t ring = 64 << 10;
+
+	u8(s, 2);
+	segment(s, ring, ring);
+	hello_bytes(s, TP_BACKEND_SHM, FZ_TOKEN_MARKER, SHM_RING_OFFSET + ring);
+	save(s, "hello", "unix");
+	u8(s, 1);
+	hello_bytes(s, TP_BACKEND_TCP, FZ_TOKEN_MARKER, 0);
+	save(s, "hello", "tcp");
+	u8(s, 1);
+	hello_bytes(s, TP_BACKEND_IB, FZ_TOKEN_MARKER, 0);
+	save(s, "hello", "tcp-asks-rdma");
+	u8(s, 2);
+	segment(s, ring, ring);
+	hello_bytes(s, TP_BACKEND_SHM, "not-the-token!!!", SHM_RING_OFFSET + ring);
+	save(s, "hello", "wrong-token");
+	u8(s, 2);
+	segment(s, ring, 1ull << 30);
+	hello_bytes(s, TP_BACKEND_SHM, FZ_TOKEN_MARKER, SHM_RING_OFFSET + ring);
+	save(s, "hello", "header-lies");
+	u8(s, 2 | 4);
+	segment(s, ring, ring);
+	hello_bytes(s, TP_BACKEND_SHM, FZ_TOKEN_MARKER, SHM_RING_OFFSET + ring);
+	save(s, "hello", "unsealed");
+	u8(s, 0);
+	hello_bytes(s, TP_BACKEND_SHM, FZ_TOKEN_MARKER, SHM_RING_OFFSET + ring);
+	save(s, "hello", "no-segment");
+	u8(s, 0);
+	text(s, "GET / HTTP/1.0\r\n\r\n");
+	save(s, "hello", "stranger");
+}
+
+/* ---- reply: flags, bytes ---- */
+
+static void reply_bytes(struct seed *s, int32_t status, int32_t backend, char fill)
+{
+	struct wire_reply r;
+
+	memset(&r, 0, sizeof(r));
+	r.magic = WIRE_MAGIC;
+	r.status = status;
+	r.backend = backend;
+	memset(r.reason, fill, fill ? sizeof(r.reason) : 0);
+	put(s, &r, sizeof(r));
+}
+
+static void reply_seeds(struct seed *s)
+{
+	u8(s, 0);
+	reply_bytes(s, SM_OK, TP_BACKEND_SHM, 0);
+	save(s, "reply", "unix");
+	u8(s, 1);
+	reply_bytes(s, SM_OK, TP_BACKEND_TCP, 0);
+	save(s, "reply", "tcp");
+	u8(s, 0);
+	reply_bytes(s, SM_ERR_INVALID, TP_BACKEND_SHM, 'r');
+	save(s, "reply", "refused-unterminated");
+	u8(s, 1);
+	reply_bytes(s, SM_OK, TP_BACKEND_IB, 0);
+	save(s, "reply", "tcp-answered-rdma");
+	u8(s, 0);
+	u32(s, WIRE_MAGIC);
+	save(s, "reply", "short");
+}
+
+/* ---- region: operations (fuzz_region.c) ---- */
+
+enum { R_BYTES, R_BYTES_FD, R_RECV, R_SEND, R_TEST, R_ANNOUNCED };
+
+static void region_msg(struct seed *s, uint32_t op, uint32_t id, uint32_t kind, uint64_t size,
+		       int with_fd)
+{
+	struct wire_region m;
+
+	memset(&m, 0, sizeof(m));
+	m.magic = REGION_MAGIC;
+	m.op = op;
+	m.id = id;
+	m.info.kind = kind;
+	m.info.alloc_size = size;
+	m.info.alloc_id = id;
+	u8(s, with_fd ? R_BYTES_FD : R_BYTES);
+	if (with_fd)
+		u32(s, (uint32_t)size);
+	u16(s, sizeof(m));
+	put(s, &m, sizeof(m));
+}
+
+static void region_recv(struct seed *s, uint32_t id, uint64_t offset, uint32_t size)
+{
+	u8(s, R_RECV);
+	u32(s, id);
+	u64(s, offset);
+	u32(s, size);
+}
+
+static void region_send(struct seed *s, uint32_t size)
+{
+	u8(s, R_SEND);
+	u32(s, size);
+	u8(s, R_TEST);
+}
+
+static void region_seeds(struct seed *s)
+{
+	const uint32_t size = 64 << 10;
+
+	region_msg(s, REGION_ADD, 1, SM_SHARE_POSIX_FD, size, 1);
+	region_recv(s, 1, 4096, 8192);
+	region_send(s, 8192);
+	region_msg(s, REGION_DEL, 1, 0, 0, 0);
+	region_recv(s, 0, 0, 100);
+	region_send(s, 100);
+	save(s, "region", "add-send-withdraw");
+	region_msg(s, REGION_ADD, 1, SM_SHARE_POSIX_FD, size, 1);
+	region_recv(s, 1, size - 100, 8192);
+	region_send(s, 8192);
+	save(s, "region", "past-the-end");
+	region_recv(s, 7, 0, 64);
+	region_send(s, 64);
+	save(s, "region", "never-announced");
+	region_msg(s, REGION_ADD, 2, SM_SHARE_POSIX_FD, size, 1);
+	region_msg(s, REGION_ADD, 2, SM_SHARE_POSIX_FD, size, 1);
+	region_send(s, 10);
+	save(s, "region", "twice");
+	region_msg(s, REGION_ADD, 3, SM_SHARE_POSIX_FD, 1u << 20, 1);
+	region_recv(s, 3, 0, 4096);
+	region_msg(s, REGION_DEL, 3, 0, 0, 0);
+	region_send(s, 4096);
+	save(s, "region", "withdrawn-before-send");
+	region_msg(s, REGION_ADD, 4, SM_SHARE_LEGACY_IPC, size, 0);
+	region_recv(s, 4, 0, 4096);
+	region_send(s, 4096);
+	save(s, "region", "legacy-ipc");
+	region_recv(s, 0, 0, 1000);
+	region_send(s, 1000);
+	u8(s, R_ANNOUNCED);
+	u32(s, 1000);
+	region_send(s, 10);
+	save(s, "region", "ring-then-lying-count");
+}
+
+/* ---- tcp: flags, operations (fuzz_tcp.c) ---- */
+
+enum { T_BYTES, T_POST, T_TEST, T_READ };
+
+static void tcp_bytes(struct seed *s, const void *p, uint16_t n)
+{
+	u8(s, T_BYTES);
+	u16(s, n);
+	put(s, p, n);
+}
+
+static void tcp_header(struct seed *s, uint64_t size, uint16_t payload)
+{
+	uint8_t b[8 + 256];
+
+	memcpy(b, &size, 8);
+	memset(b + 8, 0xab, payload);
+	tcp_bytes(s, b, (uint16_t)(8 + payload));
+}
+
+static void tcp_announce(struct seed *s, uint64_t seq, uint64_t capacity)
+{
+	uint64_t a[2] = { seq, capacity };
+
+	tcp_bytes(s, a, sizeof(a));
+}
+
+static void tcp_post(struct seed *s, uint32_t size)
+{
+	u8(s, T_POST);
+	u32(s, size);
+}
+
+static void tcp_seeds(struct seed *s)
+{
+	u8(s, 1);		/* the target plays the sender */
+	tcp_post(s, 100);
+	u8(s, T_READ);
+	tcp_header(s, 100, 100);
+	u8(s, T_TEST);
+	tcp_post(s, 0);
+	tcp_header(s, 0, 0);
+	u8(s, T_TEST);
+	u8(s, T_READ);
+	save(s, "tcp", "sender");
+	u8(s, 1);
+	tcp_post(s, 10);
+	tcp_header(s, 1000, 10);
+	u8(s, T_TEST);
+	save(s, "tcp", "sender-oversized");
+	u8(s, 1);
+	tcp_post(s, 200);
+	tcp_header(s, 200, 50);
+	u8(s, T_TEST);
+	save(s, "tcp", "sender-short");
+	u8(s, 0);		/* the target plays the receiver */
+	tcp_announce(s, 0, 100);
+	tcp_post(s, 100);
+	u8(s, T_TEST);
+	u8(s, T_READ);
+	tcp_announce(s, 1, 0);
+	tcp_post(s, 0);
+	u8(s, T_TEST);
+	save(s, "tcp", "receiver");
+	u8(s, 0);
+	tcp_announce(s, 5, 100);
+	tcp_post(s, 10);
+	save(s, "tcp", "receiver-out-of-order");
+	u8(s, 0);
+	tcp_announce(s, 0, 10);
+	tcp_post(s, 100);
+	u8(s, T_TEST);
+	save(s, "tcp", "receiver-too-small");
+}
+
+/* ---- copyd: operations (fuzz_copyd.c) ---- */
+
+enum { C_HELLO, C_ADD, C_DEL, C_RAW, C_POST, C_WAIT, C_REWRITE };
+
+static void copyd_hello(struct seed *s, uint8_t flags, uint32_t streams, uint32_t depth,
+			uint32_t batch)
+{
+	u8(s, C_HELLO);
+	u8(s, flags);
+	u32(s, streams);
+	u32(s, depth);
+	u32(s, batch);
+	u64(s, 1 << 20);	/* merge_max */
+	u32(s, CD_VERSION);
+}
+
+static void copyd_add(struct seed *s, uint8_t flags, uint32_t kind, uint32_t size, uint64_t claim)
+{
+	u8(s, C_ADD);
+	u8(s, flags);
+	u32(s, kind);
+	u32(s, size);
+	u64(s, claim);
+}
+
+static void copyd_post(struct seed *s, uint8_t src, uint8_t dst, uint64_t src_off,
+		       uint64_t dst_off, uint32_t len)
+{
+	u8(s, C_POST);
+	u8(s, src);
+	u8(s, dst);
+	u64(s, src_off);
+	u64(s, dst_off);
+	u32(s, len);
+}
+
+static void copyd_seeds(struct seed *s)
+{
+	const uint32_t size = 64 << 10;
+
+	copyd_hello(s, 1, 2, 4, 8);
+	copyd_add(s, 0, SM_SHARE_HOST_FD, size, 0);
+	copyd_add(s, 0, SM_SHARE_HOST_FD, size, 0);
+	copyd_post(s, 0, 1, 0, 4096, 8192);
+	copyd_post(s, 0, 1, 8192, 12288, 8192);
+	copyd_post(s, 1, 0, 100, 200, 300);
+	u8(s, C_WAIT);
+	save(s, "copyd", "copies");
+	copyd_hello(s, 1, 1, 1, 1);
+	copyd_add(s, 0, SM_SHARE_HOST_FD, size, 0);
+	copyd_add(s, 0, SM_SHARE_HOST_FD, size, 0);
+	copyd_post(s, 0, 1, 0, size - 100, 8192);
+	u8(s, C_WAIT);
+	save(s, "copyd", "past-the-end");
+	copyd_add(s, 0, SM_SHARE_HOST_FD, size, 0);
+	copyd_hello(s, 1, 2, 4, 8);
+	save(s, "copyd", "map-before-hello");
+	copyd_hello(s, 1, 0, 4, 8);
+	copyd_hello(s, 2 | 1, 2, 4, 8);
+	copyd_hello(s, 4 | 1, 2, 4, 8);
+	save(s, "copyd", "bad-hellos");
+	copyd_hello(s, 1, 2, 4, 8);
+	copyd_add(s, 0, SM_SHARE_HOST_FD, size, 0);
+	copyd_add(s, 2, SM_SHARE_HOST_FD, 4096, 1 << 20);
+	copyd_add(s, 1, SM_SHARE_HOST_FD, size, 0);
+	copyd_add(s, 0, SM_SHARE_POSIX_FD, size, 0);
+	copyd_add(s, 0, SM_SHARE_LEGACY_IPC, size, 0);
+	save(s, "copyd", "maps-refused");
+	copyd_hello(s, 1, 2, 4, 8);
+	copyd_add(s, 0, SM_SHARE_HOST_FD, size, 0);
+	copyd_add(s, 0, SM_SHARE_HOST_FD, size, 0);
+	copyd_post(s, 0, 1, 0, 0, size);
+	u8(s, C_DEL);
+	u8(s, 0);
+	u8(s, C_WAIT);
+	copyd_post(s, 0, 1, 0, 0, 10);
+	u8(s, C_WAIT);
+	save(s, "copyd", "unmap-busy");
+	copyd_hello(s, 1, 2, 4, 8);
+	copyd_add(s, 0, SM_SHARE_HOST_FD, size, 0);
+	copyd_add(s, 0, SM_SHARE_HOST_FD, size, 0);
+	copyd_post(s, 0, 1, 0, 0, 4096);
+	u8(s, C_REWRITE);
+	u16(s, 0);
+	u8(s, 4);		/* len */
+	u64(s, 1ull << 40);
+	u8(s, C_WAIT);
+	save(s, "copyd", "rewrite");
+	u8(s, C_RAW);
+	u16(s, 24);
+	u32(s, CD_MAGIC);
+	u32(s, CD_HELLO);
+	u32(s, 0);
+	u32(s, 0);
+	u32(s, 1);
+	u32(s, CD_VERSION + 1);
+	save(s, "copyd", "short-hello");
+}
+
+int main(int argc, char **argv)
+{
+	struct seed *s = calloc(1, sizeof(*s));
+
+	if (argc != 2 || !s) {
+		fprintf(stderr, "usage: %s <corpus directory>\n", argv[0]);
+		return 2;
+	}
+	out_dir = argv[1];
+	handle_seeds(s);
+	config_seeds(s);
+	hello_seeds(s);
+	reply_seeds(s);
+	region_seeds(s);
+	tcp_seeds(s);
+	copyd_seeds(s);
+	free(s);
+	return 0;
+}
