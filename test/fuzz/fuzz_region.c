@@ -18,7 +18,9 @@
 
 #include "engine_standin.h"
 #include "fuzz.h"
-#include "internal.h"
+#include "comm.h"
+#include "shm.h"
+#include "wire.h"
 #include "symmem.h"
 
 enum op {
@@ -64,12 +66,12 @@ static void announce(struct run *run, struct fz_in *in, int with_fd)
 	if (fd >= 0)
 		close(fd);	/* sent: the sender holds its own */
 	/* What an honest receiver publishes: whole messages written. */
-	atomic_store(&run->r->ctrl->announced, run->written / sizeof(struct wire_region));
+	atomic_store(&shm_of(run->r)->ctrl->announced, run->written / sizeof(struct wire_region));
 }
 
 static void post_recv(struct run *run, struct fz_in *in)
 {
-	struct shm_ctrl *ctrl = run->r->ctrl;
+	struct shm_ctrl *ctrl = shm_of(run->r)->ctrl;
 	unsigned slot = run->posted % TP_MAX_REQUESTS;
 	uint32_t region = fz_u32(in);
 	uint64_t offset = fz_u64(in);
@@ -130,7 +132,7 @@ static int step(struct run *run, struct fz_in *in)
 	case OP_TEST:
 		return test_sends(run);
 	default:
-		atomic_store(&run->r->ctrl->announced, fz_u32(in));
+		atomic_store(&shm_of(run->r)->ctrl->announced, fz_u32(in));
 		return 0;
 	}
 }

@@ -17,7 +17,9 @@
 #include <unistd.h>
 
 #include "fuzz.h"
-#include "internal.h"
+#include "comm.h"
+#include "tcp.h"
+#include "wire.h"
 #include "symmem.h"
 
 #define F_PLAY_SENDER 1u

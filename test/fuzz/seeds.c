@@ -16,7 +16,10 @@
 
 #include "copyd_proto.h"
 #include "fuzz.h"
-#include "internal.h"
+#include "comm.h"
+#include "shm.h"
+#include "tcp.h"
+#include "wire.h"
 
 struct seed {
 	uint8_t b[4096];
