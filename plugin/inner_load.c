@@ -20,10 +20,9 @@
 #include "log.h"
 #include "net.h"
 
-/* What NCCL's compatibility layer gives v8 plugins (nccl-plugin-abi.md
- * section 3.3), and the most receives one irecv adapts. */
-#define V8_MAX_P2P_BYTES (1ull << 30)
-#define V8_MAX_COLL_BYTES (512ull << 20)
+/* What NCCL's compatibility layer lets a v8 plugin move at once
+ * (nccl-plugin-abi.md section 3.3), and the most receives one irecv
+ * adapts. */
 #define V8_MAX_SIZE (1ull << 30)
 #define MAX_RECVS 64
 
@@ -48,86 +47,33 @@ static ncclResult_t once_rc;
 
 /* ---- the adapters --------------------------------------------------- */
 
-static void vprops_from_v11(const ncclNetVDeviceProps_v11_t *in, ncclNetVDeviceProps_v12_t *out)
+/* Properties in v12's layout (net_props.c), whatever the table's. */
+static ncclResult_t old_get_properties(int dev, ncclNetProperties_v12_t *props)
 {
-	memset(out, 0, sizeof(*out));
-	out->ndevs = in->ndevs;
-	memcpy(out->devs, in->devs, sizeof(in->devs));
-}
+	union {
+		ncclNetProperties_v11_t v11;
+		ncclNetProperties_v10_t v10;
+		ncclNetProperties_v8_t v8;
+	} p;
+	ncclResult_t rc;
 
-/* The v10 and v11 layouts differ only in v11's last field. */
-#define PROPS_COMMON(out, in)                                                                     \
-	do {                                                                                      \
-		(out)->name = (in)->name;                                                         \
-		(out)->pciPath = (in)->pciPath;                                                   \
-		(out)->guid = (in)->guid;                                                         \
-		(out)->ptrSupport = (in)->ptrSupport;                                             \
-		(out)->regIsGlobal = (in)->regIsGlobal;                                           \
-		(out)->speed = (in)->speed;                                                       \
-		(out)->port = (in)->port;                                                         \
-		(out)->latency = (in)->latency;                                                   \
-		(out)->maxComms = (in)->maxComms;                                                 \
-		(out)->maxRecvs = (in)->maxRecvs;                                                 \
-		(out)->netDeviceType = (in)->netDeviceType;                                       \
-		(out)->netDeviceVersion = (in)->netDeviceVersion;                                 \
-	} while (0)
-
-static ncclResult_t v11_get_properties(int dev, ncclNetProperties_v12_t *props)
-{
-	ncclNetProperties_v11_t p;
-	ncclResult_t rc = orig.v11->getProperties(dev, &p);
-
+	switch (loaded.version) {
+	case 11:
+		rc = orig.v11->getProperties(dev, &p.v11);
+		break;
+	case 10:
+		rc = orig.v10->getProperties(dev, &p.v10);
+		break;
+	case 9:
+		rc = orig.v9->getProperties(dev, &p.v10);
+		break;
+	default:
+		rc = orig.v8->getProperties(dev, &p.v8);
+		break;
+	}
 	if (rc != ncclSuccess)
 		return rc;
-	memset(props, 0, sizeof(*props));
-	PROPS_COMMON(props, &p);
-	props->forceFlush = p.forceFlush;
-	vprops_from_v11(&p.vProps, &props->vProps);
-	props->maxP2pBytes = p.maxP2pBytes;
-	props->maxCollBytes = p.maxCollBytes;
-	props->maxMultiRequestSize = p.maxMultiRequestSize;
-	props->railId = NCCL_NET_ID_UNDEF;
-	props->planeId = NCCL_NET_ID_UNDEF;
-	return ncclSuccess;
-}
-
-static ncclResult_t v10_get_properties(int dev, ncclNetProperties_v12_t *props)
-{
-	ncclNetProperties_v10_t p;
-	ncclResult_t rc = (loaded.version == 10 ? orig.v10->getProperties :
-			   orig.v9->getProperties)(dev, &p);
-
-	if (rc != ncclSuccess)
-		return rc;
-	memset(props, 0, sizeof(*props));
-	PROPS_COMMON(props, &p);
-	props->forceFlush = p.forceFlush;
-	vprops_from_v11(&p.vProps, &props->vProps);
-	props->maxP2pBytes = p.maxP2pBytes;
-	props->maxCollBytes = p.maxCollBytes;
-	props->maxMultiRequestSize = 1;
-	props->railId = NCCL_NET_ID_UNDEF;
-	props->planeId = NCCL_NET_ID_UNDEF;
-	return ncclSuccess;
-}
-
-static ncclResult_t v8_get_properties(int dev, ncclNetProperties_v12_t *props)
-{
-	ncclNetProperties_v8_t p;
-	ncclResult_t rc = orig.v8->getProperties(dev, &p);
-
-	if (rc != ncclSuccess)
-		return rc;
-	memset(props, 0, sizeof(*props));
-	PROPS_COMMON(props, &p);
-	props->forceFlush = 0;
-	props->vProps.ndevs = 1;
-	props->vProps.devs[0] = dev;
-	props->maxP2pBytes = V8_MAX_P2P_BYTES;
-	props->maxCollBytes = V8_MAX_COLL_BYTES;
-	props->maxMultiRequestSize = 1;
-	props->railId = NCCL_NET_ID_UNDEF;
-	props->planeId = NCCL_NET_ID_UNDEF;
+	props_from_old(&p, loaded.version, dev, props);
 	return ncclSuccess;
 }
 
@@ -299,7 +245,7 @@ static void adapt(ncclNet_v12_t *ops)
 			.setNetAttr = orig.v11->setNetAttr,
 		};
 		SHARED_SLOTS(ops, orig.v11);
-		ops->getProperties = v11_get_properties;
+		ops->getProperties = old_get_properties;
 		ops->makeVDevice = orig.v11->makeVDevice ? v11_make_vdevice : NULL;
 		return;
 	case 10:
@@ -307,7 +253,7 @@ static void adapt(ncclNet_v12_t *ops)
 		ops->connect = v10_connect;
 		ops->isend = orig.v10->isend;
 		ops->irecv = orig.v10->irecv;
-		ops->getProperties = v10_get_properties;
+		ops->getProperties = old_get_properties;
 		ops->makeVDevice = orig.v10->makeVDevice ? v11_make_vdevice : NULL;
 		break;
 	case 9:
@@ -315,7 +261,7 @@ static void adapt(ncclNet_v12_t *ops)
 		ops->connect = v9_connect;
 		ops->isend = v9_isend;
 		ops->irecv = v9_irecv;
-		ops->getProperties = v10_get_properties;
+		ops->getProperties = old_get_properties;
 		ops->makeVDevice = orig.v9->makeVDevice ? v11_make_vdevice : NULL;
 		break;
 	default:
@@ -323,7 +269,7 @@ static void adapt(ncclNet_v12_t *ops)
 		ops->connect = v9_connect;
 		ops->isend = v8_isend;
 		ops->irecv = v8_irecv;
-		ops->getProperties = v8_get_properties;
+		ops->getProperties = old_get_properties;
 		break;
 	}
 	ops->init = old_init;

@@ -616,45 +616,6 @@ ncclResult_t net_get_properties_v12(int dev, ncclNetProperties_v12_t *props)
 	return ncclSuccess;
 }
 
-ncclResult_t net_get_properties(int dev, ncclNetProperties_v11_t *props)
-{
-	ncclNetProperties_v12_t p;
-	ncclResult_t rc;
-
-	if (!props) {
-		LOG_WARN("NET/symmem: getProperties called with a NULL struct");
-		return ncclInvalidArgument;
-	}
-	rc = net_get_properties_v12(dev, &p);
-	if (rc != ncclSuccess)
-		return rc;
-	if (p.vProps.ndevs > NCCL_NET_MAX_DEVS_PER_NIC) {
-		LOG_WARN("NET/symmem: device %d merges %d devices, more than NCCL's v11 table "
-			 "describes (%d)", dev, p.vProps.ndevs, NCCL_NET_MAX_DEVS_PER_NIC);
-		return ncclInvalidArgument;
-	}
-	memset(props, 0, sizeof(*props));
-	props->name = p.name;
-	props->pciPath = p.pciPath;
-	props->guid = p.guid;
-	props->ptrSupport = p.ptrSupport;
-	props->regIsGlobal = p.regIsGlobal;
-	props->forceFlush = p.forceFlush;
-	props->speed = p.speed;
-	props->port = p.port;
-	props->latency = p.latency;
-	props->maxComms = p.maxComms;
-	props->maxRecvs = p.maxRecvs;
-	props->netDeviceType = p.netDeviceType;
-	props->netDeviceVersion = p.netDeviceVersion;
-	props->vProps.ndevs = p.vProps.ndevs;
-	memcpy(props->vProps.devs, p.vProps.devs, sizeof(props->vProps.devs));
-	props->maxP2pBytes = p.maxP2pBytes;
-	props->maxCollBytes = p.maxCollBytes;
-	props->maxMultiRequestSize = p.maxMultiRequestSize;
-	return ncclSuccess;
-}
-
 /* This plugin's own listener; with an inner plugin its handle is the
  * local form, behind the inner plugin's. */
 static int listen_here(const struct config *cfg, struct net_listen *l, void *handle)

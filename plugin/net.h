@@ -11,8 +11,8 @@
 ncclResult_t net_init(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *config,
 		      ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction);
 ncclResult_t net_devices(int *ndev);
-ncclResult_t net_get_properties(int dev, ncclNetProperties_v11_t *props);
-/* The same with v12's rail and plane (an inner plugin's, passed on). */
+/* v12's layout, the native one: the older tables convert it
+ * (props_to_old()). */
 ncclResult_t net_get_properties_v12(int dev, ncclNetProperties_v12_t *props);
 ncclResult_t net_listen(void *ctx, int dev, void *handle, void **listenComm);
 ncclResult_t net_connect(void *ctx, int dev, void *handle, void **sendComm,
@@ -43,5 +43,13 @@ ncclResult_t net_get_device_mr(void *comm, void *mhandle, void **dptr_mhandle);
 ncclResult_t net_irecv_consumed(void *recvComm, int n, void *request);
 ncclResult_t net_make_vdevice(int *d, ncclNetVDeviceProps_v11_t *props);
 ncclResult_t net_make_vdevice_v12(int *d, ncclNetVDeviceProps_v12_t *props);
+
+/* net_props.c: device properties between the layouts of `version` (8 to
+ * 11; 9 is 10's) and v12.  props_to_old() copies only as many of vProps'
+ * devices as v11 holds: the caller checks that they fit.  props_from_old()
+ * gives what an older layout lacks the defaults NCCL's compatibility layer
+ * gives it; `dev` is the device a v8 table answered for. */
+void props_to_old(const ncclNetProperties_v12_t *in, int version, void *out);
+void props_from_old(const void *in, int version, int dev, ncclNetProperties_v12_t *out);
 
 #endif

@@ -1,21 +1,57 @@
-/* The exported net plugin tables.  v11 is the native one; v12 and v10, v9
- * and v8 adapt their property layouts and older signatures to it, so one
- * library serves NCCL 2.19 through 2.30 and later.  irecvConsumed is set
+/* The exported net plugin tables.  The calls are v11's, the properties
+ * v12's (net_get_properties_v12); the other tables adapt them to their own
+ * layouts and signatures, so one library serves NCCL 2.19 through 2.30 and
+ * later.  irecvConsumed is set
  * for an inner net plugin's receives (a no-op on the copy-engine path);
  * getDeviceMr (UNPACK devices, which the plugin refuses) and makeVDevice
  * (NIC fusion) stay NULL: a stub would be called and break a run. */
-#include <string.h>
-
 #include "log.h"
 #include "net.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
+/* v12's properties in an older table's layout (11 down to 8). */
+static ncclResult_t old_properties(int dev, int version, void *props)
+{
+	ncclNetProperties_v12_t p;
+	ncclResult_t rc;
+
+	if (!props) {
+		LOG_WARN("NET/symmem: getProperties called with a NULL struct");
+		return ncclInvalidArgument;
+	}
+	rc = net_get_properties_v12(dev, &p);
+	if (rc != ncclSuccess)
+		return rc;
+	if (p.vProps.ndevs > NCCL_NET_MAX_DEVS_PER_NIC) {
+		LOG_WARN("NET/symmem: device %d merges %d devices, more than NCCL's v11 table "
+			 "describes (%d)", dev, p.vProps.ndevs, NCCL_NET_MAX_DEVS_PER_NIC);
+		return ncclInvalidArgument;
+	}
+	props_to_old(&p, version, props);
+	return ncclSuccess;
+}
+
+static ncclResult_t v11_get_properties(int dev, ncclNetProperties_v11_t *props)
+{
+	return old_properties(dev, 11, props);
+}
+
+static ncclResult_t v10_get_properties(int dev, ncclNetProperties_v10_t *props)
+{
+	return old_properties(dev, 10, props);
+}
+
+static ncclResult_t v8_get_properties(int dev, ncclNetProperties_v8_t *props)
+{
+	return old_properties(dev, 8, props);
+}
+
 EXPORT ncclNet_v11_t ncclNetPlugin_v11 = {
 	.name = PLUGIN_NAME,
 	.init = net_init,
 	.devices = net_devices,
-	.getProperties = net_get_properties,
+	.getProperties = v11_get_properties,
 	.listen = net_listen,
 	.connect = net_connect,
 	.accept = net_accept,
@@ -70,58 +106,6 @@ static ncclResult_t v10_init(ncclDebugLogger_t logFunction, ncclProfilerCallback
 static ncclResult_t v9_init(ncclDebugLogger_t logFunction)
 {
 	return net_init(NULL, 0, NULL, logFunction, NULL);
-}
-
-static void props_to_v10(const ncclNetProperties_v11_t *p, ncclNetProperties_v10_t *o)
-{
-	o->name = p->name;
-	o->pciPath = p->pciPath;
-	o->guid = p->guid;
-	o->ptrSupport = p->ptrSupport;
-	o->regIsGlobal = p->regIsGlobal;
-	o->forceFlush = p->forceFlush;
-	o->speed = p->speed;
-	o->port = p->port;
-	o->latency = p->latency;
-	o->maxComms = p->maxComms;
-	o->maxRecvs = p->maxRecvs;
-	o->netDeviceType = p->netDeviceType;
-	o->netDeviceVersion = p->netDeviceVersion;
-	o->vProps = p->vProps;
-	o->maxP2pBytes = p->maxP2pBytes;
-	o->maxCollBytes = p->maxCollBytes;
-}
-
-static ncclResult_t v10_get_properties(int dev, ncclNetProperties_v10_t *props)
-{
-	ncclNetProperties_v11_t p;
-	ncclResult_t rc = net_get_properties(dev, &p);
-
-	if (rc == ncclSuccess)
-		props_to_v10(&p, props);
-	return rc;
-}
-
-static ncclResult_t v8_get_properties(int dev, ncclNetProperties_v8_t *props)
-{
-	ncclNetProperties_v11_t p;
-	ncclResult_t rc = net_get_properties(dev, &p);
-
-	if (rc != ncclSuccess)
-		return rc;
-	props->name = p.name;
-	props->pciPath = p.pciPath;
-	props->guid = p.guid;
-	props->ptrSupport = p.ptrSupport;
-	props->regIsGlobal = p.regIsGlobal;
-	props->speed = p.speed;
-	props->port = p.port;
-	props->latency = p.latency;
-	props->maxComms = p.maxComms;
-	props->maxRecvs = p.maxRecvs;
-	props->netDeviceType = p.netDeviceType;
-	props->netDeviceVersion = p.netDeviceVersion;
-	return ncclSuccess;
 }
 
 static ncclResult_t v9_listen(int dev, void *handle, void **listenComm)

@@ -6,8 +6,9 @@ rows (two processes on one GPU) are drawn but titled as what they are:
 timings that mean nothing.  matplotlib: Debian's python3-matplotlib.
 
 Usage: python3 scripts/plot_e2e.py bench/results/e2e.json e2e.png"""
-import json
 import sys
+
+import plot_common
 
 MODES = (("native", "native"), ("plugin", "plugin"), ("pass_sm", "plugin, NCCL_PASS_SM=1"))
 ORDER = ("ddp", "fsdp", "tp", "moe")
@@ -32,10 +33,7 @@ def panels(rows):
 
 
 def draw(plots, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = plot_common.pyplot()
     fig, axes = plt.subplots(1, len(plots), figsize=(5.5 * len(plots), 4.2), squeeze=False)
     width = 0.8 / len(MODES)
     for ax, (title, bars) in zip(axes[0], plots):
@@ -56,20 +54,12 @@ def draw(plots, path):
         ax.set_title(title)
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    plot_common.save(fig, path)
 
 
-def main(argv):
-    if len(argv) != 2:
-        sys.exit(__doc__)
-    with open(argv[0]) as f:
-        plots = panels(json.load(f))
-    if not plots:
-        sys.exit(f"{argv[0]}: no end-to-end rows")
-    draw(plots, argv[1])
-    print(f"{argv[1]}: {sum(len(b) for _, b in plots)} workload(s) in {len(plots)} panel(s)")
+def summary(plots):
+    return f"{sum(len(b) for _, b in plots)} workload(s) in {len(plots)} panel(s)"
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    plot_common.main(sys.argv[1:], __doc__, panels, draw, "no end-to-end rows", summary)

@@ -4,9 +4,10 @@ bandwidth over native's against the message size, one panel per op, one
 line per GPU count.  matplotlib: Debian's python3-matplotlib.
 
 Usage: python3 scripts/plot_sweep.py bench/results/sweep.json sweep.png"""
-import json
 import math
 import sys
+
+import plot_common
 
 
 def series(rows):
@@ -31,10 +32,7 @@ def size_label(b):
 
 
 def draw(data, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = plot_common.pyplot()
     ops = sorted(data)
     cols = min(3, len(ops))
     rows = math.ceil(len(ops) / cols)
@@ -55,20 +53,9 @@ def draw(data, path):
         ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(ops):]:
         ax.set_visible(False)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-
-
-def main(argv):
-    if len(argv) != 2:
-        sys.exit(__doc__)
-    with open(argv[0]) as f:
-        data = series(json.load(f))
-    if not data:
-        sys.exit(f"{argv[0]}: no sweep rows with a ratio")
-    draw(data, argv[1])
-    print(f"{argv[1]}: {len(data)} op(s)")
+    plot_common.save(fig, path)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    plot_common.main(sys.argv[1:], __doc__, series, draw, "no sweep rows with a ratio",
+                     lambda data: f"{len(data)} op(s)")

@@ -18,6 +18,7 @@ import rows  # noqa: E402
 import stats  # noqa: E402
 
 SCRIPTS = os.path.join(HERE, "..", "..", "scripts")
+sys.path.insert(0, SCRIPTS)  # the plots import plot_common
 
 # The line test/nccl/test_bench_json.c holds nccl_bench -j to.
 BENCH_LINE = ('{"op":"all_reduce","ranks":4,"bytes":1048576,"dtype":"float",'

@@ -33,6 +33,10 @@ int hosts_wait(struct hosts_job *job);
 int hosts_ring_handles(struct hosts_job *job);
 /* ... and a rank's side: its handle out, its successor's in. */
 int hosts_swap_handle(int ctl, const void *mine, void *next);
+/* ... then connects to the successor through `net` (harness.h) and
+ * accepts the predecessor on `lc`, both from this thread as NCCL's proxy
+ * does: 0, or -1 on a failed call or after 30 s. */
+int hosts_pair_up(void *ctx, int dev, void *next, void *lc, void **send, void **recv);
 
 /* Whether this process may make a PID namespace (probed in a child). */
 int hosts_can_pose(void);

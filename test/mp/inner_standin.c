@@ -823,23 +823,29 @@ EXPORT ncclNet_v12_t ncclNetPlugin_v12 = {
 	.setNetAttr = s_set_net_attr,
 };
 #elif STANDIN_VERSION >= 8
+/* The fields v8's layout has; the later ones add to them. */
+#define PROPS_V8(o, p)                                                                            \
+	do {                                                                                      \
+		(o)->name = (p)->name;                                                            \
+		(o)->pciPath = (p)->pciPath;                                                      \
+		(o)->guid = (p)->guid;                                                            \
+		(o)->ptrSupport = (p)->ptrSupport;                                                \
+		(o)->regIsGlobal = (p)->regIsGlobal;                                              \
+		(o)->speed = (p)->speed;                                                          \
+		(o)->port = (p)->port;                                                            \
+		(o)->latency = (p)->latency;                                                      \
+		(o)->maxComms = (p)->maxComms;                                                    \
+		(o)->maxRecvs = (p)->maxRecvs;                                                    \
+		(o)->netDeviceType = (p)->netDeviceType;                                          \
+		(o)->netDeviceVersion = (p)->netDeviceVersion;                                    \
+	} while (0)
+
 static void props_v11(int dev, const ncclNetProperties_v12_t *p, ncclNetProperties_v11_t *o)
 {
 	(void)dev;
 	memset(o, 0, sizeof(*o));
-	o->name = p->name;
-	o->pciPath = p->pciPath;
-	o->guid = p->guid;
-	o->ptrSupport = p->ptrSupport;
-	o->regIsGlobal = p->regIsGlobal;
+	PROPS_V8(o, p);
 	o->forceFlush = p->forceFlush;
-	o->speed = p->speed;
-	o->port = p->port;
-	o->latency = p->latency;
-	o->maxComms = p->maxComms;
-	o->maxRecvs = p->maxRecvs;
-	o->netDeviceType = p->netDeviceType;
-	o->netDeviceVersion = p->netDeviceVersion;
 	o->vProps.ndevs = p->vProps.ndevs;
 	memcpy(o->vProps.devs, p->vProps.devs, sizeof(o->vProps.devs));
 	o->maxP2pBytes = p->maxP2pBytes;
@@ -1004,18 +1010,7 @@ static ncclResult_t v8_get_properties(int dev, ncclNetProperties_v8_t *props)
 	if (rc != ncclSuccess)
 		return rc;
 	memset(props, 0, sizeof(*props));
-	props->name = p.name;
-	props->pciPath = p.pciPath;
-	props->guid = p.guid;
-	props->ptrSupport = p.ptrSupport;
-	props->regIsGlobal = p.regIsGlobal;
-	props->speed = p.speed;
-	props->port = p.port;
-	props->latency = p.latency;
-	props->maxComms = p.maxComms;
-	props->maxRecvs = p.maxRecvs;
-	props->netDeviceType = p.netDeviceType;
-	props->netDeviceVersion = p.netDeviceVersion;
+	PROPS_V8(props, &p);
 	return rc;
 }
 

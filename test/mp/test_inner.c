@@ -24,74 +24,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fd_util.h"
 #include "harness.h"
 #include "hosts.h"
+#include "standin_log.h"
 
 #define MAX_MSG (256u << 10)
 #define TRAFFIC_CLASS 5
-
-static char log_path[] = "/tmp/symmem-inner-XXXXXX";
-
-/* ---- the stand-in's log ------------------------------------------------ */
-
-/* Lines of the log whose first two words are `tag` and `kind`, and the
- * sum of their `key`=N fields (-1 for no such line). */
-static long long log_sum(const char *tag, const char *kind, const char *key, int *lines)
-{
-	char line[512], want[64], field[40];
-	long long sum = -1;
-	FILE *f = fopen(log_path, "r");
-
-	*lines = 0;
-	if (!f)
-		return -1;
-	snprintf(want, sizeof(want), "%s %s", tag, kind);
-	snprintf(field, sizeof(field), " %s=", key);
-	while (fgets(line, sizeof(line), f)) {
-		size_t n = strlen(want);
-		const char *v;
-
-		if (strncmp(line, want, n) != 0 || (line[n] != ' ' && line[n] != '\n'))
-			continue;
-		(*lines)++;
-		v = strstr(line, field);
-		if (v)
-			sum = (sum < 0 ? 0 : sum) + strtoll(v + strlen(field), NULL, 10);
-	}
-	fclose(f);
-	return sum;
-}
-
-static int log_lines(const char *tag, const char *kind)
-{
-	int n;
-
-	log_sum(tag, kind, "-", &n);
-	return n;
-}
-
-/* Lines of the log that hold `text`. */
-static int log_count(const char *text)
-{
-	char line[512];
-	FILE *f = fopen(log_path, "r");
-	int n = 0;
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		n += strstr(line, text) != NULL;
-	fclose(f);
-	return n;
-}
-
-static void log_reset(void)
-{
-	int fd = open(log_path, O_WRONLY | O_TRUNC);
-
-	assert_true(fd >= 0);
-	close(fd);
-}
 
 /* ---- a rank of the ring ------------------------------------------------ */
 
@@ -126,31 +65,7 @@ static long long sent_bytes(int rank, int msgs)
 
 static void *rank_init(int rank)
 {
-	ncclNetCommConfig_v11_t cfg = { .trafficClass = TRAFFIC_CLASS };
-	char tag[16];
-	void *ctx = NULL;
-
-	snprintf(tag, sizeof(tag), "rank%d", rank);
-	setenv("INNER_STANDIN_TAG", tag, 1);
-	if (!harness_open() || net->init(&ctx, 42, &cfg, harness_logger, NULL) != ncclSuccess)
-		return NULL;
-	return ctx;
-}
-
-/* Connects to the successor and accepts the predecessor, both from this
- * thread, as NCCL's proxy does. */
-static int pair_up(void *ctx, int dev, void *next, void *lc, void **send, void **recv)
-{
-	double end = harness_now() + 30;
-
-	*send = *recv = NULL;
-	while ((!*send || !*recv) && harness_now() < end) {
-		if (!*send && net->connect(ctx, dev, next, send, NULL) != ncclSuccess)
-			return -1;
-		if (!*recv && net->accept(lc, recv, NULL) != ncclSuccess)
-			return -1;
-	}
-	return *send && *recv ? 0 : -1;
+	return harness_open() ? standin_rank_init(rank, 42, TRAFFIC_CLASS) : NULL;
 }
 
 /* The INFO line that names a comm's path says inner plugin or this one. */
@@ -258,7 +173,7 @@ static int ring_rank(int rank, int ctl, void *arg)
 		return 11;
 	if (hosts_swap_handle(ctl, mine, theirs))
 		return 12;
-	if (pair_up(ctx, dev, theirs, lc, &send, &recv))
+	if (hosts_pair_up(ctx, dev, theirs, lc, &send, &recv))
 		return 13;
 	if (net->closeListen(lc) != ncclSuccess)
 		return 14;
@@ -290,7 +205,7 @@ static void run_ring(struct ring *g)
 {
 	struct hosts_job job;
 
-	log_reset();
+	standin_log_reset();
 	assert_int_equal(hosts_start(&job, g->n, g->host, ring_rank, g), 0);
 	assert_int_equal(hosts_ring_handles(&job), 0);
 	assert_int_equal(hosts_wait(&job), 0);
@@ -325,22 +240,22 @@ static void check_carried(const struct ring *g)
 		snprintf(tag, sizeof(tag), "rank%d", r);
 		snprintf(next, sizeof(next), "rank%d", to);
 		if (g->host[r] == g->host[to]) {
-			assert_int_equal(log_lines(tag, "send"), 0);
-			assert_int_equal(log_lines(next, "recv"), 0);
+			assert_int_equal(standin_log_lines(tag, "send"), 0);
+			assert_int_equal(standin_log_lines(next, "recv"), 0);
 			continue;
 		}
-		assert_int_equal(log_sum(tag, "send", "bytes", &lines), want);
+		assert_int_equal(standin_log_sum(tag, "send", "bytes", &lines), want);
 		assert_int_equal(lines, 1);
-		assert_int_equal(log_sum(next, "recv", "bytes", &lines), want);
-		assert_int_equal(log_sum(tag, "send", "messages", &lines), g->msgs);
-		assert_int_equal(log_sum(next, "recv", "messages", &lines), g->msgs);
+		assert_int_equal(standin_log_sum(next, "recv", "bytes", &lines), want);
+		assert_int_equal(standin_log_sum(tag, "send", "messages", &lines), g->msgs);
+		assert_int_equal(standin_log_sum(next, "recv", "messages", &lines), g->msgs);
 		/* Registrations went back, no request was left behind. */
-		assert_int_equal(log_sum(tag, "send", "regs", &lines),
-				 log_sum(tag, "send", "deregs", &lines));
-		assert_int_equal(log_sum(next, "recv", "held", &lines), held);
-		assert_int_equal(log_sum(tag, "send", "held", &lines), 0);
+		assert_int_equal(standin_log_sum(tag, "send", "regs", &lines),
+				 standin_log_sum(tag, "send", "deregs", &lines));
+		assert_int_equal(standin_log_sum(next, "recv", "held", &lines), held);
+		assert_int_equal(standin_log_sum(tag, "send", "held", &lines), 0);
 		/* NCCL's receive hint reaches v9 and later, as NCCL passes it. */
-		assert_int_equal(log_sum(next, "recv", "hints", &lines),
+		assert_int_equal(standin_log_sum(next, "recv", "hints", &lines),
 				 g->version >= 9 ? g->msgs / 2 : 0);
 	}
 }
@@ -370,9 +285,9 @@ static void test_ring_across_posed_hosts(void **state)
 		char tag[16];
 
 		snprintf(tag, sizeof(tag), "rank%d", r);
-		assert_int_equal(log_lines(tag, "init"), 1);
-		assert_int_equal(log_lines(tag, "finalize"), 1);
-		assert_int_equal(log_sum(tag, "init", "tc", &lines), TRAFFIC_CLASS);
+		assert_int_equal(standin_log_lines(tag, "init"), 1);
+		assert_int_equal(standin_log_lines(tag, "finalize"), 1);
+		assert_int_equal(standin_log_sum(tag, "init", "tc", &lines), TRAFFIC_CLASS);
 	}
 }
 
@@ -395,11 +310,13 @@ static void test_each_table_version(void **state)
 		/* v10 gets the communicator's traffic class at connect, v11 at init;
 		 * v8 and v9 never see it. */
 		if (v == 10)
-			assert_int_equal(log_sum("rank0", "connect", "tc", &lines), TRAFFIC_CLASS);
+			assert_int_equal(standin_log_sum("rank0", "connect", "tc", &lines),
+					 TRAFFIC_CLASS);
 		if (v == 11)
-			assert_int_equal(log_sum("rank0", "init", "tc", &lines), TRAFFIC_CLASS);
+			assert_int_equal(standin_log_sum("rank0", "init", "tc", &lines),
+					 TRAFFIC_CLASS);
 		/* Before v11 there is no finalize to call. */
-		assert_int_equal(log_lines("rank0", "finalize"), v == 11 ? 1 : 0);
+		assert_int_equal(standin_log_lines("rank0", "finalize"), v == 11 ? 1 : 0);
 	}
 }
 
@@ -425,7 +342,7 @@ static int group_rank(int rank, int ctl, void *arg)
 	if (net->setNetAttr(ctx, &attr) != ncclSuccess)
 		return 11;
 	if (net->listen(ctx, 0, mine, &lc) || hosts_swap_handle(ctl, mine, theirs) ||
-	    pair_up(ctx, 0, theirs, lc, &send, &recv) || net->closeListen(lc))
+	    hosts_pair_up(ctx, 0, theirs, lc, &send, &recv) || net->closeListen(lc))
 		return 12;
 	if (rank == 0) {
 		int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -495,17 +412,17 @@ static void test_grouped_receive_and_flush(void **state)
 
 	(void)state;
 	skip_unless_posed();
-	log_reset();
+	standin_log_reset();
 	assert_int_equal(hosts_start(&job, 2, host, group_rank, NULL), 0);
 	assert_int_equal(hosts_ring_handles(&job), 0);
 	assert_int_equal(hosts_wait(&job), 0);
-	assert_int_equal(log_sum("rank1", "recv", "messages", &lines), 1);
-	assert_int_equal(log_sum("rank1", "recv", "bytes", &lines), 6000);
-	assert_int_equal(log_sum("rank1", "recv", "flushes", &lines), 1);
-	assert_int_equal(log_sum("rank0", "send", "messages", &lines), 3);
-	assert_int_equal(log_sum("rank0", "send", "dmabufs", &lines), 1);
-	assert_int_equal(log_count("rank0 attr op=0x20"), 1);
-	assert_int_equal(log_count("rank1 attr op=0x20"), 1);
+	assert_int_equal(standin_log_sum("rank1", "recv", "messages", &lines), 1);
+	assert_int_equal(standin_log_sum("rank1", "recv", "bytes", &lines), 6000);
+	assert_int_equal(standin_log_sum("rank1", "recv", "flushes", &lines), 1);
+	assert_int_equal(standin_log_sum("rank0", "send", "messages", &lines), 3);
+	assert_int_equal(standin_log_sum("rank0", "send", "dmabufs", &lines), 1);
+	assert_int_equal(standin_log_count("rank0 attr op=0x20"), 1);
+	assert_int_equal(standin_log_count("rank1 attr op=0x20"), 1);
 }
 
 /* ---- one process: this host's path, properties ------------------------- */
@@ -560,11 +477,11 @@ static int child_same_host(void)
 static void test_same_host_keeps_own_path(void **state)
 {
 	(void)state;
-	log_reset();
+	standin_log_reset();
 	assert_int_equal(in_child(child_same_host, NULL), 0);
-	assert_int_equal(log_lines("rank0", "init"), 1);
-	assert_int_equal(log_lines("rank0", "send"), 0);
-	assert_int_equal(log_lines("rank0", "recv"), 0);
+	assert_int_equal(standin_log_lines("rank0", "init"), 1);
+	assert_int_equal(standin_log_lines("rank0", "send"), 0);
+	assert_int_equal(standin_log_lines("rank0", "recv"), 0);
 }
 
 /* Whether the plugin found a CUDA driver (it opens it at init). */
@@ -728,18 +645,6 @@ static void test_bare_name_resolved(void **state)
 	assert_int_equal(in_child(child_bare_name, env), 0);
 }
 
-static int open_fds(void)
-{
-	char path[64];
-	int n = 0;
-
-	for (int fd = 0; fd < 1024; fd++) {
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-		n += access(path, F_OK) == 0;
-	}
-	return n;
-}
-
 /* A handle of 96 bytes leaves no room for this plugin's 48: listen says
  * so with the sizes, and holds nothing open afterwards. */
 static int child_handle_too_big(void)
@@ -864,13 +769,9 @@ static void test_connect_state_past_room_refused(void **state)
 
 static int setup(void **state)
 {
-	int fd = mkstemp(log_path);
-
 	(void)state;
-	if (fd < 0)
+	if (standin_log_create())
 		return -1;
-	close(fd);
-	setenv("INNER_STANDIN_LOG", log_path, 1);
 	setenv("NCCL_SM_FREE_VERBOSE", "1", 1);
 	return getenv("NCCL_SYMMEM_INNER_NET") && getenv("INNER_STANDIN_DIR") ? 0 : -1;
 }
@@ -878,8 +779,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	if (!getenv("KEEP_LOG"))
-		unlink(log_path);
+	standin_log_remove();
 	return 0;
 }
 

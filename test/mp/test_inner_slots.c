@@ -21,49 +21,14 @@
 #include "harness.h"
 #include "hosts.h"
 #include "net.h"
+#include "standin_log.h"
 
 extern ncclNet_v11_t ncclNetPlugin_v11;
 
-static char log_path[] = "/tmp/symmem-slots-XXXXXX";
-
-static int log_has(const char *text)
-{
-	char line[512];
-	FILE *f = fopen(log_path, "r");
-	int n = 0;
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		n += strstr(line, text) != NULL;
-	fclose(f);
-	return n;
-}
-
 static void *rank_init(int rank)
 {
-	ncclNetCommConfig_v11_t cfg = { .trafficClass = -1 };
-	char tag[16];
-	void *ctx = NULL;
-
-	snprintf(tag, sizeof(tag), "rank%d", rank);
-	setenv("INNER_STANDIN_TAG", tag, 1);
 	net = &ncclNetPlugin_v11;
-	return net_init(&ctx, 7, &cfg, harness_logger, NULL) == ncclSuccess ? ctx : NULL;
-}
-
-static int pair_up(void *ctx, void *next, void *lc, void **send, void **recv)
-{
-	double end = harness_now() + 30;
-
-	*send = *recv = NULL;
-	while ((!*send || !*recv) && harness_now() < end) {
-		if (!*send && net_connect(ctx, 0, next, send, NULL) != ncclSuccess)
-			return -1;
-		if (!*recv && net_accept(lc, recv, NULL) != ncclSuccess)
-			return -1;
-	}
-	return *send && *recv ? 0 : -1;
+	return standin_rank_init(rank, 7, -1);
 }
 
 /* The device NCCL's v12 table would show: the stand-in's rail and plane. */
@@ -116,7 +81,7 @@ static int slots_rank(int rank, int ctl, void *arg)
 	if (check_properties())
 		return 11;
 	if (net_listen(ctx, 0, mine, &lc) || hosts_swap_handle(ctl, mine, theirs) ||
-	    pair_up(ctx, theirs, lc, &send, &recv) || net_close_listen(lc))
+	    hosts_pair_up(ctx, 0, theirs, lc, &send, &recv) || net_close_listen(lc))
 		return 12;
 	if (rank == 0) {
 		if (net_reg_mr_dma_buf(send, buf, sizeof(buf), NCCL_PTR_CUDA, 0, fd, &mh))
@@ -174,12 +139,12 @@ static void test_optional_slots_forwarded(void **state)
 	assert_int_equal(hosts_start(&job, 2, host, slots_rank, NULL), 0);
 	assert_int_equal(hosts_ring_handles(&job), 0);
 	assert_int_equal(hosts_wait(&job), 0);
-	assert_int_equal(log_has("rank0 send dev=0 messages=1 bytes=4096 regs=1 deregs=1 "
+	assert_int_equal(standin_log_count("rank0 send dev=0 messages=1 bytes=4096 regs=1 deregs=1 "
 				 "dmabufs=1 flushes=0 hints=0 consumed=0 devmrs=1 held=0"), 1);
-	assert_int_equal(log_has("rank1 recv dev=0 messages=1 bytes=4096 regs=1 deregs=1 "
+	assert_int_equal(standin_log_count("rank1 recv dev=0 messages=1 bytes=4096 regs=1 deregs=1 "
 				 "dmabufs=0 flushes=0 hints=0 consumed=1 devmrs=0 held=0"), 1);
-	assert_int_equal(log_has("rank1 vdevice d=2 ndevs=2"), 1);
-	assert_int_equal(log_has("rank1 vdevice d=3 ndevs=2"), 1);
+	assert_int_equal(standin_log_count("rank1 vdevice d=2 ndevs=2"), 1);
+	assert_int_equal(standin_log_count("rank1 vdevice d=3 ndevs=2"), 1);
 }
 
 /* Without an inner plugin: no device merges, no device handles, and a
@@ -222,20 +187,16 @@ static void test_own_path_slots(void **state)
 
 static int setup(void **state)
 {
-	int fd = mkstemp(log_path);
-
 	(void)state;
-	if (fd < 0)
+	if (standin_log_create())
 		return -1;
-	close(fd);
-	setenv("INNER_STANDIN_LOG", log_path, 1);
 	return getenv("NCCL_SYMMEM_INNER_NET") ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	unlink(log_path);
+	standin_log_remove();
 	return 0;
 }
 

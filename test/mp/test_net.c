@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fd_util.h"
 #include "harness.h"
 
 #define MIB (1024 * 1024)
@@ -1042,18 +1043,6 @@ static void test_dead_peer_many_connections(void **state)
 static int run_child(const char *mode, const char *const *env)
 {
 	return harness_run_child("test_net", mode, env);
-}
-
-static int open_fds(void)
-{
-	char path[64];
-	int n = 0;
-
-	for (int fd = 0; fd < 1024; fd++) {
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-		n += access(path, F_OK) == 0;
-	}
-	return n;
 }
 
 /* A connect NCCL gives up on (an abort during setup) and never calls
