@@ -199,11 +199,17 @@ static int side(int ctl, int parent, size_t size, int rounds)
 	double dp, dt;
 	int fd, rc = 0;
 
-	if (msgs_make(&m, size) || !harness_open() || pair_up(ctl, &p))
+	if (msgs_make(&m, size) || !harness_open() || pair_up(ctl, &p)) {
+		msgs_free(&m);
 		return 2;
+	}
 	fd = tcp_link(ctl, parent);
-	if (fd < 0)
+	if (fd < 0) {
+		net->closeSend(p.send);
+		net->closeRecv(p.recv);
+		msgs_free(&m);
 		return 3;
+	}
 	dp = plugin_rounds(&p, parent, &m, rounds);
 	dt = tcp_rounds(fd, parent, &m, rounds);
 	if (dp < 0 || dt < 0)

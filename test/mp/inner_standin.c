@@ -60,7 +60,9 @@ struct handle_head {
 	char endpoint[24];		/* a name, never empty */
 };
 
-struct connect_state {
+/* Packed: it lives at whatever offset the handle leaves it (byte 60 of
+ * 80), as a vendor plugin's state does. */
+struct __attribute__((packed)) connect_state {
 	uint32_t stage;			/* 0: not started; 1: TCP connect issued */
 	int32_t fd;
 	uint64_t cookie;		/* STATE_MAGIC: this process wrote it */
