@@ -611,6 +611,13 @@ static void copyd_seeds(struct seed *s)
 	u64(s, 1ull << 40);
 	u8(s, C_WAIT);
 	save(s, "copyd", "rewrite");
+	copyd_hello(s, 1, 2, 4, 8);
+	copyd_add(s, 4, SM_SHARE_LEGACY_IPC, size, 0);
+	copyd_add(s, 4, SM_SHARE_HOST_FD, size, 0);
+	copyd_add(s, 0, SM_SHARE_HOST_FD, size, 0);
+	copyd_post(s, 0, 1, 0, 0, 4096);
+	u8(s, C_WAIT);
+	save(s, "copyd", "helper-as-owner");
 	u8(s, C_RAW);
 	u16(s, 24);
 	u32(s, CD_MAGIC);
