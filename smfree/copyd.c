@@ -413,6 +413,16 @@ static int range_add(struct copyd *d, const struct cd_msg *m, int fd, uint32_t *
 	struct range *r;
 	int rc;
 
+	/* The helper exports nothing.  Named as the owner, its own pid would
+	 * make import.c take a legacy IPC address and size on trust (CUDA
+	 * opens no process's own handles), so the client could point copies
+	 * anywhere in the helper. */
+	if (m->owner_pid == (int32_t)getpid()) {
+		if (fd >= 0)
+			close(fd);
+		return sm_fail(SM_ERR_INVALID, "a mapping request names the copy helper itself "
+			       "(pid %d) as the exporting process: refusing it", (int)m->owner_pid);
+	}
 	if (d->nranges == d->cap) {
 		unsigned cap = d->cap ? 2 * d->cap : 64;
 		struct range *n = realloc(d->ranges, cap * sizeof(*n));

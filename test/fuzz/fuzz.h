@@ -38,11 +38,6 @@ size_t fz_take(struct fz_in *in, void *dst, size_t n);
  * libFuzzer's own output. */
 void fz_quiet(void);
 
-/* Seeds cannot know a listener's random token: each occurrence of this
- * 16-byte marker in what a target sends is replaced by the real one. */
-#define FZ_TOKEN_MARKER "TOKEN-GOES-HERE!"
-void fz_put_token(uint8_t *buf, size_t n, const uint8_t token[16]);
-
 /* The plugin's defaults for a connection over `backend`, with short
  * deadlines: a run must end in milliseconds. */
 struct tp_options fz_options(int backend);
@@ -55,6 +50,20 @@ int fz_pair(const struct tp_options *lo, const struct tp_options *co, struct tp_
 /* Writes what the non-blocking socket takes now, `pass_fd` (>= 0) with
  * the first byte; returns the bytes written. */
 size_t fz_send(int fd, const void *buf, size_t n, int pass_fd);
+
+/* One message of a setup moved over a non-blocking socket a piece at a
+ * time, as the target's end of it: `fd`, when sending, rides with the
+ * first byte (the caller's to close); when receiving, it is the first
+ * descriptor that came (the caller's to close), any other is closed. */
+struct fz_msg {
+	void *buf;
+	size_t len, done;
+	int fd;
+};
+
+/* 1 once the message is whole, 0 not yet, -1 when the peer hung up. */
+int fz_push(int sock, struct fz_msg *m);
+int fz_pull(int sock, struct fz_msg *m);
 
 /* Descriptors open in this process: a run must leave as many as it found. */
 int fz_fd_count(void);

@@ -35,6 +35,7 @@ enum op {
 #define HELLO_VERSION 4u	/* ... with the input's version */
 #define ADD_NO_FD 1u		/* mapping: no descriptor */
 #define ADD_CLAIM 2u		/* ... claiming the input's size, not the memfd's */
+#define ADD_HELPER_PID 4u	/* ... exported by the helper's process, it says */
 
 #define REPLY_WAIT_MS 1000
 #define WAIT_NS (200ull * 1000 * 1000)
@@ -125,15 +126,15 @@ static void add(struct client *c, struct fz_in *in)
 	unsigned flags = fz_u8(in);
 	struct cd_msg m;
 	uint64_t claim;
-	int fd;
+	int fd, status;
 
 	memset(&m, 0, sizeof(m));
 	m.magic = CD_MAGIC;
 	m.op = CD_ADD;
-	/* The exporting process is never the helper itself: with the
-	 * helper's own pid, import.c takes a legacy IPC address and size on
-	 * trust, which only the helper's parent could ask for. */
-	m.owner_pid = (int32_t)getppid();
+	/* A real client is the helper's parent, another process; the helper
+	 * runs in this one, so its own pid names the helper (refused: with
+	 * it, import.c would take a legacy IPC address and size on trust). */
+	m.owner_pid = (int32_t)(flags & ADD_HELPER_PID ? getpid() : getppid());
 	m.info.kind = fz_u32(in) % 4;
 	m.info.alloc_size = fz_u32(in) % MAP_MAX;
 	claim = fz_u64(in);
@@ -143,7 +144,9 @@ static void add(struct client *c, struct fz_in *in)
 	send_msg(c, &m, sizeof(m), fd);
 	if (fd >= 0)
 		close(fd);	/* the helper holds its own */
-	take_reply(c);
+	status = take_reply(c);
+	if (flags & ADD_HELPER_PID)
+		FZ_CHECK(status != SM_OK);
 }
 
 static uint32_t pick_id(const struct client *c, uint8_t which)

@@ -1,32 +1,63 @@
-/* The listener's side of connection setup (transport/listen.c): what a
- * connecting process sends it, the connector's hello and, on one host,
- * the ring segment passed with it.  Anyone on the host can connect to the
- * Unix socket, anyone who reaches the port to the TCP one: the listener
- * must turn every stranger away and keep serving, and set up only what a
- * well-formed hello from the token's holder asks for.
+/* The listener's side of connection setup (transport/listen.c,
+ * candidate.c, and the backends' accept_open): what a connecting process
+ * sends it.  Anyone on the host can connect to the Unix socket, anyone who
+ * reaches the port to the TCP one: the listener must turn every stranger
+ * away and keep serving, and set up only what a well-formed setup from
+ * the token's holder asks for.
  *
- * Input: flags (bit 0: TCP, else the Unix socket; bit 1: pass a ring
- * segment with the first byte; bit 2: leave it unsealed), the segment's
- * ring size (u32) and its first 64 bytes (the header the peer writes),
- * then the bytes to send, with FZ_TOKEN_MARKER replaced by the token. */
+ * The target owns the listener, so it holds the token and plays a
+ * connector that can prove it: it sends the input's hello, reads the
+ * challenge (whose proof must be right), answers with the input's setup
+ * carrying the proof wire_proof() makes (or the input's own, a stranger's
+ * guess) and, on one host, the ring segment; then reads the reply.  So
+ * the checks after the proof (seg_size, the segment, the backend asked
+ * for) see the input's values.
+ *
+ * Input: flags (below); with F_SEGMENT the segment's ring size (u32) and
+ * its first 64 bytes (the header the connector writes); with F_RAW the
+ * rest is sent as it is, no handshake; else a struct wire_hello, a
+ * struct wire_setup, and the rest, sent after the setup. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "fuzz.h"
+#include "shm.h"
 #include "symmem.h"
+#include "wire.h"
 
-#define F_TCP 1u
-#define F_SEGMENT 2u
-#define F_UNSEALED 4u
+#define F_TCP 1u		/* TCP, else the Unix socket */
+#define F_SEGMENT 2u		/* pass a ring segment */
+#define F_UNSEALED 4u		/* ... not sealed against shrinking */
+#define F_WRONG_PROOF 8u	/* the setup's proof is the input's */
+#define F_EARLY_FD 16u		/* the segment rides with the hello, not the setup */
+#define F_RAW 32u		/* no handshake: the input's bytes as they are */
 /* tp_accept calls per run: setup takes a few, every wait is bounded. */
 #define ACCEPT_CALLS 16
 #define MAX_RING (1u << 20)
+
+/* The connector the target plays, one step per tp_accept call. */
+enum { SEND_HELLO, READ_CHALLENGE, SEND_SETUP, READ_REPLY, HUNG_UP };
+
+struct peer {
+	int fd;
+	int state;
+	unsigned flags;
+	const uint8_t *token;
+	struct wire_hello hello;
+	struct wire_challenge chal;
+	struct wire_reply reply;
+	uint8_t *out;		/* the setup and what follows it */
+	size_t out_len;
+	int proved;		/* the setup carries the right proof */
+	struct fz_msg msg;
+};
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -78,7 +109,7 @@ static int dial(const struct tp_handle_info *info, int tcp)
 /* The ring segment a connector passes: sized, with the input's header. */
 static int segment(struct fz_in *in, unsigned flags)
 {
-	uint64_t size = 4096 + fz_u32(in) % MAX_RING;
+	uint64_t size = SHM_RING_OFFSET + fz_u32(in) % MAX_RING;
 	uint8_t head[64];
 	int fd;
 
@@ -99,6 +130,88 @@ static int segment(struct fz_in *in, unsigned flags)
 	return fd;
 }
 
+static void start(struct peer *p, struct fz_msg m, int state)
+{
+	p->msg = m;
+	p->state = state;
+}
+
+/* The challenge came: the listener must prove the token before anything
+ * else goes to it; a refusal ends the setup. */
+static void on_challenge(struct peer *p, int seg)
+{
+	struct wire_setup setup;
+	uint8_t want[WIRE_MAC];
+
+	if (p->chal.status != SM_OK) {
+		FZ_CHECK(memchr(p->chal.reason, '\0', sizeof(p->chal.reason)) != NULL);
+		p->state = HUNG_UP;
+		return;
+	}
+	FZ_CHECK(p->chal.magic == WIRE_MAGIC);
+	wire_proof(p->token, 1, &p->hello, p->chal.nonce, want);
+	FZ_CHECK(wire_mac_equal(p->chal.proof, want));
+	wire_proof(p->token, 0, &p->hello, p->chal.nonce, want);
+	memcpy(&setup, p->out, sizeof(setup));
+	if (!(p->flags & F_WRONG_PROOF))
+		memcpy(setup.proof, want, sizeof(want));
+	p->proved = wire_mac_equal(setup.proof, want);
+	memcpy(p->out, &setup, sizeof(setup));
+	start(p, (struct fz_msg){ p->out, p->out_len, 0, p->flags & F_EARLY_FD ? -1 : seg },
+	      SEND_SETUP);
+}
+
+/* One step of the connector; `seg` rides with the hello or the setup. */
+static void peer_step(struct peer *p, int seg)
+{
+	int r;
+
+	switch (p->state) {
+	case SEND_HELLO:
+	case SEND_SETUP:
+		r = fz_push(p->fd, &p->msg);
+		if (r < 0)
+			p->state = HUNG_UP;
+		if (r <= 0)
+			return;
+		if (p->state == SEND_SETUP || (p->flags & F_RAW)) {
+			shutdown(p->fd, SHUT_WR);
+			start(p, (struct fz_msg){ &p->reply, sizeof(p->reply), 0, -1 }, READ_REPLY);
+			return;
+		}
+		start(p, (struct fz_msg){ &p->chal, sizeof(p->chal), 0, -1 }, READ_CHALLENGE);
+		/* fall through */
+	case READ_CHALLENGE:
+	case READ_REPLY:
+		r = fz_pull(p->fd, &p->msg);
+		if (p->msg.fd >= 0)
+			close(p->msg.fd);	/* the listener sends none */
+		FZ_CHECK(p->msg.fd < 0);
+		if (r < 0)
+			p->state = HUNG_UP;
+		if (r > 0 && p->state == READ_CHALLENGE)
+			on_challenge(p, seg);
+		return;
+	}
+}
+
+/* A connection the listener set up: only for the token's holder, and on
+ * one host only over the whole segment it was passed. */
+static void check_comm(const struct peer *p, struct tp_comm *c, int seg)
+{
+	const struct shm_comm *s;
+	struct stat st;
+
+	FZ_CHECK(p->proved);
+	if (c->ops != &tp_shm_ops)
+		return;
+	s = shm_of(c);
+	FZ_CHECK(seg >= 0 && fstat(seg, &st) == 0);
+	FZ_CHECK(s->seg_size == (uint64_t)st.st_size);
+	FZ_CHECK(s->ring_size > 0 && s->ring_size == s->seg_size - SHM_RING_OFFSET);
+	FZ_CHECK(s->chunk > 0 && s->chunk <= s->ring_size);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct tp_options o = fz_options(TP_BACKEND_AUTO);
@@ -106,44 +219,60 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct tp_handle_info info;
 	struct tp_listener *l;
 	struct tp_comm *c = NULL;
-	uint8_t h[TP_HANDLE_SIZE], *msg;
+	struct peer p;
+	uint8_t h[TP_HANDLE_SIZE];
 	unsigned flags = fz_u8(&in);
-	int fds = fz_fd_count(), fd, seg = -1, rc = SM_OK;
+	int fds = fz_fd_count(), seg = -1, pass, rc = SM_OK;
 
+	memset(&p, 0, sizeof(p));
+	p.flags = flags;
 	if (flags & F_SEGMENT)
 		seg = segment(&in, flags);
+	pass = flags & F_TCP ? -1 : seg;	/* a TCP socket carries none */
+	if (flags & F_RAW) {
+		p.out_len = in.n;
+	} else {
+		fz_take(&in, &p.hello, sizeof(p.hello));
+		p.out_len = sizeof(struct wire_setup) + in.n;
+	}
+	p.out = calloc(1, p.out_len + 1);
+	if (!p.out)
+		goto out;
+	fz_take(&in, p.out, p.out_len);
 	if (tp_listen(&o, 0, h, &l) != SM_OK)
 		goto out;
 	FZ_CHECK(tp_handle_decode(h, &info) == SM_OK);
-	fd = dial(&info, flags & F_TCP);
-	if (fd < 0)
+	p.token = info.token;
+	p.fd = dial(&info, flags & F_TCP);
+	if (p.fd < 0)
 		goto close_listener;
-	msg = malloc(in.n + 1);
-	if (msg) {
-		memcpy(msg, in.p, in.n);
-		fz_put_token(msg, in.n, info.token);
-		/* The first call takes the connection; TCP may still be
-		 * connecting until then. */
+	if (flags & F_RAW)
+		start(&p, (struct fz_msg){ p.out, p.out_len, 0, pass }, SEND_HELLO);
+	else
+		start(&p, (struct fz_msg){ &p.hello, sizeof(p.hello), 0,
+					   flags & F_EARLY_FD ? pass : -1 }, SEND_HELLO);
+	/* The first call takes the connection (TCP may still be connecting
+	 * until then); each later one moves the setup on a step. */
+	for (int i = 0; i < ACCEPT_CALLS; i++) {
 		rc = tp_accept(l, &c);
-		fz_send(fd, msg, in.n, seg);
-		shutdown(fd, SHUT_WR);
-		free(msg);
-	}
-	for (int i = 0; i < ACCEPT_CALLS && !rc && !c; i++) {
-		uint8_t sink[512];
-
-		rc = tp_accept(l, &c);
-		while (recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0)
-			;	/* the listener's answers must not fill the socket */
+		if (rc || c)
+			break;
+		peer_step(&p, pass);
 	}
 	if (rc)
 		FZ_CHECK(sm_last_error()[0] != '\0');
-	if (c)
+	if (c) {
+		peer_step(&p, pass);	/* the reply, sent before the comm came */
+		check_comm(&p, c, seg);
+		FZ_CHECK(p.state == READ_REPLY && p.msg.done == sizeof(p.reply));
+		FZ_CHECK(p.reply.magic == WIRE_MAGIC && p.reply.status == SM_OK);
 		tp_close(c);
-	close(fd);
+	}
+	close(p.fd);
 close_listener:
 	tp_close_listener(l);
 out:
+	free(p.out);
 	if (seg >= 0)
 		close(seg);
 	FZ_CHECK(fz_fd_count() == fds);

@@ -1,5 +1,4 @@
-/* What the fuzz targets share (fuzz.h): real connections in one process,
- * and the token their seeds cannot know. */
+/* What the fuzz targets share (fuzz.h): real connections in one process. */
 #include <string.h>
 
 #include "fuzz.h"
@@ -8,18 +7,6 @@
 /* How long a pair may take to connect: both ends are in this process, so
  * anything slower is a hang. */
 #define PAIR_LIMIT_NS (2ull * 1000 * 1000 * 1000)
-
-void fz_put_token(uint8_t *buf, size_t n, const uint8_t token[16])
-{
-	const size_t len = sizeof(FZ_TOKEN_MARKER) - 1;
-
-	for (size_t i = 0; i + len <= n; i++) {
-		if (memcmp(buf + i, FZ_TOKEN_MARKER, len) == 0) {
-			memcpy(buf + i, token, len);
-			i += len - 1;
-		}
-	}
-}
 
 struct tp_options fz_options(int backend)
 {

@@ -97,7 +97,7 @@ static struct tp_handle_info sample_info(void)
 		.addr = { 10, 0, 0, 1 },
 	};
 
-	memcpy(info.token, FZ_TOKEN_MARKER, 16);
+	memcpy(info.token, "TOKEN-GOES-HERE!", 16);
 	return info;
 }
 
@@ -172,20 +172,44 @@ static void config_seeds(struct seed *s)
 	save(s, "config", "pool-above-cap");
 }
 
-/* ---- hello: flags, u32 ring, 64-byte segment header, bytes ---- */
+/* ---- hello: flags, [u32 ring, 64-byte header], hello, setup, bytes ---- */
 
-static void hello_bytes(struct seed *s, int backend, const char *token, uint64_t seg_size)
+/* fuzz_hello.c's flags. */
+enum { H_TCP = 1, H_SEGMENT = 2, H_UNSEALED = 4, H_WRONG_PROOF = 8, H_EARLY_FD = 16, H_RAW = 32 };
+
+static void hello_msg(struct seed *s, int backend, uint16_t version)
 {
 	struct wire_hello h;
 
 	memset(&h, 0, sizeof(h));
 	h.magic = WIRE_MAGIC;
-	h.version = WIRE_VERSION;
+	h.version = version;
 	h.backend = (uint16_t)backend;
-	memcpy(h.token, token, 16);
-	h.seg_size = seg_size;
 	h.pid = 4242;
+	memcpy(h.nonce, "nonce-of-a-seed!", WIRE_NONCE);
 	put(s, &h, sizeof(h));
+}
+
+/* The proof is the target's unless H_WRONG_PROOF: then these bytes. */
+static void setup_msg(struct seed *s, uint32_t magic, uint64_t seg_size, int ib)
+{
+	struct wire_setup w;
+
+	memset(&w, 0, sizeof(w));
+	w.magic = magic;
+	memset(w.proof, 'p', sizeof(w.proof));
+	w.seg_size = seg_size;
+	if (ib) {
+		w.ib.qpn = 0x123;
+		w.ib.psn = 0x456;
+		memset(w.ib.gid, 0xfe, sizeof(w.ib.gid));
+		w.ib.lid = 1;
+		w.ib.mtu = 5;		/* IBV_MTU_4096 */
+		w.ib.link_layer = 2;	/* IBV_LINK_LAYER_ETHERNET */
+		w.ib.fifo_rkey = 0x789;
+		w.ib.fifo_addr = 0x7f0000001000ull;
+	}
+	put(s, &w, sizeof(w));
 }
 
 static void segment(struct seed *s, uint32_t ring, uint64_t ring_in_header)
@@ -205,48 +229,101 @@ static void segment(struct seed *s, uint32_t ring, uint64_t ring_in_header)
 	put(s, head, sizeof(head));
 }
 
+/* A connector of this host: its segment, hello and setup. */
+static void hello_unix(struct seed *s, uint8_t flags, uint32_t ring, uint64_t ring_in_header,
+		       uint64_t seg_size)
+{
+	u8(s, H_SEGMENT | flags);
+	segment(s, ring, ring_in_header);
+	hello_msg(s, TP_BACKEND_SHM, WIRE_VERSION);
+	setup_msg(s, WIRE_MAGIC, seg_size, 0);
+}
+
 static void hello_seeds(struct seed *s)
 {
 	const uint32_t ring = 64 << 10;
 
-	u8(s, 2);
-	segment(s, ring, ring);
-	hello_bytes(s, TP_BACKEND_SHM, FZ_TOKEN_MARKER, SHM_RING_OFFSET + ring);
+	hello_unix(s, 0, ring, ring, SHM_RING_OFFSET + ring);
 	save(s, "hello", "unix");
-	u8(s, 1);
-	hello_bytes(s, TP_BACKEND_TCP, FZ_TOKEN_MARKER, 0);
-	save(s, "hello", "tcp");
-	u8(s, 1);
-	hello_bytes(s, TP_BACKEND_IB, FZ_TOKEN_MARKER, 0);
-	save(s, "hello", "tcp-asks-rdma");
-	u8(s, 2);
-	segment(s, ring, ring);
-	hello_bytes(s, TP_BACKEND_SHM, "not-the-token!!!", SHM_RING_OFFSET + ring);
-	save(s, "hello", "wrong-token");
-	u8(s, 2);
-	segment(s, ring, 1ull << 30);
-	hello_bytes(s, TP_BACKEND_SHM, FZ_TOKEN_MARKER, SHM_RING_OFFSET + ring);
-	save(s, "hello", "header-lies");
-	u8(s, 2 | 4);
-	segment(s, ring, ring);
-	hello_bytes(s, TP_BACKEND_SHM, FZ_TOKEN_MARKER, SHM_RING_OFFSET + ring);
+	hello_unix(s, H_WRONG_PROOF, ring, ring, SHM_RING_OFFSET + ring);
+	save(s, "hello", "wrong-proof");
+	hello_unix(s, H_EARLY_FD, ring, ring, SHM_RING_OFFSET + ring);
+	save(s, "hello", "ring-with-hello");
+	hello_unix(s, H_UNSEALED, ring, ring, SHM_RING_OFFSET + ring);
 	save(s, "hello", "unsealed");
+	hello_unix(s, 0, ring, 1ull << 30, SHM_RING_OFFSET + ring);
+	save(s, "hello", "header-lies");
+	hello_unix(s, 0, ring, 2 * ring, SHM_RING_OFFSET + 2 * ring);
+	save(s, "hello", "seg-size-past-the-end");
+	hello_unix(s, 0, ring, ring, SHM_RING_OFFSET + ring / 2);
+	save(s, "hello", "seg-size-short");
+	hello_unix(s, 0, 0, 0, SHM_RING_OFFSET);
+	save(s, "hello", "empty-ring");
+	hello_unix(s, 0, ring, ring, SHM_RING_OFFSET + ring);
+	text(s, "and then some");
+	save(s, "hello", "bytes-after-setup");
 	u8(s, 0);
-	hello_bytes(s, TP_BACKEND_SHM, FZ_TOKEN_MARKER, SHM_RING_OFFSET + ring);
+	hello_msg(s, TP_BACKEND_SHM, WIRE_VERSION);
+	setup_msg(s, WIRE_MAGIC, SHM_RING_OFFSET + ring, 0);
 	save(s, "hello", "no-segment");
+	u8(s, H_SEGMENT);
+	segment(s, ring, ring);
+	hello_msg(s, TP_BACKEND_SHM, WIRE_VERSION);
+	setup_msg(s, 0, SHM_RING_OFFSET + ring, 0);
+	save(s, "hello", "setup-bad-magic");
+	u8(s, H_SEGMENT);
+	segment(s, ring, ring);
+	hello_msg(s, TP_BACKEND_SHM, WIRE_VERSION - 1);
+	save(s, "hello", "older-version");
 	u8(s, 0);
+	hello_msg(s, TP_BACKEND_TCP, WIRE_VERSION);
+	save(s, "hello", "unix-asks-tcp");
+	u8(s, H_TCP);
+	hello_msg(s, TP_BACKEND_TCP, WIRE_VERSION);
+	setup_msg(s, WIRE_MAGIC, 0, 0);
+	save(s, "hello", "tcp");
+	u8(s, H_TCP);
+	hello_msg(s, TP_BACKEND_IB, WIRE_VERSION);
+	setup_msg(s, WIRE_MAGIC, 0, 1);
+	save(s, "hello", "tcp-asks-rdma");
+	u8(s, H_TCP);
+	hello_msg(s, TP_BACKEND_SHM, WIRE_VERSION);
+	save(s, "hello", "tcp-asks-shm");
+	u8(s, H_RAW);
 	text(s, "GET / HTTP/1.0\r\n\r\n");
 	save(s, "hello", "stranger");
+	u8(s, H_RAW | H_SEGMENT);
+	segment(s, ring, ring);
+	u32(s, WIRE_MAGIC);
+	u16(s, WIRE_VERSION);
+	save(s, "hello", "half-a-hello");
 }
 
-/* ---- reply: flags, bytes ---- */
+/* ---- reply: flags, challenge, reply bytes ---- */
 
-static void reply_bytes(struct seed *s, int32_t status, int32_t backend, char fill)
+/* fuzz_reply.c's flags. */
+enum { R_TCP = 1, R_WRONG_PROOF = 2, R_RAW = 4 };
+
+/* The proof is the target's unless R_WRONG_PROOF: then these bytes. */
+static void challenge_msg(struct seed *s, uint32_t magic, int32_t status, char fill)
+{
+	struct wire_challenge c;
+
+	memset(&c, 0, sizeof(c));
+	c.magic = magic;
+	c.status = status;
+	memcpy(c.nonce, "a listener nonce", WIRE_NONCE);
+	memset(c.proof, 'p', sizeof(c.proof));
+	memset(c.reason, fill, fill ? sizeof(c.reason) : 0);
+	put(s, &c, sizeof(c));
+}
+
+static void reply_msg(struct seed *s, uint32_t magic, int32_t status, int32_t backend, char fill)
 {
 	struct wire_reply r;
 
 	memset(&r, 0, sizeof(r));
-	r.magic = WIRE_MAGIC;
+	r.magic = magic;
 	r.status = status;
 	r.backend = backend;
 	memset(r.reason, fill, fill ? sizeof(r.reason) : 0);
@@ -256,18 +333,40 @@ static void reply_bytes(struct seed *s, int32_t status, int32_t backend, char fi
 static void reply_seeds(struct seed *s)
 {
 	u8(s, 0);
-	reply_bytes(s, SM_OK, TP_BACKEND_SHM, 0);
+	challenge_msg(s, WIRE_MAGIC, SM_OK, 0);
+	reply_msg(s, WIRE_MAGIC, SM_OK, TP_BACKEND_SHM, 0);
 	save(s, "reply", "unix");
-	u8(s, 1);
-	reply_bytes(s, SM_OK, TP_BACKEND_TCP, 0);
+	u8(s, R_TCP);
+	challenge_msg(s, WIRE_MAGIC, SM_OK, 0);
+	reply_msg(s, WIRE_MAGIC, SM_OK, TP_BACKEND_TCP, 0);
 	save(s, "reply", "tcp");
-	u8(s, 0);
-	reply_bytes(s, SM_ERR_INVALID, TP_BACKEND_SHM, 'r');
-	save(s, "reply", "refused-unterminated");
-	u8(s, 1);
-	reply_bytes(s, SM_OK, TP_BACKEND_IB, 0);
+	u8(s, R_TCP);
+	challenge_msg(s, WIRE_MAGIC, SM_OK, 0);
+	reply_msg(s, WIRE_MAGIC, SM_OK, TP_BACKEND_IB, 0);
 	save(s, "reply", "tcp-answered-rdma");
 	u8(s, 0);
+	challenge_msg(s, WIRE_MAGIC, SM_OK, 0);
+	reply_msg(s, WIRE_MAGIC, SM_ERR_INVALID, TP_BACKEND_SHM, 'r');
+	save(s, "reply", "refused-unterminated");
+	u8(s, R_TCP);
+	challenge_msg(s, WIRE_MAGIC, SM_OK, 0);
+	reply_msg(s, 0, SM_OK, TP_BACKEND_TCP, 0);
+	save(s, "reply", "reply-bad-magic");
+	u8(s, 0);
+	challenge_msg(s, WIRE_MAGIC, SM_OK, 0);
+	u32(s, WIRE_MAGIC);
+	save(s, "reply", "reply-short");
+	u8(s, R_WRONG_PROOF);
+	challenge_msg(s, WIRE_MAGIC, SM_OK, 0);
+	reply_msg(s, WIRE_MAGIC, SM_OK, TP_BACKEND_SHM, 0);
+	save(s, "reply", "wrong-proof");
+	u8(s, 0);
+	challenge_msg(s, WIRE_MAGIC, SM_ERR_INVALID, 'c');
+	save(s, "reply", "challenge-refused-unterminated");
+	u8(s, R_TCP);
+	challenge_msg(s, 0, SM_OK, 0);
+	save(s, "reply", "challenge-bad-magic");
+	u8(s, R_RAW);
 	u32(s, WIRE_MAGIC);
 	save(s, "reply", "short");
 }
@@ -512,6 +611,13 @@ static void copyd_seeds(struct seed *s)
 	u64(s, 1ull << 40);
 	u8(s, C_WAIT);
 	save(s, "copyd", "rewrite");
+	copyd_hello(s, 1, 2, 4, 8);
+	copyd_add(s, 4, SM_SHARE_LEGACY_IPC, size, 0);
+	copyd_add(s, 4, SM_SHARE_HOST_FD, size, 0);
+	copyd_add(s, 0, SM_SHARE_HOST_FD, size, 0);
+	copyd_post(s, 0, 1, 0, 0, 4096);
+	u8(s, C_WAIT);
+	save(s, "copyd", "helper-as-owner");
 	u8(s, C_RAW);
 	u16(s, 24);
 	u32(s, CD_MAGIC);

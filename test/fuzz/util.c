@@ -84,6 +84,35 @@ size_t fz_send(int fd, const void *buf, size_t n, int pass_fd)
 	return done;
 }
 
+int fz_push(int sock, struct fz_msg *m)
+{
+	while (m->done < m->len) {
+		ssize_t k = sm_send_some(sock, (const uint8_t *)m->buf + m->done, m->len - m->done,
+					 m->done ? -1 : m->fd);
+
+		if (k < 0)
+			return -1;
+		if (k == 0)
+			return 0;
+		m->done += (size_t)k;
+	}
+	return 1;
+}
+
+int fz_pull(int sock, struct fz_msg *m)
+{
+	while (m->done < m->len) {
+		ssize_t k = sm_recv_some(sock, (uint8_t *)m->buf + m->done, m->len - m->done, &m->fd);
+
+		if (k < 0)
+			return -1;
+		if (k == 0)
+			return 0;
+		m->done += (size_t)k;
+	}
+	return 1;
+}
+
 int fz_memfd(uint64_t size)
 {
 	void *map;

@@ -788,6 +788,35 @@ static void test_bad_host_staging_refused(void **state_)
 	assert_int_equal(r.status, SM_OK);
 }
 
+/* A mapping said to come from the helper's own process is refused with
+ * the reason before anything is imported: import.c would take a legacy
+ * IPC export of its own process at the address and size it names.  The
+ * descriptor of one that came with it is not kept. */
+static void test_own_pid_as_owner_refused(void **state_)
+{
+	struct cd_msg m = host_add(1 * MIB);
+	struct cd_reply r;
+	int fds = open_fds();
+
+	(void)state_;
+	m.owner_pid = (int32_t)getpid();
+	m.info.kind = SM_SHARE_LEGACY_IPC;
+	m.info.addr = 0x1000;
+	assert_int_equal(send_ctrl(&m, -1), 0);
+	take_answer(&r);
+	assert_int_equal(r.status, SM_ERR_INVALID);
+	assert_int_equal(r.id, 0);
+	assert_non_null(strstr(r.msg, "names the copy helper itself"));
+	m = host_add(1 * MIB);
+	m.owner_pid = (int32_t)getpid();
+	assert_int_equal(send_ctrl(&m, host_fd(1 * MIB)), 0);
+	take_answer(&r);
+	assert_int_equal(r.status, SM_ERR_INVALID);
+	assert_int_equal(d.nranges, 0);
+	assert_int_equal(eng.nregs, 0);
+	assert_int_equal(open_fds(), fds);
+}
+
 /* A second hello is refused and changes nothing; a wake-up with nothing
  * to read does not end the helper. */
 static void test_second_hello_refused(void **state_)
@@ -840,6 +869,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_host_staging_refused, setup_ctrl,
 						teardown_ctrl),
 		cmocka_unit_test_setup_teardown(test_second_hello_refused, setup_ctrl,
+						teardown_ctrl),
+		cmocka_unit_test_setup_teardown(test_own_pid_as_owner_refused, setup_ctrl,
 						teardown_ctrl),
 	};
 
