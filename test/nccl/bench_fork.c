@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -145,10 +147,43 @@ static void child(const struct bench_fork *f, int rank, int id_in, int id_out)
 	_exit(f->run(f->arg, rank, id));
 }
 
+/* BENCH_PID_NS=1: each rank runs in PID and mount namespaces of its own,
+ * with its own /proc (CUDA reads /proc by its own pid).  The plugin counts
+ * the PID namespace in its host identity, so with -H (NCCL's own posing)
+ * the plugin too sees other hosts and takes its path between hosts (TCP,
+ * or NCCL_SYMMEM_INNER_NET's plugin) on one machine.  The rank is the
+ * namespace's init and dies with the process that made it. */
+static void child_apart(const struct bench_fork *f, int rank, int id_in, int id_out)
+{
+	pid_t pid;
+	int status;
+
+	if (unshare(CLONE_NEWPID | CLONE_NEWNS) != 0) {
+		perror("nccl_bench: BENCH_PID_NS: unshare");
+		_exit(2);
+	}
+	pid = fork();
+	if (pid < 0)
+		_exit(2);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+		    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) {
+			perror("nccl_bench: BENCH_PID_NS: mount /proc");
+			_exit(2);
+		}
+		child(f, rank, id_in, id_out);
+	}
+	if (waitpid(pid, &status, 0) != pid)
+		_exit(2);
+	_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 3);
+}
+
 int bench_fork_ranks(const struct bench_fork *f)
 {
 	pid_t pids[64];
 	int ids[2], failed = 0, left = f->nranks;
+	int apart = getenv("BENCH_PID_NS") && atoi(getenv("BENCH_PID_NS")) == 1;
 	double deadline;
 
 	if (f->nranks < 1 || f->nranks > 64 || pipe(ids) != 0)
@@ -160,6 +195,8 @@ int bench_fork_ranks(const struct bench_fork *f)
 	 * (writes this small are atomic). */
 	for (int r = 0; r < f->nranks; r++) {
 		pids[r] = fork();
+		if (pids[r] == 0 && apart)
+			child_apart(f, r, ids[0], ids[1]);
 		if (pids[r] == 0)
 			child(f, r, ids[0], ids[1]);
 	}
