@@ -51,7 +51,10 @@ static void usage(const char *argv0)
 		"  -Z: the plugin phase sets only NCCL_ENV_PLUGIN=plugin (the library's env plugin "
 		"routes the job)\n"
 		"  -H n: the ranks pose as n hosts (NCCL_HOSTID): NCCL's P2P/SHM inside each, the "
-		"network (native: NCCL's own; plugin: symmem) only between them\n"
+		"network (native: NCCL's own; plugin: symmem) only between them; with "
+		"BENCH_PID_NS=1 in the environment each rank also gets PID and mount namespaces "
+		"of its own, so the plugin sees other hosts too (NCCL_DEBUG_FILE's %%p is then 1 "
+		"for every rank)\n"
 		"  -j file: one JSON object per timed size appended to file\n", argv0);
 	exit(2);
 }
