@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [full|quick|debug|paths|pool|leak|helper|probe|perf|table|floor|death|abi|onegpu]
+# Usage: scripts/gpu_check.sh [full|quick|debug|paths|pool|leak|helper|probe|perf|table|floor|death|abi|onegpu|hosts]
 #        full: every op to 1 GiB, the three protocols, CUDA graphs, registered
 #        buffers (with graphs), TCP, NCCL_CUMEM_ENABLE=0, ranks that see one
 #        GPU each (nccl_bench -V), a rank killed mid-collective, PyTorch (one
@@ -30,7 +30,10 @@
 #        scripts/nccl_build.sh --check runs it on an NCCL built from
 #        source); onegpu: two processes on GPU 0 posing as two hosts
 #        (NCCL_HOSTID), over the copy engines and TCP, correctness only
-#        (abi does the same on a host with one GPU).
+#        (abi does the same on a host with one GPU); hosts: two ranks on
+#        GPU 0 in namespaces of their own (BENCH_PID_NS=1), so the plugin
+#        too sees two hosts: through the test stand-in of an inner net
+#        plugin (natively: NCCL's Socket net), and over its own TCP.
 #        NRANKS=n uses the first n GPUs (default: all).
 #        NCCL_FROM=wheel runs the NCCL drivers on PyTorch's NCCL (2.28.9 on the
 #        GPU hosts) instead of the system's (2.28.3); NCCL_FROM=/DIR on one
@@ -44,7 +47,7 @@
 #        taken (cuda-gdb) into its log folder before they are killed.
 MODE=${1:-full}
 case $MODE in
-full | quick | debug | paths | pool | leak | helper | probe | perf | table | floor | death | abi | onegpu) ;;
+full | quick | debug | paths | pool | leak | helper | probe | perf | table | floor | death | abi | onegpu | hosts) ;;
 *)
 	echo "gpu_check.sh: unknown mode '$MODE' (modes: full quick debug paths pool leak helper" \
 		"probe perf table floor death abi onegpu)" >&2
@@ -81,6 +84,26 @@ if [ "$MODE" = abi ]; then
 		fi
 	fi
 	abi_versions $runs
+	finish
+fi
+
+# Hosts the plugin believes in: each rank in PID and mount namespaces of
+# its own.  The inner net plugin's test stand-in carries what crosses them
+# (its log counts the bytes), then the plugin's own TCP does.
+if [ "$MODE" = hosts ]; then
+	gcc -shared -fPIC -O2 -std=c11 -D_GNU_SOURCE -Iplugin -DSTANDIN_VERSION=12 \
+		test/mp/inner_standin.c -o build-gpu/libnccl-net-standin.so -lpthread ||
+		{ echo "FAILED: the stand-in did not build"; fail=1; finish; }
+	apart() { BENCH_PID_NS=1 CUDA_VISIBLE_DEVICES=0,0 NRANKS=2 PROVE=none bench "$@"; }
+	apart hosts-inner -V -H 2 -m both -E NCCL_SM_FREE_VERBOSE=1 \
+		-E NCCL_SYMMEM_INNER_NET="$PWD/build-gpu/libnccl-net-standin.so" \
+		-E INNER_STANDIN_LOG="$OUT/logs/standin.log" \
+		-o all_reduce,all_gather,alltoall,sendrecv -b 8 -e 4194304 -f 32 -c none -i 3
+	apart hosts-tcp -V -H 2 -m plugin -E NCCL_NET_GDR_LEVEL=SYS -E NCCL_SM_FREE_VERBOSE=1 \
+		-o all_reduce,sendrecv -b 8 -e 4194304 -f 32 -c none -i 3
+	grep -q '^- send .* bytes=[1-9]' "$OUT/logs/standin.log" ||
+		{ echo "FAILED: the stand-in carried nothing"; fail=1; }
+	grep -h '^- \(send\|recv\)' "$OUT/logs/standin.log" | cut -d' ' -f2-5 | sort | uniq -c
 	finish
 fi
 
