@@ -844,21 +844,24 @@ ncclResult_t net_accept(void *listenComm, void **recvComm, ncclNetDeviceHandle_t
 		return ncclInternalError;
 	}
 	/* Both paths, this host's first; only one connector comes.  This
-	 * host's listener bounds the wait (NCCL_SYMMEM_CONNECT_TIMEOUT). */
+	 * host's listener bounds the wait (NCCL_SYMMEM_CONNECT_TIMEOUT), but
+	 * only once the inner plugin was asked too: its connector may have
+	 * come while NCCL's thread was away past that bound. */
 	rc = tp_accept(l->tp, &tp);
-	if (rc)
-		return log_fail(rc, l->inner ? "accept on this host's path (the inner net plugin "
-				"had no connection either)" : "accept");
 	if (tp)
 		return publish_comm(tp, NULL, l->dev, OBJ_RECV, recvComm);
 	if (l->inner) {
 		void *ic = NULL;
 		ncclResult_t r = inner_accept(l->inner, &ic, recvDevComm);
 
-		if (r != ncclSuccess || !ic)
+		if (r != ncclSuccess)
 			return r;
-		return publish_comm(NULL, ic, l->dev, OBJ_RECV, recvComm);
+		if (ic)
+			return publish_comm(NULL, ic, l->dev, OBJ_RECV, recvComm);
 	}
+	if (rc)
+		return log_fail(rc, l->inner ? "accept on this host's path (the inner net plugin "
+				"had no connection either)" : "accept");
 	return ncclSuccess;
 }
 

@@ -753,6 +753,61 @@ static void test_inner_connect_bounded(void **state)
 	unsetenv("NCCL_SYMMEM_CONNECT_TIMEOUT");
 }
 
+/* A connection through the inner plugin that came while the listener's
+ * thread was busy past this host's bound (NCCL's proxy serves other
+ * work between accepts) is still taken: accept looks at both paths
+ * before it gives up on this host's. */
+static int late_rank(int rank, int ctl, void *arg)
+{
+	char mine[NCCL_NET_HANDLE_MAXSIZE], theirs[NCCL_NET_HANDLE_MAXSIZE];
+	void *ctx, *lc, *comm = NULL;
+	double end;
+	int rc = ncclSuccess;
+
+	(void)arg;
+	ctx = rank_init(rank);
+	if (!ctx || net->listen(ctx, 0, mine, &lc) || hosts_swap_handle(ctl, mine, theirs))
+		return 10;
+	if (rank == 1) {
+		/* The first accept starts the bound (1 s); the connector
+		 * comes and finishes while this thread is away. */
+		if (net->accept(lc, &comm, NULL) != ncclSuccess || comm)
+			return 11;
+		usleep(2000 * 1000);
+	} else {
+		usleep(500 * 1000);
+	}
+	end = harness_now() + 10;
+	while (rc == ncclSuccess && !comm && harness_now() < end)
+		rc = rank == 0 ? net->connect(ctx, 0, theirs, &comm, NULL) :
+				 net->accept(lc, &comm, NULL);
+	if (rc != ncclSuccess || !comm) {
+		fprintf(stderr, "rank %d: no comm (%d): %s\n", rank, rc,
+			harness_warn_count() ? harness_last_warn() : "no WARN");
+		return 12;
+	}
+	if (!on_path(rank == 0 ? "send" : "receive", comm, 0, 1, 12))
+		return 13;
+	if ((rank == 0 ? net->closeSend(comm) : net->closeRecv(comm)) != ncclSuccess ||
+	    net->closeListen(lc) != ncclSuccess || net->finalize(ctx) != ncclSuccess)
+		return 14;
+	return harness_warn_count() ? 15 : 0;
+}
+
+static void test_inner_accept_after_local_bound(void **state)
+{
+	static const int host[2] = { 0, 1 };
+	struct hosts_job job;
+
+	(void)state;
+	skip_unless_posed();
+	setenv("NCCL_SYMMEM_CONNECT_TIMEOUT", "1", 1);
+	assert_int_equal(hosts_start(&job, 2, host, late_rank, NULL), 0);
+	assert_int_equal(hosts_ring_handles(&job), 0);
+	assert_int_equal(hosts_wait(&job), 0);
+	unsetenv("NCCL_SYMMEM_CONNECT_TIMEOUT");
+}
+
 static void test_connect_state_past_room_refused(void **state)
 {
 	static const int host[2] = { 0, 1 };
@@ -796,6 +851,7 @@ int main(void)
 		cmocka_unit_test(test_grouped_receive_and_flush),
 		cmocka_unit_test(test_connect_state_past_room_refused),
 		cmocka_unit_test(test_inner_connect_bounded),
+		cmocka_unit_test(test_inner_accept_after_local_bound),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

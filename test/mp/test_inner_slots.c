@@ -1,8 +1,8 @@
 /* The net plugin's optional calls that reach an inner net plugin
  * (getDeviceMr, irecvConsumed, makeVDevice, v12's getProperties with rail
- * and plane, and regMrDmaBuf).  The exported tables do not point at the
- * first four yet, so this program links the plugin's sources and calls
- * them by name, between ranks posed on two hosts (hosts.h), with the
+ * and plane, and regMrDmaBuf).  The exported tables do not point at
+ * getDeviceMr and makeVDevice, so this program links the plugin's sources
+ * and calls them all by name, between ranks posed on two hosts (hosts.h), with the
  * stand-in (inner_standin.c) counting what reached it.  meson sets
  * NCCL_SYMMEM_INNER_NET to the v12 stand-in. */
 #include <stdarg.h>
