@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "helper_path.h"
@@ -16,11 +17,19 @@
 /* Any object of this library: dladdr() names the file that holds it. */
 static const char anchor;
 
+/* access(X_OK) alone passes a directory, which posix_spawn then refuses. */
+static int executable_file(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
 static int try_dir(const char *dir, char *out, size_t len)
 {
 	if ((size_t)snprintf(out, len, "%s/%s", dir, HELPER_NAME) >= len)
 		return 0;
-	return access(out, X_OK) == 0;
+	return executable_file(out);
 }
 
 static int library_dir(char *dir, size_t len)
@@ -42,7 +51,7 @@ enum helper_where helper_path_lookup(const struct config *cfg, const char *libdi
 				     const char *libexec, char *out, size_t len)
 {
 	if (cfg->copy_helper_path[0]) {
-		if (access(cfg->copy_helper_path, X_OK) != 0)
+		if (!executable_file(cfg->copy_helper_path))
 			return HELPER_NOT_FOUND;
 		snprintf(out, len, "%s", cfg->copy_helper_path);
 		return HELPER_EXPLICIT;

@@ -24,11 +24,19 @@ static void indent(struct out *o, int extra)
 		fputc(' ', o->f);
 }
 
-/* A UTF-8 sequence starting at s, its length, or 0 when it is not one. */
+/* A UTF-8 sequence starting at s, its length, or 0 when it is not one.
+ * The second byte's range rules out what strict decoders refuse:
+ * overlong forms (e0 80..9f, f0 80..8f), UTF-16 surrogates (ed a0..bf)
+ * and code points past U+10FFFF (f4 90..bf). */
 static size_t utf8_len(const unsigned char *s)
 {
-	size_t n = *s >= 0xf0 && *s < 0xf5 ? 4 : *s >= 0xe0 ? 3 : *s >= 0xc2 && *s < 0xe0 ? 2 : 0;
+	size_t n = *s >= 0xf0 && *s < 0xf5 ? 4 : *s >= 0xe0 && *s < 0xf0 ? 3 :
+		   *s >= 0xc2 && *s < 0xe0 ? 2 : 0;
+	unsigned char lo = *s == 0xe0 ? 0xa0 : *s == 0xf0 ? 0x90 : 0x80;
+	unsigned char hi = *s == 0xed ? 0x9f : *s == 0xf4 ? 0x8f : 0xbf;
 
+	if (n && (s[1] < lo || s[1] > hi))
+		return 0;
 	for (size_t i = 1; i < n; i++)
 		if ((s[i] & 0xc0) != 0x80)
 			return 0;

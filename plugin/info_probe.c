@@ -362,7 +362,10 @@ void info_gpus_probe(struct info_gpus *g)
 		}
 		ok = proc_read(rd[i], &rep, sizeof(rep), deadline) == 0;
 		close(rd[i]);
-		if (proc_reap(pid[i], deadline) != 0 || !ok)
+		/* A whole report counts: past a deadline that a hung process
+		 * used up, one that answered may be killed before its exit. */
+		proc_reap(pid[i], deadline);
+		if (!ok)
 			info_say(g->probe_why, sizeof(g->probe_why), "GPU %d's process failed or "
 				 "did not answer within %d s", p.gpu[i], PROBE_SECONDS + 30);
 		else

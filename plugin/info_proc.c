@@ -59,9 +59,11 @@ int proc_read(int fd, void *buf, size_t len, uint64_t deadline)
 
 	while (len) {
 		ssize_t n;
-		int ms = ms_left(deadline);
 
-		if (!ms || sm_wait_fd(fd, POLLIN, ms) <= 0)
+		/* Past the deadline, still take what is there: children share
+		 * one deadline, and one that answered must not be lost because
+		 * another hung until it. */
+		if (sm_wait_fd(fd, POLLIN, ms_left(deadline)) <= 0)
 			return -1;
 		n = read(fd, b, len);
 		if (n < 0 && errno == EINTR)

@@ -52,7 +52,7 @@ run() {
 	rc=$?
 }
 
-echo "1..26"
+echo "1..27"
 
 run text
 [ $rc = 1 ]; check $? "no GPU: exit status 1 (got $rc)"
@@ -86,6 +86,12 @@ json "$tmp/set" 'var("NCCL_SYMMEM_BACKEND")["origin"] == "user" and var("NCCL_SY
 check $? "--json: a variable the user set, and its meaning at that value"
 json "$tmp/set" 'var("NCCL_SYMMEM_COPY_HELPER_PATH")["value"] == "/tmp/a\"b\\c\x01d"'
 check $? "--json: quotes, backslashes and control bytes escaped"
+# UTF-8 kept, and what strict decoders refuse replaced: a surrogate, an
+# overlong form and a code point past U+10FFFF (the bytes read as UTF-8
+# here whatever the locale).
+NCCL_SYMMEM_COPY_HELPER_PATH="$(printf '/tmp/\303\251\342\202\254\360\237\230\200-\355\240\200-\340\200\257-\364\220\200\200')" run utf8 --json
+json "$tmp/utf8" '[v["value"] for v in json.loads(open(sys.argv[1], "rb").read().decode("utf-8"))["variables"] if v["name"] == "NCCL_SYMMEM_COPY_HELPER_PATH"] == ["/tmp/\u00e9\u20ac\U0001f600-" + "\ufffd" * 3 + "-" + "\ufffd" * 3 + "-" + "\ufffd" * 4]'
+check $? "--json: valid UTF-8 even where a value is not"
 
 NCCL_ENV_PLUGIN=symmem LD_LIBRARY_PATH="$builddir" run env --json
 json "$tmp/env" 'd["files"]["env_plugin_in_use"] and var("NCCL_P2P_DISABLE", "nccl_variables") == {"name": "NCCL_P2P_DISABLE", "value": "1", "origin": "env plugin", "meaning": var("NCCL_P2P_DISABLE", "nccl_variables")["meaning"]}'

@@ -119,6 +119,29 @@ static void test_explicit_not_executable(void **state)
 	assert_non_null(strstr(last_warn, "is not an executable file"));
 }
 
+/* A directory passes access(X_OK) but cannot be started: it is no
+ * helper, named explicitly or found where the helper would be. */
+static void test_directory_is_no_helper(void **state)
+{
+	struct config cfg = defaults();
+	char out[HELPER_PATH_MAX], lib[256], sub[300];
+
+	(void)state;
+	warns = 0;
+	snprintf(cfg.copy_helper_path, sizeof(cfg.copy_helper_path), "%s", dir);
+	assert_null(helper_path_resolve(&cfg, dir, out, sizeof(out)));
+	assert_int_equal(warns, 1);
+	assert_non_null(strstr(last_warn, "is not an executable file"));
+	cfg.copy_helper_path[0] = '\0';
+	snprintf(lib, sizeof(lib), "%s/lib", dir);
+	snprintf(sub, sizeof(sub), "%s/symmem-copyd", lib);
+	assert_int_equal(mkdir(lib, 0700), 0);
+	assert_int_equal(mkdir(sub, 0700), 0);
+	assert_int_equal(helper_path_lookup(&cfg, lib, lib, out, sizeof(out)), HELPER_NOT_FOUND);
+	assert_int_equal(rmdir(sub), 0);
+	assert_int_equal(rmdir(lib), 0);
+}
+
 /* Not next to this program (the test binary stands in for the library):
  * found in the libexec directory. */
 static void test_libexec(void **state)
@@ -152,6 +175,7 @@ int main(void)
 		cmocka_unit_test(test_disabled),
 		cmocka_unit_test(test_explicit_path_wins),
 		cmocka_unit_test(test_explicit_not_executable),
+		cmocka_unit_test(test_directory_is_no_helper),
 		cmocka_unit_test(test_libexec),
 		cmocka_unit_test(test_missing_everywhere),
 	};
