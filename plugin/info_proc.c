@@ -29,6 +29,9 @@ static int ms_left(uint64_t deadline)
 	return (int)((deadline - now) / 1000000 + 1);
 }
 
+/* How long a killed child may take to go. */
+#define REAP_AFTER_KILL_NS (2ull * 1000 * 1000 * 1000)
+
 pid_t proc_start(int (*fn)(void *arg, int wr), void *arg, int *rd)
 {
 	int p[2];
@@ -46,6 +49,10 @@ pid_t proc_start(int (*fn)(void *arg, int wr), void *arg, int *rd)
 	}
 	if (pid == 0) {
 		close(p[0]);
+		/* The report is the parent's stdout: a library the child opens
+		 * (any NCCL_NET_PLUGIN) may print on load, so its prints go to
+		 * stderr and --json stays JSON. */
+		dup2(STDERR_FILENO, STDOUT_FILENO);
 		_exit(fn(arg, p[1]));
 	}
 	close(p[1]);
@@ -159,8 +166,17 @@ int proc_reap(pid_t pid, uint64_t deadline)
 			break;
 		nanosleep(&(struct timespec){ .tv_nsec = 2000000 }, NULL);
 	}
+	/* A child stuck in the driver (uninterruptible sleep) may outlive
+	 * SIGKILL for a while: wait a bounded time, then leave it behind
+	 * rather than hang the tool. */
 	kill(pid, SIGKILL);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
+	deadline = sm_now_ns() + REAP_AFTER_KILL_NS;
+	while (sm_now_ns() < deadline) {
+		pid_t r = waitpid(pid, &status, WNOHANG);
+
+		if (r == pid || (r < 0 && errno != EINTR))
+			break;
+		nanosleep(&(struct timespec){ .tv_nsec = 2000000 }, NULL);
+	}
 	return -1;
 }

@@ -52,7 +52,7 @@ run() {
 	rc=$?
 }
 
-echo "1..27"
+echo "1..28"
 
 run text
 [ $rc = 1 ]; check $? "no GPU: exit status 1 (got $rc)"
@@ -133,4 +133,15 @@ check $? "--selftest: one byte flipped on the host path's sender fails that path
 NCCL_SYMMEM_COPY_TIMEOUT=abc run bad_test --selftest
 [ $rc = 2 ] && grep -qF "$want" "$tmp/bad_test"
 check $? "--selftest with a malformed variable: exit status 2 and the error text (got $rc)"
+
+# A net plugin that prints on load (the tool opens NCCL_NET_PLUGIN in a
+# child): its print must not land inside the JSON report.
+printf '#include <stdio.h>\n__attribute__((constructor)) static void noisy(void) { puts("hello from a noisy plugin"); fflush(stdout); }\n' >"$tmp/noisy.c"
+if cc -shared -fPIC -o "$tmp/libnoisy.so" "$tmp/noisy.c" 2>/dev/null; then
+	NCCL_NET_PLUGIN="$tmp/libnoisy.so" run noisy --json
+	json "$tmp/noisy" 'True' && ! grep -q "noisy plugin" "$tmp/noisy"
+	check $? "--json stays JSON when a plugin it opens prints on load (got $rc)"
+else
+	echo "ok 28 # SKIP no C compiler for the noisy plugin"
+fi
 exit $fail
