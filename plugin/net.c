@@ -40,9 +40,6 @@
 /* With an inner plugin its handle takes the front of NCCL's 128 bytes
  * (vendors use up to 80) and this plugin's local form the rest. */
 #define INNER_ROOM (NCCL_NET_HANDLE_MAXSIZE - TP_HANDLE_LOCAL_SIZE)
-/* The most buffers one grouped irecv through the inner plugin carries
- * (NCCL's test() sizes array has 64). */
-#define MAX_RECVS 64
 
 /* The plugin's devices: one per visible GPU when the copy-engine path is
  * on, else one host-memory device.  Built once, read from any thread. */
@@ -1092,9 +1089,9 @@ ncclResult_t net_isend(void *sendComm, void *data, size_t size, int tag, void *m
 /* The inner plugin's mhandles behind NCCL's `n` (NULL stays NULL). */
 static int inner_mhandles(int n, void **mhandles, void **out)
 {
-	if (n < 1 || n > MAX_RECVS) {
+	if (n < 1 || n > NET_MAX_RECVS) {
 		LOG_WARN("NET/symmem: a receive or flush of %d buffers; at most %d go through the "
-			 "inner net plugin at once", n, MAX_RECVS);
+			 "inner net plugin at once", n, NET_MAX_RECVS);
 		return -1;
 	}
 	for (int i = 0; i < n; i++)
@@ -1106,7 +1103,7 @@ ncclResult_t net_irecv(void *recvComm, int n, void **data, size_t *sizes, int *t
 		       void **mhandles, void **phandles, void **request)
 {
 	struct net_comm *c = recvComm;
-	void *imh[MAX_RECVS];
+	void *imh[NET_MAX_RECVS];
 	struct tp_req *r;
 	int rc;
 
@@ -1143,7 +1140,7 @@ ncclResult_t net_iflush(void *recvComm, int n, void **data, int *sizes, void **m
 			void **request)
 {
 	struct net_comm *c = recvComm;
-	void *imh[MAX_RECVS];
+	void *imh[NET_MAX_RECVS];
 
 	*request = NULL;
 	if (c->via_inner) {

@@ -7,6 +7,9 @@
 #include "nccl_abi.h"
 
 #define PLUGIN_NAME "symmem"
+/* The most buffers one grouped irecv through an inner net plugin carries
+ * (NCCL's test() sizes array has 64; this plugin's own path takes 1). */
+#define NET_MAX_RECVS 64
 
 ncclResult_t net_init(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *config,
 		      ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction);

@@ -152,18 +152,24 @@ static ncclResult_t v8_isend(void *sendComm, void *data, int size, int tag, void
 static ncclResult_t v8_irecv(void *recvComm, int n, void **data, int *sizes, int *tags,
 			     void **mhandles, void **request)
 {
-	size_t size;
+	size_t size[NET_MAX_RECVS];
 
-	/* maxRecvs is 1: net_irecv rejects n != 1 before it reads any size. */
-	if (n != 1)
-		return net_irecv(recvComm, n, data, NULL, tags, mhandles, NULL, request);
-	if (sizes[0] < 0) {
+	/* Grouped receives reach an inner net plugin: every size converted,
+	 * none read past n. */
+	if (n < 1 || n > NET_MAX_RECVS) {
 		*request = NULL;
-		LOG_WARN("NET/symmem: irecv of a negative size (%d)", sizes[0]);
+		LOG_WARN("NET/symmem: irecv of %d buffers (1 to %d taken)", n, NET_MAX_RECVS);
 		return ncclInvalidArgument;
 	}
-	size = (size_t)sizes[0];
-	return net_irecv(recvComm, 1, data, &size, tags, mhandles, NULL, request);
+	for (int i = 0; i < n; i++) {
+		if (sizes[i] < 0) {
+			*request = NULL;
+			LOG_WARN("NET/symmem: irecv of a negative size (%d)", sizes[i]);
+			return ncclInvalidArgument;
+		}
+		size[i] = (size_t)sizes[i];
+	}
+	return net_irecv(recvComm, n, data, size, tags, mhandles, NULL, request);
 }
 
 EXPORT ncclNet_v10_t ncclNetPlugin_v10 = {
