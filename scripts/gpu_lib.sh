@@ -217,27 +217,6 @@ expect_phases() {
 	fi
 }
 
-# gpu_apps NAME CMD...: runs CMD while nvidia-smi samples the GPU memory
-# of every process each second, then prints per process name how many
-# processes held GPU memory and the most one of them held.
-gpu_apps() {
-	local name=$1 sampler
-	shift
-	while :; do
-		nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader
-		sleep 1
-	done >"$OUT/logs/apps-$name.txt" 2>&1 &
-	sampler=$!
-	"$@"
-	kill "$sampler"
-	wait "$sampler" 2>/dev/null
-	awk -F', ' -v run="$name" '$3 ~ /MiB/ { n = $2; sub(".*/", "", n); m = $3 + 0;
-		pids[n "," $1] = 1; if (m > most[n]) most[n] = m }
-		END { for (k in pids) { split(k, a, ","); count[a[1]]++ }
-		      for (n in most) printf "%s: %s: %d process(es), at most %d MiB each\n", run, n, count[n], most[n] }' \
-		"$OUT/logs/apps-$name.txt"
-}
-
 # expect_fail NAME PATTERN [nccl_bench args...]: the plugin run must fail,
 # well before its deadline (no hang), with PATTERN in a WARN line.
 expect_fail() {
@@ -364,15 +343,6 @@ tree_built() {
 bench_old() {
 	[ -n "${OLD_TREE:-}" ] || return 0
 	bench_tree "$OLD_TREE" "$@"
-}
-
-# variant_args VARIANT: E=(-E setting ...) for nccl_bench.  Settings part
-# at ",NCCL_", so a value may hold commas (NCCL_PROTO=LL128,Simple); a '+'
-# in a value stands for a space (NCCL_THREAD_THRESHOLDS).
-variant_args() {
-	local kv
-	E=()
-	for kv in ${1//,NCCL_/ NCCL_}; do E+=(-E "${kv//+/ }"); done
 }
 
 # helper_lines PREFIX N: the copy helpers' stop lines (copies, copy-engine
