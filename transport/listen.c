@@ -157,9 +157,9 @@ int tp_accept(struct tp_listener *l, struct tp_comm **out)
 	*out = NULL;
 	if (!l->deadline_ns)
 		l->deadline_ns = now + (uint64_t)(l->opt.connect_timeout * 1e9);
-	admit(l, l->uds_fd, 1, now);
-	if (l->tcp_fd >= 0)
-		admit(l, l->tcp_fd, 0, now);
+	/* Those in the table first: a newcomer drops the oldest unproven
+	 * one, which may be the real connector with its setup already
+	 * waiting, once read no longer unproven. */
 	for (int i = 0; i < CAND_MAX; i++) {
 		if (l->cand[i].fd < 0)
 			continue;
@@ -167,6 +167,9 @@ int tp_accept(struct tp_listener *l, struct tp_comm **out)
 		if (rc || *out)
 			return rc;
 	}
+	admit(l, l->uds_fd, 1, now);
+	if (l->tcp_fd >= 0)
+		admit(l, l->tcp_fd, 0, now);
 	if (now <= l->deadline_ns)
 		return SM_OK;
 	if (l->refused)

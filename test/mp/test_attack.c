@@ -4,6 +4,9 @@
  *               (root only: a child setuid()s to nobody);
  *   silent      a crowd of connections that never say a word, on the Unix
  *               socket and over TCP;
+ *   setup       peers from many addresses that say hello, are challenged
+ *               and then say no more, filling the table at the step where
+ *               the real connector's setup waits;
  *   takeover    a process takes the TCP port of a listener that died and
  *               plays listener to its connector.
  *
@@ -393,6 +396,190 @@ static void test_silent_crowd_alone_times_out(void **state)
 	assert_int_equal(open_fds(), fds);
 }
 
+/* Peers that each say a valid hello from an address of their own
+ * (127.0.0.x, so the per-address cap holds none of them back), read the
+ * challenge and then never prove the token: a crowd that fills the
+ * table with connections at the same step as the real connector. */
+#define SETUP_CROWD (CAND_MAX - 1)
+
+struct setup_crowd {
+	pid_t pid[SETUP_CROWD + 1];
+	int n;
+	int rep[2];		/* 'c': connected, hello sent; 'h': challenge read */
+	int hold[2];		/* write end closed: every peer hangs up and exits */
+};
+
+/* Peer i, from 127.0.0.(2 + i): reports 'c' once its hello is sent and
+ * 'h' once the challenge came, then holds its connection until fd 4
+ * closes (or 30 s). */
+static void setup_peer(const struct tp_handle_info *info, int i)
+{
+	struct sockaddr_in src = { .sin_family = AF_INET };
+	struct wire_hello hello = { .magic = WIRE_MAGIC, .version = WIRE_VERSION,
+				    .backend = TP_BACKEND_TCP, .pid = (uint32_t)getpid() };
+	struct wire_challenge chal;
+	struct sockaddr_storage ss;
+	socklen_t len = tcp_addr(info, &ss);
+	struct pollfd p = { .fd = 4, .events = POLLIN };
+	size_t got = 0;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	ssize_t n;
+
+	src.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 1 + (uint32_t)i);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&src, sizeof(src)) ||
+	    connect(fd, (struct sockaddr *)&ss, len))
+		_exit(91);
+	if (send(fd, &hello, sizeof(hello), MSG_NOSIGNAL) != sizeof(hello) || write(3, "c", 1) != 1)
+		_exit(92);
+	while (got < sizeof(chal) &&
+	       (n = read_within(fd, (char *)&chal + got, sizeof(chal) - got, 10000)) > 0)
+		got += (size_t)n;
+	if (got == sizeof(chal) && write(3, "h", 1) != 1)
+		_exit(93);
+	poll(&p, 1, 30000);
+	_exit(0);
+}
+
+/* Starts peer c->n and waits for its hello to be out. */
+static void setup_crowd_add(struct setup_crowd *c, const struct tp_handle_info *info)
+{
+	char r;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		keep_two(c->rep[1], c->hold[0]);
+		setup_peer(info, c->n);
+	}
+	c->pid[c->n++] = pid;
+	assert_int_equal(read_within(c->rep[0], &r, 1, 10000), 1);
+	assert_int_equal(r, 'c');
+}
+
+static void setup_crowd_end(struct setup_crowd *c)
+{
+	int status;
+
+	close(c->hold[1]);
+	for (int i = 0; i < c->n; i++) {
+		assert_int_equal(waitpid(c->pid[i], &status, 0), c->pid[i]);
+		assert_true(WIFEXITED(status));
+		assert_int_equal(WEXITSTATUS(status), 0);
+	}
+	close(c->hold[0]);
+	close(c->rep[0]);
+	close(c->rep[1]);
+}
+
+static int cands_in(const struct tp_listener *l, int state)
+{
+	int n = 0;
+
+	for (int i = 0; i < CAND_MAX; i++)
+		n += l->cand[i].fd >= 0 && l->cand[i].state == state;
+	return n;
+}
+
+/* The real connector and the listener, driven from this thread as NCCL
+ * drives them, so that each step happens exactly when the test says:
+ * the connector's hello is answered with its challenge, and then the
+ * crowd's SETUP_CROWD peers are challenged too, all before the connector
+ * reads its own.  With `setup_sent`, the connector's setup then waits in
+ * its socket, else it is still to be sent, when one more peer arrives at
+ * the full table.  The pair must still be made within PAIR_BOUND_S. */
+static void pair_past_setup_crowd(int setup_sent)
+{
+	struct tp_options o = options(TP_BACKEND_TCP, 1 << 20, 65536);
+	struct tp_handle_info info;
+	struct setup_crowd crowd;
+	uint8_t h[TP_HANDLE_SIZE];
+	struct tp_listener *l;
+	struct tp_comm *s = NULL, *r = NULL;
+	struct tp_req *sq = NULL, *rq = NULL;
+	char msg[64] = "through the crowd", got[64] = { 0 }, c;
+	int fds = open_fds(), rc = SM_OK, ra = SM_OK;
+	double t0;
+
+	o.ifname = "lo";	/* 127.0.0.1: the crowd's addresses are loopback too */
+	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
+	assert_int_equal(tp_handle_decode(h, &info), SM_OK);
+	assert_int_equal(info.family, AF_INET);
+	assert_int_equal(pipe(crowd.rep), 0);
+	assert_int_equal(pipe(crowd.hold), 0);
+	crowd.n = 0;
+
+	/* The connector says hello and is challenged, first of all. */
+	t0 = now();
+	while (!cands_in(l, CAND_SETUP) && now() - t0 < 5) {
+		assert_int_equal(tp_connect(&o, h, &s), SM_OK);
+		assert_int_equal(tp_accept(l, &r), SM_OK);
+		usleep(200);
+	}
+	assert_int_equal(cands_in(l, CAND_SETUP), 1);
+
+	/* The crowd fills the table's other slots, and is challenged. */
+	for (int i = 0; i < SETUP_CROWD; i++)
+		setup_crowd_add(&crowd, &info);
+	t0 = now();
+	while (cands_in(l, CAND_SETUP) < CAND_MAX && now() - t0 < 5) {
+		assert_int_equal(tp_accept(l, &r), SM_OK);
+		assert_null(r);
+		usleep(200);
+	}
+	assert_int_equal(cands_in(l, CAND_SETUP), CAND_MAX);
+	for (int i = 0; i < SETUP_CROWD; i++) {
+		assert_int_equal(read_within(crowd.rep[0], &c, 1, 10000), 1);
+		assert_int_equal(c, 'h');
+	}
+	if (setup_sent) {
+		assert_int_equal(tp_connect(&o, h, &s), SM_OK);
+		assert_null(s);
+		assert_int_equal(tp_connects_awaiting_reply(), 1);
+	}
+
+	/* One more peer at the full table, then the pair as usual. */
+	setup_crowd_add(&crowd, &info);
+	t0 = now();
+	while ((!s || !r) && rc == SM_OK && ra == SM_OK && now() - t0 < PAIR_BOUND_S) {
+		if (!r)
+			ra = tp_accept(l, &r);
+		if (!s && ra == SM_OK)
+			rc = tp_connect(&o, h, &s);
+		usleep(200);
+	}
+	if (!s || !r)
+		print_message("# %s: %s after %.2f s\n", rc ? "connect" : "accept",
+			      rc || ra ? sm_last_error() : "nothing", now() - t0);
+	assert_int_equal(rc, SM_OK);
+	assert_int_equal(ra, SM_OK);
+	assert_non_null(s);
+	assert_non_null(r);
+	assert_int_equal(tp_irecv(r, got, sizeof(got), NULL, &rq), SM_OK);
+	assert_non_null(rq);
+	t0 = now();
+	while (!sq && now() - t0 < 10)
+		assert_int_equal(tp_isend(s, msg, sizeof(msg), NULL, &sq), SM_OK);
+	assert_non_null(sq);
+	complete_both(sq, rq, now() + 10);
+	assert_string_equal(got, msg);
+	tp_close(s);
+	tp_close(r);
+	tp_close_listener(l);
+	setup_crowd_end(&crowd);
+	assert_int_equal(tp_pending_connects(), 0);
+	assert_int_equal(open_fds(), fds);
+}
+
+/* The connector's setup already waits in its socket when the table is
+ * full of peers at the same step and one more arrives: the listener
+ * reads what waits before it makes room, so the connector, though the
+ * oldest there, is not the one dropped. */
+static void test_setup_waiting_is_served_first(void **state)
+{
+	(void)state;
+	pair_past_setup_crowd(1);
+}
+
 /* The impostor: binds the dead listener's address and port, accepts one
  * connection, answers whatever comes with bytes that look like a
  * listener's first answer (our magic, status 0, the rest random), and
@@ -510,6 +697,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_silent_crowd_tcp),
 		cmocka_unit_test(test_silent_crowd_alone_times_out),
 	};
+	const struct CMUnitTest setup[] = {
+		cmocka_unit_test(test_setup_waiting_is_served_first),
+	};
 	const struct CMUnitTest takeover[] = {
 		cmocka_unit_test(test_port_taken_over),
 	};
@@ -526,8 +716,10 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(mode, "silent"))
 		return cmocka_run_group_tests(silent, NULL, NULL);
+	if (!strcmp(mode, "setup"))
+		return cmocka_run_group_tests(setup, NULL, NULL);
 	if (!strcmp(mode, "takeover"))
 		return cmocka_run_group_tests(takeover, NULL, NULL);
-	fprintf(stderr, "usage: %s other-user|silent|takeover\n", argv[0]);
+	fprintf(stderr, "usage: %s other-user|silent|setup|takeover\n", argv[0]);
 	return 2;
 }
