@@ -101,8 +101,9 @@ static struct cand *victim(struct tp_listener *l, const struct cand_peer *peer)
 
 /* An old one goes, not the newcomer: idle connections are older than a
  * connector that just arrived, which then gets its slot and, once it
- * said hello, goes after every silent one (a connector dropped before it
- * heard the challenge dials again, connect.c). */
+ * said hello, goes after every silent one.  tp_accept steps the table
+ * first, so a setup that waits is read before this runs; a connector
+ * dropped before the listener's reply dials again (connect.c). */
 struct cand *cand_make_room(struct tp_listener *l, const struct cand_peer *peer)
 {
 	struct cand *c = NULL;

@@ -44,7 +44,7 @@ struct pending {
 	struct wire_reply reply;
 	size_t got;
 	uint64_t deadline_ns;
-	/* The listener hung up before it proved the token: it sheds its
+	/* The listener hung up before a byte of its reply: it sheds its
 	 * oldest unproven connections when flooded (listen.h), so this is
 	 * dialled again after a pause (as below), until the deadline. */
 	int hung_up_early;
@@ -308,17 +308,18 @@ static int handshake(struct pending *p)
 		p->state = CONN_SETUP;
 		p->sent = 0;
 	}
+	/* The ring goes with every setup sent: kept until the reply, for a
+	 * redial. */
 	n = sm_send_some(p->fd, (uint8_t *)&p->setup + p->sent, sizeof(p->setup) - p->sent,
 			 p->sent == 0 ? p->memfd : -1);
-	if (n < 0)
-		return sm_fail(SM_ERR_REMOTE, "listener hung up during setup: %s", sm_last_error());
+	if (n < 0) {
+		p->hung_up_early = 1;
+		return sm_fail(SM_ERR_REMOTE, "the listener hung up before reading our setup: %s",
+			       sm_last_error());
+	}
 	p->sent += (size_t)n;
 	if (p->sent < sizeof(p->setup))
 		return SM_OK;
-	if (p->memfd >= 0) {
-		close(p->memfd);	/* the listener holds its own copy now */
-		p->memfd = -1;
-	}
 	p->state = CONN_REPLY;
 	p->got = 0;
 	return SM_OK;
@@ -374,11 +375,20 @@ static int pending_step(struct pending *p, int *done)
 	if (p->state == CONN_VERDICT)
 		goto verdict;
 	n = sm_recv_some(p->fd, (uint8_t *)&p->reply + p->got, sizeof(p->reply) - p->got, NULL);
-	if (n < 0)
+	if (n < 0) {
+		/* Not a byte of the reply: a flooded listener dropped this
+		 * connection before it read the setup (it never drops one it
+		 * read), so dial again; after a byte it is a failure. */
+		p->hung_up_early = p->got == 0;
 		return sm_fail(SM_ERR_REMOTE, "listener hung up during setup: %s", sm_last_error());
+	}
 	p->got += (size_t)n;
 	if (p->got < sizeof(p->reply))
 		return SM_OK;
+	if (p->memfd >= 0) {
+		close(p->memfd);	/* the listener holds its own copy now */
+		p->memfd = -1;
+	}
 	if (p->reply.magic != WIRE_MAGIC)
 		return sm_fail(SM_ERR_REMOTE, "listener answered with a malformed reply");
 	if (p->reply.status != SM_OK) {
@@ -491,6 +501,8 @@ int tp_connects_awaiting_reply(void)
  * Returns 1 when a retry is scheduled. */
 static void pause_then_dial(struct pending *p, uint64_t now)
 {
+	if (p->comm && p->comm->fd == p->fd)
+		p->comm->fd = -1;	/* given to the comm by the challenge: not its any more */
 	if (p->fd >= 0)
 		close(p->fd);
 	p->fd = -1;
@@ -518,7 +530,7 @@ static int pending_retry(struct pending *p)
 	return 1;
 }
 
-/* A listener that hung up before it proved the token dropped this
+/* A listener that hung up before a byte of its reply dropped this
  * connection to make room (listen.h), or is gone: dialled again with a
  * fresh nonce, always (a gone one refuses the next dial at once).
  * Returns 1 when a redial is scheduled. */
@@ -584,7 +596,7 @@ waiting:
 				     p->retries, opt->connect_timeout, p->last_error);
 		else if (p->redials)
 			rc = sm_fail(SM_ERR_REMOTE, "the listener (pid %d) hung up %u times "
-				     "before proving the token within %.1f s "
+				     "before proving the token or reading our setup within %.1f s "
 				     "(NCCL_SYMMEM_CONNECT_TIMEOUT; flooded with connections?): %s",
 				     info.pid, p->redials, opt->connect_timeout, p->last_error);
 		else

@@ -539,6 +539,12 @@ static void pair_past_setup_crowd(int setup_sent)
 
 	/* One more peer at the full table, then the pair as usual. */
 	setup_crowd_add(&crowd, &info);
+	if (setup_sent) {
+		/* The setup that waits is read before room is made: proved,
+		 * the connector is not one that may be dropped. */
+		assert_int_equal(tp_accept(l, &r), SM_OK);
+		assert_int_equal(cands_in(l, CAND_REPLY), 1);
+	}
 	t0 = now();
 	while ((!s || !r) && rc == SM_OK && ra == SM_OK && now() - t0 < PAIR_BOUND_S) {
 		if (!r)
@@ -578,6 +584,15 @@ static void test_setup_waiting_is_served_first(void **state)
 {
 	(void)state;
 	pair_past_setup_crowd(1);
+}
+
+/* The connector is dropped after its challenge went out but before its
+ * setup came (a slow one): it hears the hang-up before any reply byte,
+ * and dials again rather than failing. */
+static void test_setup_dropped_redials(void **state)
+{
+	(void)state;
+	pair_past_setup_crowd(0);
 }
 
 /* The impostor: binds the dead listener's address and port, accepts one
@@ -699,6 +714,7 @@ int main(int argc, char **argv)
 	};
 	const struct CMUnitTest setup[] = {
 		cmocka_unit_test(test_setup_waiting_is_served_first),
+		cmocka_unit_test(test_setup_dropped_redials),
 	};
 	const struct CMUnitTest takeover[] = {
 		cmocka_unit_test(test_port_taken_over),
