@@ -151,32 +151,33 @@ fail:
 	return -1;
 }
 
-int proc_reap(pid_t pid, uint64_t deadline)
+/* Waits for pid to end until deadline: 1 ended (*status set), 0 still
+ * running, -1 not ours to wait for. */
+static int wait_until(pid_t pid, uint64_t deadline, int *status)
 {
-	int status;
-
 	for (;;) {
-		pid_t r = waitpid(pid, &status, WNOHANG);
+		pid_t r = waitpid(pid, status, WNOHANG);
 
 		if (r == pid)
-			return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+			return 1;
 		if (r < 0 && errno != EINTR)
 			return -1;
 		if (sm_now_ns() >= deadline)
-			break;
+			return 0;
 		nanosleep(&(struct timespec){ .tv_nsec = 2000000 }, NULL);
 	}
+}
+
+int proc_reap(pid_t pid, uint64_t deadline)
+{
+	int status, rc = wait_until(pid, deadline, &status);
+
+	if (rc)
+		return rc > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 	/* A child stuck in the driver (uninterruptible sleep) may outlive
 	 * SIGKILL for a while: wait a bounded time, then leave it behind
 	 * rather than hang the tool. */
 	kill(pid, SIGKILL);
-	deadline = sm_now_ns() + REAP_AFTER_KILL_NS;
-	while (sm_now_ns() < deadline) {
-		pid_t r = waitpid(pid, &status, WNOHANG);
-
-		if (r == pid || (r < 0 && errno != EINTR))
-			break;
-		nanosleep(&(struct timespec){ .tv_nsec = 2000000 }, NULL);
-	}
+	wait_until(pid, sm_now_ns() + REAP_AFTER_KILL_NS, &status);
 	return -1;
 }
