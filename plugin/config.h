@@ -64,6 +64,7 @@ struct config {
 	uint64_t merge_max;		/* NCCL_SYMMEM_MERGE_SIZE: largest merged copy, 0 = none */
 	int batch;			/* NCCL_SYMMEM_BATCH: copies per copy-engine call at most */
 	int phase_us;			/* NCCL_SYMMEM_PHASE_US: helper phase per destination, 0 = off */
+	int landing_words;		/* NCCL_SYMMEM_LANDING_WORDS: landings by stream writes */
 	uint64_t host_ring_size;	/* NCCL_SYMMEM_HOST_RING_SIZE */
 	double connect_timeout;		/* NCCL_SYMMEM_CONNECT_TIMEOUT, seconds */
 	double stall_report;		/* NCCL_SYMMEM_STALL_REPORT, seconds */

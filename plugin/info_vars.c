@@ -89,6 +89,9 @@ static const struct meaning meanings[] = {
 	BY("NCCL_SYMMEM_PHASE_US", "with 3 or more GPUs the copy helpers serve one destination "
 	   "distance at a time, this many us each",
 	   { "0", "copies run in NCCL's order" }),
+	BY("NCCL_SYMMEM_LANDING_WORDS", "how the copy helper tells a copy landed",
+	   { "1", "a word in host memory the GPU writes after the copy; the plugin polls it" },
+	   { "0", "an event the helper queries; the plugin then reads the request's state" }),
 	ANY("NCCL_SYMMEM_HOST_RING_SIZE", "shared-memory ring per connection for host-memory "
 	    "buffers"),
 	ANY("NCCL_SYMMEM_CONNECT_TIMEOUT", "seconds a connect or accept may take"),

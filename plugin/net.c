@@ -413,6 +413,7 @@ static void transport_options(const struct config *cfg, struct tp_options *opt)
 	opt->merge_max = cfg->merge_max;
 	opt->batch = cfg->batch;
 	opt->phase_ns = (uint64_t)cfg->phase_us * 1000;
+	opt->landing = cfg->landing_words;
 	opt->stall_report = cfg->stall_report;
 	opt->copy_timeout = cfg->copy_timeout;
 	opt->trace_ns = (uint64_t)cfg->trace_us * 1000;

@@ -110,6 +110,7 @@ static void helper_start(struct smf_engine *e, const struct smf_engine_options *
 		struct smf_helper_params p = {
 			.nstreams = o->nstreams, .depth = o->copy_depth, .merge_max = o->merge_max,
 			.batch = o->batch, .phase_ns = o->phase_ns, .all_gpus = o->all_gpus,
+			.landing = o->landing,
 		};
 
 		uint64_t t0 = sm_now_ns();

@@ -283,6 +283,7 @@ int smf_helper_start(const char *path, const char *pci_bus_id,
 	m.merge_max = p->merge_max;
 	m.batch = (uint32_t)p->batch;
 	m.phase_ns = p->phase_ns;
+	m.flags = p->landing ? CD_LANDING_WORDS : 0;
 	snprintf(m.pci_bus_id, sizeof(m.pci_bus_id), "%s", pci_bus_id);
 	rc = request(h, &m, ringfd, HELLO_TIMEOUT_MS, &r);
 	close(ringfd);
@@ -470,6 +471,18 @@ int smf_helper_post(struct smf_helper *h, uint32_t dst_id, uint64_t dst_off, uin
 	return SM_OK;
 }
 
+/* Whether the copy of a CD_QUEUED slot landed: its call's ticket has
+ * reached the landing word of its stream (copyd_proto.h). */
+static int queued_landed(const struct smf_helper *h, const struct cd_slot *s)
+{
+	uint32_t stream = s->stream, ticket = s->ticket;
+
+	if (stream >= sizeof(h->ring->landed) / sizeof(h->ring->landed[0]))
+		return 0;	/* not a helper of ours: it ends the slot itself, or times out */
+	return (int32_t)(atomic_load_explicit(&h->ring->landed[stream], memory_order_acquire) -
+			 ticket) >= 0;
+}
+
 int smf_helper_test(struct smf_helper *h, uint64_t seq, int *done)
 {
 	struct cd_slot *s = &h->ring->slot[seq % CD_SLOTS];
@@ -483,6 +496,15 @@ int smf_helper_test(struct smf_helper *h, uint64_t seq, int *done)
 			       (unsigned long long)seq);
 	if (st == CD_DONE) {
 		atomic_store_explicit(&s->state, CD_FREE, memory_order_release);
+		*done = 1;
+		return SM_OK;
+	}
+	if (st == CD_QUEUED && queued_landed(h, s)) {
+		/* The helper ends the request on its own later (CD_DONE);
+		 * the slot is free for reuse from then on. */
+		pthread_mutex_lock(&h->ring_lock);
+		h->orphan[seq % CD_SLOTS] = 1;
+		pthread_mutex_unlock(&h->ring_lock);
 		*done = 1;
 		return SM_OK;
 	}
@@ -503,7 +525,7 @@ int smf_helper_test(struct smf_helper *h, uint64_t seq, int *done)
 
 const char *smf_helper_state(const struct smf_helper *h, uint64_t seq)
 {
-	static const char *const names[] = { "free", "posted", "done", "failed" };
+	static const char *const names[] = { "free", "posted", "done", "failed", "queued" };
 	const struct cd_slot *s = &h->ring->slot[seq % CD_SLOTS];
 	uint32_t st = atomic_load_explicit(&s->state, memory_order_acquire);
 

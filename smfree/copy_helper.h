@@ -18,6 +18,8 @@ struct smf_helper_params {
 	uint64_t phase_ns;	/* time per destination GPU, 0 = in posting order */
 	int all_gpus;		/* start it without CUDA_VISIBLE_DEVICES: it opens its GPU
 				 * by bus id and must see the peers it copies into */
+	int landing;		/* copies report landing by stream writes the client
+				 * polls (copyd_proto.h), where the driver can */
 	int request_timeout_ms;	/* how long a mapping request waits for its answer before
 				 * the helper is given up; 0 = 30 s (tests shorten it) */
 };

@@ -51,6 +51,10 @@
  * waits meanwhile, so this stays far below the client's copy timeout
  * (NCCL_SYMMEM_COPY_TIMEOUT, 60 s by default). */
 #define FAILED_DRAIN_NS (1000ull * 1000 * 1000)
+/* With landing words, how long a stream's oldest copy may go unlanded
+ * before the stream is asked whether it failed (a failed copy writes no
+ * ticket), and how often it is asked after that. */
+#define STALL_QUERY_NS (1000ull * 1000)
 
 struct range {
 	uint32_t id;
@@ -76,6 +80,11 @@ struct copyd {
 	int depth;			/* copy-engine calls queued per stream at most */
 	unsigned batch;			/* copies per call at most (1: no batch calls) */
 	CUevent ev[CD_SLOTS];		/* a copy's event is its lead slot's */
+	int landing;			/* landing words (copyd_proto.h), else events */
+	CUdeviceptr landed_dev;		/* the ring's landed[] as the GPU sees it */
+	uint32_t ticket[16];		/* per stream: the last call's ticket */
+	uint32_t lead_ticket[CD_SLOTS];	/* a queued lead's ticket on its stream */
+	uint64_t next_query[16];	/* per stream: when a stalled one is asked next */
 	uint8_t held[CD_SLOTS];		/* taken from the ring, not yet ended */
 	uint64_t queued_at[CD_SLOTS];	/* a lead's copy queued at (ns) */
 	uint64_t copy_len[CD_SLOTS];	/* a queued lead's copy's bytes */
@@ -313,6 +322,28 @@ static int open_cuda(struct copyd *d, const struct cd_msg *m)
 	return SM_OK;
 }
 
+/* Landing words: the ring registered with the driver so that the streams
+ * can write its landed[] words.  Where the driver has no stream memory
+ * operations or will not register the ring, copies report through events
+ * as before; the stop line says which (stats.landing_words). */
+static void open_landing(struct copyd *d, struct cd_ring *ring)
+{
+	CUdeviceptr dev;
+
+	if (!d->cu->stream_write_value32)
+		return;
+	if (d->cu->mem_host_register(ring, sizeof(*ring), CU_MEMHOSTREGISTER_PORTABLE |
+				     CU_MEMHOSTREGISTER_DEVICEMAP) != CUDA_SUCCESS)
+		return;
+	if (d->cu->mem_host_get_device_pointer(&dev, ring, 0) != CUDA_SUCCESS) {
+		d->cu->mem_host_unregister(ring);
+		return;
+	}
+	d->landed_dev = dev + offsetof(struct cd_ring, landed);
+	d->landing = 1;
+	ring->stats.landing_words = 1;
+}
+
 /* The hello: the client's parameters, its ring, its GPU.  d->ring is set
  * only once all of them are good, so nothing else is served before. */
 static int open_gpu(struct copyd *d, const struct cd_msg *m, int ringfd)
@@ -341,6 +372,8 @@ static int open_gpu(struct copyd *d, const struct cd_msg *m, int ringfd)
 		munmap(ring, sizeof(*ring));
 		return rc;
 	}
+	if (m->flags & CD_LANDING_WORDS)
+		open_landing(d, ring);
 	d->ring = ring;
 	return SM_OK;
 }
@@ -864,6 +897,38 @@ static uint32_t plan(const struct copyd *d, uint64_t *max_len)
 	return key;
 }
 
+/* What tells that the copy just queued on stream `st` landed: the
+ * call's ticket written into landed[st] after it, or its lead's event. */
+static CUresult mark_landing(struct copyd *d, unsigned lead, int st, const char **call)
+{
+	uint32_t t;
+	CUresult crc;
+
+	if (!d->landing) {
+		*call = "cuEventRecord after a copy";
+		return d->cu->event_record(d->ev[lead], d->stream[st]);
+	}
+	*call = "cuStreamWriteValue32 after a copy";
+	t = d->ticket[st] + 1;
+	if (t == 0)
+		t = 1;	/* 0 is the word's value before any write */
+	crc = d->cu->stream_write_value32(d->stream[st], d->landed_dev + (CUdeviceptr)st * 4, t,
+					  CU_STREAM_WRITE_VALUE_DEFAULT);
+	if (crc != CUDA_SUCCESS)
+		return crc;
+	d->ticket[st] = t;
+	d->lead_ticket[lead] = t;
+	/* The client may now watch the word itself (copy_helper.c). */
+	for (unsigned m = lead; m != CD_SLOTS; m = d->queue.next[m]) {
+		struct cd_slot *s = &d->ring->slot[m];
+
+		s->stream = (uint32_t)st;
+		s->ticket = t;
+		atomic_store_explicit(&s->state, CD_QUEUED, memory_order_release);
+	}
+	return CUDA_SUCCESS;
+}
+
 /* Queues waiting copies on streams with room: per call the oldest to the
  * destination of the phase it will run in (else the oldest), with more
  * copies in the same batch call while they fit the call's limits.  Only
@@ -896,8 +961,7 @@ static int issue(struct copyd *d)
 		       g[0].width && g[0].members > 1 ? "cuMemcpy2DAsync" : "cuMemcpyAsync";
 		if (crc == CUDA_SUCCESS) {
 			on_stream = 1;
-			call = "cuEventRecord after a copy";
-			crc = d->cu->event_record(d->ev[lead], d->stream[st]);
+			crc = mark_landing(d, lead, st, &call);
 		}
 		d->queued_at[lead] = sm_now_ns();
 		d->ring->stats.copy_call_ns += t1 - t0;
@@ -942,10 +1006,29 @@ static int issue(struct copyd *d)
 	return queued;
 }
 
+/* Whether stream st's oldest copy (led by `lead`) landed, as an event
+ * query would answer: its ticket in landed[st] is the answer, read from
+ * host memory.  A failed copy writes no ticket, so a copy long unlanded
+ * has its stream asked now and then; an idle stream has run everything
+ * queued on it, the write too. */
+static CUresult landed(struct copyd *d, int st, unsigned lead, uint64_t now)
+{
+	uint32_t seen = atomic_load_explicit(&d->ring->landed[st], memory_order_acquire);
+	CUresult crc;
+
+	if ((int32_t)(seen - d->lead_ticket[lead]) >= 0)
+		return CUDA_SUCCESS;
+	if (now - d->queued_at[lead] < STALL_QUERY_NS || now < d->next_query[st])
+		return CUDA_ERROR_NOT_READY;
+	d->next_query[st] = now + STALL_QUERY_NS;
+	crc = d->cu->stream_query(d->stream[st]);
+	return crc;
+}
+
 /* Ends the requests whose copies landed; a stream's copies land in order,
  * so only the oldest of each is asked about.  Returns how many copies are
  * still queued. */
-static int complete(struct copyd *d)
+static int complete(struct copyd *d, int *ended)
 {
 	uint64_t now = sm_now_ns();
 	int inflight = 0;
@@ -953,13 +1036,15 @@ static int complete(struct copyd *d)
 	for (int st = 0; st < d->nstreams; st++) {
 		while (d->fifo_n[st] > 0) {
 			unsigned lead = d->fifo[st][d->fifo_head[st]];
-			CUresult crc = d->cu->event_query(d->ev[lead]);
+			CUresult crc = d->landing ? landed(d, st, lead, now) :
+				       d->cu->event_query(d->ev[lead]);
 
 			if (crc == CUDA_ERROR_NOT_READY)
 				break;
 			if (crc != CUDA_SUCCESS)
 				sm_cuda_fail(crc, "the copy engine reported a failed copy");
 			finish(d, lead, crc, now, 0);
+			(*ended)++;
 			d->inflight_bytes -= d->copy_len[lead];
 			d->fifo_head[st] = (d->fifo_head[st] + 1) % CD_SLOTS;
 			d->fifo_n[st]--;
@@ -996,10 +1081,14 @@ static void serve(struct copyd *d)
 		turn = now;
 
 		if (d->ring) {
+			int ended = 0;
+
 			worked = take(d, now);
 			worked += issue(d);
 			/* Waiting copies mean every stream is full. */
-			inflight = complete(d) + (int)d->queue.n;
+			inflight = complete(d, &ended) + (int)d->queue.n;
+			if (worked || ended)
+				d->ring->stats.work_ns += sm_now_ns() - now;
 		}
 		was_busy = inflight > 0;
 		if (worked || inflight)
@@ -1050,6 +1139,8 @@ static void drain_and_unmap(struct copyd *d)
 		range_free(d, &d->ranges[d->nranges - 1]);
 	free(d->ranges);
 	d->ranges = NULL;
+	if (d->landing)
+		d->cu->mem_host_unregister(d->ring);
 }
 
 int main(int argc, char **argv)

@@ -21,7 +21,7 @@
 #include "symmem.h"
 
 #define CD_MAGIC 0x44504f43u		/* "COPD" */
-#define CD_VERSION 10		/* 10: mapping times in the ring's stats, sealed ring */
+#define CD_VERSION 11		/* 11: landing words */
 #define CD_SLOTS 1024			/* requests in flight per helper */
 #define CD_CTRL_FD 3			/* the helper's end of the socket pair */
 
@@ -41,7 +41,7 @@ struct cd_msg {
 	uint32_t depth;			/* CD_HELLO: copies queued per stream at most */
 	uint64_t merge_max;		/* CD_HELLO: largest merged copy (0 = no merging) */
 	uint32_t batch;			/* CD_HELLO: copies per copy-engine call at most */
-	uint32_t pad;
+	uint32_t flags;			/* CD_HELLO: CD_LANDING_WORDS */
 	uint64_t phase_ns;		/* CD_HELLO: time per destination GPU (0 = off) */
 	char pci_bus_id[32];		/* CD_HELLO: the client's GPU */
 	struct sm_share_info info;	/* CD_ADD */
@@ -62,12 +62,25 @@ struct cd_reply {
 _Static_assert(offsetof(struct cd_msg, version) == 20, "hello version stays at byte 20");
 _Static_assert(sizeof(struct cd_reply) == 208, "reply keeps its size");
 
+/* The hello's flags. */
+#define CD_LANDING_WORDS 0x1u	/* report landings by stream writes (below) */
+
 enum cd_slot_state {
 	CD_FREE = 0,	/* the client may fill it */
 	CD_POSTED,	/* filled; the helper queues the copy */
 	CD_DONE,	/* landed; the client sets it free */
 	CD_FAILED,	/* not copied; the reason is in err */
+	CD_QUEUED,	/* on stream `stream`: landed once landed[stream] reaches `ticket` */
 };
+
+/* Landing words.  An event says a copy landed only to whoever queries
+ * it: the helper, a turn of its loop later, after which the client sees
+ * the slot done on its next test.  Instead each copy-engine call is
+ * followed on its stream by a cuStreamWriteValue32 of the call's ticket
+ * into landed[stream], a word of the ring (host memory the helper
+ * registered with the driver), so the client sees the landing itself,
+ * with no driver call on either side.  The write's default memory barrier
+ * orders it after the copy's bytes. */
 
 /* One copy: `len` bytes from src range + offset to dst range + offset.
  * Message `seq` lives in slot seq % CD_SLOTS; the helper takes slots in
@@ -78,6 +91,8 @@ struct cd_slot {
 	_Atomic uint32_t state;
 	uint32_t src_id;
 	uint32_t dst_id;
+	uint32_t stream;		/* CD_QUEUED: the stream its copy runs on ... */
+	uint32_t ticket;		/* ... and the call's ticket there */
 	uint32_t pad;
 	uint64_t seq;
 	uint64_t src_off;
@@ -115,6 +130,9 @@ struct cd_stats {
 	uint64_t maps;			/* mappings made (CD_ADD answered with a name) ... */
 	uint64_t map_ns;		/* ... their time summed, import to answer ... */
 	uint64_t map_max_ns;		/* ... and the longest: the client waits that long */
+	uint64_t work_ns;		/* turns of the loop that took, queued or ended a copy:
+					 * the helper's CPU time per copy, spinning left out */
+	uint64_t landing_words;		/* 1: landings reported by stream writes */
 	struct sm_hist take_hist;	/* per request: posted -> taken from the ring */
 	struct sm_hist queue_hist;	/* per request: posted -> queued */
 	struct sm_hist landed_hist;	/* per request: queued -> seen landed */
@@ -123,6 +141,8 @@ struct cd_stats {
 struct cd_ring {
 	uint32_t magic;
 	uint32_t nslots;
+	/* Written by the GPU (landing words); a line of their own. */
+	_Alignas(64) _Atomic uint32_t landed[16];
 	struct cd_stats stats;
 	struct cd_slot slot[CD_SLOTS];
 };

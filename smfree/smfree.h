@@ -89,6 +89,7 @@ struct smf_engine_options {
 	int batch;		/* helper: copies per copy-engine call at most */
 	uint64_t phase_ns;	/* helper: time per destination GPU, 0 = NCCL's order */
 	int all_gpus;		/* helper: started without CUDA_VISIBLE_DEVICES */
+	int landing;		/* helper: landings seen in a word the GPU writes, not an event */
 };
 
 struct smf_copy {

@@ -160,6 +160,13 @@ static void cuda_open(void)
 	 * argument); without it every copy is its own call. */
 	if (cuda_symbol_of("cuMemcpyBatchAsync", 13000, &api.memcpy_batch_async))
 		api.memcpy_batch_async = NULL;
+	/* Optional: stream memory operations, with which the copy helper
+	 * reports a landing by a write into host memory (copyd.c). */
+	if (cuda_symbol("cuStreamWriteValue32", &api.stream_write_value32) ||
+	    cuda_symbol("cuStreamWaitValue32", &api.stream_wait_value32)) {
+		api.stream_write_value32 = NULL;
+		api.stream_wait_value32 = NULL;
+	}
 	/* Optional: DMA-BUF handles (CUDA 11.7 on) for GPUDirect RDMA; without
 	 * it GPU buffers between hosts are staged in host memory. */
 	if (cuda_symbol_of("cuMemGetHandleForAddressRange", 11070,

@@ -138,6 +138,10 @@ struct sm_cuda_api {
 	CUresult (*mem_host_register)(void *, size_t, unsigned int);
 	CUresult (*mem_host_unregister)(void *);
 	CUresult (*mem_host_get_device_pointer)(CUdeviceptr *, void *, unsigned int);
+	/* Stream memory operations (CUDA 12's v2 ABI); NULL where the driver
+	 * lacks them: copies then report landing through events. */
+	CUresult (*stream_write_value32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+	CUresult (*stream_wait_value32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 	/* NULL where the driver lacks it (before CUDA 11.7). */
 	CUresult (*mem_get_handle_for_address_range)(void *, CUdeviceptr, size_t,
 						     CUmemRangeHandleType, unsigned long long);

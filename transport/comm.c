@@ -152,6 +152,7 @@ int comm_setup(struct tp_comm *c, const struct tp_options *opt)
 	eo->merge_max = opt->merge_max;
 	eo->batch = opt->batch > 0 ? opt->batch : 1;
 	eo->phase_ns = opt->phase_ns;
+	eo->landing = opt->landing;
 	eo->all_gpus = opt->helper_all_gpus;
 	/* The backend takes the engine now, later or never (ibverbs moves
 	 * its bytes without one). */

@@ -54,6 +54,7 @@ struct tp_options {
 	uint64_t merge_max;		/* copy helper: largest copy merged from consecutive
 					 * requests (0 = no merging) */
 	uint64_t phase_ns;		/* copy helper: time per destination GPU (0 = off) */
+	int landing;			/* copy helper: landings by stream writes, not events */
 	double stall_report;		/* seconds without progress before a WARN (0 = never) */
 	double copy_timeout;		/* seconds a started copy may take before its
 					 * connection fails (0 = COPY_LIMIT_NS) */

@@ -420,7 +420,7 @@ static void land_all(void)
 {
 	while (copies_running())
 		usleep(1000);
-	complete(&d);
+	complete(&d, &(int){ 0 });
 }
 
 /* Requests that name no mapping, or bytes outside the one they name, fail
@@ -466,7 +466,7 @@ static void test_landed_copy_ends_and_ring_goes_round(void **state_)
 	(void)state_;
 	c = take_one(staging, gpu);
 	assert_int_equal(issue(&d), 1);
-	assert_int_equal(complete(&d), 1);	/* still running */
+	assert_int_equal(complete(&d, &(int){ 0 }), 1);	/* still running */
 	assert_int_equal(state(c), CD_POSTED);
 	land_all();
 	assert_int_equal(state(c), CD_DONE);
@@ -558,7 +558,7 @@ static void test_held_slot_not_taken_again(void **state_)
 	for (int i = 1; i < CD_SLOTS; i++)
 		post(staging, 2 * MIB, gpu, 0, 4096);	/* fail at once */
 	assert_int_equal(take(&d, sm_now_ns()), CD_SLOTS);
-	assert_int_equal(complete(&d), 0);
+	assert_int_equal(complete(&d, &(int){ 0 }), 0);
 	assert_int_equal(post(staging, 4096, gpu, 4096, 4096), first);	/* over it */
 	assert_int_equal(take(&d, sm_now_ns()), 0);
 	assert_int_equal(range_find(&d, staging)->busy, 1);
