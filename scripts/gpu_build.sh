@@ -47,6 +47,12 @@ gpu_build() {
 	$GPU_CC -Iplugin test/nccl/reg_bw.c test/mp/harness.c $GPU_LD -lcudart \
 		-L/usr/local/cuda/lib64/stubs -lcuda -ldl -o build-gpu/reg_bw >>"$log" 2>&1 ||
 		{ tail -30 "$log"; return 1; }
+	# The copy-engine hop against the driver's floors (test/mp/bench_hop.c):
+	# no NCCL, the plugin's table, the driver through the plugin's loader.
+	gcc -std=c11 -O2 -D_GNU_SOURCE -Iplugin -Isymmem -I/usr/local/cuda/include test/mp/bench_hop.c \
+		test/mp/hop_mem.c test/mp/hop_floor.c test/mp/hop_hog.c test/mp/harness.c \
+		build-gpu/symmem/libsymmem.a -ldl -lpthread -o build-gpu/bench_hop >>"$log" 2>&1 ||
+		{ tail -30 "$log"; return 1; }
 	# A rank killed mid-collective (its own main, nccl_bench's fork and ops);
 	# it needs ncclCommShrink, which NCCL before 2.27 lacks.
 	if grep -q ncclCommShrink "$NCCL_H"; then

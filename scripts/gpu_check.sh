@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [full|quick|debug|paths|pool|leak|helper|probe|perf|table|floor|death|abi|onegpu|hosts]
+# Usage: scripts/gpu_check.sh [full|quick|debug|paths|pool|leak|helper|probe|perf|table|floor|death|abi|onegpu|hosts|hop|ab]
 #        full: every op to 1 GiB, the three protocols, CUDA graphs, registered
 #        buffers (with graphs), TCP, NCCL_CUMEM_ENABLE=0, ranks that see one
 #        GPU each (nccl_bench -V), a rank killed mid-collective, PyTorch (one
@@ -34,6 +34,14 @@
 #        GPU 0 in namespaces of their own (BENCH_PID_NS=1), so the plugin
 #        too sees two hosts: through the test stand-in of an inner net
 #        plugin (natively: NCCL's Socket net), and over its own TCP.
+#        hop: the copy-engine hop (test/mp/bench_hop.c) host<->GPU against
+#        the driver's floors, idle and beside a kernel on every SM (in
+#        another process and in the copying one), with landing words and
+#        with events (NCCL_SYMMEM_LANDING_WORDS=1/0): $OUT/hop.jsonl;
+#        ab: the NCCL-level sweep, every op, natively and through the plugin
+#        with landing words and with events (on one GPU: posed hosts to
+#        64 MiB, correctness only; on several: 8 B-1 GiB, sweep rows with
+#        `variant`), then hop.
 #        NRANKS=n uses the first n GPUs (default: all).
 #        NCCL_FROM=wheel runs the NCCL drivers on PyTorch's NCCL (2.28.9 on the
 #        GPU hosts) instead of the system's (2.28.3); NCCL_FROM=/DIR on one
@@ -47,10 +55,10 @@
 #        taken (cuda-gdb) into its log folder before they are killed.
 MODE=${1:-full}
 case $MODE in
-full | quick | debug | paths | pool | leak | helper | probe | perf | table | floor | death | abi | onegpu | hosts) ;;
+full | quick | debug | paths | pool | leak | helper | probe | perf | table | floor | death | abi | onegpu | hosts | hop | ab) ;;
 *)
 	echo "gpu_check.sh: unknown mode '$MODE' (modes: full quick debug paths pool leak helper" \
-		"probe perf table floor death abi onegpu)" >&2
+		"probe perf table floor death abi onegpu hosts hop ab)" >&2
 	exit 2
 	;;
 esac
@@ -84,6 +92,38 @@ if [ "$MODE" = abi ]; then
 		fi
 	fi
 	abi_versions $runs
+	finish
+fi
+
+# The NCCL-level A/B of the hop: landing words against events.
+if [ "$MODE" = ab ]; then
+	if [ "$(nvidia-smi -L | wc -l)" -lt 2 ]; then
+		for v in 1 0; do
+			one_gpu ab-landing$v -E NCCL_NET_GDR_LEVEL=SYS -E NCCL_SYMMEM_LANDING_WORDS=$v \
+				-b 8 -e 67108864 -f 8 -i 3
+		done
+	else
+		for v in 1 0; do
+			bench ab-landing$v -E NCCL_SYMMEM_LANDING_WORDS=$v -j "$OUT/sweep-landing$v.json" \
+				-b 8 -e 1073741824 -f 4 -c none -i 20
+		done
+	fi
+	MODE=hop
+fi
+
+# The hop itself, no NCCL: bench_hop's rows (JSON lines) in $OUT/hop.jsonl.
+if [ "$MODE" = hop ]; then
+	for hog in none other self; do
+		for v in 1 0; do
+			note "hop: --hog $hog, NCCL_SYMMEM_LANDING_WORDS=$v ($(date +%T))"
+			NCCL_SYMMEM_LANDING_WORDS=$v SYMMEM_PLUGIN=build-gpu/libnccl-net-symmem.so \
+				timeout 300 build-gpu/bench_hop -r "${HOP_ROUNDS:-1000}" --hog $hog \
+				--tag "\"variant\": \"$([ $v = 1 ] && echo landing-words || echo events)\"" \
+				>>"$OUT/hop.jsonl" 2>"$OUT/logs/hop-$hog-$v.txt" ||
+				{ echo "FAILED: hop --hog $hog ($v)"; tail -5 "$OUT/logs/hop-$hog-$v.txt"; fail=1; }
+		done
+	done
+	python3 scripts/hop_table.py "$OUT/hop.jsonl"
 	finish
 fi
 
