@@ -52,6 +52,15 @@ static struct {
 	int fail_event;		/* cuEventRecord fails */
 	int fail_query;		/* cuEventQuery reports a failed copy once it landed */
 	int unregistered;	/* cuMemHostUnregister calls */
+	int fail_write;		/* cuStreamWriteValue32 fails */
+	int stream_error;	/* copies fail on the engine: no write after them lands */
+	int event_calls;	/* cuEventRecord and cuEventQuery calls */
+	struct {		/* stream writes queued: they land with the copies before */
+		_Atomic uint32_t *word;
+		uint32_t value;
+		uint64_t lands_ns;
+	} write[64];
+	int nwrites;
 	int freed_under_copy;	/* ... of memory a copy still running reads or writes */
 } eng;
 
@@ -119,21 +128,56 @@ static CUresult f_event_record(CUevent e, CUstream st)
 {
 	(void)e;
 	(void)st;
+	eng.event_calls++;
 	return eng.fail_event ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
 static CUresult f_event_query(CUevent e)
 {
 	(void)e;
+	eng.event_calls++;
 	if (copies_running())
 		return CUDA_ERROR_NOT_READY;
 	return eng.fail_query ? CUDA_ERROR_LAUNCH_FAILED : CUDA_SUCCESS;
 }
 
+/* The GPU's side of the landing words: the writes whose copies landed,
+ * unless the copies failed. */
+static void apply_writes(void)
+{
+	uint64_t now = sm_now_ns();
+
+	for (int i = 0; i < eng.nwrites; i++)
+		if (!eng.stream_error && eng.write[i].lands_ns != NEVER &&
+		    now >= eng.write[i].lands_ns)
+			atomic_store(eng.write[i].word, eng.write[i].value);
+}
+
+static CUresult f_write_value(CUstream st, CUdeviceptr addr, cuuint32_t value, unsigned flags)
+{
+	uint64_t lands = sm_now_ns();
+
+	(void)st;
+	assert_int_equal(flags, CU_STREAM_WRITE_VALUE_DEFAULT);	/* ordered after the copy */
+	if (eng.fail_write)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (int i = 0; i < eng.ncopies; i++)
+		if (eng.copy[i].lands_ns > lands)
+			lands = eng.copy[i].lands_ns;
+	assert_true(eng.nwrites < 64);
+	eng.write[eng.nwrites].word = (_Atomic uint32_t *)(uintptr_t)addr;
+	eng.write[eng.nwrites].value = value;
+	eng.write[eng.nwrites++].lands_ns = lands;
+	return CUDA_SUCCESS;
+}
+
 static CUresult f_stream_query(CUstream st)
 {
 	(void)st;
-	return copies_running() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+	apply_writes();
+	if (copies_running())
+		return CUDA_ERROR_NOT_READY;
+	return eng.stream_error ? CUDA_ERROR_LAUNCH_FAILED : CUDA_SUCCESS;
 }
 
 /* Blocks as the driver's does: only until the copies land. */
@@ -202,6 +246,7 @@ static const struct sm_cuda_api fake = {
 	.mem_host_register = f_host_register,
 	.mem_host_get_device_pointer = f_host_device_pointer,
 	.mem_host_unregister = f_host_unregister,
+	.stream_write_value32 = f_write_value,
 };
 
 /* ---- the helper, as serve() would have set it up ---- */
@@ -420,6 +465,7 @@ static void land_all(void)
 {
 	while (copies_running())
 		usleep(1000);
+	apply_writes();
 	complete(&d, &(int){ 0 });
 }
 
@@ -840,6 +886,92 @@ static void test_second_hello_refused(void **state_)
 	assert_ptr_equal(d.ring, &ring);
 	assert_int_equal(d.nstreams, 1);
 }
+/* Landing words on, as open_landing() leaves them. */
+static void use_landing_words(void)
+{
+	ring.magic = CD_MAGIC;
+	ring.nslots = CD_SLOTS;
+	open_landing(&d, &ring);
+	assert_int_equal(d.landing, 1);
+	assert_int_equal(ring.stats.landing_words, 1);
+	assert_true(d.landed_dev == (CUdeviceptr)(uintptr_t)&ring.landed[0]);
+}
+
+/* With landing words a queued copy's request says where to watch (its
+ * stream and the call's ticket), the word reaches the ticket only once
+ * the copy landed, and the helper then ends the request itself; no event
+ * is recorded or queried on the way. */
+static void test_landing_word_reports_copy(void **state_)
+{
+	uint32_t staging = add_range(1 * MIB, 0), gpu = add_range(64 * MIB, 1);
+	unsigned a, b;
+
+	(void)state_;
+	use_landing_words();
+	a = take_one(staging, gpu);
+	assert_int_equal(issue(&d), 1);
+	b = take_one(staging, gpu);
+	assert_int_equal(issue(&d), 1);
+	assert_int_equal(state(a), CD_QUEUED);
+	assert_int_equal(ring.slot[a].stream, 0);
+	assert_int_equal(ring.slot[a].ticket, 1);
+	assert_int_equal(ring.slot[b].ticket, 2);
+	apply_writes();
+	assert_int_equal(atomic_load(&ring.landed[0]), 0);	/* not landed: not written */
+	assert_int_equal(complete(&d, &(int){ 0 }), 2);
+	assert_int_equal(state(a), CD_QUEUED);
+	land_all();
+	assert_int_equal(atomic_load(&ring.landed[0]), 2);
+	assert_int_equal(state(a), CD_DONE);
+	assert_int_equal(state(b), CD_DONE);
+	assert_int_equal(range_find(&d, gpu)->busy, 0);
+	assert_int_equal(eng.event_calls, 0);
+}
+
+/* A copy the engine fails writes no ticket: the stream is asked once the
+ * copy is a millisecond overdue, and the request fails with the reason. */
+static void test_landing_word_failed_copy(void **state_)
+{
+	uint32_t staging = add_range(1 * MIB, 0), gpu = add_range(64 * MIB, 1);
+	uint64_t t0 = sm_now_ns();
+	unsigned c;
+	int ended = 0;
+
+	(void)state_;
+	eng.copy_ns = 0;
+	eng.stream_error = 1;
+	use_landing_words();
+	c = take_one(staging, gpu);
+	assert_int_equal(issue(&d), 1);
+	while (state(c) == CD_QUEUED && sm_now_ns() - t0 < 1000 * MS)
+		complete(&d, &ended);
+	assert_int_equal(state(c), CD_FAILED);
+	assert_int_equal(ended, 1);
+	assert_true(sm_now_ns() - t0 >= STALL_QUERY_NS);
+	assert_true(sm_now_ns() - t0 < 500 * MS);
+	assert_non_null(strstr(ring.slot[c].err, "failed copy"));
+	assert_int_equal(range_find(&d, gpu)->busy, 0);
+}
+
+/* The write after a copy cannot be queued: the copy is on the stream all
+ * the same, so the request fails only once the stream ran it, as when an
+ * event cannot be recorded. */
+static void test_landing_write_fails(void **state_)
+{
+	uint32_t staging = add_range(1 * MIB, 0), gpu = add_range(64 * MIB, 1);
+	unsigned c;
+
+	(void)state_;
+	use_landing_words();
+	eng.fail_write = 1;
+	c = take_one(staging, gpu);
+	issue(&d);
+	assert_int_equal(state(c), CD_FAILED);
+	assert_non_null(strstr(ring.slot[c].err, "cuStreamWriteValue32"));
+	assert_int_equal(copies_running(), 0);	/* ended only after it landed */
+	assert_int_equal(range_find(&d, gpu)->busy, 0);
+}
+
 
 int main(void)
 {
@@ -855,6 +987,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_landed_copy_ends_and_ring_goes_round, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_failed_copy_fails_request, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_landing_word_reports_copy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_landing_word_failed_copy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_landing_write_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dropped_mappings_wait_for_copy, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_only_next_message_taken, setup, teardown),
