@@ -14,7 +14,12 @@
  *                     mapping 0") if it names source 0, else done.  A
  *                     CD_ADD is answered with the next id, but one of
  *                     alloc_size 1 with id 0 and one of alloc_size 2 with
- *                     a reply of the wrong magic; leaves on the hang-up.
+ *                     a reply of the wrong magic; leaves on the hang-up;
+ *   serve-words       reports each posted request as a helper with landing
+ *                     words does: queued on stream 1 with the next ticket,
+ *                     that ticket written into landed[1] at once, and the
+ *                     request ended (done) only SYMMEM_STANDIN_DELAY_MS
+ *                     later.
  */
 #include <poll.h>
 #include <stdatomic.h>
@@ -74,6 +79,46 @@ static int reply_magic(uint32_t magic, int status, uint32_t id)
 static int reply(int status, uint32_t id)
 {
 	return reply_magic(CD_MAGIC, status, id);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* serve-words: landing words, with the request's end held back. */
+static int serve_words(int ringfd, uint64_t delay_ms)
+{
+	static uint64_t landed_at[CD_SLOTS];
+	struct cd_ring *ring;
+	uint64_t tail = 0, ended = 0;
+
+	ring = mmap(NULL, sizeof(*ring), PROT_READ | PROT_WRITE, MAP_SHARED, ringfd, 0);
+	close(ringfd);
+	if (ring == MAP_FAILED)
+		return 1;
+	for (;;) {
+		struct pollfd p = { .fd = CD_CTRL_FD, .events = POLLIN };
+		struct cd_slot *s = &ring->slot[tail % CD_SLOTS];
+
+		if (atomic_load(&s->state) == CD_POSTED && s->seq == tail) {
+			s->stream = 1;
+			s->ticket = (uint32_t)tail + 1;
+			atomic_store(&s->state, CD_QUEUED);
+			atomic_store(&ring->landed[1], (uint32_t)tail + 1);
+			landed_at[tail % CD_SLOTS] = now_ms();
+			tail++;
+			continue;
+		}
+		while (ended < tail && now_ms() >= landed_at[ended % CD_SLOTS] + delay_ms)
+			atomic_store(&ring->slot[ended++ % CD_SLOTS].state, CD_DONE);
+		if (poll(&p, 1, 0) > 0)
+			return 0;	/* the hang-up: nothing else is asked of it */
+		usleep(10);
+	}
 }
 
 /* serve-ring: ends the posted requests in order until the hang-up. */
@@ -142,6 +187,8 @@ int main(void)
 		return 0;
 	if (strcmp(mode, "serve-ring") == 0)
 		return serve_ring(ringfd);
+	if (strcmp(mode, "serve-words") == 0)
+		return serve_words(ringfd, delay ? strtoull(delay, NULL, 10) : 0);
 	if (ringfd >= 0)
 		close(ringfd);
 	if (strcmp(mode, "slow-first-add") != 0)

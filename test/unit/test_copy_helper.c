@@ -770,6 +770,37 @@ static void test_ended_copies_free_slots(void **state)
 	assert_no_children();
 }
 
+/* With landing words a copy is done for the client as soon as its ticket
+ * reached its stream's word, before the helper ended the request; the
+ * slot is posted into again only once the helper has. */
+static void test_landing_word_done_before_helper_ends(void **state)
+{
+	struct smf_helper *h;
+	uint64_t seq = 0, end;
+	int started = 0, done = 0;
+
+	(void)state;
+	h = start_standin("serve-words", "400", &params);
+	assert_int_equal(smf_helper_post(h, 1, 0, 2, 0, 4096, &seq, &started), SM_OK);
+	assert_int_equal(started, 1);
+	for (end = sm_now_ns() + 200ull * 1000 * 1000; !done; usleep(10)) {
+		assert_int_equal(smf_helper_test(h, seq, &done), SM_OK);
+		assert_true(sm_now_ns() < end);		/* long before the request ends */
+	}
+	assert_string_equal(smf_helper_state(h, seq), "queued");
+	for (int i = 1; i < CD_SLOTS; i++)
+		assert_int_equal(post_and_wait(h, 2, &seq), SM_OK);
+	/* Slot 0 again: held until the helper ends request 0. */
+	assert_int_equal(smf_helper_post(h, 1, 0, 2, 0, 4096, &seq, &started), SM_OK);
+	for (end = sm_now_ns() + 5000ull * 1000 * 1000; !started; usleep(100)) {
+		assert_int_equal(smf_helper_post(h, 1, 0, 2, 0, 4096, &seq, &started), SM_OK);
+		assert_true(sm_now_ns() < end);
+	}
+	assert_int_equal(seq, CD_SLOTS);
+	smf_helper_stop(h);
+	assert_no_children();
+}
+
 /* A copy given up before it ended (here one that then fails) gives its
  * slot back once the helper ended it, without a test. */
 static void test_abandoned_failed_copy_frees_slot(void **state)
@@ -855,6 +886,7 @@ int main(void)
 		cmocka_unit_test(test_inherited_fds_closed),
 		cmocka_unit_test(test_full_ring_refuses_post),
 		cmocka_unit_test(test_ended_copies_free_slots),
+		cmocka_unit_test(test_landing_word_done_before_helper_ends),
 		cmocka_unit_test(test_abandoned_failed_copy_frees_slot),
 		cmocka_unit_test(test_bad_add_answers),
 		cmocka_unit_test(test_exits_when_client_dies),
