@@ -140,8 +140,8 @@ static void offer(struct probe *p, int kind)
 	p->mine.ok[kind] = 1;
 }
 
-/* Maps a peer's export, copies it into this GPU with its copy engine and
- * checks every byte. */
+/* Maps a peer's export, copies it into this GPU and checks every byte:
+ * a copy engine between two GPUs, the GPU's SMs within one. */
 static int take(struct probe *p, int peer, const struct offer *o, int kind, int fd, char *why,
 		size_t len)
 {

@@ -88,9 +88,15 @@ static void plan(const struct info_sim *s, const struct info_gpus *g)
 		info_pair_at(g, k, &a, &b);
 		info_say(name, sizeof(name), "gpu%d-gpu%d", a, b);
 		p = add(name, "shm", a, b, GPU_MSG);
-		info_say(p->what, sizeof(p->what), "GPU memory (cuMemAlloc) from GPU %d to GPU %d "
-			 "and back, copy engines%s", a, b,
-			 a == b ? " (two processes on the one GPU)" : "");
+		/* Within one GPU the driver moves the bytes with its SMs, not a
+		 * copy engine (bench/results/hop.md): a correctness check. */
+		if (a == b)
+			info_say(p->what, sizeof(p->what), "GPU memory (cuMemAlloc) within GPU %d, "
+				 "two processes (the GPU's own SMs move it: a check of the "
+				 "mappings, not of copy engines)", a);
+		else
+			info_say(p->what, sizeof(p->what), "GPU memory (cuMemAlloc) from GPU %d to "
+				 "GPU %d and back, copy engines", a, b);
 	}
 }
 

@@ -8,7 +8,10 @@
  * the receiver copies it on with this GPU's copy engine before the receive
  * completes: two copies instead of one, but no host bounce.  The second
  * copy runs in the copy helper when it can map both the piece and the
- * buffer, else in this process. */
+ * buffer, else in this process.  That second copy is within one GPU, and
+ * the driver runs such copies on the GPU's SMs, behind NCCL's kernel
+ * (bench/results/hop.md): the one same-GPU copy of a job with one GPU
+ * per rank, taken only where zero-copy cannot be. */
 #include <stdio.h>
 #include <unistd.h>
 
