@@ -6,7 +6,7 @@
  *
  * This module loads the library, adapts whichever table it exports (v12
  * down to v8) to v12's calls, and forwards each call with its semantics
- * intact; net.c decides which connection goes where.  Every failure is
+ * intact; path_inner.c decides which connection goes where.  Every failure is
  * the inner plugin's error code (or ours, for what we refuse) plus one
  * WARN naming the plugin.  Its GIN, RMA and collnet tables are never
  * looked up, so NCCL cannot reach them through this plugin. */
@@ -18,7 +18,7 @@
 
 #include "nccl_abi.h"
 
-/* One connection through the inner plugin; net.c embeds it in its comm. */
+/* One connection through the inner plugin; path_inner.c embeds it in its comm. */
 struct inner_comm {
 	void *comm;			/* the inner plugin's send or receive comm */
 	int is_send;

@@ -1,4 +1,11 @@
-/* The NCCL net, tuner and env plugin ABIs this library exports (net v8-v12,
+/* plugin/: the NCCL plugin, and this header its face to NCCL.
+ *
+ * Owns: the net, tuner and env tables NCCL loads, the inner net plugin,
+ * logging through NCCL's logger, turning a status into an ncclResult_t.
+ * Must not touch: how bytes move (transport/ and below do that), the
+ * environment (plugin/config/), symmem-info (plugin/info/).
+ *
+ * The NCCL net, tuner and env plugin ABIs this library exports (net v8-v12,
  * tuner v3-v7, env v1-v2), written from the interface facts in
  * shared/docs/nccl-plugin-abi.md and field-2026.md (member order, types,
  * sizes).  No NCCL header is included: the library must build without NCCL

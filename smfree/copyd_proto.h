@@ -262,7 +262,7 @@ int cd_phase_target(uint64_t used, int own, uint64_t turn);
  * destinations in turn, shorter calls follow the phases more closely: a
  * 4-GPU 256 MiB alltoall took 6-7 % less time than with 64 MiB calls
  * (1015/1036 -> 945/967 us, registered 854 -> 793 us), 1 GiB the same
- * (session 12 A/B, bench/results/registration.md).  A helper writing to
+ * (bench/results/registration.md, section 4).  A helper writing to
  * one destination (ring collectives, send/recv) keeps the merge size. */
 #define CD_PHASE_CALL_MAX (16ull << 20)
 /* The byte limit of the next copy-engine call: what fits in the rest of

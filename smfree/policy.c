@@ -66,7 +66,7 @@ int smfree_ring_ll128(const struct smfree_policy *p, int coll, size_t bytes, siz
 	if (!p->ll128_chunk || nranks < 2 || (regbuf && p->ring_register))
 		return 0;
 	/* Broadcast and reduce were faster with Simple at almost every size
-	 * (session 11, bench/results/small-channels.md). */
+	 * (bench/results/small-channels.md, section 2). */
 	if (coll != SMFREE_ALLGATHER && coll != SMFREE_REDUCESCATTER && coll != SMFREE_ALLREDUCE)
 		return 0;
 	/* Below channels x SMFREE_CHANNEL_BYTES NCCL opens fewer channels,

@@ -1,6 +1,11 @@
 /* smfree: the SM-saving side of the product.  The copy engine that moves
  * GPU bytes without a kernel (streams, events, splitting), and the channel
- * policy the tuner applies. */
+ * policy the tuner applies.
+ *
+ * Owns: the copy engine per GPU, the copy helper process and the plugin's
+ * side of it, the tuner's channel and protocol policy.  Must not touch:
+ * NCCL's structs, environment variables, connections (transport/),
+ * plugin/. */
 #ifndef SYMMEM_SMFREE_H
 #define SYMMEM_SMFREE_H
 
@@ -36,13 +41,13 @@ enum smfree_coll {
  * is faster than NCCL's 32 for most collectives (4 x H200: 1 MiB
  * all_reduce 0.045 -> 0.127 of native, 4 MiB 0.10 -> 0.23;
  * bench/results/small-channels.md).  The plugin's NCCL
- * defaults (plugin/config_nccl_defaults.c, NCCL_THREAD_THRESHOLDS) and
+ * defaults (plugin/config/config_nccl_defaults.c, NCCL_THREAD_THRESHOLDS) and
  * the NCCL_PASS_SM cap below both follow it. */
 #define SMFREE_CHANNEL_BYTES (1u << 20)
 
 /* The channels NCCL runs large collectives on through the plugin unless
  * the user bounds them: its NCCL_MIN_NCHANNELS default
- * (plugin/config_nccl_defaults.c; test_config checks that they agree). */
+ * (plugin/config/config_nccl_defaults.c; test_config checks that they agree). */
 #define SMFREE_RING_CHANNELS 32
 
 /* Channel count the tuner should ask NCCL for, or 0 to keep NCCL's own. */

@@ -76,7 +76,7 @@ out:
  * 64 KiB at about two thirds of full speed once another process maps it
  * through its legacy IPC handle, as the copy helper and the peers do; the
  * same memory copies at full speed in its own process, and so do multiples
- * of 64 KiB (bench/results/coalesce.md, section 4, sessions 27-28).  Native
+ * of 64 KiB (bench/results/coalesce.md, section 4).  Native
  * NCCL's SM copies do not slow down, so users would blame the plugin: say
  * so once per allocation. */
 #define LEGACY_FAST_MULTIPLE ((size_t)64 << 10)

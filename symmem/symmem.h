@@ -1,6 +1,11 @@
 /* symmem: the lowest layer.  Status codes with a message for the layers
  * above, a log hook the plugin fills in, and the CUDA driver opened at run
- * time (no link-time libcuda, so the library loads on hosts without a GPU). */
+ * time (no link-time libcuda, so the library loads on hosts without a GPU).
+ *
+ * Owns: status codes and messages, the CUDA driver, export and import of
+ * GPU allocations, the staging pool, shared memfds.  Must not touch:
+ * anything above it (smfree/, transport/, plugin/), NCCL's structs,
+ * environment variables. */
 #ifndef SYMMEM_SYMMEM_H
 #define SYMMEM_SYMMEM_H
 

@@ -15,7 +15,7 @@
  * GPU memory is registered through DMA-BUF where the device takes it
  * (GPUDirect RDMA, ib_dmabuf.c) and refused at registration where it does
  * not; the plugin advertises GPU pointers only where it does, so NCCL
- * stages in host memory there (plugin/net.c). */
+ * stages in host memory there (plugin/devices.c). */
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,10 @@
 /* transport: connections between two processes and the bytes they carry.
  *
+ * Owns: the connection handle, connection setup, registrations and their
+ * announcements, and the backends that move bytes (shared memory and copy
+ * engines, TCP, ibverbs).  Must not touch: NCCL's structs and results,
+ * environment variables (plugin/config/ hands it values), plugin/.
+ *
  * One connection is one-way: a sender comm and a receiver comm.  Setup is
  * non-blocking on both ends (a NULL comm with SM_OK means "call again"), so
  * one thread may drive both.  On one host the control channel is a Unix

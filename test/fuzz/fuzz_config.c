@@ -1,4 +1,4 @@
-/* The config module (plugin/config.h): every variable's value parsing,
+/* The config module (plugin/config/config.h): every variable's value parsing,
  * with the environment taken from the input.
  *
  * Input: lines of NAME=VALUE, the environment config_parse() sees (the

@@ -5,8 +5,9 @@
  * mapped, and leave when the client hangs up.
  *
  * The helper's own loop, serve(), runs on a thread of this process (the
- * file is included whole, as its unit test does) against a fake driver,
- * test/fuzz/fake_cuda.c, loaded as libcuda.so.1: one GPU whose copy
+ * file is included whole and its other files linked, as its unit test
+ * does) against a fake driver, test/fuzz/fake_cuda.c, loaded as
+ * libcuda.so.1: one GPU whose copy
  * engine aborts on a copy outside the host memory registered with it.
  * The target is the client.  Input: operations until it ends, each an
  * opcode byte (modulo OP_COUNT) and its fields. */

@@ -1,18 +1,32 @@
 #!/usr/bin/env python3
-"""The layers of transport/, checked from its sources (standard library only).
+"""The layers of transport/ and the paths of plugin/, checked from their
+sources (standard library only).
 
-Each file belongs to a layer, and a file may include a header, or use a
-function or table defined in another file, only of its own layer or one
-below; a backend never reaches another backend.  No file tests which
-backend a connection is (ops == &tp_*_ops): that is what the ops are for.
-Files of one layer must not use each other in a cycle.  Prints each
-breach and exits 1; a new file must be given its layer here.
+transport/: each file belongs to a layer, and a file may include a header,
+or use a function or table defined in another file, only of its own layer
+or one below; a backend never reaches another backend.  No file tests
+which backend a connection is (ops == &tp_*_ops): that is what the ops are
+for.  Files of one layer must not use each other in a cycle.
 
-    check_layering.py TRANSPORT_DIR
+plugin/ (when given): a comm's path is chosen once (path.h), so only the
+inner path's files (inner_*.c, path_inner.c) call the inner plugin or say
+via_inner, and no file tests which path it is on (== &path_*) but path.c,
+which picks them.  plugin/config/ includes nothing from outside itself,
+and nothing outside it includes its private headers; nothing in plugin/
+includes symmem-info's header (plugin/info/).
+
+Prints each breach and exits 1; a new transport file must be given its
+layer here.  --planted plants one breach of each rule in a copy of the
+tree and exits 1 unless every one is caught.
+
+    check_layering.py TRANSPORT_DIR [PLUGIN_DIR]
+    check_layering.py --planted TRANSPORT_DIR PLUGIN_DIR
 """
 import os
 import re
+import shutil
 import sys
+import tempfile
 
 # (layer name, rank, backend or None); a backend's layer holds only its files.
 UTIL, CORE, BACKEND, REGISTRY, SETUP = 0, 1, 2, 3, 4
@@ -153,12 +167,117 @@ def main(root):
     return errors
 
 
+# plugin/: the files that are the inner path, and the config module's
+# private headers.
+INNER_PATH = re.compile(r'^(inner_\w+|path_inner)\.[ch]$')
+PATH_TEST = re.compile(r'[!=]=\s*&\s*path_\w+\b')
+CONFIG_PRIVATE = {'config_internal.h', 'config_parse.h', 'config_vars.h'}
+
+
+def sources(root):
+    """(name, path) of every .c and .h under root, subfolders included."""
+    out = []
+    for dirpath, _, files in sorted(os.walk(root)):
+        for f in sorted(files):
+            if f.endswith(('.c', '.h')):
+                out.append((os.path.relpath(os.path.join(dirpath, f), root),
+                            os.path.join(dirpath, f)))
+    return out
+
+
+def check_plugin(root):
+    """Breaches of plugin/'s dispatch and folders."""
+    errors, raw, code = [], {}, {}
+    for rel, path in sources(root):
+        with open(path, encoding='utf-8') as f:
+            raw[rel] = f.read()
+        code[rel] = strip(raw[rel])
+    # The inner plugin's calls: what inner_*.c define.
+    inner_api = set()
+    for rel in code:
+        if '/' not in rel and INNER_PATH.match(rel) and rel.endswith('.c') and rel != 'path_inner.c':
+            inner_api.update(m.group(1) for m in FUNC_DEF.finditer(code[rel])
+                             if m.group(1) not in KEYWORDS)
+    for rel in sorted(code):
+        folder, name = os.path.split(rel)
+        for header in INCLUDE.findall(raw[rel]):
+            if folder == 'config' and not os.path.exists(os.path.join(root, 'config', header)):
+                errors.append('%s includes %s: the config module includes nothing from '
+                              'outside plugin/config/' % (rel, header))
+            if folder != 'config' and header in CONFIG_PRIVATE:
+                errors.append('%s includes %s, private to plugin/config/ (config.h is its '
+                              'header)' % (rel, header))
+            if folder != 'info' and header == 'info.h':
+                errors.append('%s includes info.h: symmem-info is a tool of its own' % rel)
+        if folder or INNER_PATH.match(name):
+            continue
+        tags = re.sub(r'\b(struct|union|enum)\s+\w+', r'\1', code[rel])
+        for m in IDENT.finditer(tags):
+            ident = m.group(1)
+            if ident == 'via_inner' or ident in inner_api:
+                line = tags.count('\n', 0, m.start()) + 1
+                errors.append('%s:%d: %s belongs to the inner path (path_inner.c); '
+                              'dispatch through the comm\'s path instead' % (rel, line, ident))
+        if name != 'path.c':
+            for m in PATH_TEST.finditer(code[rel]):
+                line = code[rel].count('\n', 0, m.start()) + 1
+                errors.append('%s:%d: tests which path it is on; add a path op instead' %
+                              (rel, line))
+    return errors
+
+
+def check(transport, plugin):
+    return main(transport) + (check_plugin(plugin) if plugin else [])
+
+
+# One breach of each rule: (folder, file, text appended, what the report says).
+PLANTS = [
+    ('transport', 'comm.c', '\nint planted_shm(void) { return tp_shm_ops.mem_kinds; }\n',
+     'uses tp_shm_ops'),
+    ('transport', 'tcp.c', '\nstatic int planted(const struct tp_comm *c)\n'
+     '{ return c->ops == &tp_shm_ops; }\n', 'tests which backend'),
+    ('plugin', 'net.c', '\nstatic int planted(int via_inner) { return via_inner; }\n',
+     'via_inner belongs to the inner path'),
+    ('plugin', 'net.c', '\nstatic void planted(void *c) { inner_close(c); }\n',
+     'inner_close belongs to the inner path'),
+    ('plugin', 'net.c', '\nstatic int planted(const struct net_comm *c)\n'
+     '{ return c->path == &path_inner; }\n', 'tests which path'),
+    ('plugin', 'tuner.c', '\n#include "config_vars.h"\n', 'private to plugin/config/'),
+    ('plugin', 'config/config.c', '\n#include "log.h"\n', 'includes nothing from outside'),
+    ('plugin', 'monitor.c', '\n#include "info.h"\n', 'symmem-info is a tool of its own'),
+]
+
+
+def planted(transport, plugin):
+    """1 unless every plant is reported, and the clean tree passes."""
+    missed = check(transport, plugin)
+    for e in missed:
+        print('clean tree: %s' % e)
+    for folder, name, text, says in PLANTS:
+        with tempfile.TemporaryDirectory() as tmp:
+            trees = {'transport': os.path.join(tmp, 'transport'),
+                     'plugin': os.path.join(tmp, 'plugin')}
+            shutil.copytree(transport, trees['transport'])
+            shutil.copytree(plugin, trees['plugin'])
+            with open(os.path.join(trees[folder], name), 'a', encoding='utf-8') as f:
+                f.write(text)
+            found = check(trees['transport'], trees['plugin'])
+        if any(says in e for e in found):
+            print('caught: %s/%s (%s)' % (folder, name, says))
+        else:
+            print('MISSED: %s/%s (%s): %s' % (folder, name, says, found))
+            missed.append(name)
+    return 1 if missed else 0
+
+
 if __name__ == '__main__':
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    if args[:1] == ['--planted'] and len(args) == 3:
+        sys.exit(planted(args[1], args[2]))
+    if len(args) not in (1, 2):
         sys.exit(__doc__)
-    found = main(sys.argv[1])
+    found = check(args[0], args[1] if len(args) == 2 else None)
     for e in found:
         print(e)
-    print('%d breach(es) of the transport layers' % len(found) if found else
-          'transport layers hold')
+    print('%d breach(es) of the layers' % len(found) if found else 'layers hold')
     sys.exit(1 if found else 0)

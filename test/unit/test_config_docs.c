@@ -1,5 +1,5 @@
 /* docs/env.md against the code, so the page cannot drift from it:
- *  - every variable of plugin/config_vars.h has exactly one row;
+ *  - every variable of plugin/config/config_vars.h has exactly one row;
  *  - its default is the one config_describe() gives, and its accepted
  *    column holds the form the parser's error message gives;
  *  - the last column says "env plugin" for exactly what the env plugin

@@ -1,4 +1,4 @@
-/* Unit tests for the value parser, plugin/config_parse.c: the public
+/* Unit tests for the value parser, plugin/config/config_parse.c: the public
  * config_parse_size() and config_parse_bool(), and config_parse_value()
  * on rows made up here, so each form's edges are tried apart from the
  * variables that use it (test_config.c tries those). */

@@ -7,9 +7,9 @@
  * The helper's GPU calls cannot run here, so the driver table is a fake
  * engine: a copy queued on a stream runs for `copy_ns` of wall-clock time
  * (or forever), and the stream, its events and cuStreamSynchronize all
- * answer by that clock.  Everything else is the helper's own code,
- * included whole, and its mappings are real memfd host staging mapped by
- * range_add().  (scripts/gpu_check.sh runs the helper on GPUs.) */
+ * answer by that clock.  Everything else is the helper's own code
+ * (copyd.c included whole, its other files linked), and its mappings are
+ * real memfd host staging mapped by range_add().  (scripts/gpu_check.sh runs the helper on GPUs.) */
 #define main copyd_main
 #include "copyd.c"
 #undef main

@@ -1,4 +1,4 @@
-/* symmem-info's child processes (plugin/info_proc.c), real ones: several
+/* symmem-info's child processes (plugin/info/info_proc.c), real ones: several
  * children waited for against one deadline, as the self-test's rounds and
  * the GPU tries do.  A child that hangs is killed at the deadline, and
  * one that answered in time keeps its answer even when it is read after

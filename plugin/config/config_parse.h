@@ -1,5 +1,5 @@
 /* The value parser: what each kind of variable accepts, and the error
- * message for a value it does not.  Private to plugin/config*.c and
+ * message for a value it does not.  Private to plugin/config/ and
  * their unit tests; the rest of the plugin includes config.h only.
  *
  * Value forms, common to every variable of the plugin's own:

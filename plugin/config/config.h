@@ -1,4 +1,9 @@
-/* The one place that reads environment variables.
+/* plugin/config/: the one place that reads environment variables.
+ *
+ * Owns: every variable the product reads (parsed once, logged once), the
+ * defaults it sets for NCCL and the env plugin's routing.  Must not touch:
+ * NCCL's tables, connections, the CUDA driver: it hands values to the net
+ * plugin, the env plugin and symmem-info, and includes nothing of theirs.
  *
  * Every variable the plugin honours is parsed once per process, validated
  * and logged once.  A malformed value makes config_get() fail with one

@@ -86,7 +86,7 @@ void info_rdma_find(struct info_rdma *r, const struct info_sim *s)
 				      sizeof(r->chosen), r->why, sizeof(r->why));
 }
 
-/* How connections to other hosts go, as net.c's announce_rdma says it. */
+/* How connections to other hosts go, as notes.c's notes_rdma says it. */
 static void between_hosts(const struct info_sim *s, const struct info_rdma *r, char *buf,
 			  size_t len)
 {

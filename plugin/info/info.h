@@ -1,7 +1,11 @@
-/* symmem-info: what the plugin would do on this host, and a self-test of
- * its data paths through its own net table.  One job per file (info_*.c);
- * docs/symmem-info.md lists the output's fields.  Nothing here is part of
- * the libraries.
+/* plugin/info/: symmem-info, what the plugin would do on this host, and a
+ * self-test of its data paths through its own net table.  One job per file
+ * (info_*.c); docs/symmem-info.md lists the output's fields.
+ *
+ * Owns: the tool and its output.  Must not touch: the libraries' insides.
+ * It loads the net plugin as NCCL does and calls transport/, symmem/ and
+ * plugin/config/ through their public headers; nothing of the libraries
+ * includes this header.
  *
  * The tool's own process never initialises CUDA: a process that has
  * cannot fork a child that uses it, and every GPU question is asked in a

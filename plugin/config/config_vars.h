@@ -8,7 +8,7 @@
  *    (enum config_backend), HCA_LIST and IFNAME_LIST (NCCL's device list
  *    syntax), PATH (an absolute file name), LIBRARY (a library name or file
  *    name, as dlopen takes it); the accepted form of each is
- *    plugin/config_parse.c's, and its error messages say it.
+ *    config_parse.c's, and its error messages say it.
  *  - field: where the value lives in struct config (its type must fit
  *    the kind: config.c checks at compile time).
  *  - min, max: the accepted range (INT, SIZE, FACTOR, SECONDS); 0 where
