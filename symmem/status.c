@@ -1,4 +1,5 @@
-/* Per-thread error messages, the log hook, and the one clock. */
+/* Per-thread error messages, the log hook and what may go through it,
+ * and the one clock. */
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -64,6 +65,40 @@ void sm_warn(const char *fmt, ...)
 	va_start(ap, fmt);
 	emit(1, fmt, ap);
 	va_end(ap);
+}
+
+/* A peer's words reach NCCL's log: a newline there would start a line
+ * the peer wrote, an escape sequence would rewrite the terminal. */
+char *sm_escape(char *out, size_t len, const char *in, size_t in_len)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0;
+
+	if (!len)
+		return out;
+	for (size_t i = 0; i < in_len && in[i]; i++) {
+		unsigned char ch = (unsigned char)in[i];
+		char esc[4];
+		size_t n = 0;
+
+		if (ch == '\\') {
+			esc[n++] = '\\';
+			esc[n++] = '\\';
+		} else if (ch >= 0x20 && ch < 0x7f) {
+			esc[n++] = (char)ch;
+		} else {
+			esc[n++] = '\\';
+			esc[n++] = 'x';
+			esc[n++] = hex[ch >> 4];
+			esc[n++] = hex[ch & 15];
+		}
+		if (o + n >= len)
+			break;
+		memcpy(out + o, esc, n);
+		o += n;
+	}
+	out[o] = '\0';
+	return out;
 }
 
 uint64_t sm_now_ns(void)

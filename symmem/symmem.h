@@ -51,6 +51,11 @@ typedef void (*sm_log_sink)(int warn, const char *msg);
 void sm_set_log_sink(sm_log_sink sink);
 void sm_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void sm_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Text another process sent, made fit for a log line: the bytes of `in`
+ * up to its first NUL (or `in_len`), printable ASCII as it is, a
+ * backslash doubled and every other byte as \xNN, cut at a whole escape
+ * to fit `out` (NUL-terminated).  Returns `out`. */
+char *sm_escape(char *out, size_t len, const char *in, size_t in_len);
 
 /* Socket I/O that never blocks.  Returns bytes moved (0 = would
  * block) or -1 with sm_fail() set (a hang-up on receive is an error too).

@@ -61,6 +61,9 @@ struct pending {
 	char why[512];		/* VERDICT_FAIL: the error once it is sent */
 };
 
+/* Characters of a listener's refusal that reach the log at most. */
+#define REASON_LOGGED 200
+
 #define RETRY_FIRST_NS (10ull * 1000 * 1000)	/* 10 ms, doubling ... */
 #define RETRY_MAX_NS (1000ull * 1000 * 1000)	/* ... up to 1 s */
 
@@ -250,6 +253,16 @@ static void listener_place(const struct pending *p, char *buf, size_t len)
 	snprintf(buf, len, "%s port %u", addr, p->info.port);
 }
 
+/* The listener's reason for a refusal: unauthenticated (anyone at its
+ * address may send it), so it reaches the log escaped and bounded. */
+static int refused(const char *reason, size_t len)
+{
+	char why[REASON_LOGGED];
+
+	return sm_fail(SM_ERR_REMOTE, "listener refused the connection: %s",
+		       sm_escape(why, sizeof(why), reason, len));
+}
+
 /* The challenge is whole: the listener must prove the token before our
  * proof, or the ring, goes out. */
 static int check_challenge(struct pending *p)
@@ -259,11 +272,8 @@ static int check_challenge(struct pending *p)
 
 	if (p->chal.magic != WIRE_MAGIC)
 		return sm_fail(SM_ERR_REMOTE, "listener answered with a malformed challenge");
-	if (p->chal.status != SM_OK) {
-		p->chal.reason[sizeof(p->chal.reason) - 1] = '\0';
-		return sm_fail(SM_ERR_REMOTE, "listener refused the connection: %s",
-			       p->chal.reason);
-	}
+	if (p->chal.status != SM_OK)
+		return refused(p->chal.reason, sizeof(p->chal.reason));
 	wire_proof(p->token, 1, &p->hello, p->chal.nonce, want);
 	if (!wire_mac_equal(p->chal.proof, want)) {
 		listener_place(p, place, sizeof(place));
@@ -391,10 +401,8 @@ static int pending_step(struct pending *p, int *done)
 	}
 	if (p->reply.magic != WIRE_MAGIC)
 		return sm_fail(SM_ERR_REMOTE, "listener answered with a malformed reply");
-	if (p->reply.status != SM_OK) {
-		p->reply.reason[sizeof(p->reply.reason) - 1] = '\0';
-		return sm_fail(SM_ERR_REMOTE, "listener refused the connection: %s", p->reply.reason);
-	}
+	if (p->reply.status != SM_OK)
+		return refused(p->reply.reason, sizeof(p->reply.reason));
 	if (!p->comm->ops->connect_join) {
 		*done = 1;
 		return SM_OK;

@@ -20,14 +20,34 @@
  * whatever its peer announces. */
 #define REMOTE_MAX 4096u
 
-static unsigned remote_limit(void)
+/* The same over every connection of this process: a few peers, each under
+ * the cap above, could still take its descriptors together.  Half of
+ * RLIMIT_NOFILE's soft limit at most, so NCCL and the application keep
+ * the other half. */
+#define REMOTE_PROCESS_MAX (16 * REMOTE_MAX)
+
+static atomic_uint remote_total;	/* registrations kept, all connections */
+
+/* A quarter (per connection) or a half (per process) of RLIMIT_NOFILE's
+ * soft limit, at most `max`. */
+static unsigned nofile_share(unsigned div, unsigned max)
 {
 	struct rlimit rl;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
-	    rl.rlim_cur / 4 >= REMOTE_MAX)
-		return REMOTE_MAX;
-	return rl.rlim_cur < 4 ? 1 : (unsigned)(rl.rlim_cur / 4);
+	    rl.rlim_cur / div >= max)
+		return max;
+	return rl.rlim_cur < div ? 1 : (unsigned)(rl.rlim_cur / div);
+}
+
+static unsigned remote_limit(void)
+{
+	return nofile_share(4, REMOTE_MAX);
+}
+
+static unsigned process_limit(void)
+{
+	return nofile_share(2, REMOTE_PROCESS_MAX);
 }
 
 static struct remote_region *remote_find(struct shm_comm *s, uint32_t id)
@@ -66,6 +86,7 @@ static void alloc_put(struct shm_comm *s, struct remote_alloc *a)
 
 static void remote_drop(struct shm_comm *s, struct remote_region *rr)
 {
+	atomic_fetch_sub(&remote_total, 1);
 	alloc_put(s, rr->alloc);
 	if (rr->dying)
 		s->remote_dying--;
@@ -155,6 +176,14 @@ static int remote_add(struct shm_comm *s, const struct wire_region *msg, int fd)
 	rc = check_add(s, msg, fd);
 	if (rc)
 		goto refuse;
+	/* Counted first: connections on other threads add too. */
+	if (atomic_fetch_add(&remote_total, 1) >= process_limit()) {
+		rc = comm_fail(&s->comm, SM_ERR_REMOTE, "peers announced more than %u registrations "
+			       "to this process, the most it keeps over all its connections (the "
+			       "lower of %u and half of RLIMIT_NOFILE); refusing registration %u",
+			       process_limit(), REMOTE_PROCESS_MAX, msg->id);
+		goto uncount;
+	}
 	if (s->nremote == s->remote_cap) {
 		unsigned cap = s->remote_cap ? 2 * s->remote_cap : 8;
 		struct remote_region *n = realloc(s->remote, cap * sizeof(*n));
@@ -183,6 +212,8 @@ static int remote_add(struct shm_comm *s, const struct wire_region *msg, int fd)
 	return SM_OK;
 no_memory:
 	rc = comm_fail(&s->comm, SM_ERR_SYSTEM, "out of memory for peer registrations");
+uncount:
+	atomic_fetch_sub(&remote_total, 1);
 refuse:
 	if (fd >= 0)
 		close(fd);

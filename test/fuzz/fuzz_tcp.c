@@ -46,9 +46,13 @@ struct run {
 	uint32_t size[TP_MAX_REQUESTS];
 	int n;
 	/* Playing the sender: the receives posted, and the announcements
-	 * read so far, which must name them in order. */
+	 * read so far, which must name them in order.  Every capacity is
+	 * kept until its announcement is read: a receive completes (and
+	 * leaves the honest end's TP_MAX_REQUESTS) without it, so more
+	 * than that many may wait unread. */
 	uint64_t posted, announced;
-	uint64_t capacity[TP_MAX_REQUESTS];
+	uint64_t *capacity;	/* by message number */
+	uint64_t capacity_len;
 	uint8_t part[16];
 	size_t part_len;
 };
@@ -69,6 +73,22 @@ static void send_bytes(struct run *run, struct fz_in *in)
 	fz_send(run->fd, b, len, -1);
 }
 
+/* Room for one more capacity; -1 when there is no memory for it. */
+static int keep_room(struct run *run)
+{
+	uint64_t len = run->capacity_len ? 2 * run->capacity_len : 64;
+	uint64_t *c;
+
+	if (run->posted < run->capacity_len)
+		return 0;
+	c = realloc(run->capacity, len * sizeof(*c));
+	if (!c)
+		return -1;
+	run->capacity = c;
+	run->capacity_len = len;
+	return 0;
+}
+
 static int post(struct run *run, struct fz_in *in)
 {
 	uint32_t size = fz_u32(in) % (MSG_MAX + 1);
@@ -76,7 +96,7 @@ static int post(struct run *run, struct fz_in *in)
 	uint8_t *buf;
 	int rc;
 
-	if (run->n == TP_MAX_REQUESTS)
+	if (run->n == TP_MAX_REQUESTS || (run->sender && keep_room(run)))
 		return 0;
 	buf = malloc(size ? size : 1);
 	if (!buf)
@@ -85,7 +105,7 @@ static int post(struct run *run, struct fz_in *in)
 	if (run->sender) {
 		rc = tp_irecv(run->honest, buf, size, NULL, &req);
 		if (!rc && req)
-			run->capacity[run->posted++ % TP_MAX_REQUESTS] = size;
+			run->capacity[run->posted++] = size;
 	} else {
 		rc = tp_isend(run->honest, buf, size, NULL, &req);
 	}
@@ -140,7 +160,7 @@ static void read_peer(struct run *run)
 			memcpy(&seq, run->part, 8);
 			memcpy(&size, run->part + 8, 8);
 			FZ_CHECK(seq == run->announced && seq < run->posted);
-			FZ_CHECK(size == run->capacity[seq % TP_MAX_REQUESTS]);
+			FZ_CHECK(size == run->capacity[seq]);
 			run->announced++;
 		}
 	}
@@ -187,6 +207,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	tp_close(r);
 	for (int i = 0; i < run.n; i++)
 		free(run.buf[i]);	/* after the close: nothing moves them now */
+	free(run.capacity);
 	FZ_CHECK(fz_fd_count() == fds);
 	return 0;
 }

@@ -503,6 +503,17 @@ static void tcp_seeds(struct seed *s)
 	tcp_header(s, 200, 50);
 	u8(s, T_TEST);
 	save(s, "tcp", "sender-short");
+	/* More receives announced and done than the honest end holds at
+	 * once, none of their announcements read until the end: the
+	 * target's model must keep every capacity still unread. */
+	u8(s, 1);
+	for (uint32_t i = 0; i < 2 * TP_MAX_REQUESTS; i++) {
+		tcp_post(s, 100 + i);
+		tcp_header(s, 0, 0);
+		u8(s, T_TEST);
+	}
+	u8(s, T_READ);
+	save(s, "tcp", "sender-announcements-unread");
 	u8(s, 0);		/* the target plays the receiver */
 	tcp_announce(s, 0, 100);
 	tcp_post(s, 100);

@@ -7,10 +7,10 @@
  * announcement limit fails its connection instead of hanging.  On the
  * sender's side, registrations in one allocation share what it holds for
  * them, an announcement no receiver of ours writes fails the connection,
- * and so does one past the most it keeps.  Real sockets and shared memory,
- * one process (a forked sender with few descriptors for the last); the
- * copy engine and the GPU exports are stand-ins (engine_standin.c,
- * export_standin.c). */
+ * and so does one past the most it keeps, on one connection or over all
+ * of them.  Real sockets and shared memory, one process (a forked sender
+ * with few descriptors for the last two); the copy engine and the GPU
+ * exports are stand-ins (engine_standin.c, export_standin.c). */
 #include <fcntl.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -713,6 +713,120 @@ static void test_announcements_past_the_limit(void **state)
 	tp_pair_close(&p);
 }
 
+/* ---- several receivers, each under the limit ---- */
+
+#define PEERS 4
+/* Each receiver stays one under a connection's limit (16 at 64). */
+#define EACH (LOW_NOFILE / 4 - 1)
+
+struct spread_result {
+	int rc[PEERS];
+	char msg[PEERS][256];
+	unsigned kept;			/* registrations kept, all connections */
+	int held;			/* descriptors held more than before, at the end */
+	int can_open;			/* it could still open a file then */
+	int after_close;		/* descriptors more than before, once it closed all */
+};
+
+/* The sender of PEERS connections, a forked child with a low descriptor
+ * limit: reads each until it fails or its receiver has sent all. */
+static void spread_sender(struct tp_pair *p, int out)
+{
+	struct spread_result res;
+	struct rlimit rl;
+	double end = now() + DEADLINE_S;
+	int base, fd, busy = 1;
+
+	memset(&res, 0, sizeof(res));
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		_exit(2);
+	rl.rlim_cur = LOW_NOFILE;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+		_exit(2);
+	base = fds_below(1024);
+	while (busy && now() < end) {
+		busy = 0;
+		for (int i = 0; i < PEERS; i++) {
+			if (res.rc[i] == SM_OK)
+				res.rc[i] = remote_drain(shm_of(p[i].s));
+			if (res.rc[i] != SM_OK && !res.msg[i][0])
+				snprintf(res.msg[i], sizeof(res.msg[i]), "%s", sm_last_error());
+			busy += res.rc[i] == SM_OK && shm_of(p[i].s)->nremote < EACH;
+		}
+		usleep(100);
+	}
+	for (int i = 0; i < PEERS; i++)
+		res.kept += shm_of(p[i].s)->nremote;
+	res.held = fds_below(1024) - base;
+	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	res.can_open = fd >= 0;
+	if (fd >= 0)
+		close(fd);
+	for (int i = 0; i < PEERS; i++)
+		tp_close(p[i].s);
+	res.after_close = fds_below(1024) - base;
+	_exit(write(out, &res, sizeof(res)) == (ssize_t)sizeof(res) ? 0 : 2);
+}
+
+/* Four receivers, each announcing one registration fewer than a
+ * connection keeps, each with a descriptor of its own: together more
+ * than the sender's descriptors.  The sender keeps half of its limit
+ * (32 of 64) over all connections, fails the one that would take more
+ * with one error naming that limit, can still open a file, and gives
+ * back every descriptor when it closes. */
+static void test_announcements_over_connections(void **state)
+{
+	static uint8_t buf[SIZE];
+	const struct tp_pair_opts shm = { .backend = TP_BACKEND_SHM };
+	struct spread_result res;
+	struct tp_pair p[PEERS];
+	int out[2], status, failed = 0;
+	pid_t pid;
+
+	(void)state;
+	standin_engine_reset(1);
+	for (int i = 0; i < PEERS; i++)
+		tp_pair_open(&p[i], &shm);
+	assert_int_equal(pipe(out), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(out[0]);
+		spread_sender(p, out[1]);
+	}
+	close(out[1]);
+	for (uint32_t id = 1; id <= EACH; id++) {
+		for (int i = 0; i < PEERS; i++) {
+			struct sm_share_info info = cumem_info(1000 * (uint64_t)i + id, buf, SIZE);
+			int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+			assert_true(fd >= 0);
+			send_region(p[i].r, REGION_ADD, id, &info, &fd, 1);
+			close(fd);
+		}
+	}
+	assert_int_equal(read(out[0], &res, sizeof(res)), (ssize_t)sizeof(res));
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	for (int i = 0; i < PEERS; i++) {
+		if (res.rc[i] == SM_OK)
+			continue;
+		print_message("# connection %d: %s\n", i, res.msg[i]);
+		assert_int_equal(res.rc[i], SM_ERR_REMOTE);
+		assert_non_null(strstr(res.msg[i], "more than 32 registrations to this process, the "
+					       "most it keeps over all its connections"));
+		failed++;
+	}
+	assert_true(failed >= 1);
+	assert_true(res.kept <= LOW_NOFILE / 2);
+	assert_true(res.held <= LOW_NOFILE / 2);
+	assert_true(res.can_open);
+	assert_int_equal(res.after_close, -PEERS);	/* their sockets went too */
+	close(out[0]);
+	for (int i = 0; i < PEERS; i++)
+		tp_pair_close(&p[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -730,6 +844,7 @@ int main(void)
 		cmocka_unit_test(test_bogus_announcements),
 		cmocka_unit_test(test_announcement_with_extra_descriptors),
 		cmocka_unit_test(test_announcements_past_the_limit),
+		cmocka_unit_test(test_announcements_over_connections),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
