@@ -6,7 +6,7 @@
  * environment (plugin/config/), symmem-info (plugin/info/).
  *
  * The NCCL net, tuner and env plugin ABIs this library exports (net v8-v12,
- * tuner v3-v7, env v1-v2), written from the interface facts in
+ * tuner v2-v7, env v1-v2), written from the interface facts in
  * shared/docs/nccl-plugin-abi.md and field-2026.md (member order, types,
  * sizes).  No NCCL header is included: the library must build without NCCL
  * present, and the offsets are pinned by the static asserts at the bottom
@@ -358,6 +358,9 @@ typedef enum {
 #define NCCL_PROTO_LL 0
 #define NCCL_PROTO_LL128 1
 #define NCCL_PROTO_SIMPLE 2
+/* What a v2 tuner leaves in *algorithm, *protocol for NCCL's model to fill. */
+#define NCCL_ALGO_UNDEF (-1)
+#define NCCL_PROTO_UNDEF (-1)
 
 typedef struct {
 	int nNvlDomains;
@@ -445,6 +448,18 @@ typedef struct {
 	ncclResult_t (*destroy)(void *ctx);
 } ncclTuner_v3_t;
 
+/* v2 (NCCL 2.21 probes only this; 2.22-2.26 after v3/v4): no cost table,
+ * the tuner answers algorithm and protocol itself, before NCCL's model runs
+ * (NCCL_ALGO_UNDEF / NCCL_PROTO_UNDEF leave them to the model). */
+typedef struct {
+	const char *name;
+	ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void **ctx);
+	ncclResult_t (*getCollInfo)(void *ctx, ncclFunc_t collType, size_t nBytes, int collNetSupport,
+				    int nvlsSupport, int numPipeOps, int *algorithm, int *protocol,
+				    int *nChannels);
+	ncclResult_t (*destroy)(void *ctx);
+} ncclTuner_v2_t;
+
 /* Env plugin ABI (NCCL 2.28.7 and later; v1 in 2.28.9): loaded before NCCL
  * reads any variable, from NCCL_ENV_PLUGIN (a name gets libnccl-env-
  * prefixed); every variable NCCL reads goes through getEnv, whose answer
@@ -490,6 +505,7 @@ _Static_assert(sizeof(ncclNetAttr_v11_t) == 44, "net attr size");
 _Static_assert(sizeof(ncclTunerConstants_v5_t) == 1152, "tuner constants size");
 _Static_assert(offsetof(ncclTunerConstants_v5_t, perChMaxNVLSTreeBws) == 1056, "tuner nvls");
 _Static_assert(sizeof(ncclTuner_v5_t) == 32, "tuner v5 size");
+_Static_assert(sizeof(ncclTuner_v2_t) == 32, "tuner v2 size");
 _Static_assert(sizeof(ncclTuner_v6_t) == 40, "tuner v6 size");
 _Static_assert(sizeof(ncclTuner_v7_t) == 40, "tuner v7 size");
 _Static_assert(sizeof(ncclTunerConstants_v7_t) == 1272, "tuner v7 constants size");

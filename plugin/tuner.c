@@ -1,5 +1,5 @@
 /* The tuner that ships in the same library (NCCL finds it there when
- * NCCL_TUNER_PLUGIN is unset), exported as tuner v3 to v7, each table a
+ * NCCL_TUNER_PLUGIN is unset), exported as tuner v2 to v7, each table a
  * thin adapter over the one implementation below.  Three levers, all from
  * smfree/policy.c:
  * - the channel count, only under NCCL_PASS_SM=1;
@@ -185,6 +185,24 @@ static ncclResult_t tuner_v3_get_coll_info(void *ctx, ncclFunc_t collType, size_
 				   numProto, 0, nChannels);
 }
 
+/* v2 (NCCL 2.21): called before NCCL's model runs, with no cost table, and
+ * answering the algorithm and protocol outright.  The LL128 and LL levers
+ * only ever move NCCL's own pick to a cell NCCL left open; with no table
+ * there is neither, and an answer here would bypass NCCL_ALGO, NCCL_PROTO
+ * and what the communicator can run.  So *algorithm and *protocol stay
+ * NCCL_ALGO_UNDEF / NCCL_PROTO_UNDEF (NCCL's model picks), and only the
+ * NCCL_PASS_SM channel cap applies, as in every newer table. */
+static ncclResult_t tuner_v2_get_coll_info(void *ctx, ncclFunc_t collType, size_t nBytes,
+					   int collNetSupport, int nvlsSupport, int numPipeOps,
+					   int *algorithm, int *protocol, int *nChannels)
+{
+	(void)collNetSupport;
+	(void)nvlsSupport;
+	(void)algorithm;
+	(void)protocol;
+	return tuner_get_coll_info(ctx, collType, nBytes, numPipeOps, NULL, 0, 0, 0, nChannels);
+}
+
 static ncclResult_t tuner_finish(void *ctx)
 {
 	if (!ctx)
@@ -234,5 +252,12 @@ EXPORT ncclTuner_v3_t ncclTunerPlugin_v3 = {
 	.name = "symmem",
 	.init = tuner_v4_init,
 	.getCollInfo = tuner_v3_get_coll_info,
+	.destroy = tuner_finish,
+};
+
+EXPORT ncclTuner_v2_t ncclTunerPlugin_v2 = {
+	.name = "symmem",
+	.init = tuner_v4_init,
+	.getCollInfo = tuner_v2_get_coll_info,
 	.destroy = tuner_finish,
 };

@@ -3,7 +3,7 @@
  * library's tables through these, so a wrong member order, type or size
  * in the plugin shows up as wrong bytes.  Every size and offset below is
  * pinned to the number NCCL's headers give on x86-64 (net_v8.h-net_v12.h
- * and tuner_v3.h-tuner_v6.h of v2.30.7-1, tuner_v7.h of NCCL 2.32,
+ * and tuner_v2.h-tuner_v6.h of v2.30.7-1, tuner_v7.h of NCCL 2.32,
  * env_v1.h and env_v2.h). */
 #ifndef SYMMEM_TEST_ABI_LAYOUTS_H
 #define SYMMEM_TEST_ABI_LAYOUTS_H
@@ -292,6 +292,19 @@ struct abi_tuner_constants_v7 {
 			      float **costTable, int numAlgo, int numProto, int regBuff,      \
 			      int *nChannels)
 
+/* v2 answers algorithm and protocol itself (-1: NCCL's model picks). */
+#define ABI_ALGO_UNDEF (-1)
+#define ABI_PROTO_UNDEF (-1)
+
+struct abi_tuner_v2 {
+	const char *name;
+	abi_rc (*init)(size_t nRanks, size_t nNodes, abi_logger log, void **ctx);
+	abi_rc (*getCollInfo)(void *ctx, int collType, size_t nBytes, int collNetSupport,
+			      int nvlsSupport, int numPipeOps, int *algorithm, int *protocol,
+			      int *nChannels);
+	abi_rc (*destroy)(void *ctx);
+};
+
 struct abi_tuner_v3 {
 	const char *name;
 	abi_rc (*init)(size_t nRanks, size_t nNodes, abi_logger log, void **ctx);
@@ -347,6 +360,9 @@ _Static_assert(offsetof(struct abi_tuner_constants_v7, perChMaxRingLL128Bws) == 
 _Static_assert(offsetof(struct abi_tuner_constants_v7, perChMaxTreeLL128Bws) == 912, "v7 tree");
 _Static_assert(offsetof(struct abi_tuner_constants_v7, perChMaxTreeBws) == 1032, "v7 tree bw");
 _Static_assert(offsetof(struct abi_tuner_constants_v7, perChMaxNVLSTreeBws) == 1152, "v7 nvls");
+_Static_assert(sizeof(struct abi_tuner_v2) == 32, "tuner v2");
+_Static_assert(offsetof(struct abi_tuner_v2, getCollInfo) == 16, "tuner v2 getCollInfo");
+_Static_assert(offsetof(struct abi_tuner_v2, destroy) == 24, "tuner v2 destroy");
 _Static_assert(sizeof(struct abi_tuner_v3) == 32, "tuner v3");
 _Static_assert(sizeof(struct abi_tuner_v4) == 32, "tuner v4");
 _Static_assert(sizeof(struct abi_tuner_v5) == 32, "tuner v5");

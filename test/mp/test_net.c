@@ -59,7 +59,7 @@ static void test_exported_versions(void **state)
 	static const char *const names[] = {
 		"ncclNetPlugin_v12", "ncclNetPlugin_v11", "ncclNetPlugin_v10", "ncclNetPlugin_v9",
 		"ncclNetPlugin_v8", "ncclTunerPlugin_v7", "ncclTunerPlugin_v6", "ncclTunerPlugin_v5",
-		"ncclTunerPlugin_v4", "ncclTunerPlugin_v3",
+		"ncclTunerPlugin_v4", "ncclTunerPlugin_v3", "ncclTunerPlugin_v2",
 	};
 	void *lib = *state;
 

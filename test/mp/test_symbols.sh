@@ -13,8 +13,8 @@ exports() {
 
 echo "1..9"
 syms=$(exports "$lib")
-want="ncclNetPlugin_v10 ncclNetPlugin_v11 ncclNetPlugin_v12 ncclNetPlugin_v8 ncclNetPlugin_v9 ncclTunerPlugin_v3 ncclTunerPlugin_v4 ncclTunerPlugin_v5 ncclTunerPlugin_v6 ncclTunerPlugin_v7 "
-[ "$syms" = "$want" ]; check $? "the net plugin exports exactly the net v8-v12 and tuner v3-v7 tables (got: $syms)"
+want="ncclNetPlugin_v10 ncclNetPlugin_v11 ncclNetPlugin_v12 ncclNetPlugin_v8 ncclNetPlugin_v9 ncclTunerPlugin_v2 ncclTunerPlugin_v3 ncclTunerPlugin_v4 ncclTunerPlugin_v5 ncclTunerPlugin_v6 ncclTunerPlugin_v7 "
+[ "$syms" = "$want" ]; check $? "the net plugin exports exactly the net v8-v12 and tuner v2-v7 tables (got: $syms)"
 syms=$(exports "$env_lib")
 [ "$syms" = "ncclEnvPlugin_v1 ncclEnvPlugin_v2 " ]; check $? "the env plugin exports exactly the env v1 and v2 tables (got: $syms)"
 for l in "$lib" "$env_lib"; do

@@ -206,6 +206,32 @@ static void check_v4_v3(void **state)
 	assert_int_equal(t3->destroy(ctx), ncclSuccess);
 }
 
+/* v2 (NCCL 2.21): the channel count as every table gives it, on every
+ * collective; algorithm and protocol always left to NCCL's model, whatever
+ * the environment (plugin/tuner.c says why). */
+static void check_v2(void **state)
+{
+	ncclTuner_v2_t *t = dlsym(lib, "ncclTunerPlugin_v2");
+	void *ctx = NULL;
+
+	(void)state;
+	assert_non_null(t);
+	assert_int_equal(t->init(4, 1, harness_logger, &ctx), ncclSuccess);	/* ctx last */
+	for (int coll = ncclFuncBroadcast; coll <= ncclFuncAllReduce; coll++) {
+		for (size_t bytes = 4096; bytes <= (64u << 20); bytes <<= 2) {
+			int algo = NCCL_ALGO_UNDEF, proto = NCCL_PROTO_UNDEF, nch = NCH_BEFORE;
+
+			assert_int_equal(t->getCollInfo(ctx, (ncclFunc_t)coll, bytes, 0, 1, 1, &algo,
+							&proto, &nch), ncclSuccess);
+			assert_int_equal(algo, NCCL_ALGO_UNDEF);
+			assert_int_equal(proto, NCCL_PROTO_UNDEF);
+			assert_int_equal(nch, expected_nch(bytes));
+		}
+	}
+	assert_int_equal(t->destroy(ctx), ncclSuccess);
+	assert_int_equal(t->destroy(ctx), ncclInternalError);	/* twice */
+}
+
 /* Asserts that `t` is `orig` except cell (algo, proto), which is `v`. */
 static void assert_table_but(float t[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS],
 			     float orig[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS], int algo, int proto,
@@ -566,6 +592,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(check_v5),
 		cmocka_unit_test(check_v4_v3),
+		cmocka_unit_test(check_v2),
 		cmocka_unit_test(registered_before_hints),
 		cmocka_unit_test(ring_protocol),
 		cmocka_unit_test(ll_between_hosts),

@@ -36,6 +36,12 @@
 
 #include "bench.h"
 
+/* NCCL before 2.27 has no windows; native-ce, the only user, is not built
+ * there (no NCCL_CTA_POLICY_ZERO), so the type only needs to exist. */
+#ifndef NCCL_CTA_POLICY_ZERO
+typedef void *ncclWindow_t;
+#endif
+
 enum config {
 	CFG_NATIVE,
 	CFG_NATIVE_CE,
@@ -223,10 +229,14 @@ static void open_comm(struct rank_ctx *x, ncclUniqueId id, size_t sbytes, size_t
 
 static void close_comm(struct rank_ctx *x, ncclWindow_t win[2])
 {
+#ifdef NCCL_CTA_POLICY_ZERO
 	if (x->ce) {
 		die_nccl(ncclCommWindowDeregister(x->comm, win[0]), "ncclCommWindowDeregister");
 		die_nccl(ncclCommWindowDeregister(x->comm, win[1]), "ncclCommWindowDeregister");
 	}
+#else
+	(void)win;
+#endif
 	die_nccl(ncclCommDestroy(x->comm), "ncclCommDestroy");
 	if (x->ce || x->o->cumem_bufs) {
 		ncclMemFree(x->sbuf);
