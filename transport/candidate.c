@@ -145,17 +145,48 @@ static void refuse(struct tp_listener *l, struct cand *c, int status, const char
 	cand_drop(c);
 }
 
-/* The hello is whole: answer with our nonce and proof, or refuse. */
+/* 1 for the nonce of a good hello not seen before, which is kept; 0 for
+ * a copy. */
+static int nonce_fresh(struct tp_listener *l, const uint8_t nonce[WIRE_NONCE])
+{
+	unsigned n = l->nnonces < CAND_NONCES ? l->nnonces : CAND_NONCES;
+
+	for (unsigned i = 0; i < n; i++)
+		if (!memcmp(l->nonces[i], nonce, WIRE_NONCE))
+			return 0;
+	memcpy(l->nonces[l->nnonces++ % CAND_NONCES], nonce, WIRE_NONCE);
+	return 1;
+}
+
+static int speaks_ours(const struct wire_hello *h)
+{
+	return h->magic == WIRE_MAGIC && h->version == WIRE_VERSION;
+}
+
+/* The hello is whole (or its head is not ours): answer with our nonce
+ * and proof, or refuse.  Only a holder of the token gets further than
+ * its ticket. */
 static void on_hello(struct tp_listener *l, struct cand *c)
 {
 	const struct wire_hello *h = &c->hello;
+	uint8_t want[WIRE_MAC];
 
-	if (h->magic != WIRE_MAGIC || h->version != WIRE_VERSION) {
+	if (!speaks_ours(h)) {
 		char why[96];
 
 		snprintf(why, sizeof(why), "not a symmem connector speaking wire version %d "
 			 "(mixed plugin versions?)", WIRE_VERSION);
 		refuse(l, c, SM_ERR_INVALID, why);
+		return;
+	}
+	wire_ticket(l->token, h, want);
+	if (!wire_mac_equal(h->ticket, want)) {
+		refuse(l, c, SM_ERR_INVALID, "the connector did not prove it holds the "
+		       "connection token");
+		return;
+	}
+	if (!nonce_fresh(l, h->nonce)) {
+		refuse(l, c, SM_ERR_INVALID, "the connector's hello was seen before (a copy)");
 		return;
 	}
 	if (c->uds != (h->backend == TP_BACKEND_SHM)) {
@@ -300,7 +331,7 @@ int cand_step(struct tp_listener *l, struct cand *c, uint64_t now, struct tp_com
 	switch (c->state) {
 	case CAND_HELLO:
 		r = move(c, &c->hello, sizeof(c->hello), 0, NULL);
-		if (r > 0)
+		if (r > 0 || (r == 0 && c->done >= WIRE_HELLO_HEAD && !speaks_ours(&c->hello)))
 			on_hello(l, c);
 		break;
 	case CAND_CHALLENGE:

@@ -357,21 +357,24 @@ static int pending_step(struct pending *p, int *done)
 			rc = check_listener(p);
 			if (rc)
 				return rc;
-		} else if (p->fd < 0) {
+		} else {
 			int inprogress = 0;
 
-			rc = sock_tcp_connect(&p->info, &p->fd, &inprogress);
-			if (rc)
-				return rc;
-			if (inprogress)
-				return SM_OK;
-		} else {
+			/* Checked at once too: the hello goes out as soon as it
+			 * can, a silent connection being the first a flooded
+			 * listener lets go (listen.h). */
+			if (p->fd < 0) {
+				rc = sock_tcp_connect(&p->info, &p->fd, &inprogress);
+				if (rc)
+					return rc;
+			}
 			rc = sock_connect_done(p->fd);
 			if (rc < 0)
 				return SM_ERR_REMOTE;
 			if (rc == 0)
 				return SM_OK;
 		}
+		wire_ticket(p->token, &p->hello, p->hello.ticket);	/* over this dial's nonce */
 		p->state = CONN_HELLO;
 		p->sent = 0;
 	}

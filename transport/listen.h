@@ -16,6 +16,10 @@
 /* A connection that has not proved the token by then is dropped. */
 #define CANDIDATE_PATIENCE_NS (5ull * 1000 * 1000 * 1000)
 
+/* Nonces of the hellos with a good ticket a listener remembers: a hello
+ * seen before is a copy, and turned away. */
+#define CAND_NONCES 64
+
 struct cand_peer {
 	int family;		/* AF_UNIX (addr holds the pid), AF_INET or AF_INET6 */
 	uint8_t addr[16];
@@ -56,6 +60,8 @@ struct tp_listener {
 	struct tp_options opt;	/* applied to each accepted connection */
 	void *ib_held;		/* the RDMA device offered, held while listening */
 	struct cand cand[CAND_MAX];
+	uint8_t nonces[CAND_NONCES][WIRE_NONCE];	/* of good hellos, a ring */
+	unsigned nnonces;
 };
 
 /* candidate.c: counts a connection turned away; the first one is logged. */

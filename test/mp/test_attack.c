@@ -399,7 +399,9 @@ static void test_silent_crowd_alone_times_out(void **state)
 /* Peers that each say a valid hello from an address of their own
  * (127.0.0.x, so the per-address cap holds none of them back), read the
  * challenge and then never prove the token: a crowd that fills the
- * table with connections at the same step as the real connector. */
+ * table with connections at the same step as the real connector.  Their
+ * hellos carry good tickets (made here with the token: copies of
+ * connectors' hellos), since a stranger's is refused before that step. */
 #define SETUP_CROWD (CAND_MAX - 1)
 
 struct setup_crowd {
@@ -426,6 +428,9 @@ static void setup_peer(const struct tp_handle_info *info, int i)
 	ssize_t n;
 
 	src.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 1 + (uint32_t)i);
+	if (getrandom(hello.nonce, sizeof(hello.nonce), 0) != sizeof(hello.nonce))
+		_exit(90);
+	wire_ticket(info->token, &hello, hello.ticket);
 	if (fd < 0 || bind(fd, (struct sockaddr *)&src, sizeof(src)) ||
 	    connect(fd, (struct sockaddr *)&ss, len))
 		_exit(91);

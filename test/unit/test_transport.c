@@ -1295,11 +1295,12 @@ static void accept_until_answered(struct tp_listener *l, int fd, void *buf, size
 	assert_int_equal(got, len);
 }
 
-/* A stranger that speaks the protocol but does not hold the token: the
- * challenge it gets holds nothing of the token (and the listener's proof
- * is right), the listener's own proof sent back is refused with a reason
- * (the two ends' proofs differ), the descriptor it attached is closed,
- * and the real connector gets through afterwards. */
+/* A peer whose hello carries a good ticket (a copy of a connector's
+ * hello; made here with the token) but that cannot answer the challenge:
+ * the challenge it gets holds nothing of the token (and the listener's
+ * proof is right), the listener's own proof sent back is refused with a
+ * reason (the two ends' proofs differ), the descriptor it attached is
+ * closed, and the real connector gets through afterwards. */
 static void test_stranger_without_proof_refused(void **state)
 {
 	struct tp_options o = options(TP_BACKEND_AUTO, 1 << 20, 65536);
@@ -1320,6 +1321,7 @@ static void test_stranger_without_proof_refused(void **state)
 	fd = stranger_connect(h);
 	hello.pid = (uint32_t)getpid();
 	assert_int_equal(getrandom(hello.nonce, sizeof(hello.nonce), 0), sizeof(hello.nonce));
+	wire_ticket(info.token, &hello, hello.ticket);
 	assert_int_equal(write(fd, &hello, sizeof(hello)), sizeof(hello));
 	accept_until_answered(l, fd, &chal, sizeof(chal));
 	assert_int_equal(chal.status, SM_OK);
@@ -1343,6 +1345,70 @@ static void test_stranger_without_proof_refused(void **state)
 	tp_close_listener(l);
 	tp_close(s);
 	tp_close(r);
+}
+
+/* Writes `len` bytes of `hello` as a new stranger and returns the
+ * listener's answer, a whole challenge. */
+static int hello_answered(struct tp_listener *l, const uint8_t *h, const struct wire_hello *hello,
+			  size_t len, struct wire_challenge *chal)
+{
+	int fd = stranger_connect(h);
+
+	assert_int_equal(write(fd, hello, len), (ssize_t)len);
+	accept_until_answered(l, fd, chal, sizeof(*chal));
+	return fd;
+}
+
+/* A hello is answered with a challenge only when its ticket shows the
+ * token: a stranger's well-formed hello is refused at once with a reason
+ * (no nonce, no proof), a copy of a good one the second time, and an
+ * older connector's shorter hello with the version it lacks, not waited
+ * on for bytes that never come.  The real connector gets through after. */
+static void test_hello_without_ticket_refused(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_AUTO, 1 << 20, 65536);
+	struct wire_hello hello = { .magic = WIRE_MAGIC, .version = WIRE_VERSION,
+				    .backend = TP_BACKEND_SHM };
+	static const uint8_t zero[WIRE_NONCE + WIRE_MAC];
+	struct wire_challenge chal;
+	struct tp_handle_info info;
+	uint8_t h[TP_HANDLE_SIZE];
+	struct tp_listener *l;
+	struct tp_comm *s, *r;
+	int fd, copy, fds = open_fds();
+
+	(void)state;
+	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
+	assert_int_equal(tp_handle_decode(h, &info), SM_OK);
+	hello.pid = (uint32_t)getpid();
+	assert_int_equal(getrandom(hello.nonce, sizeof(hello.nonce), 0), sizeof(hello.nonce));
+
+	fd = hello_answered(l, h, &hello, sizeof(hello), &chal);
+	assert_int_not_equal(chal.status, SM_OK);
+	assert_memory_equal(chal.nonce, zero, sizeof(zero));	/* nonce and proof */
+	assert_non_null(strstr(chal.reason, "did not prove it holds the connection token"));
+	close(fd);
+
+	wire_ticket(info.token, &hello, hello.ticket);
+	fd = hello_answered(l, h, &hello, sizeof(hello), &chal);
+	assert_int_equal(chal.status, SM_OK);
+	copy = hello_answered(l, h, &hello, sizeof(hello), &chal);
+	assert_int_not_equal(chal.status, SM_OK);
+	assert_non_null(strstr(chal.reason, "seen before"));
+	close(copy);
+	close(fd);
+
+	hello.version = WIRE_VERSION - 1;
+	fd = hello_answered(l, h, &hello, 32, &chal);	/* version 7's whole hello */
+	assert_int_not_equal(chal.status, SM_OK);
+	assert_non_null(strstr(chal.reason, "mixed plugin versions"));
+	close(fd);
+
+	assert_int_equal(drive_pair(&o, l, h, &s, &r), SM_OK);
+	tp_close_listener(l);
+	tp_close(s);
+	tp_close(r);
+	assert_int_equal(open_fds(), fds);
 }
 
 /* A connector the listener drops before its hello was read (four silent
@@ -2482,6 +2548,7 @@ int main(void)
 		cmocka_unit_test(test_stranger_refused),
 		cmocka_unit_test(test_stranger_fds_closed),
 		cmocka_unit_test(test_stranger_without_proof_refused),
+		cmocka_unit_test(test_hello_without_ticket_refused),
 		cmocka_unit_test(test_dropped_connector_dials_again),
 		cmocka_unit_test(test_listener_hanging_up_bounded),
 		cmocka_unit_test(test_shm_listener_opens_no_tcp),
