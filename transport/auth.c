@@ -4,8 +4,11 @@
  * proves it with HMAC-SHA-256 over both ends' fresh nonces, so a process
  * that took over a dead listener's port, or a stranger who connects to a
  * live one, sees only nonces and MACs it cannot use: a proof made for one
- * pair of nonces is worth nothing with the next.  libc has no SHA-256, so
- * it is written out here from FIPS 180-4 (HMAC: RFC 2104). */
+ * pair of nonces is worth nothing with the next.  The connector's hello
+ * also carries a ticket, a MAC over its own nonce, so that a listener can
+ * turn a stranger away at once (wire.h).  libc has no SHA-256, so it is
+ * written out here from FIPS 180-4 (HMAC: RFC 2104). */
+#include <stddef.h>
 #include <string.h>
 
 #include "wire.h"
@@ -132,10 +135,13 @@ void hmac_sha256(const uint8_t *key, size_t klen, const void *const *parts, cons
 }
 
 /* Labels of equal length, so neither end's proof can stand for the
- * other's (a listener impostor cannot reflect the connector's nonce). */
+ * other's (a listener impostor cannot reflect the connector's nonce),
+ * nor a ticket for either. */
 static const char label_listener[] = "symmem-L";
 static const char label_connector[] = "symmem-C";
-_Static_assert(sizeof(label_listener) == sizeof(label_connector), "labels of one length");
+static const char label_ticket[] = "symmem-T";
+_Static_assert(sizeof(label_listener) == sizeof(label_connector) &&
+	       sizeof(label_ticket) == sizeof(label_connector), "labels of one length");
 
 void wire_proof(const uint8_t token[16], int by_listener, const struct wire_hello *hello,
 		const uint8_t listener_nonce[WIRE_NONCE], uint8_t out[WIRE_MAC])
@@ -145,6 +151,14 @@ void wire_proof(const uint8_t token[16], int by_listener, const struct wire_hell
 	const size_t lens[] = { sizeof(label_listener) - 1, sizeof(*hello), WIRE_NONCE };
 
 	hmac_sha256(token, 16, parts, lens, 3, out);
+}
+
+void wire_ticket(const uint8_t token[16], const struct wire_hello *hello, uint8_t out[WIRE_MAC])
+{
+	const void *parts[] = { label_ticket, hello };
+	const size_t lens[] = { sizeof(label_ticket) - 1, offsetof(struct wire_hello, ticket) };
+
+	hmac_sha256(token, 16, parts, lens, 2, out);
 }
 
 int wire_mac_equal(const uint8_t *a, const uint8_t *b)

@@ -1,5 +1,5 @@
 /* One connection a listener serves, from accept until it proved the
- * token and its comm is ready (or it is dropped), and the table's room.
+ * token and its comm is ready (or it is dropped).
  *
  * Every step is one non-blocking read or write; a candidate that has not
  * proved the token within CANDIDATE_PATIENCE_NS is dropped, so a silent
@@ -23,6 +23,13 @@ void listen_note_refusal(struct tp_listener *l, const char *why)
 			"counted, not logged)", why);
 }
 
+void cand_init(struct cand *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->fd = -1;
+	c->memfd = -1;
+}
+
 void cand_drop(struct cand *c)
 {
 	if (c->comm)
@@ -31,9 +38,7 @@ void cand_drop(struct cand *c)
 		close(c->fd);
 	if (c->memfd >= 0)
 		close(c->memfd);
-	memset(c, 0, sizeof(*c));
-	c->fd = -1;
-	c->memfd = -1;
+	cand_init(c);
 }
 
 void cand_start(struct cand *c, int fd, int uds, const struct cand_peer *peer, uint64_t now)
@@ -45,84 +50,6 @@ void cand_start(struct cand *c, int fd, int uds, const struct cand_peer *peer, u
 	c->peer = *peer;
 	c->since_ns = now;
 	c->deadline_ns = now + CANDIDATE_PATIENCE_NS;
-}
-
-static int same_peer(const struct cand_peer *a, const struct cand_peer *b)
-{
-	return a->family == b->family && !memcmp(a->addr, b->addr, sizeof(a->addr));
-}
-
-static int peer_count(const struct tp_listener *l, const struct cand_peer *peer)
-{
-	int n = 0;
-
-	for (int i = 0; i < CAND_MAX; i++)
-		n += l->cand[i].fd >= 0 && same_peer(&l->cand[i].peer, peer);
-	return n;
-}
-
-/* Not proved yet: the only kind that may be dropped to make room. */
-static int unproven(const struct cand *c)
-{
-	return c->fd >= 0 && !c->comm;
-}
-
-/* Whether a should go before b: the peer holding more slots first
- * (`busiest`), then the one further behind in its setup (a silent
- * connection before one that said hello), then the older. */
-static int goes_first(const struct tp_listener *l, const struct cand *a, const struct cand *b,
-		      int busiest)
-{
-	int na = busiest ? peer_count(l, &a->peer) : 0, nb = busiest ? peer_count(l, &b->peer) : 0;
-
-	if (na != nb)
-		return na > nb;
-	if (a->state != b->state)
-		return a->state < b->state;
-	return a->since_ns < b->since_ns;
-}
-
-/* The candidate to drop: an unproven one of `peer`, or with peer NULL
- * of any peer (goes_first picks which). */
-static struct cand *victim(struct tp_listener *l, const struct cand_peer *peer)
-{
-	struct cand *best = NULL;
-
-	for (int i = 0; i < CAND_MAX; i++) {
-		struct cand *c = &l->cand[i];
-
-		if (!unproven(c) || (peer && !same_peer(&c->peer, peer)))
-			continue;
-		if (!best || goes_first(l, c, best, !peer))
-			best = c;
-	}
-	return best;
-}
-
-/* An old one goes, not the newcomer: idle connections are older than a
- * connector that just arrived, which then gets its slot and, once it
- * said hello, goes after every silent one.  tp_accept steps the table
- * first, so a setup that waits is read before this runs; a connector
- * dropped before the listener's reply dials again (connect.c). */
-struct cand *cand_make_room(struct tp_listener *l, const struct cand_peer *peer)
-{
-	struct cand *c = NULL;
-
-	if (peer_count(l, peer) >= CAND_PER_PEER) {
-		c = victim(l, peer);
-	} else {
-		for (int i = 0; i < CAND_MAX && !c; i++)
-			if (l->cand[i].fd < 0)
-				c = &l->cand[i];
-		if (!c)
-			c = victim(l, NULL);
-	}
-	if (c && c->fd >= 0) {
-		listen_note_refusal(l, "dropped the oldest connection still to prove the token "
-				    "to make room for a new one");
-		cand_drop(c);
-	}
-	return c;
 }
 
 /* Best effort: tell a refused connector why before hanging up on it, in
@@ -145,17 +72,48 @@ static void refuse(struct tp_listener *l, struct cand *c, int status, const char
 	cand_drop(c);
 }
 
-/* The hello is whole: answer with our nonce and proof, or refuse. */
-static void on_hello(struct tp_listener *l, struct cand *c)
+/* 1 for the nonce of a good hello not seen before, which is kept; 0 for
+ * a copy. */
+static int nonce_fresh(struct tp_listener *l, const uint8_t nonce[WIRE_NONCE])
+{
+	unsigned n = l->nnonces < CAND_NONCES ? l->nnonces : CAND_NONCES;
+
+	for (unsigned i = 0; i < n; i++)
+		if (!memcmp(l->nonces[i], nonce, WIRE_NONCE))
+			return 0;
+	memcpy(l->nonces[l->nnonces++ % CAND_NONCES], nonce, WIRE_NONCE);
+	return 1;
+}
+
+static int speaks_ours(const struct wire_hello *h)
+{
+	return h->magic == WIRE_MAGIC && h->version == WIRE_VERSION;
+}
+
+/* The hello is whole (or its head is not ours): answer with our nonce
+ * and proof, or refuse.  Only a holder of the token gets further than
+ * its ticket. */
+static void on_hello(struct tp_listener *l, struct cand *c, uint64_t now)
 {
 	const struct wire_hello *h = &c->hello;
+	uint8_t want[WIRE_MAC];
 
-	if (h->magic != WIRE_MAGIC || h->version != WIRE_VERSION) {
+	if (!speaks_ours(h)) {
 		char why[96];
 
 		snprintf(why, sizeof(why), "not a symmem connector speaking wire version %d "
 			 "(mixed plugin versions?)", WIRE_VERSION);
 		refuse(l, c, SM_ERR_INVALID, why);
+		return;
+	}
+	wire_ticket(l->token, h, want);
+	if (!wire_mac_equal(h->ticket, want)) {
+		refuse(l, c, SM_ERR_INVALID, "the connector did not prove it holds the "
+		       "connection token");
+		return;
+	}
+	if (!nonce_fresh(l, h->nonce)) {
+		refuse(l, c, SM_ERR_INVALID, "the connector's hello was seen before (a copy)");
 		return;
 	}
 	if (c->uds != (h->backend == TP_BACKEND_SHM)) {
@@ -176,6 +134,7 @@ static void on_hello(struct tp_listener *l, struct cand *c)
 	}
 	wire_proof(l->token, 1, h, c->chal.nonce, c->chal.proof);
 	c->state = CAND_CHALLENGE;
+	c->since_ns = now;
 	c->done = 0;
 }
 
@@ -300,8 +259,8 @@ int cand_step(struct tp_listener *l, struct cand *c, uint64_t now, struct tp_com
 	switch (c->state) {
 	case CAND_HELLO:
 		r = move(c, &c->hello, sizeof(c->hello), 0, NULL);
-		if (r > 0)
-			on_hello(l, c);
+		if (r > 0 || (r == 0 && c->done >= WIRE_HELLO_HEAD && !speaks_ours(&c->hello)))
+			on_hello(l, c, now);
 		break;
 	case CAND_CHALLENGE:
 		r = move(c, &c->chal, sizeof(c->chal), 1, NULL);

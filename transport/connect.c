@@ -44,17 +44,19 @@ struct pending {
 	struct wire_reply reply;
 	size_t got;
 	uint64_t deadline_ns;
-	/* The listener hung up before a byte of its reply: it sheds its
-	 * oldest unproven connections when flooded (listen.h), so this is
-	 * dialled again after a pause (as below), until the deadline. */
+	/* The listener hung up before a byte of its reply: it turns a
+	 * newcomer away, or sheds one that is still silent, when flooded
+	 * (listen.h), so this is dialled again after a short pause, until
+	 * the deadline. */
 	int hung_up_early;
 	unsigned redials;
+	uint64_t redial_ns;	/* the next redial's pause */
 	/* NCCL_ENABLE_FAULT_TOLERANCE: a listener that cannot be reached yet
 	 * is tried again after a growing pause, until the deadline. */
 	int fault_tolerance;
 	unsigned retries;
 	uint64_t retry_at_ns;	/* also for a redial */
-	uint64_t backoff_ns;
+	uint64_t backoff_ns;	/* the next retry's pause */
 	char last_error[160];
 	const void *owner;	/* tp_options.owner */
 	char verdict;		/* enum wire_verdict */
@@ -66,6 +68,13 @@ struct pending {
 
 #define RETRY_FIRST_NS (10ull * 1000 * 1000)	/* 10 ms, doubling ... */
 #define RETRY_MAX_NS (1000ull * 1000 * 1000)	/* ... up to 1 s */
+/* A redial's pause: the listener is there and busy, so short, doubling
+ * up to a few ms on one host and a little more between hosts (a dial
+ * costs a round trip there), and back to the first once a listener
+ * proved the token, whatever happens after. */
+#define REDIAL_FIRST_NS (1000ull * 1000)		/* 1 ms */
+#define REDIAL_MAX_LOCAL_NS (8ull * 1000 * 1000)	/* 8 ms */
+#define REDIAL_MAX_NS (50ull * 1000 * 1000)		/* 50 ms */
 
 static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pending *pending_list;
@@ -181,6 +190,7 @@ static int pending_start(const struct tp_options *opt, const struct tp_handle_in
 	p->fault_tolerance = opt->fault_tolerance;
 	p->owner = opt->owner;
 	p->backoff_ns = RETRY_FIRST_NS;
+	p->redial_ns = REDIAL_FIRST_NS;
 	p->hello.magic = WIRE_MAGIC;
 	p->hello.version = WIRE_VERSION;
 	p->hello.backend = (uint16_t)p->backend;
@@ -283,6 +293,7 @@ static int check_challenge(struct pending *p)
 	}
 	wire_proof(p->token, 0, &p->hello, p->chal.nonce, p->setup.proof);
 	p->comm->fd = p->fd;
+	p->redial_ns = REDIAL_FIRST_NS;
 	return SM_OK;
 }
 
@@ -357,21 +368,24 @@ static int pending_step(struct pending *p, int *done)
 			rc = check_listener(p);
 			if (rc)
 				return rc;
-		} else if (p->fd < 0) {
+		} else {
 			int inprogress = 0;
 
-			rc = sock_tcp_connect(&p->info, &p->fd, &inprogress);
-			if (rc)
-				return rc;
-			if (inprogress)
-				return SM_OK;
-		} else {
+			/* Checked at once too: the hello goes out as soon as it
+			 * can, a silent connection being the first a flooded
+			 * listener lets go (listen.h). */
+			if (p->fd < 0) {
+				rc = sock_tcp_connect(&p->info, &p->fd, &inprogress);
+				if (rc)
+					return rc;
+			}
 			rc = sock_connect_done(p->fd);
 			if (rc < 0)
 				return SM_ERR_REMOTE;
 			if (rc == 0)
 				return SM_OK;
 		}
+		wire_ticket(p->token, &p->hello, p->hello.ticket);	/* over this dial's nonce */
 		p->state = CONN_HELLO;
 		p->sent = 0;
 	}
@@ -501,13 +515,8 @@ int tp_connects_awaiting_reply(void)
 	return n;
 }
 
-/* With NCCL_ENABLE_FAULT_TOLERANCE, a listener that could not be reached
- * (refused, unreachable: it may be restarting, or the network flapping)
- * is tried again with a fresh socket after a pause that doubles up to 1 s,
- * while the connect deadline allows.  Anything after the socket connected
- * (a refusal by the listener, a malformed reply) is not transient.
- * Returns 1 when a retry is scheduled. */
-static void pause_then_dial(struct pending *p, uint64_t now)
+/* Closes the socket; the next step dials again once `pause` is over. */
+static void pause_then_dial(struct pending *p, uint64_t now, uint64_t pause)
 {
 	if (p->comm && p->comm->fd == p->fd)
 		p->comm->fd = -1;	/* given to the comm by the challenge: not its any more */
@@ -517,12 +526,22 @@ static void pause_then_dial(struct pending *p, uint64_t now)
 	p->state = CONN_CONNECTING;
 	/* The last pause ends at the deadline, so the connect gives up there
 	 * and not up to a whole pause early. */
-	p->retry_at_ns = now + p->backoff_ns;
+	p->retry_at_ns = now + pause;
 	if (p->retry_at_ns > p->deadline_ns)
 		p->retry_at_ns = p->deadline_ns;
-	p->backoff_ns = p->backoff_ns * 2 > RETRY_MAX_NS ? RETRY_MAX_NS : p->backoff_ns * 2;
 }
 
+static uint64_t doubled(uint64_t ns, uint64_t max)
+{
+	return ns * 2 > max ? max : ns * 2;
+}
+
+/* With NCCL_ENABLE_FAULT_TOLERANCE, a listener that could not be reached
+ * (refused, unreachable: it may be restarting, or the network flapping)
+ * is tried again with a fresh socket after a pause that doubles up to 1 s,
+ * while the connect deadline allows.  Anything after the socket connected
+ * (a refusal by the listener, a malformed reply) is not transient.
+ * Returns 1 when a retry is scheduled. */
 static int pending_retry(struct pending *p)
 {
 	uint64_t now = sm_now_ns();
@@ -534,14 +553,15 @@ static int pending_retry(struct pending *p)
 		sm_info("listener of pid %d not reachable (%s); retrying until the connect deadline "
 			"(NCCL_ENABLE_FAULT_TOLERANCE=1)", p->info.pid, p->last_error);
 	p->retries++;
-	pause_then_dial(p, now);
+	pause_then_dial(p, now, p->backoff_ns);
+	p->backoff_ns = doubled(p->backoff_ns, RETRY_MAX_NS);
 	return 1;
 }
 
-/* A listener that hung up before a byte of its reply dropped this
- * connection to make room (listen.h), or is gone: dialled again with a
- * fresh nonce, always (a gone one refuses the next dial at once).
- * Returns 1 when a redial is scheduled. */
+/* A listener that hung up before a byte of its reply turned this
+ * connection away or dropped it to make room (listen.h), or is gone:
+ * dialled again with a fresh nonce, always (a gone one refuses the next
+ * dial at once).  Returns 1 when a redial is scheduled. */
 static int pending_redial(struct pending *p)
 {
 	uint64_t now = sm_now_ns();
@@ -553,8 +573,21 @@ static int pending_redial(struct pending *p)
 	if (sock_random(p->hello.nonce, sizeof(p->hello.nonce)))
 		return 0;
 	p->redials++;
-	pause_then_dial(p, now);
+	pause_then_dial(p, now, p->redial_ns);
+	p->redial_ns = doubled(p->redial_ns, p->backend == TP_BACKEND_SHM ? REDIAL_MAX_LOCAL_NS :
+				REDIAL_MAX_NS);
 	return 1;
+}
+
+/* A connect that ran out of time redialling a listener that hung up
+ * `times`, the last with `why`. */
+static int hung_up_error(const struct pending *p, const struct tp_options *opt, unsigned times,
+			 const char *why)
+{
+	return sm_fail(SM_ERR_REMOTE, "the listener (pid %d) hung up %u times before proving the "
+		       "token or reading our setup within %.1f s (NCCL_SYMMEM_CONNECT_TIMEOUT; "
+		       "flooded with connections?): %s", p->info.pid, times, opt->connect_timeout,
+		       why);
 }
 
 int tp_connect(const struct tp_options *opt, const void *handle, struct tp_comm **out)
@@ -586,6 +619,8 @@ int tp_connect(const struct tp_options *opt, const void *handle, struct tp_comm 
 		if (p->retries)
 			rc = sm_fail(rc, "%s (after %u retries over %.1f s, NCCL_ENABLE_FAULT_TOLERANCE=1)",
 				     sm_last_error(), p->retries, opt->connect_timeout);
+		else if (p->redials && p->hung_up_early)	/* the last at the deadline */
+			rc = hung_up_error(p, opt, p->redials + 1, sm_last_error());
 		pending_free(p);
 		goto out;
 	}
@@ -603,10 +638,7 @@ waiting:
 				     "within %.1f s (NCCL_ENABLE_FAULT_TOLERANCE=1): %s", info.pid,
 				     p->retries, opt->connect_timeout, p->last_error);
 		else if (p->redials)
-			rc = sm_fail(SM_ERR_REMOTE, "the listener (pid %d) hung up %u times "
-				     "before proving the token or reading our setup within %.1f s "
-				     "(NCCL_SYMMEM_CONNECT_TIMEOUT; flooded with connections?): %s",
-				     info.pid, p->redials, opt->connect_timeout, p->last_error);
+			rc = hung_up_error(p, opt, p->redials, p->last_error);
 		else
 			rc = sm_fail(SM_ERR_REMOTE,
 				     "no answer from the listener (pid %d, socket @%s) within %.1f s "

@@ -4,9 +4,11 @@
  * other hosts, a TCP socket, and serves the one connector that proves it
  * holds the handle's token (auth.c).  Anyone who can reach a socket can
  * connect, so the listener never waits on one candidate: each is served
- * without blocking, side by side, in a table of its own (candidate.c).  A
- * connection from another user on the Unix socket is hung up on as it is
- * accepted. */
+ * without blocking, side by side (candidate.c), in a table per socket, so
+ * that strangers over TCP never take the place of a connector of this
+ * host (room.c).  A connection from another user on the Unix socket is
+ * hung up on as it is accepted, a stranger without the token at its
+ * hello. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -47,8 +49,8 @@ int tp_listen(const struct tp_options *opt, int dev, void *handle, struct tp_lis
 	l->uds_fd = -1;
 	l->tcp_fd = -1;
 	for (int i = 0; i < CAND_MAX; i++) {
-		l->cand[i].fd = -1;
-		l->cand[i].memfd = -1;
+		cand_init(&l->cand[i]);
+		cand_init(&l->local[i]);
 	}
 	l->opt = *opt;
 	l->opt.ifname = NULL;		/* the caller's string need not outlive listen */
@@ -113,15 +115,17 @@ static int peer_of(struct tp_listener *l, int fd, int uds, const struct sockaddr
 }
 
 /* Takes every connection waiting on `lfd` (up to ACCEPTS_PER_CALL) into
- * the table, or hangs up on it. */
+ * its table, or hangs up on it. */
 static void admit(struct tp_listener *l, int lfd, int uds, uint64_t now)
 {
+	struct cand *table = uds ? l->local : l->cand;
+
 	for (int i = 0; i < ACCEPTS_PER_CALL; i++) {
 		struct sockaddr_storage ss;
 		socklen_t len = sizeof(ss);
 		struct cand_peer peer;
 		struct tp_comm *none;
-		struct cand *c;
+		struct cand fresh, *c;
 		int fd;
 
 		fd = accept4(lfd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -133,20 +137,43 @@ static void admit(struct tp_listener *l, int lfd, int uds, uint64_t now)
 			close(fd);
 			continue;
 		}
-		c = cand_make_room(l, &peer);
-		if (!c) {
-			listen_note_refusal(l, "too many connections waiting to prove the token");
-			close(fd);
-			continue;
-		}
 		if (!uds)
 			sock_enable_nodelay(fd);
-		cand_start(c, fd, uds, &peer, now);
-		/* A connector's hello comes with its connection: read at once,
-		 * it puts the connector past the silent ones before the next
-		 * newcomer looks for room.  Nothing completes from here. */
+		/* A connector's hello comes with its connection, or just after:
+		 * read before room is made, a stranger's is turned away without
+		 * taking a place, and a connector's takes one from the silent. */
+		cand_init(&fresh);
+		cand_start(&fresh, fd, uds, &peer, now);
+		cand_step(l, &fresh, now, &none);
+		if (fresh.fd < 0)
+			continue;
+		c = cand_make_room(l, table, &fresh, now);
+		if (!c) {
+			listen_note_refusal(l, "too many connections waiting to prove the token");
+			cand_drop(&fresh);
+			continue;
+		}
+		*c = fresh;
+		/* Its challenge goes out at once; nothing completes from here. */
 		cand_step(l, c, now, &none);
 	}
+}
+
+/* Moves every connection of `table` on a step; the first that is ready
+ * goes to *out, a failure of one that proved the token is the accept's. */
+static int step_table(struct tp_listener *l, struct cand *table, uint64_t now,
+		      struct tp_comm **out)
+{
+	for (int i = 0; i < CAND_MAX; i++) {
+		int rc;
+
+		if (table[i].fd < 0)
+			continue;
+		rc = cand_step(l, &table[i], now, out);
+		if (rc || *out)
+			return rc;
+	}
+	return SM_OK;
 }
 
 int tp_accept(struct tp_listener *l, struct tp_comm **out)
@@ -157,16 +184,13 @@ int tp_accept(struct tp_listener *l, struct tp_comm **out)
 	*out = NULL;
 	if (!l->deadline_ns)
 		l->deadline_ns = now + (uint64_t)(l->opt.connect_timeout * 1e9);
-	/* Those in the table first: a newcomer drops the oldest unproven
-	 * one, which may be the real connector with its setup already
-	 * waiting, once read no longer unproven. */
-	for (int i = 0; i < CAND_MAX; i++) {
-		if (l->cand[i].fd < 0)
-			continue;
-		rc = cand_step(l, &l->cand[i], now, out);
-		if (rc || *out)
-			return rc;
-	}
+	/* Those in the tables first: a setup that waits is read, and its
+	 * connector proved the token, before any newcomer looks for room. */
+	rc = step_table(l, l->local, now, out);
+	if (!rc && !*out)
+		rc = step_table(l, l->cand, now, out);
+	if (rc || *out)
+		return rc;
 	admit(l, l->uds_fd, 1, now);
 	if (l->tcp_fd >= 0)
 		admit(l, l->tcp_fd, 0, now);
@@ -186,8 +210,10 @@ void tp_close_listener(struct tp_listener *l)
 {
 	if (!l)
 		return;
-	for (int i = 0; i < CAND_MAX; i++)
+	for (int i = 0; i < CAND_MAX; i++) {
 		cand_drop(&l->cand[i]);
+		cand_drop(&l->local[i]);
+	}
 	if (l->uds_fd >= 0)
 		close(l->uds_fd);
 	if (l->tcp_fd >= 0)

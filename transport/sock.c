@@ -16,10 +16,12 @@
 #include "sock.h"
 #include "symmem.h"
 
-/* Connections the kernel holds until the listener takes them: a burst of
- * strangers between two accept calls must not fill it before the real
- * connector arrives (the listener drains it on every call, listen.c). */
-#define SOCK_BACKLOG 128
+/* Connections the kernel holds until the listener takes them: strangers
+ * redialling between two accept calls must not fill it, or the kernel
+ * drops the real connector's SYN and TCP tries again only a second later
+ * (the listener drains it on every call, listen.c).  The kernel caps it
+ * at net.core.somaxconn (4096 by default since Linux 5.4). */
+#define SOCK_BACKLOG 4096
 
 int sock_random(void *buf, size_t len)
 {

@@ -11,7 +11,7 @@
 #include "transport.h"
 
 #define WIRE_MAGIC 0x45524957u		/* "WIRE" */
-#define WIRE_VERSION 7		/* 7: both ends prove the token, never send it */
+#define WIRE_VERSION 8		/* 8: the hello carries a ticket */
 
 /* An ibverbs end of a connection (ib.c), in the hello and the reply: its
  * queue pair's address and, from the sender, where the receiver writes
@@ -28,10 +28,18 @@ struct wire_ib {
 };
 
 /* Connection setup, four messages before data moves: the connector's
- * hello (a fresh nonce), the listener's challenge (its nonce and its
- * proof of the token over both), the connector's setup (its proof, then
- * what its data path needs; on one host the ring's memfd rides along),
- * the listener's reply.  Neither end sends anything derived from the
+ * hello (a fresh nonce, and a ticket: its MAC under the token), the
+ * listener's challenge (its nonce and its proof of the token over both),
+ * the connector's setup (its proof, then what its data path needs; on
+ * one host the ring's memfd rides along), the listener's reply.
+ *
+ * The ticket lets a listener tell the token's holder from a stranger
+ * before it keeps anything for a connection: a stranger is turned away
+ * at its hello, and can never hold a place a connector needs (listen.h).
+ * It is bound to the connector's own nonce only, so a copy of a hello
+ * earns a challenge at most, once (the listener takes each nonce once),
+ * never a connection: that takes the proof over the listener's nonce.
+ * Apart from the ticket neither end sends anything derived from the
  * token before the other sent a fresh nonce, and the connector sends its
  * proof and ring only to a listener that proved itself (auth.c). */
 #define WIRE_NONCE 16
@@ -44,8 +52,12 @@ struct wire_hello {
 	uint32_t pid;			/* for log lines only: the peer says it */
 	uint32_t flags;			/* WIRE_IB_REQUIRED */
 	uint8_t nonce[WIRE_NONCE];
+	uint8_t ticket[WIRE_MAC];	/* wire_ticket(token, the fields above) */
 };
-_Static_assert(sizeof(struct wire_hello) == 32, "the proofs hash the hello as sent");
+_Static_assert(sizeof(struct wire_hello) == 64, "the proofs hash the hello as sent");
+/* A listener reads this much of a hello before it checks its magic and
+ * version: an older connector's shorter hello is answered, not waited on. */
+#define WIRE_HELLO_HEAD offsetof(struct wire_hello, backend)
 
 /* NCCL_SYMMEM_BACKEND=ib on the sender's side: no TCP in its place. */
 #define WIRE_IB_REQUIRED 0x1u
@@ -105,6 +117,9 @@ void hmac_sha256(const uint8_t *key, size_t klen, const void *const *parts, cons
  * listener's nonce; by_listener picks whose (they differ). */
 void wire_proof(const uint8_t token[16], int by_listener, const struct wire_hello *hello,
 		const uint8_t listener_nonce[WIRE_NONCE], uint8_t out[WIRE_MAC]);
+/* The connector's ticket: its MAC over the hello up to the ticket, under
+ * a label of its own (no proof can stand for it, nor it for a proof). */
+void wire_ticket(const uint8_t token[16], const struct wire_hello *hello, uint8_t out[WIRE_MAC]);
 /* 1 if two proofs match, in time that does not depend on where they differ. */
 int wire_mac_equal(const uint8_t *a, const uint8_t *b);
 

@@ -6,12 +6,13 @@
  * the token's holder asks for.
  *
  * The target owns the listener, so it holds the token and plays a
- * connector that can prove it: it sends the input's hello, reads the
- * challenge (whose proof must be right), answers with the input's setup
- * carrying the proof wire_proof() makes (or the input's own, a stranger's
- * guess) and, on one host, the ring segment; then reads the reply.  So
- * the checks after the proof (seg_size, the segment, the backend asked
- * for) see the input's values.
+ * connector that can prove it: it sends the input's hello with the
+ * ticket wire_ticket() makes (or the input's own, a stranger's guess),
+ * reads the challenge (whose proof must be right), answers with the
+ * input's setup carrying the proof wire_proof() makes (or the input's
+ * own) and, on one host, the ring segment; then reads the reply.  So the
+ * checks after the proof (seg_size, the segment, the backend asked for)
+ * see the input's values.
  *
  * Input: flags (below); with F_SEGMENT the segment's ring size (u32) and
  * its first 64 bytes (the header the connector writes); with F_RAW the
@@ -38,6 +39,7 @@
 #define F_WRONG_PROOF 8u	/* the setup's proof is the input's */
 #define F_EARLY_FD 16u		/* the segment rides with the hello, not the setup */
 #define F_RAW 32u		/* no handshake: the input's bytes as they are */
+#define F_WRONG_TICKET 64u	/* the hello's ticket is the input's */
 /* tp_accept calls per run: setup takes a few, every wait is bounded. */
 #define ACCEPT_CALLS 16
 #define MAX_RING (1u << 20)
@@ -55,6 +57,7 @@ struct peer {
 	struct wire_reply reply;
 	uint8_t *out;		/* the setup and what follows it */
 	size_t out_len;
+	int ticketed;		/* the hello carries the right ticket */
 	int proved;		/* the setup carries the right proof */
 	struct fz_msg msg;
 };
@@ -136,8 +139,17 @@ static void start(struct peer *p, struct fz_msg m, int state)
 	p->state = state;
 }
 
+static int ticket_holds(const struct peer *p)
+{
+	uint8_t want[WIRE_MAC];
+
+	wire_ticket(p->token, &p->hello, want);
+	return wire_mac_equal(p->hello.ticket, want);
+}
+
 /* The challenge came: the listener must prove the token before anything
- * else goes to it; a refusal ends the setup. */
+ * else goes to it, and challenge only a hello whose ticket holds; a
+ * refusal ends the setup. */
 static void on_challenge(struct peer *p, int seg)
 {
 	struct wire_setup setup;
@@ -148,6 +160,7 @@ static void on_challenge(struct peer *p, int seg)
 		p->state = HUNG_UP;
 		return;
 	}
+	FZ_CHECK(p->ticketed);
 	FZ_CHECK(p->chal.magic == WIRE_MAGIC);
 	wire_proof(p->token, 1, &p->hello, p->chal.nonce, want);
 	FZ_CHECK(wire_mac_equal(p->chal.proof, want));
@@ -243,6 +256,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		goto out;
 	FZ_CHECK(tp_handle_decode(h, &info) == SM_OK);
 	p.token = info.token;
+	if (!(flags & (F_RAW | F_WRONG_TICKET)))
+		wire_ticket(p.token, &p.hello, p.hello.ticket);
+	p.ticketed = !(flags & F_RAW) && ticket_holds(&p);
 	p.fd = dial(&info, flags & F_TCP);
 	if (p.fd < 0)
 		goto close_listener;

@@ -124,6 +124,8 @@ static void on_hello(struct peer *p)
 
 	FZ_CHECK(p->hello.magic == WIRE_MAGIC && p->hello.version == WIRE_VERSION);
 	FZ_CHECK(p->hello.backend == (p->flags & F_TCP ? TP_BACKEND_TCP : TP_BACKEND_SHM));
+	wire_ticket(p->token, &p->hello, want);
+	FZ_CHECK(wire_mac_equal(p->hello.ticket, want));
 	wire_proof(p->token, 1, &p->hello, p->chal.nonce, want);
 	if (!(p->flags & F_WRONG_PROOF))
 		memcpy(p->chal.proof, want, sizeof(want));

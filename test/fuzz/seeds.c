@@ -175,7 +175,8 @@ static void config_seeds(struct seed *s)
 /* ---- hello: flags, [u32 ring, 64-byte header], hello, setup, bytes ---- */
 
 /* fuzz_hello.c's flags. */
-enum { H_TCP = 1, H_SEGMENT = 2, H_UNSEALED = 4, H_WRONG_PROOF = 8, H_EARLY_FD = 16, H_RAW = 32 };
+enum { H_TCP = 1, H_SEGMENT = 2, H_UNSEALED = 4, H_WRONG_PROOF = 8, H_EARLY_FD = 16, H_RAW = 32,
+       H_WRONG_TICKET = 64 };
 
 static void hello_msg(struct seed *s, int backend, uint16_t version)
 {
@@ -247,6 +248,12 @@ static void hello_seeds(struct seed *s)
 	save(s, "hello", "unix");
 	hello_unix(s, H_WRONG_PROOF, ring, ring, SHM_RING_OFFSET + ring);
 	save(s, "hello", "wrong-proof");
+	hello_unix(s, H_WRONG_TICKET, ring, ring, SHM_RING_OFFSET + ring);
+	save(s, "hello", "wrong-ticket");
+	u8(s, H_TCP | H_WRONG_TICKET);
+	hello_msg(s, TP_BACKEND_TCP, WIRE_VERSION);
+	setup_msg(s, WIRE_MAGIC, 0, 0);
+	save(s, "hello", "tcp-wrong-ticket");
 	hello_unix(s, H_EARLY_FD, ring, ring, SHM_RING_OFFSET + ring);
 	save(s, "hello", "ring-with-hello");
 	hello_unix(s, H_UNSEALED, ring, ring, SHM_RING_OFFSET + ring);
@@ -297,6 +304,15 @@ static void hello_seeds(struct seed *s)
 	u32(s, WIRE_MAGIC);
 	u16(s, WIRE_VERSION);
 	save(s, "hello", "half-a-hello");
+	/* Version 7's whole hello: 32 bytes, no ticket. */
+	u8(s, H_RAW);
+	u32(s, WIRE_MAGIC);
+	u16(s, 7);
+	u16(s, TP_BACKEND_SHM);
+	u32(s, 4242);
+	u32(s, 0);
+	text(s, "nonce-of-a-seed!");
+	save(s, "hello", "version-7");
 }
 
 /* ---- reply: flags, challenge, reply bytes ---- */

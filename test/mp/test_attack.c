@@ -8,7 +8,11 @@
  *               and then say no more, filling the table at the step where
  *               the real connector's setup waits;
  *   takeover    a process takes the TCP port of a listener that died and
- *               plays listener to its connector.
+ *               plays listener to its connector;
+ *   room        who keeps a place when a table is full: strangers over
+ *               TCP never take a connector's of this host, silent
+ *               newcomers never push out a connection of a moment ago,
+ *               and the kernel's queue has room past a crowd.
  *
  * In each, the real connector (a child process) and the listener (this
  * process) must still pair within their normal bound, or fail with a clean
@@ -38,7 +42,7 @@
 
 #include "fd_util.h"
 #include "wire.h"		/* WIRE_MAGIC, for the impostor's answer */
-#include "listen.h"		/* CAND_PER_PEER */
+#include "listen.h"		/* CAND_PER_PEER, CAND_GRACE_NS */
 #include "symmem.h"
 #include "tp_pair.h"
 #include "transport.h"
@@ -399,7 +403,9 @@ static void test_silent_crowd_alone_times_out(void **state)
 /* Peers that each say a valid hello from an address of their own
  * (127.0.0.x, so the per-address cap holds none of them back), read the
  * challenge and then never prove the token: a crowd that fills the
- * table with connections at the same step as the real connector. */
+ * table with connections at the same step as the real connector.  Their
+ * hellos carry good tickets (made here with the token: copies of
+ * connectors' hellos), since a stranger's is refused before that step. */
 #define SETUP_CROWD (CAND_MAX - 1)
 
 struct setup_crowd {
@@ -426,6 +432,9 @@ static void setup_peer(const struct tp_handle_info *info, int i)
 	ssize_t n;
 
 	src.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 1 + (uint32_t)i);
+	if (getrandom(hello.nonce, sizeof(hello.nonce), 0) != sizeof(hello.nonce))
+		_exit(90);
+	wire_ticket(info->token, &hello, hello.ticket);
 	if (fd < 0 || bind(fd, (struct sockaddr *)&src, sizeof(src)) ||
 	    connect(fd, (struct sockaddr *)&ss, len))
 		_exit(91);
@@ -595,6 +604,199 @@ static void test_setup_dropped_redials(void **state)
 	pair_past_setup_crowd(0);
 }
 
+/* ---- room: who keeps a place when a table is full --------------------- */
+
+/* A TCP connection from 127.0.0.(2 + i), connected, silent. */
+static int silent_from(const struct tp_handle_info *info, int i)
+{
+	struct sockaddr_in src = { .sin_family = AF_INET };
+	struct sockaddr_storage ss;
+	socklen_t len = tcp_addr(info, &ss);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	src.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 2 + (uint32_t)i);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&src, sizeof(src)), 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&ss, len), 0);
+	return fd;
+}
+
+/* The connector on `fd`, silent until now, says a hello that shows the
+ * token; 1 when the listener answers with its challenge, 0 when it hung
+ * up. */
+static int challenged(struct tp_listener *l, const struct tp_handle_info *info, int fd,
+		      int backend)
+{
+	struct wire_hello hello = { .magic = WIRE_MAGIC, .version = WIRE_VERSION,
+				    .backend = (uint16_t)backend, .pid = (uint32_t)getpid() };
+	struct wire_challenge chal;
+	struct tp_comm *r = NULL;
+	double end = now() + 5;
+	size_t got = 0;
+
+	assert_int_equal(getrandom(hello.nonce, sizeof(hello.nonce), 0), WIRE_NONCE);
+	wire_ticket(info->token, &hello, hello.ticket);
+	if (send(fd, &hello, sizeof(hello), MSG_NOSIGNAL) != sizeof(hello))
+		return 0;
+	while (got < sizeof(chal) && now() < end) {
+		ssize_t n;
+
+		assert_int_equal(tp_accept(l, &r), SM_OK);
+		assert_null(r);
+		n = recv(fd, (char *)&chal + got, sizeof(chal) - got, MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN))
+			return 0;
+		if (n > 0)
+			got += (size_t)n;
+	}
+	return got == sizeof(chal) && chal.status == SM_OK;
+}
+
+static void close_all(int *fd, int n)
+{
+	for (int i = 0; i < n; i++)
+		close(fd[i]);
+}
+
+/* A connector of this host, silent so far (a process between its
+ * connect and its hello), then twice a table of silent TCP strangers
+ * from addresses of their own, all taken in one accept: the strangers
+ * push out each other, never the connector, which is challenged when it
+ * speaks.  (In one table for both sockets, the 16th stranger pushed it
+ * out, the oldest of equals.) */
+static void test_tcp_crowd_leaves_local_alone(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_AUTO, 1 << 20, 65536);
+	struct tp_handle_info info;
+	uint8_t h[TP_HANDLE_SIZE];
+	struct tp_listener *l;
+	struct tp_comm *r = NULL;
+	int crowd[2 * CAND_MAX], local, fds = open_fds();
+
+	(void)state;
+	o.ifname = "lo";
+	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
+	assert_int_equal(tp_handle_decode(h, &info), SM_OK);
+	local = uds_dial(info.uds_name);
+	assert_true(local >= 0);
+	assert_int_equal(tp_accept(l, &r), SM_OK);
+	for (int i = 0; i < 2 * CAND_MAX; i++)
+		crowd[i] = silent_from(&info, i);
+	assert_int_equal(tp_accept(l, &r), SM_OK);
+	assert_null(r);
+	assert_true(challenged(l, &info, local, TP_BACKEND_SHM));
+	close(local);
+	close_all(crowd, 2 * CAND_MAX);
+	tp_close_listener(l);
+	assert_int_equal(open_fds(), fds);
+}
+
+/* A table of silent strangers that have had their grace; the connector,
+ * silent so far, takes the place of one; then a table more of silent
+ * strangers, all taken in one accept: they push out the old ones, and
+ * are turned away once only the connector and their own kind of a
+ * moment ago are left.  The connector is challenged when it speaks.
+ * (Without the grace, the last of them pushed it out.) */
+static void test_fresh_connection_keeps_place(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_TCP, 1 << 20, 65536);
+	struct tp_handle_info info;
+	uint8_t h[TP_HANDLE_SIZE];
+	struct tp_listener *l;
+	struct tp_comm *r = NULL;
+	int old[CAND_MAX], young[CAND_MAX], conn, fds = open_fds();
+	double t0;
+
+	(void)state;
+	o.ifname = "lo";
+	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
+	assert_int_equal(tp_handle_decode(h, &info), SM_OK);
+	for (int i = 0; i < CAND_MAX; i++)
+		old[i] = silent_from(&info, i);
+	assert_int_equal(tp_accept(l, &r), SM_OK);
+	usleep(CAND_GRACE_NS / 1000 + 20 * 1000);
+	conn = silent_from(&info, CAND_MAX);
+	t0 = now();
+	assert_int_equal(tp_accept(l, &r), SM_OK);
+	for (int i = 0; i < CAND_MAX; i++)
+		young[i] = silent_from(&info, CAND_MAX + 1 + i);
+	assert_int_equal(tp_accept(l, &r), SM_OK);
+	assert_null(r);
+	if (now() - t0 > CAND_GRACE_NS / 2e9) {
+		print_message("# SKIP: %.0f ms between the connector and the last newcomer, "
+			      "more than half its grace\n", (now() - t0) * 1e3);
+	} else {
+		assert_true(challenged(l, &info, conn, TP_BACKEND_TCP));
+		assert_int_equal(count_hung_up(old, CAND_MAX, 1000), CAND_MAX);
+	}
+	close(conn);
+	close_all(old, CAND_MAX);
+	close_all(young, CAND_MAX);
+	tp_close_listener(l);
+	assert_int_equal(open_fds(), fds);
+}
+
+/* Connections the kernel queues for the listener, past any burst the
+ * listener could meet between two accepts: 300 from one address, none
+ * taken yet.  The connector's SYN still finds room: its connect
+ * completes at once, not after TCP sends it again a second later.
+ * (With the old queue of 128, it did not complete within a second.) */
+#define QUEUED 300
+
+static int somaxconn(void)
+{
+	FILE *f = fopen("/proc/sys/net/core/somaxconn", "r");
+	int n = 0;
+
+	if (f && fscanf(f, "%d", &n) != 1)
+		n = 0;
+	if (f)
+		fclose(f);
+	return n;
+}
+
+static void test_queue_holds_a_crowd(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_TCP, 1 << 20, 65536);
+	struct sockaddr_in src = { .sin_family = AF_INET };
+	struct tp_handle_info info;
+	struct sockaddr_storage ss;
+	uint8_t h[TP_HANDLE_SIZE];
+	struct tp_listener *l;
+	int crowd[QUEUED], fd, fds = open_fds();
+	socklen_t len;
+	double t0;
+
+	(void)state;
+	if (somaxconn() <= QUEUED) {
+		print_message("# SKIP: net.core.somaxconn is %d, the kernel's cap on the queue\n",
+			      somaxconn());
+		skip();
+	}
+	o.ifname = "lo";
+	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
+	assert_int_equal(tp_handle_decode(h, &info), SM_OK);
+	len = tcp_addr(&info, &ss);
+	src.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 2);
+	for (int i = 0; i < QUEUED; i++) {
+		crowd[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		assert_true(crowd[i] >= 0);
+		assert_int_equal(bind(crowd[i], (struct sockaddr *)&src, sizeof(src)), 0);
+		assert_true(connect(crowd[i], (struct sockaddr *)&ss, len) == 0 ||
+			    errno == EINPROGRESS);
+	}
+	t0 = now();
+	fd = tcp_dial(&info);	/* from 127.0.0.1, waiting 1 s at most */
+	print_message("# connect past %d queued: %s in %.3f s\n", QUEUED,
+		      fd >= 0 ? "done" : "NOT done", now() - t0);
+	assert_true(fd >= 0);
+	assert_true(now() - t0 < 0.5);
+	close(fd);
+	close_all(crowd, QUEUED);
+	tp_close_listener(l);
+	assert_int_equal(open_fds(), fds);
+}
+
 /* The impostor: binds the dead listener's address and port, accepts one
  * connection, answers whatever comes with bytes that look like a
  * listener's first answer (our magic, status 0, the rest random), and
@@ -719,6 +921,11 @@ int main(int argc, char **argv)
 	const struct CMUnitTest takeover[] = {
 		cmocka_unit_test(test_port_taken_over),
 	};
+	const struct CMUnitTest room[] = {
+		cmocka_unit_test(test_tcp_crowd_leaves_local_alone),
+		cmocka_unit_test(test_fresh_connection_keeps_place),
+		cmocka_unit_test(test_queue_holds_a_crowd),
+	};
 	const char *mode = argc > 1 ? argv[1] : "";
 
 	signal(SIGPIPE, SIG_IGN);
@@ -736,6 +943,8 @@ int main(int argc, char **argv)
 		return cmocka_run_group_tests(setup, NULL, NULL);
 	if (!strcmp(mode, "takeover"))
 		return cmocka_run_group_tests(takeover, NULL, NULL);
-	fprintf(stderr, "usage: %s other-user|silent|setup|takeover\n", argv[0]);
+	if (!strcmp(mode, "room"))
+		return cmocka_run_group_tests(room, NULL, NULL);
+	fprintf(stderr, "usage: %s other-user|silent|setup|takeover|room\n", argv[0]);
 	return 2;
 }

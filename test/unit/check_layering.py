@@ -42,6 +42,7 @@ LAYERS = {
     'backend.h': REGISTRY, 'backend.c': REGISTRY,
     # connection setup
     'listen.h': SETUP, 'connect.c': SETUP, 'listen.c': SETUP, 'candidate.c': SETUP,
+    'room.c': SETUP,
 }
 BACKENDS = {'shm': re.compile(r'^shm(_\w+)?\.[ch]$'),
             'tcp': re.compile(r'^tcp(_\w+)?\.[ch]$'),

@@ -25,6 +25,7 @@
 
 #include "comm.h"	/* the malformed-announcement test writes raw bytes */
 #include "ib.h"
+#include "listen.h"	/* CAND_GRACE_NS */
 #include "shm.h"
 #include "tcp.h"
 #include "smfree.h"
@@ -1295,11 +1296,12 @@ static void accept_until_answered(struct tp_listener *l, int fd, void *buf, size
 	assert_int_equal(got, len);
 }
 
-/* A stranger that speaks the protocol but does not hold the token: the
- * challenge it gets holds nothing of the token (and the listener's proof
- * is right), the listener's own proof sent back is refused with a reason
- * (the two ends' proofs differ), the descriptor it attached is closed,
- * and the real connector gets through afterwards. */
+/* A peer whose hello carries a good ticket (a copy of a connector's
+ * hello; made here with the token) but that cannot answer the challenge:
+ * the challenge it gets holds nothing of the token (and the listener's
+ * proof is right), the listener's own proof sent back is refused with a
+ * reason (the two ends' proofs differ), the descriptor it attached is
+ * closed, and the real connector gets through afterwards. */
 static void test_stranger_without_proof_refused(void **state)
 {
 	struct tp_options o = options(TP_BACKEND_AUTO, 1 << 20, 65536);
@@ -1320,6 +1322,7 @@ static void test_stranger_without_proof_refused(void **state)
 	fd = stranger_connect(h);
 	hello.pid = (uint32_t)getpid();
 	assert_int_equal(getrandom(hello.nonce, sizeof(hello.nonce), 0), sizeof(hello.nonce));
+	wire_ticket(info.token, &hello, hello.ticket);
 	assert_int_equal(write(fd, &hello, sizeof(hello)), sizeof(hello));
 	accept_until_answered(l, fd, &chal, sizeof(chal));
 	assert_int_equal(chal.status, SM_OK);
@@ -1345,9 +1348,74 @@ static void test_stranger_without_proof_refused(void **state)
 	tp_close(r);
 }
 
-/* A connector the listener drops before its hello was read (four silent
- * newcomers from its own address, the per-peer cap, push it out) dials
- * again by itself and gets through within the deadline. */
+/* Writes `len` bytes of `hello` as a new stranger and returns the
+ * listener's answer, a whole challenge. */
+static int hello_answered(struct tp_listener *l, const uint8_t *h, const struct wire_hello *hello,
+			  size_t len, struct wire_challenge *chal)
+{
+	int fd = stranger_connect(h);
+
+	assert_int_equal(write(fd, hello, len), (ssize_t)len);
+	accept_until_answered(l, fd, chal, sizeof(*chal));
+	return fd;
+}
+
+/* A hello is answered with a challenge only when its ticket shows the
+ * token: a stranger's well-formed hello is refused at once with a reason
+ * (no nonce, no proof), a copy of a good one the second time, and an
+ * older connector's shorter hello with the version it lacks, not waited
+ * on for bytes that never come.  The real connector gets through after. */
+static void test_hello_without_ticket_refused(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_AUTO, 1 << 20, 65536);
+	struct wire_hello hello = { .magic = WIRE_MAGIC, .version = WIRE_VERSION,
+				    .backend = TP_BACKEND_SHM };
+	static const uint8_t zero[WIRE_NONCE + WIRE_MAC];
+	struct wire_challenge chal;
+	struct tp_handle_info info;
+	uint8_t h[TP_HANDLE_SIZE];
+	struct tp_listener *l;
+	struct tp_comm *s, *r;
+	int fd, copy, fds = open_fds();
+
+	(void)state;
+	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
+	assert_int_equal(tp_handle_decode(h, &info), SM_OK);
+	hello.pid = (uint32_t)getpid();
+	assert_int_equal(getrandom(hello.nonce, sizeof(hello.nonce), 0), sizeof(hello.nonce));
+
+	fd = hello_answered(l, h, &hello, sizeof(hello), &chal);
+	assert_int_not_equal(chal.status, SM_OK);
+	assert_memory_equal(chal.nonce, zero, sizeof(zero));	/* nonce and proof */
+	assert_non_null(strstr(chal.reason, "did not prove it holds the connection token"));
+	close(fd);
+
+	wire_ticket(info.token, &hello, hello.ticket);
+	fd = hello_answered(l, h, &hello, sizeof(hello), &chal);
+	assert_int_equal(chal.status, SM_OK);
+	copy = hello_answered(l, h, &hello, sizeof(hello), &chal);
+	assert_int_not_equal(chal.status, SM_OK);
+	assert_non_null(strstr(chal.reason, "seen before"));
+	close(copy);
+	close(fd);
+
+	hello.version = WIRE_VERSION - 1;
+	fd = hello_answered(l, h, &hello, 32, &chal);	/* version 7's whole hello */
+	assert_int_not_equal(chal.status, SM_OK);
+	assert_non_null(strstr(chal.reason, "mixed plugin versions"));
+	close(fd);
+
+	assert_int_equal(drive_pair(&o, l, h, &s, &r), SM_OK);
+	tp_close_listener(l);
+	tp_close(s);
+	tp_close(r);
+	assert_int_equal(open_fds(), fds);
+}
+
+/* A connector the listener drops before its setup was read (four
+ * newcomers from its own address whose hellos show the token, once its
+ * grace is over: the per-peer cap pushes it out) dials again by itself
+ * and gets through within the deadline. */
 static void test_dropped_connector_dials_again(void **state)
 {
 	struct tp_options o = options(TP_BACKEND_TCP, 1 << 20, 65536);
@@ -1362,16 +1430,26 @@ static void test_dropped_connector_dials_again(void **state)
 	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
 	assert_int_equal(tp_handle_decode(h, &info), SM_OK);
 	assert_int_equal(info.family, AF_INET);	/* this machine's first interface, or lo */
-	assert_int_equal(tp_connect(&o, h, &s), SM_OK);	/* dials, says nothing yet */
+	assert_int_equal(tp_connect(&o, h, &s), SM_OK);	/* dials, and says hello */
 	assert_null(s);
+	usleep(20 * 1000);
+	assert_int_equal(tp_accept(l, &r), SM_OK);	/* takes it, challenges it */
+	assert_null(r);
+	usleep(CAND_GRACE_NS / 1000 + 20 * 1000);
 	sa.sin_port = htons(info.port);
 	memcpy(&sa.sin_addr, info.addr, 4);
 	for (int i = 0; i < 4; i++) {
+		struct wire_hello hello = { .magic = WIRE_MAGIC, .version = WIRE_VERSION,
+					    .backend = TP_BACKEND_TCP };
+
+		assert_int_equal(getrandom(hello.nonce, sizeof(hello.nonce), 0), WIRE_NONCE);
+		wire_ticket(info.token, &hello, hello.ticket);
 		crowd[i] = socket(AF_INET, SOCK_STREAM, 0);
 		assert_int_equal(connect(crowd[i], (struct sockaddr *)&sa, sizeof(sa)), 0);
+		assert_int_equal(write(crowd[i], &hello, sizeof(hello)), sizeof(hello));
 	}
 	usleep(20 * 1000);
-	assert_int_equal(tp_accept(l, &r), SM_OK);	/* takes all five, drops the first */
+	assert_int_equal(tp_accept(l, &r), SM_OK);	/* takes the four, drops the first */
 	assert_null(r);
 	assert_int_equal(drive_pair(&o, l, h, &s, &r), SM_OK);
 	assert_string_equal(tp_comm_backend(s), "tcp");
@@ -1426,6 +1504,57 @@ static void test_listener_hanging_up_bounded(void **state)
 	assert_true(now() - t0 < 1.5);
 	assert_true(hung_up > 2);
 	assert_non_null(strstr(sm_last_error(), "times before proving the token"));
+	close(lfd);
+	assert_int_equal(tp_pending_connects(), 0);
+	assert_int_equal(open_fds(), fds);
+}
+
+/* A listener that hangs up on every dial, as a flooded one turns a
+ * newcomer away: on one host the connector dials again after a pause of
+ * a few ms every time (8 at most), not one that grows to a second, and
+ * fails at its deadline as before. */
+static void test_redial_pause_stays_short(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	struct tp_handle_info info;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	uint8_t h[TP_HANDLE_SIZE];
+	struct tp_comm *s = NULL;
+	int fds = open_fds(), lfd, c, rc = SM_OK, hung_up = 0;
+	double t0, last = 0, gap = 0;
+
+	(void)state;
+	o.connect_timeout = 1;
+	memset(&info, 0, sizeof(info));
+	info.host_id = tp_host_id();
+	info.pid = (int)getpid();
+	info.no_tcp = 1;
+	snprintf(info.uds_name, sizeof(info.uds_name), "symmem-redial-%d", info.pid);
+	assert_int_equal(getrandom(info.token, 16, 0), 16);
+	tp_handle_encode(&info, h);
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	memcpy(sa.sun_path + 1, info.uds_name, strlen(info.uds_name));
+	assert_int_equal(bind(lfd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct
+			 sockaddr_un, sun_path) + 1 + strlen(info.uds_name))), 0);
+	assert_int_equal(listen(lfd, 16), 0);
+	t0 = now();
+	while (rc == SM_OK && now() - t0 < 5) {
+		rc = tp_connect(&o, h, &s);
+		assert_null(s);
+		while ((c = accept(lfd, NULL, NULL)) >= 0) {
+			if (hung_up++ && now() - last > gap)
+				gap = now() - last;
+			last = now();
+			close(c);
+		}
+		usleep(500);
+	}
+	print_message("# %d dials in %.2f s, the longest pause %.1f ms\n", hung_up, now() - t0,
+		      gap * 1e3);
+	assert_int_equal(rc, SM_ERR_REMOTE);
+	assert_non_null(strstr(sm_last_error(), "times before proving the token"));
+	assert_true(hung_up > 50);
+	assert_true(gap < 0.05);	/* 8 ms, and room for a loaded host */
 	close(lfd);
 	assert_int_equal(tp_pending_connects(), 0);
 	assert_int_equal(open_fds(), fds);
@@ -2482,8 +2611,10 @@ int main(void)
 		cmocka_unit_test(test_stranger_refused),
 		cmocka_unit_test(test_stranger_fds_closed),
 		cmocka_unit_test(test_stranger_without_proof_refused),
+		cmocka_unit_test(test_hello_without_ticket_refused),
 		cmocka_unit_test(test_dropped_connector_dials_again),
 		cmocka_unit_test(test_listener_hanging_up_bounded),
+		cmocka_unit_test(test_redial_pause_stays_short),
 		cmocka_unit_test(test_shm_listener_opens_no_tcp),
 		cmocka_unit_test(test_recv_keeps_one_fd),
 		cmocka_unit_test(test_impostor_listener_gets_no_ring),
