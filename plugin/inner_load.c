@@ -17,6 +17,7 @@
 #include <strings.h>
 
 #include "inner_internal.h"
+#include "lib_path.h"
 #include "log.h"
 #include "net.h"
 
@@ -286,26 +287,61 @@ static const char *loader_error(void)
 	return e ? e : "unknown loader error";
 }
 
+/* One name as the loader finds it, checked first where the user chose
+ * the file (a path, or a directory of LD_LIBRARY_PATH); the loader's
+ * cache and system directories are root's.  *refused with `why` when
+ * another user could have put the file there. */
+static void *open_one(const char *name, char *why, size_t wlen, int *refused)
+{
+	char found[PATH_MAX], real[PATH_MAX];
+	const char *path = name;
+	void *h;
+
+	if (!strchr(name, '/') && lib_path_search(name, found, sizeof(found)))
+		path = found;
+	if (strchr(path, '/')) {
+		switch (lib_path_check(path, real, sizeof(real), why, wlen)) {
+		case LIB_PATH_UNSAFE:
+			*refused = 1;
+			return NULL;
+		case LIB_PATH_SAFE:
+			path = real;	/* no link left to swap meanwhile */
+			break;
+		default:
+			break;		/* missing: the loader says so */
+		}
+	}
+	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		snprintf(why, wlen, "%s", loader_error());
+	return h;
+}
+
 /* As NCCL resolves NCCL_NET_PLUGIN: the value itself, then, for a bare
  * word that is not already lib*.so, libnccl-net-<value>.so.  `why` gets
- * each attempt's loader error. */
-static void *open_named(const char *spec, char *why, size_t wlen)
+ * each attempt's loader error, or the reason one was refused. */
+static void *open_named(const char *spec, char *why, size_t wlen, int *refused)
 {
-	size_t n = strlen(spec);
+	size_t n = strlen(spec), used;
 	char alt[300];
 	void *h;
 
-	h = dlopen(spec, RTLD_NOW | RTLD_LOCAL);
-	if (h)
+	*refused = 0;
+	h = open_one(spec, why, wlen, refused);
+	if (h || *refused)
 		return h;
-	snprintf(why, wlen, "%s", loader_error());
 	if (strchr(spec, '/') || (strncmp(spec, "lib", 3) == 0 && n >= 3 &&
 				  strcmp(spec + n - 3, ".so") == 0))
 		return NULL;
 	snprintf(alt, sizeof(alt), "libnccl-net-%s.so", spec);
-	h = dlopen(alt, RTLD_NOW | RTLD_LOCAL);
-	if (!h)
-		snprintf(why + strlen(why), wlen - strlen(why), "; %s", loader_error());
+	used = strlen(why);
+	if (used + 2 < wlen) {
+		snprintf(why + used, wlen - used, "; ");
+		used += 2;
+	}
+	h = open_one(alt, why + used, wlen - used, refused);
+	if (*refused)
+		memmove(why, why + used, strlen(why + used) + 1);
 	return h;
 }
 
@@ -349,8 +385,15 @@ static int load(const char *spec)
 	char why[768], found[64];
 	const char *gap;
 	Dl_info where;
+	int refused;
 
-	lib = open_named(spec, why, sizeof(why));
+	lib = open_named(spec, why, sizeof(why), &refused);
+	if (refused) {
+		LOG_WARN("NET/symmem: NCCL_SYMMEM_INNER_NET=%s: not loading it, since another user "
+			 "could have put it there: %s (a library runs code as it loads; see "
+			 "docs/security.md); so this plugin does not start", spec, why);
+		return -1;
+	}
 	if (!lib) {
 		LOG_WARN("NET/symmem: NCCL_SYMMEM_INNER_NET=%s: cannot open it (%s); connections "
 			 "to other hosts need it, so this plugin does not start", spec, why);

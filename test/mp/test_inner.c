@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -650,6 +651,93 @@ static void test_unusable_library_fails_init(void **state)
 	}
 }
 
+/* ---- what another user could have put there --------------------------- */
+
+static char placed[1024];	/* the stand-in's copy in a directory anyone may write */
+
+/* init fails with the one WARN, and the library was never opened: its
+ * constructor could not have run. */
+static int child_refused_unopened(void)
+{
+	void *h;
+
+	if (child_init_fails())
+		return 20;
+	h = dlopen(placed, RTLD_NOW | RTLD_NOLOAD);
+	if (h) {
+		dlclose(h);
+		return 21;
+	}
+	return 0;
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	char buf[65536];
+	int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_EXCL, 0755);
+	ssize_t n;
+
+	assert_true(in >= 0 && out >= 0);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		assert_int_equal(write(out, buf, (size_t)n), n);
+	close(in);
+	close(out);
+}
+
+/* The stand-in, copied into a directory every user may write (sticky, as
+ * /tmp: another user cannot replace a file there, but may have put the
+ * file there first), is not loaded: named by path, relative to the
+ * working directory, or found by bare name on LD_LIBRARY_PATH.  A link in
+ * a safe directory to it neither. */
+static void test_writable_place_refused(void **state)
+{
+	const char *dir = getenv("INNER_STANDIN_DIR");
+	char tmpl[512], std[1024], link[1024], cwd[512];
+	const char *why = "not loading it, since another user could have put it there: ";
+
+	(void)state;
+	snprintf(tmpl, sizeof(tmpl), "%s/writable-XXXXXX", dir);
+	assert_non_null(mkdtemp(tmpl));
+	assert_int_equal(chmod(tmpl, 01777), 0);
+	snprintf(std, sizeof(std), "%s/libnccl-net-standin.so", dir);
+	snprintf(placed, sizeof(placed), "%s/libnccl-net-placed.so", tmpl);
+	copy_file(std, placed);
+	snprintf(link, sizeof(link), "%s/libnccl-net-link-%d.so", dir, (int)getpid());
+	assert_int_equal(symlink(placed, link), 0);
+	{
+		const char *env[] = { "NCCL_SYMMEM_INNER_NET", placed, NULL };
+
+		expect_warn = why;
+		assert_int_equal(in_child(child_refused_unopened, env), 0);
+		init_fails("is writable by every user (mode 1777)", env);
+	}
+	{
+		const char *env[] = { "NCCL_SYMMEM_INNER_NET", link, NULL };
+
+		expect_warn = why;
+		assert_int_equal(in_child(child_refused_unopened, env), 0);
+	}
+	{
+		const char *env[] = { "NCCL_SYMMEM_INNER_NET", "placed", "LD_LIBRARY_PATH", tmpl,
+				      NULL };
+
+		expect_warn = why;
+		assert_int_equal(in_child(child_refused_unopened, env), 0);
+	}
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	assert_int_equal(chdir(tmpl), 0);
+	{
+		const char *env[] = { "NCCL_SYMMEM_INNER_NET", "./libnccl-net-placed.so", NULL };
+
+		expect_warn = why;
+		assert_int_equal(in_child(child_refused_unopened, env), 0);
+	}
+	assert_int_equal(chdir(cwd), 0);
+	unlink(link);
+	unlink(placed);
+	assert_int_equal(rmdir(tmpl), 0);
+}
+
 /* A bare name found on the loader's path, as NCCL finds its plugins. */
 static int child_bare_name(void)
 {
@@ -875,6 +963,7 @@ int main(void)
 		cmocka_unit_test(test_connect_state_past_room_refused),
 		cmocka_unit_test(test_inner_connect_bounded),
 		cmocka_unit_test(test_inner_accept_after_local_bound),
+		cmocka_unit_test(test_writable_place_refused),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
