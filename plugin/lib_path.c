@@ -3,7 +3,10 @@
  * ld.so's trust in its own paths: each directory on the way and the file
  * belong to root or to this user, and no one else may write them.  A
  * group-writable one passes only when its group is this user's private
- * group (the user-private-group scheme, where umask 002 is the default). */
+ * group (the user-private-group scheme, where umask 002 is the default).
+ * A sticky directory of root's or ours (/tmp) passes although others may
+ * write it: they can add entries but not rename or remove ours, and the
+ * entry on the way is checked in turn (it must be root's or ours). */
 #include <errno.h>
 #include <grp.h>
 #include <limits.h>
@@ -45,6 +48,9 @@ static int unsafe(const char *path, char *why, size_t len)
 		snprintf(why, len, "%s: %s", path, strerror(errno));
 		return errno == ENOENT || errno == ENOTDIR ? -1 : 1;
 	}
+	if (S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) &&
+	    (st.st_uid == 0 || st.st_uid == geteuid()))
+		return 0;
 	if (st.st_mode & S_IWOTH) {
 		snprintf(why, len, "%s is writable by every user (mode %04o)", path,
 			 (unsigned)(st.st_mode & 07777));

@@ -684,9 +684,8 @@ static void copy_file(const char *from, const char *to)
 	close(out);
 }
 
-/* The stand-in, copied into a directory every user may write (sticky, as
- * /tmp: another user cannot replace a file there, but may have put the
- * file there first), is not loaded: named by path, relative to the
+/* The stand-in, copied into a directory every user may write (not
+ * sticky: another user could replace the file), is not loaded: named by path, relative to the
  * working directory, or found by bare name on LD_LIBRARY_PATH.  A link in
  * a safe directory to it neither. */
 static void test_writable_place_refused(void **state)
@@ -698,7 +697,7 @@ static void test_writable_place_refused(void **state)
 	(void)state;
 	snprintf(tmpl, sizeof(tmpl), "%s/writable-XXXXXX", dir);
 	assert_non_null(mkdtemp(tmpl));
-	assert_int_equal(chmod(tmpl, 01777), 0);
+	assert_int_equal(chmod(tmpl, 0777), 0);
 	snprintf(std, sizeof(std), "%s/libnccl-net-standin.so", dir);
 	snprintf(placed, sizeof(placed), "%s/libnccl-net-placed.so", tmpl);
 	copy_file(std, placed);
@@ -709,7 +708,7 @@ static void test_writable_place_refused(void **state)
 
 		expect_warn = why;
 		assert_int_equal(in_child(child_refused_unopened, env), 0);
-		init_fails("is writable by every user (mode 1777)", env);
+		init_fails("is writable by every user (mode 0777)", env);
 	}
 	{
 		const char *env[] = { "NCCL_SYMMEM_INNER_NET", link, NULL };

@@ -112,12 +112,19 @@ static void test_writable_by_anyone(void **state)
 	make_dir("ww", 0777);
 	make_file("ww/lib.so", 0755);
 	verdict("ww/lib.so", LIB_PATH_UNSAFE, "ww is writable by every user (mode 0777)");
+	/* Sticky (as /tmp): others cannot move or remove what is ours in it,
+	 * so ours passes; theirs does not (test_owner_and_group). */
 	make_dir("sticky", 01777);
 	make_file("sticky/lib.so", 0755);
-	verdict("sticky/lib.so", LIB_PATH_UNSAFE, "sticky is writable by every user (mode 1777)");
+	verdict("sticky/lib.so", LIB_PATH_SAFE, NULL);
 	make_dir("sticky/sub", 0755);
 	make_file("sticky/sub/lib.so", 0755);
-	verdict("sticky/sub/lib.so", LIB_PATH_UNSAFE, "sticky is writable by every user");
+	verdict("sticky/sub/lib.so", LIB_PATH_SAFE, NULL);
+	make_dir("sticky/open", 0777);
+	make_file("sticky/open/lib.so", 0755);
+	verdict("sticky/open/lib.so", LIB_PATH_UNSAFE, "open is writable by every user");
+	make_file("sticky/anyone.so", 0777);
+	verdict("sticky/anyone.so", LIB_PATH_UNSAFE, "anyone.so is writable by every user");
 	make_dir("ok2", 0755);
 	make_file("ok2/open.so", 0666);
 	verdict("ok2/open.so", LIB_PATH_UNSAFE, "open.so is writable by every user (mode 0666)");
@@ -132,7 +139,7 @@ static void test_links(void **state)
 	(void)state;
 	make_dir("l", 0755);
 	make_file("l/lib.so", 0755);
-	make_dir("lww", 01777);
+	make_dir("lww", 0777);
 	make_file("lww/lib.so", 0755);
 	path_of(to, sizeof(to), "lww/lib.so");
 	path_of(from, sizeof(from), "l/to-writable.so");
@@ -197,6 +204,21 @@ static void test_owner_and_group(void **state)
 	path_of(p, sizeof(p), "grp");
 	assert_int_equal(chown(p, 0, DAEMON_GROUP), 0);
 	verdict("grp/lib.so", LIB_PATH_UNSAFE, "grp is writable by its group (gid 1, mode 0775)");
+	make_dir("osticky", 01777);
+	make_file("osticky/theirs.so", 0755);
+	path_of(p, sizeof(p), "osticky/theirs.so");
+	assert_int_equal(chown(p, NOBODY, NOBODY), 0);
+	verdict("osticky/theirs.so", LIB_PATH_UNSAFE, "theirs.so belongs to another user");
+	make_dir("osticky/theirdir", 0755);
+	make_file("osticky/theirdir/lib.so", 0755);
+	path_of(p, sizeof(p), "osticky/theirdir");
+	assert_int_equal(chown(p, NOBODY, NOBODY), 0);
+	verdict("osticky/theirdir/lib.so", LIB_PATH_UNSAFE, "theirdir belongs to another user");
+	make_dir("theirsticky", 01777);		/* a sticky directory of another user's */
+	make_file("theirsticky/lib.so", 0755);
+	path_of(p, sizeof(p), "theirsticky");
+	assert_int_equal(chown(p, NOBODY, NOBODY), 0);
+	verdict("theirsticky/lib.so", LIB_PATH_UNSAFE, "theirsticky");
 	make_dir("rootgrp", 0775);	/* root's own group */
 	make_file("rootgrp/lib.so", 0755);
 	verdict("rootgrp/lib.so", LIB_PATH_SAFE, NULL);
