@@ -41,7 +41,7 @@
 #        ab: the NCCL-level sweep, every op, natively and through the plugin
 #        with landing words and with events (on one GPU: posed hosts to
 #        64 MiB, correctness only; on several: 8 B-1 GiB, sweep rows with
-#        `variant`), then hop.
+#        `variant`), then hop (AB_ONLY=1: not).
 #        NRANKS=n uses the first n GPUs (default: all).
 #        NCCL_FROM=wheel runs the NCCL drivers on PyTorch's NCCL (2.28.9 on the
 #        GPU hosts) instead of the system's (2.28.3); NCCL_FROM=/DIR on one
@@ -108,6 +108,7 @@ if [ "$MODE" = ab ]; then
 				-b 8 -e 1073741824 -f 4 -c none -i 20
 		done
 	fi
+	[ -n "${AB_ONLY:-}" ] && finish
 	MODE=hop
 fi
 
