@@ -27,7 +27,7 @@ def join(rows):
     """Plugin rows with the floors of the same invocation (hog, variant)."""
     floors = {}
     for r in rows:
-        if r["who"] == "floor":
+        if r["who"] == "floor" and "bytes" in r:
             floors[(r["hog"], r.get("variant"), r["mode"], r.get("dir"), r["bytes"])] = r
     out = []
     for r in rows:
@@ -86,6 +86,7 @@ def main():
             print("hog %-6s %-14s an 8-byte copy within the GPU took %.1f us" % (
                 r["hog"], r.get("variant", ""), r["d2d_8b_us"]))
     if a.json:
+        rows += [r for r in raw if r["mode"] == "witness"]
         for r in rows:
             r.update({"gpus": 1, "gpu": a.gpu, "commit": a.commit, "date": a.date})
         with open(a.json, "w") as f:

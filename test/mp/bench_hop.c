@@ -20,7 +20,9 @@
  *   SYMMEM_PLUGIN=.../libnccl-net-symmem.so bench_hop [-r rounds]
  *       [-s 8,4096,...] [-S 65536,...] [--hog none|other|self] [--tag text]
  *
- * Output: one JSON object per line (floors and plugin rows). */
+ * Output: one JSON object per line (floors and plugin rows).  HOP_VERBOSE=1
+ * copies the plugin's INFO lines to stderr (with NCCL_SM_FREE_VERBOSE=1,
+ * each connection's data path and the helper's stop lines). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -45,6 +47,7 @@ struct opts {
 };
 
 static double helper_work_us = -1;
+static int verbose;	/* HOP_VERBOSE=1: the plugin's INFO lines to stderr too */
 
 /* NCCL's logger: WARNs to stderr; the helper's stop line gives its work. */
 static void logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
@@ -62,6 +65,8 @@ static void logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
 	va_end(ap);
 	if (level == NCCL_LOG_WARN)
 		fprintf(stderr, "WARN %s\n", buf);
+	else if (verbose)
+		fprintf(stderr, "INFO %s\n", buf);
 	p = strstr(buf, "us of work per copy");
 	if (p) {
 		while (p > buf && p[-1] != ' ')
@@ -459,6 +464,7 @@ int main(int argc, char **argv)
 	pid_t f, h, g;
 
 	memset(&o, 0, sizeof(o));
+	verbose = getenv("HOP_VERBOSE") && !strcmp(getenv("HOP_VERBOSE"), "1");
 	if (parse(argc, argv, &o)) {
 		fprintf(stderr, "usage: SYMMEM_PLUGIN=... bench_hop [-r rounds] [-s sizes] "
 			"[-S stream sizes] [--hog none|other|self] [--tag '\"k\": v']\n");
