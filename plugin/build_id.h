@@ -5,7 +5,9 @@
 #ifndef SYMMEM_PLUGIN_BUILD_ID_H
 #define SYMMEM_PLUGIN_BUILD_ID_H
 
-/* What precedes "<version> (<commit>)" in the file (the "@(#)" of what(1)). */
+/* What precedes "<version> (<commit>)", or "<version>" alone where the
+ * commit is unknown (scripts/build_id.sh), in the file (the "@(#)" of
+ * what(1)). */
 #define BUILD_ID_MARKER "@(#)libnccl-net-symmem "
 
 extern const char symmem_build_id[];

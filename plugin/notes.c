@@ -1,5 +1,6 @@
 /* The net plugin's once-per-process lines (notes.h).  Each fires at most
  * once: its flag lives in `notes`, the one place such state is kept. */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -263,19 +264,39 @@ void notes_context_opened(void)
 	atomic_fetch_add(&notes.live_contexts, 1);
 }
 
+/* The version of the NCCL in this process (ncclGetVersion, found as
+ * NCCL's own symbols are: libnccl.so.2 linked or opened RTLD_GLOBAL),
+ * 0 when none answers. */
+static int nccl_version(void)
+{
+	void *sym = dlsym(RTLD_DEFAULT, "ncclGetVersion");
+	int (*get)(int *);
+	int v = 0;
+
+	if (!sym)
+		return 0;
+	memcpy(&get, &sym, sizeof(get));
+	return get(&v) == 0 ? v : 0;
+}
+
 /* NCCL 2.28 unloads an external net plugin with the process's last
  * communicator and clears its name, so the next ncclCommInitRank looks for
  * libnccl-net.so instead (bench/results/failures.md, run 8).  Said at
- * INFO: it is also how every job ends, and it explains the "Failed to
- * initialize any NET plugin" that may follow. */
+ * INFO, and only where ncclGetVersion says 2.28: it explains the "Failed
+ * to initialize any NET plugin" that may follow.  Other NCCL versions, or
+ * one whose version cannot be read, get no line at every job's end. */
 void notes_context_closed(void)
 {
 	const struct config *cfg;
+	int v;
 
 	if (atomic_fetch_sub(&notes.live_contexts, 1) != 1)
 		return;
 	cfg = config_get();
 	if (!cfg || cfg->kept_loaded)
+		return;
+	v = nccl_version();
+	if (v < 22800 || v >= 22900)
 		return;
 	LOG_INFO("NET/symmem: the last communicator of this process is gone: NCCL 2.28 unloads "
 		 "the plugin now and forgets NCCL_NET_PLUGIN, so a later ncclCommInitRank in this "

@@ -1,18 +1,20 @@
 #!/bin/sh
 # Installs the Debian packages the build and the tests need, if missing.
-# Sourced by install.sh, test.sh, sanitize.sh and fuzz.sh.  gcc brings the
-# sanitizers' runtimes; the fuzz targets need clang and its libFuzzer
-# (libclang-rt-dev: the runtime libraries of Debian's default clang),
-# which a build alone (install.sh sets deps_for=build) does not.
+# Sourced by install.sh, test.sh, sanitize.sh and fuzz.sh.  A release
+# build (install.sh sets deps_for=build) needs the compiler, meson and
+# libibverbs' headers (for the ibverbs backend; without them it is left
+# out).  The tests add cmocka; gcc brings the sanitizers' runtimes; the fuzz targets need clang and its
+# libFuzzer (libclang-rt-dev: the runtime libraries of Debian's default
+# clang).
 need=""
 command -v meson >/dev/null 2>&1 || need="$need meson"
 command -v ninja >/dev/null 2>&1 || need="$need ninja-build"
 command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
 command -v cc >/dev/null 2>&1 || need="$need gcc libc6-dev"
 command -v python3 >/dev/null 2>&1 || need="$need python3"
-[ -f /usr/include/cmocka.h ] || need="$need libcmocka-dev"
 [ -f /usr/include/infiniband/verbs.h ] || need="$need libibverbs-dev"
 if [ "${deps_for:-test}" = test ]; then
+	[ -f /usr/include/cmocka.h ] || need="$need libcmocka-dev"
 	command -v clang >/dev/null 2>&1 || need="$need clang"
 	fuzzer_lib=libclang_rt.fuzzer-$(uname -m).a
 	[ -f "$(clang -print-file-name="$fuzzer_lib" 2>/dev/null)" ] ||

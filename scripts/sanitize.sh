@@ -1,5 +1,5 @@
 #!/bin/sh
-# Builds the tests under sanitizers and runs them (never the rdma suite):
+# Builds the tests under sanitizers and runs them (never the rdma or package suites):
 # every unit and multi-process test under AddressSanitizer and UBSan in
 # build-asan/, and those whose programs start threads
 # (scripts/threaded_tests.py) under ThreadSanitizer in build-tsan/.  Any
@@ -65,7 +65,7 @@ for which in "$@"; do
 		mkdir -p $dir/reports
 		ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:log_path=$PWD/$dir/reports/asan" \
 		UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$PWD/$dir/reports/ubsan" \
-			meson test -C $dir --no-suite rdma --print-errorlogs || status=1
+			meson test -C $dir --no-suite rdma --no-suite package --print-errorlogs || status=1
 		verdict $dir "AddressSanitizer or UBSan"
 		;;
 	tsan)

@@ -59,8 +59,24 @@ const char *helper_more_with_verbose(const struct tp_comm *c)
 	return c->verbose ? "" : " (further buffers that stay are logged with NCCL_SM_FREE_VERBOSE=1)";
 }
 
+/* 1 if the CUDA driver allocated the memory at ptr (device or host);
+ * malloc'd host memory it did not. */
+static int driver_knows(const void *ptr)
+{
+	const struct sm_cuda_api *cu = sm_cu();
+	CUdeviceptr base;
+	size_t len;
+
+	return cu && cu->mem_get_address_range(&base, &len, (CUdeviceptr)ptr) == CUDA_SUCCESS;
+}
+
 void helper_own_buffer(struct tp_comm *c, const struct tp_region *r, struct helper_range *h)
 {
+	/* Host memory the driver did not allocate (malloc) cannot be given to
+	 * the helper: its bytes are copied in this process, which is how such
+	 * a buffer always goes, so there is nothing to tell the user. */
+	if (r->mem != TP_MEM_CUDA && !driver_knows((void *)r->base))
+		return;
 	if (helper_export(c, (void *)r->base, r->size, &h->exp, &h->offset, &h->hid)) {
 		if (helper_log_in_process(c))
 			sm_info("%s buffer %p (%zu bytes) stays with in-process copies: %s%s",

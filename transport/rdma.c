@@ -43,6 +43,15 @@ int tp_ibv_symbol(void *lib, const char *name, void *fn, size_t size)
 	return 0;
 }
 
+int tp_rdma_built(void)
+{
+#ifdef SYMMEM_HAVE_VERBS
+	return 1;
+#else
+	return 0;
+#endif
+}
+
 int tp_rdma_devices(const char *spec, char *found, size_t flen, char *selected, size_t slen,
 		    char *why, size_t wlen)
 {
@@ -54,6 +63,10 @@ int tp_rdma_devices(const char *spec, char *found, size_t flen, char *selected, 
 	int n = 0, count = 0;
 
 	found[0] = selected[0] = why[0] = '\0';
+	if (!tp_rdma_built()) {
+		snprintf(why, wlen, "this build has no ibverbs backend (built without libibverbs-dev)");
+		return 0;
+	}
 	lib = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
 	if (!lib) {
 		snprintf(why, wlen, "libibverbs.so.1 not found");

@@ -213,6 +213,9 @@ int tp_namelist_port_excluded(const char *spec, const char *name, int port);
 /* rdma.c: 1 if NCCL_IB_HCA `spec` ("" = all; NCCL's syntax: [^][=]name[:port],...,
  * a prefix match unless '=') selects the RDMA device `name`. */
 int tp_hca_selected(const char *spec, const char *name);
+/* rdma.c: 1 if this build has the ibverbs backend (libibverbs' headers
+ * were there and -Dibverbs was not disabled), else 0. */
+int tp_rdma_built(void);
 /* This host's RDMA devices (comma-separated in found[]) and those `spec`
  * selects (selected[]); returns how many are selected.  why[] says what
  * is missing when there are none at all. */

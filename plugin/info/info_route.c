@@ -312,6 +312,7 @@ void info_rdma_emit(struct out *o, const struct info_sim *s, const struct info_r
 
 	between_hosts(s, r, route, sizeof(route));
 	out_obj(o, "rdma");
+	out_bool(o, "ibverbs_backend", tp_rdma_built());
 	out_words(o, "devices", r->found, ',');
 	out_str(o, "ib_hca", s->cfg.ib_hca[0] ? s->cfg.ib_hca : NULL);
 	out_words(o, "selected", r->chosen, ',');

@@ -1074,13 +1074,28 @@ static int child_abandoned_connect(void)
 	return 0;
 }
 
+/* NCCL's version as the plugin reads it (dlsym of ncclGetVersion in the
+ * process: this program exports it): TEST_NCCL_VERSION, or no answer. */
+__attribute__((visibility("default"))) int ncclGetVersion(int *version);
+int ncclGetVersion(int *version)
+{
+	const char *v = getenv("TEST_NCCL_VERSION");
+
+	if (!v)
+		return 1;	/* ncclInternalError: no version */
+	*version = atoi(v);
+	return 0;
+}
+
 /* The last context's finalize says that NCCL unloads the plugin now and
- * how to keep it (once, INFO); not while another context lives, and not
- * with NCCL_NET_PLUGIN_REF_COUNT set. */
+ * how to keep it (once, INFO) where the NCCL in the process is a 2.28;
+ * not while another context lives, not with NCCL_NET_PLUGIN_REF_COUNT set,
+ * and not under another NCCL or one that gives no version. */
 static int child_last_finalize(void)
 {
 	const char *needle = "NCCL_NET_PLUGIN_REF_COUNT=1";
-	int expect = getenv("NCCL_NET_PLUGIN_REF_COUNT") ? 0 : 1;
+	const char *v = getenv("TEST_NCCL_VERSION");
+	int expect = !getenv("NCCL_NET_PLUGIN_REF_COUNT") && v && atoi(v) / 100 == 228;
 	void *a, *b;
 
 	if (!harness_open() || !(a = harness_init()) || !(b = harness_init()))
@@ -1095,10 +1110,15 @@ static int child_last_finalize(void)
 static void test_last_finalize_says_unload(void **state)
 {
 	const char *plain[] = { NULL };
-	const char *kept[] = { "NCCL_NET_PLUGIN_REF_COUNT", "1", NULL };
+	const char *nccl228[] = { "TEST_NCCL_VERSION", "22809", NULL };
+	const char *nccl230[] = { "TEST_NCCL_VERSION", "23007", NULL };
+	const char *kept[] = { "TEST_NCCL_VERSION", "22809", "NCCL_NET_PLUGIN_REF_COUNT", "1",
+			       NULL };
 
 	(void)state;
 	assert_int_equal(run_child("--child-last-finalize", plain), 0);
+	assert_int_equal(run_child("--child-last-finalize", nccl228), 0);
+	assert_int_equal(run_child("--child-last-finalize", nccl230), 0);
 	assert_int_equal(run_child("--child-last-finalize", kept), 0);
 }
 
