@@ -368,6 +368,31 @@ static int isend_not_taken(struct tp_comm *c, struct tp_req **out, const void *d
 	return SM_OK;
 }
 
+/* Steps one send may ask for in a row: read the announcement, ask the
+ * copy helper, open host staging, map the peer's buffer here. */
+#define SETUP_STEPS 4
+
+/* The backend's isend is a lookup and a post: setup it found still to do
+ * is a progress step's (where an announcement is read, a peer's buffer
+ * mapped, the copy helper asked), so that work runs where NCCL's test()
+ * runs it too, and the send looks once more. */
+static int isend_after_step(struct tp_comm *c, struct tp_req **out, const void *data,
+			    size_t size, const struct tp_region *reg)
+{
+	int rc = SM_OK;
+
+	for (int i = 0; i < SETUP_STEPS && !rc && !*out && c->step_wanted; i++) {
+		int progressed = 0;
+
+		c->step_wanted = 0;
+		rc = c->ops->progress(c, &progressed);
+		if (!rc)
+			rc = c->ops->isend(c, out, data, size, reg);
+	}
+	c->step_wanted = 0;	/* still asking: the next try's step does it */
+	return rc;
+}
+
 int tp_isend(struct tp_comm *c, const void *data, size_t size, const struct tp_region *reg,
 	     struct tp_req **out)
 {
@@ -387,7 +412,10 @@ int tp_isend(struct tp_comm *c, const void *data, size_t size, const struct tp_r
 	if (rc)
 		return rc;
 	trace_call(c);
+	c->step_wanted = 0;
 	rc = c->ops->isend(c, out, data, size, reg);
+	if (!rc && !*out && c->step_wanted)
+		rc = isend_after_step(c, out, data, size, reg);
 	if (!rc && !*out)
 		rc = isend_not_taken(c, out, data, size, reg);
 	if (rc || !*out)

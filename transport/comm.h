@@ -180,6 +180,11 @@ struct tp_comm {
 	char failmsg[256];
 	/* timers */
 	uint64_t try_ns;	/* sender: first isend try of the next message, or 0 */
+	/* Sender: the backend's isend took no send because setup it looked up
+	 * is still to do (a peer's registration to read, map or name to the
+	 * copy helper); tp_isend runs a progress step, which does it, and
+	 * lets the backend look once more. */
+	int step_wanted;
 	uint64_t start_try_ns;	/* sender: first refused copy start of the next message, or 0 */
 	uint64_t overdue_seen_ns;	/* the latest comm_copy_overdue() call, or 0 */
 	uint64_t overdue_from_ns;	/* no wait counts time before this (a gap in NCCL's calls) */
