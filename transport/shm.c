@@ -414,3 +414,34 @@ int shm_progress(struct tp_comm *c, int *progressed)
 	return c->is_send ? shm_progress_send(shm_of(c), progressed) :
 			    shm_progress_recv(shm_of(c), progressed);
 }
+
+void shm_req_note(const struct tp_req *r, struct tp_req_note *n)
+{
+	n->direct = r->direct;
+	n->helper = r->by_helper;
+	n->pooled = r->shadow != NULL;
+	if (!r->direct)
+		return;
+	if (r->kind == REQ_RECV)
+		n->path = r->shadow ? PATH_POOL : PATH_IN_PLACE;
+	else if (r->stage_end)
+		n->path = PATH_STAGED;
+	else if (r->by_helper)
+		n->path = PATH_HELPER;
+	else if (r->size == 0)
+		n->skip = 1;	/* an empty message needs no copy at all */
+	else
+		n->path = PATH_IN_PROCESS;
+}
+
+void shm_req_describe(const struct tp_comm *c, const struct tp_req *r, char *buf, size_t len)
+{
+	if (r->direct && r->kind == REQ_SEND && c->ce)
+		smf_copy_describe(c->ce, &r->copy, buf, len);
+}
+
+int shm_req_close_wait(struct tp_comm *c, struct tp_req *r, uint64_t limit)
+{
+	return r->direct && (r->copy.nev || r->copy.helper) &&
+	       smf_copy_wait_until(c->ce, &r->copy, limit);
+}

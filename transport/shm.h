@@ -188,6 +188,10 @@ int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t s
 	      const struct tp_region *reg);
 int shm_irecv(struct tp_comm *c, struct tp_req *r, const struct tp_region *reg);
 int shm_progress(struct tp_comm *c, int *progressed);
+/* The request ops (tp_ops): its path, its copy in words, its close wait. */
+void shm_req_note(const struct tp_req *r, struct tp_req_note *n);
+void shm_req_describe(const struct tp_comm *c, const struct tp_req *r, char *buf, size_t len);
+int shm_req_close_wait(struct tp_comm *c, struct tp_req *r, uint64_t limit);
 
 /* shm_announce.c, receiver: registrations and their announcements. */
 int shm_region_register(struct tp_comm *c, struct tp_region *reg, int dmabuf_fd,
