@@ -252,6 +252,26 @@ int smf_range_add(struct smf_engine *e, int owner_pid, const struct sm_share_inf
 	return smf_helper_add(e->helper, owner_pid, info, fd, id);
 }
 
+int smf_range_add_start(struct smf_engine *e, int owner_pid, const struct sm_share_info *info,
+			int fd, struct smf_range_req *req, int *posted)
+{
+	*posted = 0;
+	if (!e->helper)
+		return sm_fail(SM_ERR_INTERNAL, "no copy helper to map a range");
+	return smf_helper_add_post(e->helper, owner_pid, info, fd, &req->ticket, posted);
+}
+
+int smf_range_add_test(struct smf_engine *e, struct smf_range_req *req, int *done, uint32_t *id)
+{
+	return smf_helper_add_test(e->helper, req->ticket, done, id);
+}
+
+void smf_range_add_cancel(struct smf_engine *e, struct smf_range_req *req)
+{
+	if (e && e->helper)
+		smf_helper_add_cancel(e->helper, req->ticket);
+}
+
 void smf_range_del(struct smf_engine *e, uint32_t id)
 {
 	if (e && e->helper)

@@ -33,6 +33,31 @@ extern char **environ;
 /* How often a waiting test looks whether the helper still lives. */
 #define ALIVE_CHECK_NS (100ull * 1000 * 1000)
 
+/* Mapping requests sent without waiting for their answers
+ * (smf_helper_add_post) at most; a later post waits for a free one. */
+#define ADD_SLOTS 32
+
+/* An add_slot's state. */
+enum {
+	ADD_FREE = 0,
+	ADD_SENT,		/* its answer is still to read */
+	ADD_ANSWERED,		/* read, for its poster to collect */
+	ADD_CANCELLED,		/* its poster is gone: the answer's mapping is dropped */
+};
+
+/* One mapping request in flight without its poster waiting.  The helper
+ * answers requests in the order they came and its replies carry no
+ * request number, so the n-th reply read belongs to the n-th request
+ * sent: every reader (a waiting request, a poll) reads the posted ones'
+ * answers first and files them here. */
+struct add_slot {
+	int state;
+	int status;
+	uint32_t id;
+	uint64_t sent_ns;
+	char msg[160];
+};
+
 /* struct smf_helper's reaped: whether its exit status was collected. */
 enum {
 	REAP_NOT_YET = 0,
@@ -57,6 +82,10 @@ struct smf_helper {
 	uint64_t next_seq;
 	uint64_t started_ns;
 	uint8_t orphan[CD_SLOTS];	/* given up while queued: free it once it ends */
+	/* Mappings posted without waiting (under ctrl_lock): request n's
+	 * answer goes to add[n % ADD_SLOTS]. */
+	uint64_t adds_sent, adds_read;
+	struct add_slot add[ADD_SLOTS];
 	_Atomic uint64_t next_check_ns;
 	_Atomic int dead;
 	_Atomic int reaped;
@@ -107,18 +136,111 @@ static int dead_error(struct smf_helper *h)
 		       (int)h->pid);
 }
 
+/* A helper that did not answer in time.  Its answer may still come.
+ * Replies carry no request number, so the next request would take it for
+ * its own (a mapping would get the previous one's id, and copies would go
+ * to the wrong buffer): this helper gets no more requests.  Under
+ * ctrl_lock. */
+static int give_up(struct smf_helper *h, int timeout_ms)
+{
+	atomic_store(&h->dead, HELPER_GIVEN_UP);
+	/* Copies it still holds would go on writing into buffers whose
+	 * requests now fail and whose owners may reuse them: it is ended,
+	 * and they with its context.  Not reaped yet, so the pid is still
+	 * this child's. */
+	if (atomic_load(&h->reaped) != REAP_DONE)
+		kill(h->pid, SIGKILL);
+	return sm_fail(SM_ERR_SYSTEM, "the copy helper (pid %d) did not answer in %.1f s; "
+		       "it was stopped and no further requests go to it", (int)h->pid,
+		       timeout_ms / 1000.0);
+}
+
+/* Reads one reply that is there to read.  Under ctrl_lock. */
+static int read_reply(struct smf_helper *h, struct cd_reply *r)
+{
+	int got = -1;
+	ssize_t n = sm_recv_some(h->ctrl, r, sizeof(*r), &got);
+
+	if (got >= 0)
+		close(got);
+	if (n != (ssize_t)sizeof(*r) || r->magic != CD_MAGIC) {
+		atomic_store(&h->dead, HELPER_EXITED);
+		return dead_error(h);
+	}
+	return SM_OK;
+}
+
+static void send_del(struct smf_helper *h, uint32_t id)
+{
+	struct cd_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.magic = CD_MAGIC;
+	m.op = CD_DEL;
+	m.id = id;
+	if (sm_wait_fd(h->ctrl, POLLOUT, h->request_timeout_ms) > 0)
+		sm_send_some(h->ctrl, &m, sizeof(m), -1);
+}
+
+/* Files the answer to the oldest posted mapping; a cancelled one's
+ * mapping is dropped at once.  Under ctrl_lock. */
+static void file_answer(struct smf_helper *h, const struct cd_reply *r)
+{
+	struct add_slot *a = &h->add[h->adds_read++ % ADD_SLOTS];
+
+	if (a->state == ADD_CANCELLED) {
+		if (!r->status && r->id)
+			send_del(h, r->id);
+		a->state = ADD_FREE;
+		return;
+	}
+	a->status = r->status;
+	a->id = r->id;
+	snprintf(a->msg, sizeof(a->msg), "%.150s", r->msg);
+	a->state = ADD_ANSWERED;
+}
+
+/* Reads the answers to posted mappings: those already there (wait = 0),
+ * or all of them, each within timeout_ms (a request whose own answer
+ * follows them).  A posted mapping unanswered past the helper's request
+ * time gives the helper up, as a waiting request would.  Under ctrl_lock. */
+static int read_posted(struct smf_helper *h, int timeout_ms, int wait)
+{
+	struct cd_reply r;
+	int rc;
+
+	while (h->adds_read != h->adds_sent) {
+		const struct add_slot *a = &h->add[h->adds_read % ADD_SLOTS];
+		uint64_t waited = (sm_now_ns() - a->sent_ns) / 1000000;
+		int ready = sm_wait_fd(h->ctrl, POLLIN, wait ? timeout_ms : 0);
+
+		if (ready <= 0 && (wait || waited >= (uint64_t)h->request_timeout_ms))
+			return give_up(h, wait ? timeout_ms : h->request_timeout_ms);
+		if (ready <= 0)
+			return SM_OK;
+		rc = read_reply(h, &r);
+		if (rc)
+			return rc;
+		file_answer(h, &r);
+	}
+	return SM_OK;
+}
+
 /* Sends `m` (with `fd` if >= 0) and, unless no_reply, waits for the answer. */
 static int request(struct smf_helper *h, const struct cd_msg *m, int fd, int timeout_ms,
 		   struct cd_reply *r)
 {
-	int rc = SM_OK, got = -1;
-	ssize_t n;
+	int rc = SM_OK;
 
 	pthread_mutex_lock(&h->ctrl_lock);
 	if (helper_gone(h)) {
 		rc = dead_error(h);
 		goto out;
 	}
+	/* Answers to mappings posted earlier come before this one's. */
+	rc = read_posted(h, timeout_ms, r != NULL);
+	if (rc)
+		goto out;
 	if (sm_wait_fd(h->ctrl, POLLOUT, timeout_ms) <= 0 ||
 	    sm_send_some(h->ctrl, m, sizeof(*m), fd) != (ssize_t)sizeof(*m)) {
 		rc = helper_gone(h) ? dead_error(h) :
@@ -129,30 +251,12 @@ static int request(struct smf_helper *h, const struct cd_msg *m, int fd, int tim
 	if (!r)
 		goto out;
 	if (sm_wait_fd(h->ctrl, POLLIN, timeout_ms) <= 0) {
-		/* Its answer may still come.  Replies carry no request number,
-		 * so the next request would take it for its own (a mapping
-		 * would get the previous one's id, and copies would go to the
-		 * wrong buffer): this helper gets no more requests. */
-		atomic_store(&h->dead, HELPER_GIVEN_UP);
-		/* Copies it still holds would go on writing into buffers whose
-		 * requests now fail and whose owners may reuse them: it is
-		 * ended, and they with its context.  Not reaped yet, so the
-		 * pid is still this child's. */
-		if (atomic_load(&h->reaped) != REAP_DONE)
-			kill(h->pid, SIGKILL);
-		rc = sm_fail(SM_ERR_SYSTEM, "the copy helper (pid %d) did not answer in %.1f s; "
-			     "it was stopped and no further requests go to it", (int)h->pid,
-			     timeout_ms / 1000.0);
+		rc = give_up(h, timeout_ms);
 		goto out;
 	}
-	n = sm_recv_some(h->ctrl, r, sizeof(*r), &got);
-	if (got >= 0)
-		close(got);
-	if (n != (ssize_t)sizeof(*r) || r->magic != CD_MAGIC) {
-		atomic_store(&h->dead, HELPER_EXITED);
-		rc = dead_error(h);
+	rc = read_reply(h, r);
+	if (rc)
 		goto out;
-	}
 	if (r->status)
 		rc = sm_fail(r->status, "copy helper: %.180s", r->msg);
 out:
@@ -423,6 +527,93 @@ int smf_helper_add(struct smf_helper *h, int owner_pid, const struct sm_share_in
 		return sm_fail(SM_ERR_SYSTEM, "copy helper answered a mapping without a name");
 	*id = r.id;
 	return SM_OK;
+}
+
+int smf_helper_add_post(struct smf_helper *h, int owner_pid, const struct sm_share_info *info,
+			int fd, uint64_t *ticket, int *posted)
+{
+	struct add_slot *a;
+	struct cd_msg m;
+	int rc = SM_OK;
+
+	*posted = 0;
+	memset(&m, 0, sizeof(m));
+	m.magic = CD_MAGIC;
+	m.op = CD_ADD;
+	m.owner_pid = owner_pid;
+	m.info = *info;
+	if (info->kind == SM_SHARE_LEGACY_IPC)
+		fd = -1;
+	/* Never waits: the lock is held through a waiting request's answer
+	 * (up to the request time), and a full socket or a full table is
+	 * the caller's cue to try again. */
+	if (pthread_mutex_trylock(&h->ctrl_lock) != 0)
+		return SM_OK;
+	a = &h->add[h->adds_sent % ADD_SLOTS];
+	if (helper_gone(h)) {
+		rc = dead_error(h);
+		goto out;
+	}
+	if (a->state != ADD_FREE || sm_wait_fd(h->ctrl, POLLOUT, 0) <= 0)
+		goto out;
+	if (sm_send_some(h->ctrl, &m, sizeof(m), fd) != (ssize_t)sizeof(m)) {
+		rc = helper_gone(h) ? dead_error(h) :
+		     sm_fail(SM_ERR_SYSTEM, "the copy helper (pid %d) does not take requests",
+			     (int)h->pid);
+		goto out;
+	}
+	a->state = ADD_SENT;
+	a->sent_ns = sm_now_ns();
+	*ticket = h->adds_sent++;
+	*posted = 1;
+out:
+	pthread_mutex_unlock(&h->ctrl_lock);
+	return rc;
+}
+
+int smf_helper_add_test(struct smf_helper *h, uint64_t ticket, int *done, uint32_t *id)
+{
+	struct add_slot *a = &h->add[ticket % ADD_SLOTS];
+	int rc;
+
+	*done = 0;
+	*id = 0;
+	if (pthread_mutex_trylock(&h->ctrl_lock) != 0)
+		return SM_OK;	/* a request is being answered: later */
+	rc = read_posted(h, 0, 0);
+	if (a->state == ADD_ANSWERED) {
+		*done = 1;
+		a->state = ADD_FREE;
+		rc = SM_OK;	/* a later request's trouble is not this one's */
+		if (a->status)
+			rc = sm_fail(a->status, "copy helper: %.150s", a->msg);
+		else if (a->id == 0)
+			rc = sm_fail(SM_ERR_SYSTEM, "copy helper answered a mapping without a name");
+		else
+			*id = a->id;
+	} else if (!rc && helper_gone(h)) {
+		rc = dead_error(h);
+	}
+	if (rc && a->state == ADD_SENT)
+		a->state = ADD_CANCELLED;	/* never answered now: nobody asks again */
+	*done = *done || rc;
+	pthread_mutex_unlock(&h->ctrl_lock);
+	return rc;
+}
+
+void smf_helper_add_cancel(struct smf_helper *h, uint64_t ticket)
+{
+	struct add_slot *a = &h->add[ticket % ADD_SLOTS];
+
+	pthread_mutex_lock(&h->ctrl_lock);
+	if (a->state == ADD_ANSWERED) {
+		if (!a->status && a->id)
+			send_del(h, a->id);
+		a->state = ADD_FREE;
+	} else if (a->state == ADD_SENT) {
+		a->state = ADD_CANCELLED;
+	}
+	pthread_mutex_unlock(&h->ctrl_lock);
 }
 
 void smf_helper_del(struct smf_helper *h, uint32_t id)

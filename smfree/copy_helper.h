@@ -45,6 +45,19 @@ pid_t smf_helper_pid(const struct smf_helper *h);
 int smf_helper_add(struct smf_helper *h, int owner_pid, const struct sm_share_info *info, int fd,
 		   uint32_t *id);
 void smf_helper_del(struct smf_helper *h, uint32_t id);
+/* The same without waiting, for NCCL's progress thread.  add_post sends
+ * the request (fd borrowed, passed before it returns) and names it by
+ * *ticket; *posted = 0 (and SM_OK) when it cannot be sent at once (another
+ * request is being answered, the socket or the table of posted requests
+ * is full): try again later.  add_test reads the answers there are, with
+ * no wait: *done = 1 with *id, or with an error (the mapping failed, the
+ * helper died, or it did not answer in its request time and was given
+ * up).  add_cancel forgets a posted request whose poster goes away; a
+ * mapping its answer brings is dropped. */
+int smf_helper_add_post(struct smf_helper *h, int owner_pid, const struct sm_share_info *info,
+			int fd, uint64_t *ticket, int *posted);
+int smf_helper_add_test(struct smf_helper *h, uint64_t ticket, int *done, uint32_t *id);
+void smf_helper_add_cancel(struct smf_helper *h, uint64_t ticket);
 
 /* Posts a copy between two mappings; *started = 0 when the ring is full.
  * No system call, no CUDA call. */

@@ -124,6 +124,21 @@ int smf_range_add(struct smf_engine *e, int owner_pid, const struct sm_share_inf
 		  uint32_t *id);
 void smf_range_del(struct smf_engine *e, uint32_t id);
 
+/* smf_range_add without waiting for the helper's answer, for NCCL's
+ * progress thread (a mapping takes the helper tens of microseconds, and
+ * a helper stuck in the driver up to its request time).  start sends the
+ * request (`fd` borrowed, passed before it returns); *posted = 0 (SM_OK)
+ * means try again later.  test gives *done = 1 with *id, or with the
+ * error smf_range_add would have returned.  cancel forgets a started one
+ * whose owner goes away (the mapping it brings is dropped). */
+struct smf_range_req {
+	uint64_t ticket;
+};
+int smf_range_add_start(struct smf_engine *e, int owner_pid, const struct sm_share_info *info,
+			int fd, struct smf_range_req *req, int *posted);
+int smf_range_add_test(struct smf_engine *e, struct smf_range_req *req, int *done, uint32_t *id);
+void smf_range_add_cancel(struct smf_engine *e, struct smf_range_req *req);
+
 /* Queues a copy.  *started = 0 (and SM_OK) when every event of the pool is
  * in flight: nothing was queued, try again later. */
 int smf_copy_start(struct smf_engine *e, void *dst, const void *src, size_t n,

@@ -80,27 +80,27 @@ static const char *const path_names[PATH_COUNT] = {
 		      "into the buffer by this GPU's copy engine",
 };
 
+/* How r moved, by its backend's word. */
+static void req_note(const struct tp_comm *c, const struct tp_req *r, struct tp_req_note *n)
+{
+	memset(n, 0, sizeof(*n));
+	n->path = PATH_RING;
+	if (c->ops->req_note)
+		c->ops->req_note(r, n);
+}
+
 /* NCCL_SM_FREE_VERBOSE: the first message of each kind on a connection. */
 static void note_path(struct tp_comm *c, const struct tp_req *r)
 {
-	int path = PATH_RING;
+	struct tp_req_note n;
 
-	if (r->direct && r->kind == REQ_RECV)
-		path = r->shadow ? PATH_POOL : PATH_IN_PLACE;
-	else if (r->direct && r->stage_end)
-		path = PATH_STAGED;
-	else if (r->direct && r->by_helper)
-		path = PATH_HELPER;
-	else if (r->direct && r->size == 0)
-		return;		/* an empty message needs no copy at all */
-	else if (r->direct)
-		path = PATH_IN_PROCESS;
-	if (!c->verbose || (c->paths_seen & (1u << path)))
+	req_note(c, r, &n);
+	if (n.skip || !c->verbose || (c->paths_seen & (1u << n.path)))
 		return;
-	c->paths_seen |= 1u << path;
+	c->paths_seen |= 1u << n.path;
 	sm_info("%s connection (%s) %p: message %llu is the first moved %s",
 		c->is_send ? "sending" : "receiving", c->ops->name, (void *)c,
-		(unsigned long long)r->seq, path_names[path]);
+		(unsigned long long)r->seq, path_names[n.path]);
 }
 
 int comm_recv_size(struct tp_comm *c, struct tp_req *r, uint64_t size)
@@ -181,14 +181,17 @@ static void comm_note_wait(struct tp_comm *c, uint64_t now)
 		c->ops->describe(c, state, sizeof(state));
 	snprintf(oldest, sizeof(oldest), "none");
 	if (r) {
+		struct tp_req_note n;
+
+		req_note(c, r, &n);
 		copy[0] = '\0';
-		if (r->direct && r->kind == REQ_SEND && c->ce)
-			smf_copy_describe(c->ce, &r->copy, copy, sizeof(copy));
+		if (c->ops->req_describe)
+			c->ops->req_describe(c, r, copy, sizeof(copy));
 		snprintf(oldest, sizeof(oldest), "message %llu (%llu of %llu bytes moved%s%s%s)",
 			 (unsigned long long)r->seq, (unsigned long long)r->moved,
 			 (unsigned long long)(r->kind == REQ_RECV && r->have_size ? r->msg_size :
 					      r->size),
-			 r->direct ? ", copy engine in place" : "", copy[0] ? ": " : "", copy);
+			 n.direct ? ", copy engine in place" : "", copy[0] ? ": " : "", copy);
 	}
 	/* One WARN per peer: every channel's connection to a stuck peer
 	 * reports, and this text is the same for all of them (the log shows
@@ -368,6 +371,31 @@ static int isend_not_taken(struct tp_comm *c, struct tp_req **out, const void *d
 	return SM_OK;
 }
 
+/* Steps one send may ask for in a row: read the announcement, ask the
+ * copy helper, open host staging, map the peer's buffer here. */
+#define SETUP_STEPS 4
+
+/* The backend's isend is a lookup and a post: setup it found still to do
+ * is a progress step's (where an announcement is read, a peer's buffer
+ * mapped, the copy helper asked), so that work runs where NCCL's test()
+ * runs it too, and the send looks once more. */
+static int isend_after_step(struct tp_comm *c, struct tp_req **out, const void *data,
+			    size_t size, const struct tp_region *reg)
+{
+	int rc = SM_OK;
+
+	for (int i = 0; i < SETUP_STEPS && !rc && !*out && c->step_wanted; i++) {
+		int progressed = 0;
+
+		c->step_wanted = 0;
+		rc = c->ops->progress(c, &progressed);
+		if (!rc)
+			rc = c->ops->isend(c, out, data, size, reg);
+	}
+	c->step_wanted = 0;	/* still asking: the next try's step does it */
+	return rc;
+}
+
 int tp_isend(struct tp_comm *c, const void *data, size_t size, const struct tp_region *reg,
 	     struct tp_req **out)
 {
@@ -387,7 +415,10 @@ int tp_isend(struct tp_comm *c, const void *data, size_t size, const struct tp_r
 	if (rc)
 		return rc;
 	trace_call(c);
+	c->step_wanted = 0;
 	rc = c->ops->isend(c, out, data, size, reg);
+	if (!rc && !*out && c->step_wanted)
+		rc = isend_after_step(c, out, data, size, reg);
 	if (!rc && !*out)
 		rc = isend_not_taken(c, out, data, size, reg);
 	if (rc || !*out)
@@ -446,12 +477,14 @@ int tp_irecv(struct tp_comm *c, void *data, size_t size, struct tp_region *reg,
 static void account(struct tp_comm *c, const struct tp_req *r)
 {
 	uint64_t lat = sm_now_ns() - r->t_post;
+	struct tp_req_note n;
 
+	req_note(c, r, &n);
 	c->stats.messages++;
 	c->stats.bytes += r->kind == REQ_RECV ? r->msg_size : r->size;
-	c->stats.direct += r->direct != 0;
-	c->stats.helper += r->by_helper != 0;
-	c->stats.pooled += r->shadow != NULL;
+	c->stats.direct += n.direct != 0;
+	c->stats.helper += n.helper != 0;
+	c->stats.pooled += n.pooled != 0;
 	c->stats.lat_ns_sum += lat;
 	if (lat > c->stats.lat_ns_max)
 		c->stats.lat_ns_max = lat;
@@ -517,8 +550,7 @@ void tp_close(struct tp_comm *c)
 	for (unsigned i = 0; i < c->q_count; i++) {
 		struct tp_req *r = c->queue[(c->q_head + i) % TP_MAX_REQUESTS];
 
-		if (r->direct && (r->copy.nev || r->copy.helper) &&
-		    smf_copy_wait_until(c->ce, &r->copy, limit))
+		if (c->ops->req_close_wait && c->ops->req_close_wait(c, r, limit))
 			stuck++;
 	}
 	if (stuck) {

@@ -96,6 +96,16 @@ struct tp_region {
 	int mem;			/* enum tp_mem */
 };
 
+/* How one request moved, as its backend tells it (ops->req_note): for
+ * the once-per-path line and the statistics. */
+struct tp_req_note {
+	int path;		/* enum comm_path */
+	int skip;		/* nothing moved that is worth a line (an empty copy) */
+	int direct;		/* in place, by copy engine */
+	int helper;		/* ... issued by the copy helper */
+	int pooled;		/* through the staging pool */
+};
+
 /* What a kind of connection does.  Optional entries are NULL. */
 struct tp_ops {
 	const char *name;
@@ -151,6 +161,16 @@ struct tp_ops {
 	/* Optional: the peer's registrations held (leak checks). */
 	int (*remote_count)(const struct tp_comm *c);
 
+	/* Optional, each: how request r moves (without it: through the
+	 * backend's own buffers, PATH_RING); its copy in words for the stall
+	 * report (buf left empty: none); and at close, waiting until `limit`
+	 * for a copy r still has queued, 1 when it failed or did not land
+	 * (its target must then stay mapped). */
+	void (*req_note)(const struct tp_req *r, struct tp_req_note *n);
+	void (*req_describe)(const struct tp_comm *c, const struct tp_req *r, char *buf,
+			     size_t len);
+	int (*req_close_wait)(struct tp_comm *c, struct tp_req *r, uint64_t limit);
+
 	/* Optional: the backend's part of tp_register (NCCL's DMA-BUF
 	 * `dmabuf_fd` at `dmabuf_offset`, or -1); region_release undoes it,
 	 * also half done and after the comm closed; region_withdraw tells a
@@ -180,6 +200,11 @@ struct tp_comm {
 	char failmsg[256];
 	/* timers */
 	uint64_t try_ns;	/* sender: first isend try of the next message, or 0 */
+	/* Sender: the backend's isend took no send because setup it looked up
+	 * is still to do (a peer's registration to read, map or name to the
+	 * copy helper); tp_isend runs a progress step, which does it, and
+	 * lets the backend look once more. */
+	int step_wanted;
 	uint64_t start_try_ns;	/* sender: first refused copy start of the next message, or 0 */
 	uint64_t overdue_seen_ns;	/* the latest comm_copy_overdue() call, or 0 */
 	uint64_t overdue_from_ns;	/* no wait counts time before this (a gap in NCCL's calls) */

@@ -37,29 +37,35 @@ static int staged_copy(struct shm_comm *s, struct remote_alloc *ra, uint64_t off
 
 /* Starts the copy of a message into the receiver's exported GPU buffer:
  * through the copy helper when it knows both buffers (or the source is
- * host memory it can read from staging), else in this process (the peer's
- * buffer mapped here on first use).  *started = 0 when no copy slot or
- * staging is free: NCCL retries the send.
+ * host memory it can read from staging), else in this process.  *started
+ * = 0 when no copy slot or staging is free, or when the peer's buffer is
+ * still being set up (*state says which): NCCL retries the send.  Setup
+ * (reading the announcement, mapping the buffer here or in the helper,
+ * opening host staging) is asked of a progress step, never done here.
  *
- * A receive that names a registration still unknown once the socket is
- * drained can never resolve: the receiver writes the announcement whole
+ * A receive that names a registration still unknown once the socket was
+ * read can never resolve: the receiver writes the announcement whole
  * (announce_recv_ready) before it publishes the first receive that names it,
  * and an AF_UNIX send is in the reader's queue when it returns.
  * Waiting would hang NCCL; the connection fails instead. */
 static int direct_copy(struct shm_comm *s, unsigned slot, uint32_t id, const void *data,
 		       size_t size, const struct tp_region *treg, struct smf_copy *copy,
-		       int *started, uint64_t *stage_end)
+		       int *started, uint64_t *stage_end, enum remote_state *state)
 {
 	const struct shm_region *reg = treg ? shm_region_of(treg) : NULL;
 	struct tp_comm *c = &s->comm;
 	uint64_t offset = s->ctrl->recv_offset[slot];
 	struct remote_alloc *ra;
-	int rc;
+	int rc, later;
 
 	*started = 0;
-	rc = remote_lookup(s, id, &ra);
-	if (rc)
+	*stage_end = 0;
+	*state = REMOTE_READY;
+	rc = remote_lookup(s, id, &ra, &later);
+	if (rc || later) {
+		*state = REMOTE_ASK;
 		return rc;
+	}
 	if (!ra)
 		return comm_fail(c, SM_ERR_REMOTE, "the peer's receive names its registration %u, "
 				 "which it never announced or already withdrew", id);
@@ -70,9 +76,11 @@ static int direct_copy(struct shm_comm *s, unsigned slot, uint32_t id, const voi
 	rc = comm_engine(c);
 	if (rc)
 		return rc;
-	*stage_end = 0;
-	if (reg && (reg->own.hid || reg->reg.mem == TP_MEM_HOST))
-		remote_to_helper(s, ra);
+	if (reg && (reg->own.hid || reg->reg.mem == TP_MEM_HOST)) {
+		*state = remote_helper_state(s, ra);
+		if (*state)
+			return SM_OK;
+	}
 	if (reg && reg->own.hid && ra->hid) {
 		rc = smf_copy_start_ranges(c->ce, ra->hid, offset, reg->own.hid,
 					   reg->own.offset + ((uintptr_t)data - reg->reg.base), size, copy,
@@ -80,15 +88,22 @@ static int direct_copy(struct shm_comm *s, unsigned slot, uint32_t id, const voi
 		return rc ? comm_fail(c, rc, "%s", sm_last_error()) : SM_OK;
 	}
 	if (reg && reg->reg.mem == TP_MEM_HOST && ra->hid && size + 64 <= s->ring_size) {
+		if (!s->hs_buf && !s->stage_tried) {
+			s->want_stage = 1;
+			s->setup_wanted = 1;
+			c->step_wanted = 1;
+			*state = REMOTE_ASK;
+			return SM_OK;
+		}
 		rc = staged_copy(s, ra, offset, data, size, copy, started, stage_end);
 		if (rc)
 			return comm_fail(c, rc, "%s", sm_last_error());
 		if (*started || s->hs_buf)
 			return SM_OK;	/* staged, or staging full: retry */
 	}
-	rc = remote_map(s, ra);
-	if (rc)
-		return rc;
+	*state = remote_map_state(s, ra);
+	if (*state)
+		return SM_OK;
 	rc = smf_copy_start(c->ce, sm_mapping_base(ra->map) + offset, data, size, copy, started);
 	return rc ? comm_fail(c, rc, "%s", sm_last_error()) : SM_OK;
 }
@@ -117,9 +132,10 @@ int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t s
 	struct tp_req *r;
 	int rc;
 
-	rc = remote_poll(s);
-	if (rc)
-		return rc;
+	/* Announcements waiting: read by the step tp_isend runs, so a
+	 * receiver waiting for room on the socket goes on (a load here). */
+	if (atomic_load_explicit(&ctrl->announced, memory_order_acquire) != s->ann_read)
+		c->step_wanted = 1;
 	if (atomic_load_explicit(&ctrl->recv_posted, memory_order_acquire) <= c->posted)
 		return SM_OK;		/* no receive posted yet: NCCL retries */
 	capacity = ctrl->recv_size[slot];
@@ -135,12 +151,16 @@ int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t s
 	/* Read once: the peer can write the header. */
 	region = ctrl->recv_region[slot];
 	if (region != 0) {
+		enum remote_state state;
 		int started;
 
-		rc = direct_copy(s, slot, region, data, size, reg, &copy, &started, &stage_end);
-		if (rc)
-			return rc;
-		if (!started)		/* no copy slot free: NCCL retries */
+		rc = direct_copy(s, slot, region, data, size, reg, &copy, &started, &stage_end,
+				 &state);
+		if (rc || state == REMOTE_ASK)
+			return rc;	/* tp_isend runs the step asked for */
+		/* No copy slot free, or the helper's answer still to come (the
+		 * helper's request time bounds that): NCCL retries. */
+		if (!started)
 			return start_refused(c, size);
 		c->start_try_ns = 0;
 		direct = 1;
@@ -259,7 +279,7 @@ static int shm_progress_send(struct shm_comm *s, int *progressed)
 	struct shm_ctrl *ctrl = s->ctrl;
 	uint64_t budget = s->ring_size;
 	struct tp_req *r;
-	int rc = remote_poll(s);
+	int rc = remote_setup(s, progressed);
 
 	if (rc)
 		return rc;
@@ -393,4 +413,35 @@ int shm_progress(struct tp_comm *c, int *progressed)
 {
 	return c->is_send ? shm_progress_send(shm_of(c), progressed) :
 			    shm_progress_recv(shm_of(c), progressed);
+}
+
+void shm_req_note(const struct tp_req *r, struct tp_req_note *n)
+{
+	n->direct = r->direct;
+	n->helper = r->by_helper;
+	n->pooled = r->shadow != NULL;
+	if (!r->direct)
+		return;
+	if (r->kind == REQ_RECV)
+		n->path = r->shadow ? PATH_POOL : PATH_IN_PLACE;
+	else if (r->stage_end)
+		n->path = PATH_STAGED;
+	else if (r->by_helper)
+		n->path = PATH_HELPER;
+	else if (r->size == 0)
+		n->skip = 1;	/* an empty message needs no copy at all */
+	else
+		n->path = PATH_IN_PROCESS;
+}
+
+void shm_req_describe(const struct tp_comm *c, const struct tp_req *r, char *buf, size_t len)
+{
+	if (r->direct && r->kind == REQ_SEND && c->ce)
+		smf_copy_describe(c->ce, &r->copy, buf, len);
+}
+
+int shm_req_close_wait(struct tp_comm *c, struct tp_req *r, uint64_t limit)
+{
+	return r->direct && (r->copy.nev || r->copy.helper) &&
+	       smf_copy_wait_until(c->ce, &r->copy, limit);
 }

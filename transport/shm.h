@@ -100,6 +100,13 @@ struct remote_alloc {
 	uint32_t hid;			/* the copy helper's name for it, or 0 */
 	int helper_tried;		/* hid stays 0: the helper could not map it */
 	unsigned refs;			/* registrations in it */
+	/* Asked for by a send, done by the next progress step (remote_setup):
+	 * a send only looks these up. */
+	int want_map;			/* map it in this process */
+	int want_helper;		/* ask the copy helper to map it */
+	int helper_pending;		/* asked; the answer is still to come */
+	struct smf_range_req add;	/* ... that request */
+	uint64_t add_t0;		/* ... sent then */
 };
 
 /* A peer's exported registration as the sender sees it. */
@@ -132,6 +139,12 @@ struct shm_comm {
 	size_t rin_len;
 	int rin_fd;
 	uint64_t ann_read;	/* registration messages read (ctrl->announced) */
+	/* Setup a send asked the next progress step for (remote_setup). */
+	int want_drain;		/* a receive names a registration not read yet */
+	int drained_for_miss;	/* ... and the socket was read since: a miss now fails */
+	int setup_wanted;	/* some remote_alloc wants mapping */
+	unsigned helper_pending;	/* remote_allocs waiting for the helper's answer */
+	int want_stage;		/* open host staging */
 	/* Receiver: registration messages for the socket (shm_announce.c).
 	 * Withdrawals (and the rest of an announcement the socket took only
 	 * in part) wait here while the socket is full (the sender reads it
@@ -175,6 +188,10 @@ int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t s
 	      const struct tp_region *reg);
 int shm_irecv(struct tp_comm *c, struct tp_req *r, const struct tp_region *reg);
 int shm_progress(struct tp_comm *c, int *progressed);
+/* The request ops (tp_ops): its path, its copy in words, its close wait. */
+void shm_req_note(const struct tp_req *r, struct tp_req_note *n);
+void shm_req_describe(const struct tp_comm *c, const struct tp_req *r, char *buf, size_t len);
+int shm_req_close_wait(struct tp_comm *c, struct tp_req *r, uint64_t limit);
 
 /* shm_announce.c, receiver: registrations and their announcements. */
 int shm_region_register(struct tp_comm *c, struct tp_region *reg, int dmabuf_fd,
@@ -194,19 +211,34 @@ void shm_region_withdraw(struct tp_comm *c, struct tp_region *reg);
 void announce_push_backlog(struct shm_comm *s);
 void announce_close(struct shm_comm *s);
 
-/* shm_remote.c, sender: the peer's registrations.  remote_lookup gives
- * the allocation holding registration `id`, read off the socket if need
- * be; *out = NULL when the peer never announced it or withdrew it. */
-int remote_lookup(struct shm_comm *s, uint32_t id, struct remote_alloc **out);
-int remote_map(struct shm_comm *s, struct remote_alloc *a);
-/* Makes the peer's allocation known to the copy helper if there is one;
- * a->hid stays 0 when it cannot be (the copy then runs in this process). */
-void remote_to_helper(struct shm_comm *s, struct remote_alloc *a);
+/* shm_remote.c, sender: the peer's registrations.
+ *
+ * A send only looks them up (no system call); what is still to do for
+ * one is asked of the next progress step, which tp_isend runs at once
+ * when a send asks (tp_comm.step_wanted), and NCCL's test() runs anyway.
+ *
+ * remote_lookup: the allocation holding registration `id`, or *out = NULL
+ * with *later = 1 (the socket must be read first: ask a step), or with
+ * *later = 0 when the peer never announced it (the socket was read since
+ * the receive naming it was posted) or withdrew it. */
+int remote_lookup(struct shm_comm *s, uint32_t id, struct remote_alloc **out, int *later);
+/* Whether the send may copy through the copy helper (*ready = 1 with a->hid
+ * set or never to be: copy in this process) or must wait (*ready = 0: a step
+ * asks the helper, or its answer is still to come). */
+enum remote_state {
+	REMOTE_READY = 0,
+	REMOTE_ASK,		/* asked the next step: tp_isend runs it and looks again */
+	REMOTE_WAIT,		/* the copy helper's answer is due: NCCL retries */
+};
+enum remote_state remote_helper_state(struct shm_comm *s, struct remote_alloc *a);
+/* REMOTE_READY once mapped here. */
+enum remote_state remote_map_state(struct shm_comm *s, struct remote_alloc *a);
+/* The sender's progress step: reads the announcements waiting (a load,
+ * no system call, when none does), then does the mapping sends asked for
+ * and collects the copy helper's answers.  *progressed when it did any. */
+int remote_setup(struct shm_comm *s, int *progressed);
 /* Reads every complete registration message waiting on the socket. */
 int remote_drain(struct shm_comm *s);
-/* Reads them only when ctrl->announced says some wait (a load, no system
- * call, when none does). */
-int remote_poll(struct shm_comm *s);
 /* A direct send into registration `id` landed (and left the queue); a
  * withdrawn registration goes once no queued send copies into it. */
 void remote_landed(struct shm_comm *s, uint32_t id);
@@ -228,6 +260,9 @@ int shadow_copy_out(struct tp_comm *c, struct tp_req *q, int *landed);
  * map.  stage_put copies `n` bytes in and gives the span's offset; *end =
  * 0 when there is no staging or no room yet.  Spans are released in order. */
 int stage_put(struct shm_comm *s, const void *src, size_t n, uint64_t *off, uint64_t *end);
+/* Opens the staging a send asked for (want_stage), in a progress step;
+ * without it sends from host buffers copy in this process. */
+void stage_setup(struct shm_comm *s);
 /* Takes back the last put (its copy could not be posted); `before` is the
  * reservation counter it started from. */
 void stage_unput(struct shm_comm *s, uint64_t end, uint64_t before);

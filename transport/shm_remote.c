@@ -73,6 +73,10 @@ static void alloc_put(struct shm_comm *s, struct remote_alloc *a)
 {
 	if (--a->refs)
 		return;
+	if (a->helper_pending) {
+		smf_range_add_cancel(s->comm.ce, &a->add);
+		s->helper_pending--;
+	}
 	/* Leaked on purpose after copies into them were given up
 	 * (tp_close): a late copy must find its target still mapped. */
 	if (a->hid && !s->comm.keep_mappings)
@@ -286,36 +290,67 @@ int remote_drain(struct shm_comm *s)
 	}
 }
 
-int remote_poll(struct shm_comm *s)
+static int remote_poll(struct shm_comm *s)
 {
 	if (atomic_load_explicit(&s->ctrl->announced, memory_order_acquire) == s->ann_read)
 		return SM_OK;
 	return remote_drain(s);
 }
 
-int remote_lookup(struct shm_comm *s, uint32_t id, struct remote_alloc **out)
+int remote_lookup(struct shm_comm *s, uint32_t id, struct remote_alloc **out, int *later)
 {
-	struct remote_region *rr;
-	int rc;
+	struct remote_region *rr = remote_find(s, id);
 
 	*out = NULL;
-	rr = remote_find(s, id);
-	if (!rr) {
-		rc = remote_drain(s);
-		if (rc)
-			return rc;
-		rr = remote_find(s, id);
+	*later = 0;
+	if (!rr && !s->drained_for_miss) {
+		/* Announced before the receive was posted, so on the socket:
+		 * the step reads it, and a miss after that read fails. */
+		s->want_drain = 1;
+		s->comm.step_wanted = 1;
+		*later = 1;
+		return SM_OK;
 	}
+	s->drained_for_miss = 0;
 	/* Withdrawn: kept only for the copies already queued into it. */
 	if (rr && !rr->dying)
 		*out = rr->alloc;
 	return SM_OK;
 }
 
-int remote_map(struct shm_comm *s, struct remote_alloc *a)
+static enum remote_state ask(struct shm_comm *s, int *want)
+{
+	*want = 1;
+	s->setup_wanted = 1;
+	s->comm.step_wanted = 1;
+	return REMOTE_ASK;
+}
+
+enum remote_state remote_helper_state(struct shm_comm *s, struct remote_alloc *a)
+{
+	if (a->hid || !smf_engine_helper_pid(s->comm.ce))
+		return REMOTE_READY;
+	if (a->helper_pending)
+		return REMOTE_WAIT;
+	if (a->helper_tried)
+		return REMOTE_READY;
+	if (a->info.kind == SM_SHARE_POSIX_FD && a->fd < 0) {
+		a->helper_tried = 1;	/* already imported here, fd consumed */
+		return REMOTE_READY;
+	}
+	return ask(s, &a->want_helper);
+}
+
+enum remote_state remote_map_state(struct shm_comm *s, struct remote_alloc *a)
+{
+	return a->map ? REMOTE_READY : ask(s, &a->want_map);
+}
+
+static int remote_map(struct shm_comm *s, struct remote_alloc *a)
 {
 	int rc;
 
+	a->want_map = 0;
 	if (a->map)
 		return SM_OK;
 	rc = sm_import_get(s->comm.peer_pid, &a->info, a->fd, &a->map);
@@ -325,26 +360,98 @@ int remote_map(struct shm_comm *s, struct remote_alloc *a)
 	return SM_OK;
 }
 
-void remote_to_helper(struct shm_comm *s, struct remote_alloc *a)
+/* The copy helper could not map `a`: its copies run in this process. */
+static void helper_refused(struct shm_comm *s, const struct remote_alloc *a)
 {
-	uint64_t t0;
-
-	if (a->hid || a->helper_tried || !smf_engine_helper_pid(s->comm.ce))
-		return;
-	a->helper_tried = 1;
-	if (a->info.kind == SM_SHARE_POSIX_FD && a->fd < 0)
-		return;		/* already imported here, fd consumed */
-	t0 = sm_now_ns();
-	if (!smf_range_add(s->comm.ce, s->comm.peer_pid, &a->info, a->fd, &a->hid)) {
-		helper_log_range(&s->comm, "receive buffer", s->comm.peer_pid, &a->info, a->hid,
-				 sm_now_ns() - t0);
-		return;
-	}
 	if (helper_log_in_process(&s->comm))
 		sm_info("receiver's buffer (allocation %#llx, %llu bytes) stays with in-process "
 			"copies: %s%s", (unsigned long long)a->info.addr,
 			(unsigned long long)a->info.alloc_size, sm_last_error(),
 			helper_more_with_verbose(&s->comm));
+}
+
+/* Asks the helper to map `a` without waiting for its answer (a mapping
+ * takes it tens of microseconds, and NCCL's progress thread serves every
+ * connection); a socket that takes no request now leaves it for the next
+ * step. */
+static void helper_ask(struct shm_comm *s, struct remote_alloc *a)
+{
+	int posted = 0;
+
+	a->add_t0 = sm_now_ns();
+	if (smf_range_add_start(s->comm.ce, s->comm.peer_pid, &a->info, a->fd, &a->add, &posted)) {
+		a->want_helper = 0;
+		a->helper_tried = 1;
+		helper_refused(s, a);
+		return;
+	}
+	if (!posted)
+		return;
+	a->want_helper = 0;
+	a->helper_tried = 1;
+	a->helper_pending = 1;
+	s->helper_pending++;
+}
+
+/* The helper's answer for `a`, if it came. */
+static void helper_collect(struct shm_comm *s, struct remote_alloc *a, int *progressed)
+{
+	uint32_t hid = 0;
+	int done = 0, rc;
+
+	rc = smf_range_add_test(s->comm.ce, &a->add, &done, &hid);
+	if (!done)
+		return;
+	a->helper_pending = 0;
+	s->helper_pending--;
+	*progressed = 1;
+	if (rc) {
+		helper_refused(s, a);
+		return;
+	}
+	a->hid = hid;
+	helper_log_range(&s->comm, "receive buffer", s->comm.peer_pid, &a->info, a->hid,
+			 sm_now_ns() - a->add_t0);
+}
+
+/* One allocation's setup, once (several registrations share it). */
+static int alloc_setup(struct shm_comm *s, struct remote_alloc *a, int *progressed)
+{
+	if (a->want_helper)
+		helper_ask(s, a);
+	if (a->helper_pending)
+		helper_collect(s, a, progressed);
+	if (!a->want_map)
+		return SM_OK;
+	*progressed = 1;
+	return remote_map(s, a);
+}
+
+int remote_setup(struct shm_comm *s, int *progressed)
+{
+	int want = s->setup_wanted, rc;
+
+	if (s->want_drain) {
+		s->want_drain = 0;
+		s->drained_for_miss = 1;
+		*progressed = 1;
+		rc = remote_drain(s);
+	} else {
+		rc = remote_poll(s);
+	}
+	if (rc || (!want && !s->helper_pending))
+		return rc;
+	s->setup_wanted = 0;
+	for (unsigned i = 0; i < s->nremote; i++) {
+		rc = alloc_setup(s, s->remote[i].alloc, progressed);
+		if (rc)
+			return rc;
+	}
+	if (s->want_stage) {
+		stage_setup(s);
+		*progressed = 1;
+	}
+	return SM_OK;
 }
 
 void remote_close_all(struct shm_comm *s)

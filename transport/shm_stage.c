@@ -108,14 +108,19 @@ int stage_span(uint64_t head, uint64_t tail, uint64_t size, uint64_t n, uint64_t
 int stage_put(struct shm_comm *s, const void *src, size_t n, uint64_t *off, uint64_t *end)
 {
 	*end = 0;
-	if (!s->hs_buf && !s->stage_tried && stage_open(s))
-		sm_info("host staging for the copy helper unavailable, sends from host "
-			"buffers copy in this process: %s", sm_last_error());
 	if (!s->hs_buf || !stage_span(s->hs_head, s->hs_tail, s->ring_size, n, off, end))
 		return SM_OK;
 	memcpy(s->hs_buf + *off, src, n);
 	s->hs_head = *end;
 	return SM_OK;
+}
+
+void stage_setup(struct shm_comm *s)
+{
+	s->want_stage = 0;
+	if (!s->hs_buf && !s->stage_tried && stage_open(s))
+		sm_info("host staging for the copy helper unavailable, sends from host "
+			"buffers copy in this process: %s", sm_last_error());
 }
 
 void stage_unput(struct shm_comm *s, uint64_t end, uint64_t before)

@@ -165,6 +165,42 @@ def main(root):
                           'instead' % (name, line))
     for group in cycles(edges, names):
         errors.append('cycle: %s use each other' % ', '.join(group))
+    errors += backend_knowledge(names, layers, code)
+    return errors
+
+
+# Request fields only one backend sets and reads: a file outside it that
+# touches one knows how that backend moves bytes (ask through an op:
+# req_note, req_describe, req_close_wait).
+BACKEND_FIELDS = {
+    'shm': {'by_helper', 'stage_end', 'shadow', 'landed_seen', 'out_started'},
+    'tcp': {'staged'},
+    'ib': {'ib_mr', 'ib_lkey', 'ib_rkey', 'ib_raddr', 'ib_wrs'},
+}
+MEMBER = re.compile(r'(?:->|\.)\s*([A-Za-z_]\w*)')
+# A backend's ops table or its own header named outside the registry.
+BACKEND_NAME = re.compile(r'\btp_(shm|tcp|ib)_ops\b')
+
+
+def backend_knowledge(names, layers, code):
+    """A backend's request fields or ops table used outside its backend."""
+    errors = []
+    for name in names:
+        rank, backend = layers[name]
+        for m in MEMBER.finditer(code[name]):
+            for owner, fields in BACKEND_FIELDS.items():
+                if m.group(1) in fields and owner != backend:
+                    line = code[name].count('\n', 0, m.start()) + 1
+                    errors.append('%s:%d: reads %s, a %s request field, outside the %s '
+                                  'backend; ask through an op' %
+                                  (name, line, m.group(1), owner, owner))
+        if rank == REGISTRY:
+            continue
+        for m in BACKEND_NAME.finditer(code[name]):
+            if m.group(1) != backend:
+                line = code[name].count('\n', 0, m.start()) + 1
+                errors.append('%s:%d: names tp_%s_ops outside the %s backend and the '
+                              'registry' % (name, line, m.group(1), m.group(1)))
     return errors
 
 
@@ -237,6 +273,12 @@ PLANTS = [
      'uses tp_shm_ops'),
     ('transport', 'tcp.c', '\nstatic int planted(const struct tp_comm *c)\n'
      '{ return c->ops == &tp_shm_ops; }\n', 'tests which backend'),
+    ('transport', 'comm.c', '\nstatic int planted(const struct tp_req *r)\n'
+     '{ return r->by_helper; }\n', 'reads by_helper, a shm request field'),
+    ('transport', 'connect.c', '\nstatic int planted(const struct tp_req *r)\n'
+     '{ return r->ib_wrs != 0; }\n', 'reads ib_wrs, a ib request field'),
+    ('transport', 'tcp.c', '\nstatic int planted(const struct tp_req *r)\n'
+     '{ return r->shadow != 0; }\n', 'reads shadow, a shm request field'),
     ('plugin', 'net.c', '\nstatic int planted(int via_inner) { return via_inner; }\n',
      'via_inner belongs to the inner path'),
     ('plugin', 'net.c', '\nstatic void planted(void *c) { inner_close(c); }\n',

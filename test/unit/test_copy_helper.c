@@ -853,6 +853,84 @@ static void test_bad_add_answers(void **state)
 	assert_no_children();
 }
 
+/* Tests posted mapping `ticket` until it is answered (2 s at most). */
+static int add_wait(struct smf_helper *h, uint64_t ticket, uint32_t *id)
+{
+	uint64_t end = sm_now_ns() + 2000000000ull;
+	int done = 0, rc = SM_OK;
+
+	while (!done && sm_now_ns() < end) {
+		rc = smf_helper_add_test(h, ticket, &done, id);
+		if (!done)
+			usleep(100);
+	}
+	assert_true(done);
+	return rc;
+}
+
+/* Mappings posted without waiting (NCCL's progress thread) and one
+ * request that waits share the socket: each gets its own answer, in the
+ * order they were sent, whoever reads it. */
+static void test_posted_adds_keep_their_answers(void **state)
+{
+	struct sm_share_info info;
+	struct smf_helper *h;
+	uint64_t t1, t2;
+	uint32_t id = 77;
+	int posted;
+
+	(void)state;
+	h = start_standin("serve-ring", NULL, &params);
+	memset(&info, 0, sizeof(info));
+	info.kind = SM_SHARE_LEGACY_IPC;
+	info.alloc_size = 4096;
+	assert_int_equal(smf_helper_add_post(h, (int)getpid(), &info, -1, &t1, &posted), SM_OK);
+	assert_true(posted);
+	assert_int_equal(smf_helper_add_post(h, (int)getpid(), &info, -1, &t2, &posted), SM_OK);
+	assert_true(posted);
+	assert_int_equal(smf_helper_add(h, (int)getpid(), &info, -1, &id), SM_OK);
+	assert_int_equal(id, 3);
+	assert_int_equal(add_wait(h, t2, &id), SM_OK);
+	assert_int_equal(id, 2);
+	assert_int_equal(add_wait(h, t1, &id), SM_OK);
+	assert_int_equal(id, 1);
+	info.alloc_size = 1;	/* answered without a name */
+	assert_int_equal(smf_helper_add_post(h, (int)getpid(), &info, -1, &t1, &posted), SM_OK);
+	assert_int_equal(add_wait(h, t1, &id), SM_ERR_SYSTEM);
+	assert_int_equal(id, 0);
+	assert_non_null(strstr(sm_last_error(), "answered a mapping without a name"));
+	smf_helper_stop(h);
+	assert_no_children();
+}
+
+/* A posted mapping unanswered past the request time gives the helper up,
+ * as a waiting request does, and a later one is refused. */
+static void test_posted_add_late_gives_up(void **state)
+{
+	struct smf_helper_params quick = params;
+	struct sm_share_info info;
+	struct smf_helper *h;
+	uint32_t id = 77;
+	uint64_t t;
+	int posted;
+
+	(void)state;
+	quick.request_timeout_ms = 200;
+	h = start_standin("slow-first-add", "500", &quick);
+	memset(&info, 0, sizeof(info));
+	info.kind = SM_SHARE_LEGACY_IPC;
+	assert_int_equal(smf_helper_add_post(h, (int)getpid(), &info, -1, &t, &posted), SM_OK);
+	assert_true(posted);
+	assert_int_equal(add_wait(h, t, &id), SM_ERR_SYSTEM);
+	assert_int_equal(id, 0);
+	assert_non_null(strstr(sm_last_error(), "did not answer in 0.2 s"));
+	assert_int_equal(smf_helper_add_post(h, (int)getpid(), &info, -1, &t, &posted),
+			 SM_ERR_SYSTEM);
+	assert_false(posted);
+	smf_helper_stop(h);
+	assert_no_children();
+}
+
 /* Started by hand by anyone but the client it names, it does not run. */
 static void test_wrong_parent(void **state)
 {
@@ -889,6 +967,8 @@ int main(void)
 		cmocka_unit_test(test_landing_word_done_before_helper_ends),
 		cmocka_unit_test(test_abandoned_failed_copy_frees_slot),
 		cmocka_unit_test(test_bad_add_answers),
+		cmocka_unit_test(test_posted_adds_keep_their_answers),
+		cmocka_unit_test(test_posted_add_late_gives_up),
 		cmocka_unit_test(test_exits_when_client_dies),
 	};
 
