@@ -16,7 +16,10 @@
  * INNER_STANDIN_OFFLOAD=1 (a device-offload device),
  * INNER_STANDIN_HANDLE_BYTES=n (default 80: its listen writes that many),
  * INNER_STANDIN_STATE_SPILL=1 (connect keeps part of its state past byte
- * 80), INNER_STANDIN_CONNECT_NEVER=1 (connect never finishes). */
+ * 80), INNER_STANDIN_CONNECT_NEVER=1 (connect never finishes),
+ * INNER_STANDIN_HANG_ON_DEAD=1 (a peer that is gone is waited for, as
+ * aws-ofi-nccl does: its requests neither complete nor fail, and close
+ * waits for them). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -549,6 +552,13 @@ static struct req *oldest(struct comm *c, int kind)
 	return best;
 }
 
+/* The socket failed or the peer hung up. */
+static void went_bad(struct comm *c)
+{
+	if (!getenv("INNER_STANDIN_HANG_ON_DEAD"))
+		c->bad = 1;
+}
+
 static void progress_send(struct comm *c)
 {
 	struct req *r;
@@ -566,7 +576,7 @@ static void progress_send(struct comm *c)
 				 MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0) {
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				c->bad = 1;
+				went_bad(c);
 			return;
 		}
 		c->sent += (size_t)n;
@@ -616,7 +626,7 @@ static void progress_recv(struct comm *c)
 				 MSG_DONTWAIT);
 			if (n <= 0) {
 				if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
-					c->bad = 1;
+					went_bad(c);
 				return;
 			}
 			c->hdr_got += (size_t)n;
@@ -635,7 +645,7 @@ static void progress_recv(struct comm *c)
 				 c->hdr.size - c->into->got[c->slot], MSG_DONTWAIT);
 			if (n <= 0) {
 				if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
-					c->bad = 1;
+					went_bad(c);
 				return;
 			}
 			c->into->got[c->slot] += (size_t)n;
@@ -772,6 +782,14 @@ static ncclResult_t close_comm(struct comm *c)
 
 	if (!c || c->magic != COMM_MAGIC)
 		return ncclInternalError;
+	/* A plugin that drains its requests before it closes. */
+	while (getenv("INNER_STANDIN_HANG_ON_DEAD") && (oldest(c, 0) || oldest(c, 1))) {
+		if (c->is_send)
+			progress_send(c);
+		else
+			progress_recv(c);
+		usleep(1000);
+	}
 	for (int i = 0; i < MAX_REQS; i++)
 		held += c->reqs[i].used;
 	log_line("%s dev=%d messages=%llu bytes=%llu regs=%llu deregs=%llu dmabufs=%llu "
