@@ -17,6 +17,7 @@
 #include "log.h"
 #include "net.h"
 #include "path.h"
+#include "recv_group.h"
 #include "symmem.h"
 #include "transport.h"
 
@@ -126,8 +127,9 @@ static uint64_t min_u64(uint64_t a, uint64_t b)
  * identity, rail and plane, with what this plugin's path cannot do for a
  * peer on this host taken out, since NCCL may open such a channel on any
  * device: GPU memory (CUDA, DMA-BUF) only where the copy engines serve
- * it, registrations per comm, one buffer per irecv (no grouping on the
- * copy-engine path), transfers of at most 1 GiB. */
+ * it, registrations per comm, at most RECV_GROUP_MAX buffers per irecv
+ * (the inner plugin's grouping, which this plugin's path takes where
+ * NCCL gives it: recv_group.h), transfers of at most 1 GiB. */
 static ncclResult_t path_get_properties(int dev, ncclNetProperties_v12_t *props)
 {
 	ncclResult_t rc = inner_get_properties(dev, props);
@@ -137,7 +139,10 @@ static ncclResult_t path_get_properties(int dev, ncclNetProperties_v12_t *props)
 	props->ptrSupport &= NCCL_PTR_HOST |
 			     (devices_gpu_ptrs() ? NCCL_PTR_CUDA | NCCL_PTR_DMABUF : 0);
 	props->regIsGlobal = 0;
-	props->maxRecvs = 1;
+	if (props->maxRecvs < 1)
+		props->maxRecvs = 1;
+	if (props->maxRecvs > RECV_GROUP_MAX)
+		props->maxRecvs = RECV_GROUP_MAX;
 	props->maxP2pBytes = min_u64(props->maxP2pBytes, MAX_TRANSFER_BYTES);
 	props->maxCollBytes = min_u64(props->maxCollBytes, MAX_TRANSFER_BYTES);
 	props->maxMultiRequestSize = 1;
