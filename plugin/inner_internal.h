@@ -72,5 +72,8 @@ void inner_watch_progress(struct inner_comm *c);
 int inner_watch_dead_at_close(struct inner_comm *c);
 /* Frees the liveness connection's setup, where it never finished. */
 void inner_watch_free(struct inner_comm *c);
+/* An orderly close: the peer is told (bye), whatever of the setup was
+ * done, and the liveness connection goes. */
+void inner_watch_close(struct inner_comm *c);
 
 #endif

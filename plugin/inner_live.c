@@ -118,21 +118,19 @@ static void keepalive(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 }
 
-static void peer_host(int fd, char *out, size_t len)
+/* The other end's address, for log lines: taken when the connection is
+ * made, as a peer that hung up since may have no name left. */
+static void host_of(const struct sockaddr_in *sin, char *out, size_t len)
 {
-	struct sockaddr_in sin;
-	socklen_t sl = sizeof(sin);
-
-	if (getpeername(fd, (struct sockaddr *)&sin, &sl) != 0 || sin.sin_family != AF_INET ||
-	    !inet_ntop(AF_INET, &sin.sin_addr, out, (socklen_t)len))
+	if (sin->sin_family != AF_INET || !inet_ntop(AF_INET, &sin->sin_addr, out, (socklen_t)len))
 		snprintf(out, len, "?");
 }
 
-static void set_peer(struct live_peer *p, int fd, int pid)
+static void set_peer(struct live_peer *p, int fd, int pid, const char *host)
 {
 	p->fd = fd;
 	p->pid = pid;
-	peer_host(fd, p->host, sizeof(p->host));
+	snprintf(p->host, sizeof(p->host), "%s", host);
 	keepalive(fd);
 }
 
@@ -142,6 +140,7 @@ struct live_listener {
 	int fd;				/* listening */
 	int cand;			/* the connection being proven, or -1 */
 	uint64_t cand_since;
+	char cand_host[48];
 	struct hello hello;
 	struct xfer x;
 };
@@ -221,17 +220,22 @@ int live_accept(struct live_listener *l, const uint8_t token[16], struct live_pe
 
 	for (;;) {
 		if (l->cand < 0) {
-			l->cand = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+			struct sockaddr_in sin = { 0 };
+			socklen_t sl = sizeof(sin);
+
+			l->cand = accept4(l->fd, (struct sockaddr *)&sin, &sl,
+					  SOCK_NONBLOCK | SOCK_CLOEXEC);
 			if (l->cand < 0)
 				return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ?
 					       0 : sm_fail(SM_ERR_SYSTEM, "accept(liveness): %s",
 							   strerror(errno));
 			l->cand_since = sm_now_ns();
+			host_of(&sin, l->cand_host, sizeof(l->cand_host));
 			xfer_expect(&l->x, sizeof(struct hello));
 		}
 		rc = candidate_step(l, token);
 		if (rc == 1) {
-			set_peer(peer, l->cand, l->hello.pid);
+			set_peer(peer, l->cand, l->hello.pid, l->cand_host);
 			l->cand = -1;
 			return 1;
 		}
@@ -255,6 +259,7 @@ void live_close_listener(struct live_listener *l)
 struct live_dial {
 	int fd;
 	int stage;			/* 0: TCP connect; 1: hello out; 2: answer in */
+	char host[48];
 	uint8_t token[16];
 	uint8_t nonce[WIRE_NONCE];
 	struct xfer x;
@@ -273,6 +278,7 @@ int live_dial_start(const uint8_t addr[4], uint16_t port, const uint8_t token[16
 		return sm_fail(SM_ERR_SYSTEM, "out of memory for a liveness connection");
 	memcpy(&sin.sin_addr, addr, 4);
 	memcpy(d->token, token, 16);
+	host_of(&sin, d->host, sizeof(d->host));
 	d->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (d->fd < 0) {
 		rc = sm_fail(SM_ERR_SYSTEM, "socket(liveness): %s", strerror(errno));
@@ -325,7 +331,7 @@ int live_dial_step(struct live_dial *d, struct live_peer *peer)
 	if (a.magic != LIVE_MAGIC || !wire_mac_equal(want, a.mac))
 		return sm_fail(SM_ERR_REMOTE, "the peer's liveness port did not prove the "
 			       "connection's token");
-	set_peer(peer, d->fd, a.pid);
+	set_peer(peer, d->fd, a.pid, d->host);
 	d->fd = -1;
 	return 1;
 }
@@ -333,6 +339,15 @@ int live_dial_step(struct live_dial *d, struct live_peer *peer)
 int live_dial_sent(const struct live_dial *d)
 {
 	return d->stage == 2;
+}
+
+void live_dial_bye(struct live_dial *d)
+{
+	uint8_t bye = BYE;
+
+	if (d && d->stage == 2 && send(d->fd, &bye, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1)
+		LOG_INFO("NET/symmem: could not tell a peer of an orderly close: %s",
+			 strerror(errno));
 }
 
 void live_dial_free(struct live_dial *d)

@@ -52,6 +52,10 @@ int live_dial_step(struct live_dial *d, struct live_peer *peer);
 /* 1 once the hello went: from then on the listener knows this process
  * without this thread's help. */
 int live_dial_sent(const struct live_dial *d);
+/* The comm closes in order before the listener's answer came: the bye
+ * goes behind the hello, so that the listener takes the hang-up that
+ * follows for a close, not a death. */
+void live_dial_bye(struct live_dial *d);
 void live_dial_free(struct live_dial *d);
 
 /* One non-blocking look at the connection: enum live_state. */

@@ -594,8 +594,7 @@ ncclResult_t inner_close(struct inner_comm *c)
 		inner_req_drop(c);
 		return ncclSuccess;
 	}
-	live_close(&c->live, 1);
-	inner_watch_free(c);
+	inner_watch_close(c);
 	rc = c->is_send ? l->ops.closeSend(c->comm) : l->ops.closeRecv(c->comm);
 	inner_req_drop(c);
 	return rc == ncclSuccess ? rc : fail(rc, c->is_send ? "closeSend" : "closeRecv");

@@ -67,6 +67,17 @@ static int setup_step(struct inner_comm *c)
 	return 0;
 }
 
+void inner_watch_close(struct inner_comm *c)
+{
+	/* One more step, so that a listener answers a connector that came,
+	 * and the bye reaches the peer whichever end got that far. */
+	if (c->dial || c->lis)
+		(void)setup_step(c);
+	live_dial_bye(c->dial);
+	live_close(&c->live, 1);
+	inner_watch_free(c);
+}
+
 void inner_watch_free(struct inner_comm *c)
 {
 	live_dial_free(c->dial);

@@ -5,6 +5,7 @@
  * each comm made is on the one path that carries it.  The calls
  * themselves go through inner_net.c, which forwards them. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,8 +158,28 @@ static ncclResult_t path_set_net_attr(struct net_ctx *ctx, ncclNetAttr_v11_t *at
 
 /* ---- setup ------------------------------------------------------------ */
 
+/* A liveness listener, or none: the connections then go unchecked
+ * (one WARN per process says why) rather than not at all, since the
+ * inner plugin may need no TCP (NCCL_SOCKET_IFNAME set for another
+ * purpose, say). */
+static void live_listen_or_none(const struct config *cfg, struct live_listener **out,
+				uint8_t addr[4], uint16_t *port)
+{
+	static atomic_int said;
+	int rc = live_listen(cfg->socket_ifname, out, addr, port);
+
+	if (!rc)
+		return;
+	*out = NULL;
+	*port = 0;
+	memset(addr, 0, 4);
+	if (!atomic_exchange(&said, 1))
+		log_fail(rc, "listen (no liveness listener: connections through the inner net "
+			 "plugin go without a check of their peer process)");
+}
+
 /* The connector may be on either path: listen on both, the inner
- * plugin's handle first, this plugin's local form after it. */
+ * plugin's handle first, this plugin's part after it. */
 static ncclResult_t path_listen(const struct config *cfg, struct net_ctx *ctx, int dev,
 				void *handle, struct net_listen **out)
 {
@@ -182,7 +203,7 @@ static ncclResult_t path_listen(const struct config *cfg, struct net_ctx *ctx, i
 	}
 	rc = local_listen(cfg, 1, dev, local, &l->tp);
 	if (!rc)
-		rc = live_listen(cfg->socket_ifname, &l->live, addr, &port);
+		live_listen_or_none(cfg, &l->live, addr, &port);
 	if (!rc)
 		rc = inner_form_encode(local, addr, port, (uint8_t *)handle + INNER_ROOM);
 	if (!rc)
@@ -369,7 +390,7 @@ static ncclResult_t path_accept(struct net_listen *base, struct net_comm **out,
 	*out = NULL;
 	rc = tp_accept(l->tp, &tp);
 	if (tp)
-		return local_adopt(tp, base->dev, 0, out);
+		return local_adopt(tp, base->dev, 0, 1, out);
 	r = inner_accept(l->inner, &ic, dev_comm);
 	if (r != ncclSuccess)
 		return r;

@@ -24,6 +24,7 @@ struct local_comm {
 	struct tp_comm *tp;
 	struct monitor_state mon;
 	struct recv_group *partial;	/* a grouped receive the transport took part of */
+	int groups;			/* takes grouped receives: beside an inner plugin */
 };
 
 /* `beside`: an inner plugin takes every other host, so this plugin's own
@@ -101,7 +102,8 @@ int local_listen(const struct config *cfg, int beside, int dev, void *handle,
 	return rc;
 }
 
-ncclResult_t local_adopt(struct tp_comm *tp, int dev, int is_send, struct net_comm **out)
+ncclResult_t local_adopt(struct tp_comm *tp, int dev, int is_send, int beside,
+			 struct net_comm **out)
 {
 	struct local_comm *c = calloc(1, sizeof(*c));
 
@@ -115,6 +117,7 @@ ncclResult_t local_adopt(struct tp_comm *tp, int dev, int is_send, struct net_co
 	c->base.dev = dev;
 	c->base.is_send = is_send;
 	c->tp = tp;
+	c->groups = beside;
 	*out = &c->base;
 	return ncclSuccess;
 }
@@ -136,7 +139,7 @@ ncclResult_t local_connect(const struct config *cfg, int beside, struct net_ctx 
 		return log_fail(rc, "connect");
 	if (!tp)
 		return ncclSuccess;
-	return local_adopt(tp, dev, 1, out);
+	return local_adopt(tp, dev, 1, beside, out);
 }
 
 static ncclResult_t listen_alone(const struct config *cfg, struct net_ctx *ctx, int dev,
@@ -182,7 +185,7 @@ static ncclResult_t accept_alone(struct net_listen *base, struct net_comm **out,
 	*out = NULL;
 	rc = tp_accept(l->tp, &tp);
 	if (tp)
-		return local_adopt(tp, base->dev, 0, out);
+		return local_adopt(tp, base->dev, 0, 0, out);
 	return rc ? log_fail(rc, "accept") : ncclSuccess;
 }
 
@@ -371,7 +374,7 @@ static ncclResult_t local_irecv(struct net_comm *base, int n, void **data, size_
 	}
 	/* Alone, this plugin advertises one buffer (devices.c); beside an
 	 * inner plugin, that plugin's grouping (path_inner.c). */
-	if (n > 1 && net_path(config_get()) != &path_inner) {
+	if (n < 1 || (n > 1 && !c->groups)) {
 		LOG_WARN("NET/symmem: irecv of %d buffers; this plugin advertises maxRecvs=1", n);
 		return ncclInternalError;
 	}
