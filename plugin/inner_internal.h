@@ -58,4 +58,22 @@ void inner_req_drop(const struct inner_comm *comm);
  * last reference went). */
 void inner_req_reset(void);
 
+/* ---- inner_watch.c: stalls and dead peers ----------------------------- */
+
+/* A test found its request not done: the stall report, and the peer's
+ * liveness; ncclRemoteError (one WARN per peer) once it died. */
+ncclResult_t inner_watch_wait(struct inner_comm *c);
+/* The peer died: ncclRemoteError, WARNed the first time. */
+ncclResult_t inner_watch_dead(struct inner_comm *c);
+/* A request of `c` completed. */
+void inner_watch_progress(struct inner_comm *c);
+/* 1 when the peer died with requests in flight: the inner plugin's
+ * close may wait for them forever. */
+int inner_watch_dead_at_close(struct inner_comm *c);
+/* Frees the liveness connection's setup, where it never finished. */
+void inner_watch_free(struct inner_comm *c);
+/* An orderly close: the peer is told (bye), whatever of the setup was
+ * done, and the liveness connection goes. */
+void inner_watch_close(struct inner_comm *c);
+
 #endif

@@ -454,6 +454,7 @@ static ncclResult_t posted(struct inner_req *w, ncclResult_t rc, void *r, const 
 		return rc == ncclSuccess ? rc : fail(rc, what);
 	}
 	w->req = r;
+	w->comm->inflight++;
 	*request = w;
 	return ncclSuccess;
 }
@@ -461,11 +462,14 @@ static ncclResult_t posted(struct inner_req *w, ncclResult_t rc, void *r, const 
 ncclResult_t inner_isend(struct inner_comm *c, void *data, size_t size, int tag, void *mhandle,
 			 void *phandle, void **request)
 {
-	struct inner_req *w = inner_req_get(c, INNER_REQ_SEND);
+	struct inner_req *w;
 	void *r = NULL;
 	ncclResult_t rc;
 
 	*request = NULL;
+	if (c->dead)
+		return ncclRemoteError;
+	w = inner_req_get(c, INNER_REQ_SEND);
 	if (!w)
 		return no_wrapper();
 	w->size = size;
@@ -482,6 +486,8 @@ ncclResult_t inner_irecv(struct inner_comm *c, int n, void **data, size_t *sizes
 	ncclResult_t rc;
 
 	*request = NULL;
+	if (c->dead)
+		return ncclRemoteError;
 	w = inner_req_get(c, INNER_REQ_RECV);
 	if (!w)
 		return no_wrapper();
@@ -530,13 +536,19 @@ ncclResult_t inner_test(void *request, int *done, int *sizes)
 			 "plugin %s (tested after it was done?)", request, desc);
 		return ncclInternalError;
 	}
+	/* Left with the inner plugin, which may never give it back. */
+	if (w->comm->dead)
+		return ncclRemoteError;
 	rc = l->ops.test(w->req, done, sizes);
 	if (rc != ncclSuccess) {
+		w->comm->inflight--;
 		inner_req_put(w);
 		return fail(rc, "test");
 	}
 	if (!*done)
-		return ncclSuccess;
+		return inner_watch_wait(w->comm);
+	w->comm->inflight--;
+	inner_watch_progress(w->comm);
 	count_done(w, sizes);
 	/* irecvConsumed will name it: kept until then. */
 	if (w->kind == INNER_REQ_RECV && l->ops.irecvConsumed) {
@@ -570,8 +582,20 @@ ncclResult_t inner_irecv_consumed(struct inner_comm *c, int n, void *request)
 ncclResult_t inner_close(struct inner_comm *c)
 {
 	const struct inner_lib *l = L();
-	ncclResult_t rc = c->is_send ? l->ops.closeSend(c->comm) : l->ops.closeRecv(c->comm);
+	ncclResult_t rc;
 
+	if (inner_watch_dead_at_close(c)) {
+		LOG_INFO("NET/symmem %s comm %p: peer process %d on %s died with %d requests in "
+			 "flight; inner net plugin %s's comm is left to this process's exit, its "
+			 "close could wait for them forever", c->is_send ? "send" : "receive",
+			 c->nccl, c->live.pid, c->live.host, c->inflight, desc);
+		live_close(&c->live, 0);
+		inner_watch_free(c);
+		inner_req_drop(c);
+		return ncclSuccess;
+	}
+	inner_watch_close(c);
+	rc = c->is_send ? l->ops.closeSend(c->comm) : l->ops.closeRecv(c->comm);
 	inner_req_drop(c);
 	return rc == ncclSuccess ? rc : fail(rc, c->is_send ? "closeSend" : "closeRecv");
 }

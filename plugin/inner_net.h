@@ -16,14 +16,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "inner_live.h"
 #include "nccl_abi.h"
 
 /* One connection through the inner plugin; path_inner.c embeds it in its comm. */
 struct inner_comm {
 	void *comm;			/* the inner plugin's send or receive comm */
+	const void *nccl;		/* NCCL's comm, for log lines */
 	int is_send;
 	uint64_t messages;		/* completed through it */
 	uint64_t bytes;
+	struct live_peer live;		/* the peer process (inner_live.h); fd -1: unchecked */
+	/* The liveness connection's setup, finished while tests wait: the
+	 * connector's side, or the listener's with the token to prove. */
+	struct live_dial *dial;
+	struct live_listener *lis;
+	uint8_t token[16];
+	uint64_t stall_ns;		/* NCCL_SYMMEM_STALL_REPORT (0 = never) */
+	uint64_t wait_since_ns;		/* a test found nothing done since then (0 = none) */
+	uint64_t checked_ns;		/* the liveness connection was last looked at */
+	int stall_reported;
+	int dead;			/* the peer died: every call fails */
+	int inflight;			/* requests the inner plugin holds */
 };
 
 /* Loads the plugin `spec` names (once; later calls count references),
@@ -80,7 +94,11 @@ ncclResult_t inner_iflush(struct inner_comm *c, int n, void **data, int *sizes, 
 int inner_owns_request(const void *request);
 ncclResult_t inner_test(void *request, int *done, int *sizes);
 ncclResult_t inner_irecv_consumed(struct inner_comm *c, int n, void *request);
-/* closeSend or closeRecv, and every wrapper still held for it. */
+/* closeSend or closeRecv, and every wrapper still held for it; the
+ * liveness connection is told and closed.  Where the peer died with
+ * requests in flight the inner plugin's close is not called: a plugin
+ * that waits for its requests would wait forever, and NCCL would hang
+ * in its abort. */
 ncclResult_t inner_close(struct inner_comm *c);
 
 #endif

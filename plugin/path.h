@@ -147,7 +147,10 @@ ncclResult_t local_connect(const struct config *cfg, int beside, struct net_ctx 
 			   void *handle, struct net_comm **out);
 /* A connection of this plugin's transport as a comm of path_local; *out
  * NULL after one WARN (the connection closed) when out of memory. */
-ncclResult_t local_adopt(struct tp_comm *tp, int dev, int is_send, struct net_comm **out);
+/* `beside`: made for the inner path, whose devices advertise the inner
+ * plugin's grouping, so the comm takes grouped receives (recv_group.h). */
+ncclResult_t local_adopt(struct tp_comm *tp, int dev, int is_send, int beside,
+			 struct net_comm **out);
 
 /* `mhandle`'s own handle for `path`, NULL when it has none or is another
  * path's: an mhandle serves only the path it was registered on. */

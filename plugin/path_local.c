@@ -11,6 +11,7 @@
 #include "monitor.h"
 #include "notes.h"
 #include "path.h"
+#include "recv_group.h"
 #include "transport.h"
 
 struct local_listen {
@@ -22,6 +23,8 @@ struct local_comm {
 	struct net_comm base;
 	struct tp_comm *tp;
 	struct monitor_state mon;
+	struct recv_group *partial;	/* a grouped receive the transport took part of */
+	int groups;			/* takes grouped receives: beside an inner plugin */
 };
 
 /* `beside`: an inner plugin takes every other host, so this plugin's own
@@ -99,7 +102,8 @@ int local_listen(const struct config *cfg, int beside, int dev, void *handle,
 	return rc;
 }
 
-ncclResult_t local_adopt(struct tp_comm *tp, int dev, int is_send, struct net_comm **out)
+ncclResult_t local_adopt(struct tp_comm *tp, int dev, int is_send, int beside,
+			 struct net_comm **out)
 {
 	struct local_comm *c = calloc(1, sizeof(*c));
 
@@ -113,6 +117,7 @@ ncclResult_t local_adopt(struct tp_comm *tp, int dev, int is_send, struct net_co
 	c->base.dev = dev;
 	c->base.is_send = is_send;
 	c->tp = tp;
+	c->groups = beside;
 	*out = &c->base;
 	return ncclSuccess;
 }
@@ -134,7 +139,7 @@ ncclResult_t local_connect(const struct config *cfg, int beside, struct net_ctx 
 		return log_fail(rc, "connect");
 	if (!tp)
 		return ncclSuccess;
-	return local_adopt(tp, dev, 1, out);
+	return local_adopt(tp, dev, 1, beside, out);
 }
 
 static ncclResult_t listen_alone(const struct config *cfg, struct net_ctx *ctx, int dev,
@@ -180,7 +185,7 @@ static ncclResult_t accept_alone(struct net_listen *base, struct net_comm **out,
 	*out = NULL;
 	rc = tp_accept(l->tp, &tp);
 	if (tp)
-		return local_adopt(tp, base->dev, 0, out);
+		return local_adopt(tp, base->dev, 0, 0, out);
 	return rc ? log_fail(rc, "accept") : ncclSuccess;
 }
 
@@ -273,6 +278,83 @@ static ncclResult_t local_isend(struct net_comm *base, void *data, size_t size, 
 	return ncclSuccess;
 }
 
+/* What a grouped receive must be for this path (recv_group.h): 0, or
+ * -1 after one WARN. */
+static int group_refused(int n, const int *tags)
+{
+	if (n > RECV_GROUP_MAX) {
+		LOG_WARN("NET/symmem: irecv of %d buffers on a connection inside this host; it "
+			 "takes at most %d", n, RECV_GROUP_MAX);
+		return -1;
+	}
+	for (int i = 1; i < n; i++) {
+		if (tags[i] != tags[0]) {
+			LOG_WARN("NET/symmem: irecv of %d buffers with different tags (%d, %d) on a "
+				 "connection inside this host, which keeps only the order of "
+				 "messages; NCCL groups such receives for PXN, which needs "
+				 "NCCL_P2P_DISABLE unset", n, tags[0], tags[i]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The buffers of `g` not posted yet, in order: 1 when all are, 0 when the
+ * transport asks to be called again, -1 after one WARN. */
+static int group_post(struct local_comm *c, struct recv_group *g, void **data,
+		      size_t *sizes, void **mhandles)
+{
+	for (; g->posted < g->n; g->posted++) {
+		int k = g->posted;
+		int rc = tp_irecv(c->tp, data[k], sizes[k],
+				  mhandles ? net_mr_handle(mhandles[k], &path_local) : NULL,
+				  &g->req[k]);
+
+		if (rc) {
+			log_fail(rc, "irecv");
+			return -1;
+		}
+		if (!g->req[k])
+			return 0;
+		monitor_tick(&c->mon, c->tp, c, 0, c->base.dev);
+	}
+	return 1;
+}
+
+/* Several buffers: posted one by one into a group, which NCCL gets once
+ * all are; a transport that takes part of it now gets the rest when
+ * NCCL asks again with the same buffers. */
+static ncclResult_t group_irecv(struct local_comm *c, int n, void **data, size_t *sizes,
+				int *tags, void **mhandles, void **request)
+{
+	struct recv_group *g = c->partial;
+	int rc;
+
+	if (g && (g->n != n || g->first != data[0])) {
+		LOG_WARN("NET/symmem: irecv of %d buffers while one of %d, partly posted, waits "
+			 "to be asked again", n, g->n);
+		return ncclInternalError;
+	}
+	if (!g) {
+		if (group_refused(n, tags))
+			return ncclInternalError;
+		g = recv_group_get();
+		if (!g)
+			return ncclSuccess;	/* all in flight: NCCL asks again */
+		g->n = n;
+		g->first = data[0];
+	}
+	rc = group_post(c, g, data, sizes, mhandles);
+	c->partial = rc == 0 ? g : NULL;
+	if (rc < 0) {
+		recv_group_put(g);
+		return ncclInternalError;
+	}
+	if (rc == 1)
+		*request = g;
+	return ncclSuccess;
+}
+
 static ncclResult_t local_irecv(struct net_comm *base, int n, void **data, size_t *sizes,
 				int *tags, void **mhandles, void **phandles, void **request)
 {
@@ -280,19 +362,24 @@ static ncclResult_t local_irecv(struct net_comm *base, int n, void **data, size_
 	struct tp_req *r;
 	int rc;
 
-	(void)tags;
 	(void)phandles;
 	/* Overwrite NCCL's optional-completion hint (0x1) on every path. */
 	*request = NULL;
-	if (n != 1) {
+	for (int i = 0; i < n; i++) {
+		if (sizes[i] > MAX_TRANSFER_BYTES) {
+			LOG_WARN("NET/symmem: irecv of %zu bytes exceeds maxP2pBytes %llu",
+				 sizes[i], MAX_TRANSFER_BYTES);
+			return ncclInternalError;
+		}
+	}
+	/* Alone, this plugin advertises one buffer (devices.c); beside an
+	 * inner plugin, that plugin's grouping (path_inner.c). */
+	if (n < 1 || (n > 1 && !c->groups)) {
 		LOG_WARN("NET/symmem: irecv of %d buffers; this plugin advertises maxRecvs=1", n);
 		return ncclInternalError;
 	}
-	if (sizes[0] > MAX_TRANSFER_BYTES) {
-		LOG_WARN("NET/symmem: irecv of %zu bytes exceeds maxP2pBytes %llu", sizes[0],
-			 MAX_TRANSFER_BYTES);
-		return ncclInternalError;
-	}
+	if (n > 1 || c->partial)
+		return group_irecv(c, n, data, sizes, tags, mhandles, request);
 	rc = tp_irecv(c->tp, data[0], sizes[0],
 		      mhandles ? net_mr_handle(mhandles[0], &path_local) : NULL, &r);
 	if (rc)
@@ -329,6 +416,8 @@ static ncclResult_t local_close(struct net_comm *base, int quiet)
 
 	if (!quiet)
 		monitor_close(&c->mon, c->tp, c, base->is_send, base->dev);
+	if (c->partial)
+		recv_group_put(c->partial);
 	tp_close(c->tp);
 	return ncclSuccess;
 }
@@ -342,10 +431,44 @@ static int local_owns_request(const void *request)
 	return 1;
 }
 
+/* Done when every buffer is; each buffer's size as NCCL's IB plugin
+ * gives them. */
+static ncclResult_t group_test(struct recv_group *g, int *done, int *sizes)
+{
+	int left = 0;
+
+	*done = 0;
+	for (int i = 0; i < g->n; i++) {
+		int d = 0, rc;
+
+		if (!g->req[i])
+			continue;
+		rc = tp_test(g->req[i], &d, &g->size[i]);
+		if (rc) {
+			recv_group_put(g);
+			return log_fail(rc, "test");
+		}
+		if (d)
+			g->req[i] = NULL;
+		left += !d;
+	}
+	if (left)
+		return ncclSuccess;
+	*done = 1;
+	for (int i = 0; sizes && i < g->n; i++)
+		sizes[i] = (int)g->size[i];
+	recv_group_put(g);
+	return ncclSuccess;
+}
+
 static ncclResult_t local_test(void *request, int *done, int *sizes)
 {
 	size_t size = 0;
-	int rc = tp_test(request, done, &size);
+	int rc;
+
+	if (recv_group_owned(request))
+		return group_test(request, done, sizes);
+	rc = tp_test(request, done, &size);
 
 	if (rc)
 		return log_fail(rc, "test");

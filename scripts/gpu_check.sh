@@ -33,7 +33,10 @@
 #        (abi does the same on a host with one GPU); hosts: two ranks on
 #        GPU 0 in namespaces of their own (BENCH_PID_NS=1), so the plugin
 #        too sees two hosts: through the test stand-in of an inner net
-#        plugin (natively: NCCL's Socket net), and over its own TCP.
+#        plugin (natively: NCCL's Socket net), and over its own TCP; then
+#        GPU buffers on the inner path (the stand-in's INNER_STANDIN_GPU,
+#        by regMr and by regMrDmaBuf): GDRDMA on every channel, every op
+#        8 B-16 MiB, every element checked.
 #        hop: the copy-engine hop (test/mp/bench_hop.c) host<->GPU against
 #        the driver's floors, idle and beside a kernel on every SM (in
 #        another process and in the copying one), with landing words and
@@ -132,8 +135,9 @@ fi
 # its own.  The inner net plugin's test stand-in carries what crosses them
 # (its log counts the bytes), then the plugin's own TCP does.
 if [ "$MODE" = hosts ]; then
-	gcc -shared -fPIC -O2 -std=c11 -D_GNU_SOURCE -Iplugin -DSTANDIN_VERSION=12 \
-		test/mp/inner_standin.c -o build-gpu/libnccl-net-standin.so -lpthread ||
+	gcc -shared -fPIC -O2 -std=c11 -D_GNU_SOURCE -Iplugin -Itest/mp -DSTANDIN_VERSION=12 \
+		test/mp/inner_standin.c test/mp/standin_gpu.c \
+		-o build-gpu/libnccl-net-standin.so -lpthread -ldl ||
 		{ echo "FAILED: the stand-in did not build"; fail=1; finish; }
 	apart() { BENCH_PID_NS=1 CUDA_VISIBLE_DEVICES=0,0 NRANKS=2 PROVE=none bench "$@"; }
 	apart hosts-inner -V -H 2 -m both -E NCCL_SM_FREE_VERBOSE=1 \
@@ -145,6 +149,37 @@ if [ "$MODE" = hosts ]; then
 	grep -q '^- send .* bytes=[1-9]' "$OUT/logs/standin.log" ||
 		{ echo "FAILED: the stand-in carried nothing"; fail=1; }
 	grep -h '^- \(send\|recv\)' "$OUT/logs/standin.log" | cut -d' ' -f2-5 | sort | uniq -c
+	# GPU buffers on the inner path: the stand-in offers NCCL_PTR_CUDA
+	# (INNER_STANDIN_GPU=1) and moves GPU bytes itself (cuMemcpy through
+	# host memory), through regMr and, asked for, regMrDmaBuf.  Its device
+	# has a made-up PCI path, which NCCL places far from the GPU, so SYS
+	# lets GPU buffers through.  Every channel must say GDRDMA, every op
+	# from 8 B to 16 MiB, every element checked.
+	for reg in regmr dmabuf; do
+		log="$OUT/logs/standin-gpu-$reg.log"
+		BENCH_PID_NS=1 CUDA_VISIBLE_DEVICES=0,0 NRANKS=2 PROVE=inner-gdr \
+			bench hosts-inner-gpu-$reg -V -H 2 -m plugin -E NCCL_SM_FREE_VERBOSE=1 \
+			-E NCCL_SYMMEM_INNER_NET="$PWD/build-gpu/libnccl-net-standin.so" \
+			-E INNER_STANDIN_GPU=1 -E INNER_STANDIN_LOG="$log" -E NCCL_NET_GDR_LEVEL=SYS \
+			$([ $reg = dmabuf ] && echo "-E INNER_STANDIN_DMABUF=1") \
+			-o all -b 8 -e 16777216 -f 2 -c none -i 2
+		grep -q 'inner net plugin .standin. (v12), to another host' \
+			"$OUT/logs/hosts-inner-gpu-$reg"/nccl.*.log ||
+			{ echo "FAILED: hosts-inner-gpu-$reg: no connection through the stand-in"; fail=1; }
+		grep -q '^- \(send\|recv\) .* gpu=[1-9]' "$log" ||
+			{ echo "FAILED: hosts-inner-gpu-$reg: the stand-in moved no GPU bytes"; fail=1; }
+		# NCCL registers through regMrDmaBuf only where it found DMA-BUF
+		# on the GPU (its INFO line says so).
+		if [ $reg = dmabuf ] && grep -qi 'DMA-BUF is available' \
+			"$OUT/logs/hosts-inner-gpu-$reg"/nccl.*.log; then
+			grep -q '^- send .* dmabufs=[1-9]' "$log" ||
+				{ echo "FAILED: hosts-inner-gpu-dmabuf: no regMrDmaBuf"; fail=1; }
+		elif [ $reg = dmabuf ]; then
+			note "hosts-inner-gpu-dmabuf: NCCL found no DMA-BUF on this GPU: regMr only"
+		fi
+		grep -h '^- \(send\|recv\)' "$log" | sed 's/.* \(messages=[0-9]*\).* \(dmabufs=[0-9]*\).* \(gpu=[0-9]*\)/\1 \2 \3/' |
+			sort | uniq -c | head -4
+	done
 	finish
 fi
 

@@ -186,6 +186,14 @@ static const struct {
 	 * was faster.  NCCL_PASS_SM keeps it: its registered send/recv and
 	 * alltoall then go from the user's buffers with no kernel copy,
 	 * which needs NCCL to hand the plugin GPU memory. */
+	/* Never with an inner net plugin: NCCL then sees the cluster's NICs,
+	 * with their PCI paths, and its own rule (GPU buffers where the NIC
+	 * is close enough to the GPU) is the one those NICs need; SYS would
+	 * hand a NIC across the CPUs' link GPU memory too.  NCCL decides per
+	 * GPU and NIC, not per peer, so this host's connections through the
+	 * plugin get GPU buffers (the copy engines) on the NICs close to
+	 * their GPU and host buffers (the shared-memory ring: right, slower)
+	 * on the others (docs/multi-node.md). */
 	{ "NCCL_NET_GDR_LEVEL", "SYS", INTRA_HOST_OR_PASS_SM,
 	  "the plugin's devices are GPUs' copy engines, not PCI NICs; NCCL places them at the "
 	  "CPU and would otherwise stage GPU buffers in host memory (which it does, faster, "
@@ -309,7 +317,8 @@ int config_apply_nccl_defaults(const struct config *cfg, int rings_hinted,
 		int fits = (when == INTRA_HOST && intra) ||
 			   (when == INTRA_HOST_RINGS_KEPT && intra && !cfg->pass_sm && rings_kept) ||
 			   (when == INTRA_HOST_CE && by_ce) ||
-			   (when == INTRA_HOST_OR_PASS_SM && (intra || cfg->pass_sm)) || gpu;
+			   (when == INTRA_HOST_OR_PASS_SM && (intra || cfg->pass_sm) &&
+			    !cfg->inner_net[0]) || gpu;
 		const char *left_why = NULL;
 		char buf[32];
 		int apply;

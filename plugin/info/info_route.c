@@ -305,8 +305,33 @@ int info_verdict_emit(struct out *o, const struct info_sim *s, const struct info
 	return status;
 }
 
+/* What GPU buffers a job with an inner net plugin gets: NCCL's own
+ * GPU-NIC rule decides per NIC (the plugin sets no NCCL_NET_GDR_LEVEL
+ * then), and the NICs' choice holds for this host's connections too. */
+static const char *inner_gpu_buffers(char *buf, size_t len)
+{
+	const char *lvl = getenv("NCCL_NET_GDR_LEVEL");
+
+	if (lvl && *lvl)
+		info_say(buf, len, "NCCL_NET_GDR_LEVEL=%s (yours): NCCL hands GPU buffers to each "
+			 "NIC within that distance of the GPU, where the inner plugin offers "
+			 "NCCL_PTR_CUDA or DMABUF, and stages in host memory for the others", lvl);
+	else
+		info_say(buf, len, "NCCL's own GPU-NIC distance rule, per NIC (the plugin sets no "
+			 "NCCL_NET_GDR_LEVEL with an inner plugin): GPUDirect RDMA to other hosts "
+			 "where the inner plugin offers NCCL_PTR_CUDA or DMABUF and the NIC is close "
+			 "to the GPU, host staging elsewhere");
+	if (config_p2p_off())
+		info_say(buf + strlen(buf), len - strlen(buf), "; with P2P off, connections inside "
+			 "this host on a NIC that gets GPU buffers go through the copy engines, on "
+			 "one that does not through the shared-memory ring from host memory "
+			 "(slower)");
+	return buf;
+}
+
 void info_rdma_emit(struct out *o, const struct info_sim *s, const struct info_rdma *r)
 {
+	char gpu[640];
 	const char *inner = s->cfg.inner_net[0] ? s->cfg.inner_net : NULL;
 	char route[512];
 
@@ -321,5 +346,6 @@ void info_rdma_emit(struct out *o, const struct info_sim *s, const struct info_r
 	out_str(o, "inner_net", inner);
 	out_str(o, "inner_net_note", inner ? "every connection to another host goes through it; "
 		"symmem-info does not load it (the plugin's init does)" : NULL);
+	out_str(o, "inner_gpu_buffers", inner ? inner_gpu_buffers(gpu, sizeof(gpu)) : NULL);
 	out_obj_end(o);
 }

@@ -16,7 +16,14 @@
  * INNER_STANDIN_OFFLOAD=1 (a device-offload device),
  * INNER_STANDIN_HANDLE_BYTES=n (default 80: its listen writes that many),
  * INNER_STANDIN_STATE_SPILL=1 (connect keeps part of its state past byte
- * 80), INNER_STANDIN_CONNECT_NEVER=1 (connect never finishes). */
+ * 80), INNER_STANDIN_CONNECT_NEVER=1 (connect never finishes),
+ * INNER_STANDIN_HANG_ON_DEAD=1 (a peer that is gone is waited for, as
+ * aws-ofi-nccl does: its requests neither complete nor fail, and close
+ * waits for them), INNER_STANDIN_GPU=1 (offers NCCL_PTR_CUDA and moves GPU
+ * bytes itself through host memory: standin_gpu.h; without it only host
+ * memory), INNER_STANDIN_DMABUF=1 (with it, NCCL_PTR_DMABUF too: NCCL then
+ * registers through regMrDmaBuf).  The close line counts the messages
+ * that moved GPU bytes (gpu=N). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -33,6 +40,7 @@
 #include <unistd.h>
 
 #include "nccl_abi.h"
+#include "standin_gpu.h"
 
 #ifndef STANDIN_VERSION
 #define STANDIN_VERSION 12
@@ -160,7 +168,10 @@ static ncclResult_t s_get_properties(int dev, ncclNetProperties_v12_t *p)
 	p->name = names[dev];
 	p->pciPath = paths[dev];
 	p->guid = 0x5354414e00000000ull | (uint64_t)dev;
-	p->ptrSupport = NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF;
+	p->ptrSupport = NCCL_PTR_HOST;
+	if (standin_gpu_on())
+		p->ptrSupport |= NCCL_PTR_CUDA |
+				 (getenv("INNER_STANDIN_DMABUF") ? NCCL_PTR_DMABUF : 0);
 	p->regIsGlobal = 1;
 	p->forceFlush = 1;
 	p->speed = 200000;
@@ -241,6 +252,10 @@ struct req {
 	size_t got[MAX_RECVS];
 	int filled[MAX_RECVS];
 	int nfilled;
+	/* GPU buffers: where the bytes go (receives), and the host memory
+	 * they pass through (sends and receives); NULL for host buffers. */
+	uint8_t *dev[MAX_RECVS];
+	uint8_t *stage[MAX_RECVS];
 	uint64_t seq;			/* posting order */
 };
 
@@ -265,7 +280,7 @@ struct comm {
 	struct req *into;
 	int slot;
 	uint64_t isend_calls;
-	uint64_t messages, bytes, regs, deregs, dmabufs, flushes, hints, consumed, devmrs;
+	uint64_t messages, bytes, regs, deregs, dmabufs, flushes, hints, consumed, devmrs, gpu;
 	int bad;			/* a wire or matching error: every call fails */
 };
 
@@ -509,6 +524,14 @@ static ncclResult_t s_get_device_mr(void *comm, void *mhandle, void **dptr_mhand
 	return ncclSuccess;
 }
 
+/* GPU memory, which goes through host memory here.  Without
+ * INNER_STANDIN_GPU a CUDA registration is taken for host memory, as
+ * the tests without a GPU register host buffers with that type. */
+static int gpu_mr(const struct mr *m)
+{
+	return m->type == NCCL_PTR_CUDA && standin_gpu_on();
+}
+
 static int covers(const struct mr *m, const void *data, size_t size)
 {
 	const uint8_t *p = data, *b = m->data;
@@ -518,12 +541,21 @@ static int covers(const struct mr *m, const void *data, size_t size)
 
 /* ---- data path --------------------------------------------------------- */
 
+static void stages_free(struct req *r)
+{
+	for (int i = 0; i < MAX_RECVS; i++) {
+		free(r->stage[i]);
+		r->stage[i] = NULL;
+	}
+}
+
 static struct req *req_new(struct comm *c, int kind)
 {
 	for (int i = 0; i < MAX_REQS; i++) {
 		struct req *r = &c->reqs[i];
 
 		if (!r->used) {
+			stages_free(r);
 			memset(r, 0, sizeof(*r));
 			r->comm = c;
 			r->used = 1;
@@ -549,6 +581,13 @@ static struct req *oldest(struct comm *c, int kind)
 	return best;
 }
 
+/* The socket failed or the peer hung up. */
+static void went_bad(struct comm *c)
+{
+	if (!getenv("INNER_STANDIN_HANG_ON_DEAD"))
+		c->bad = 1;
+}
+
 static void progress_send(struct comm *c)
 {
 	struct req *r;
@@ -566,7 +605,7 @@ static void progress_send(struct comm *c)
 				 MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0) {
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				c->bad = 1;
+				went_bad(c);
 			return;
 		}
 		c->sent += (size_t)n;
@@ -574,6 +613,7 @@ static void progress_send(struct comm *c)
 			continue;
 		c->sent = 0;
 		r->done = 1;
+		stages_free(r);
 		c->messages++;
 		c->bytes += r->cap[0];
 	}
@@ -616,7 +656,7 @@ static void progress_recv(struct comm *c)
 				 MSG_DONTWAIT);
 			if (n <= 0) {
 				if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
-					c->bad = 1;
+					went_bad(c);
 				return;
 			}
 			c->hdr_got += (size_t)n;
@@ -635,12 +675,18 @@ static void progress_recv(struct comm *c)
 				 c->hdr.size - c->into->got[c->slot], MSG_DONTWAIT);
 			if (n <= 0) {
 				if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
-					c->bad = 1;
+					went_bad(c);
 				return;
 			}
 			c->into->got[c->slot] += (size_t)n;
 			if (c->into->got[c->slot] < c->hdr.size)
 				continue;
+		}
+		if (c->into->dev[c->slot] &&
+		    standin_gpu_to_device(c->into->dev[c->slot], c->into->buf[c->slot],
+					  c->hdr.size)) {
+			c->bad = 1;
+			return;
 		}
 		c->into->filled[c->slot] = 1;
 		c->bytes += c->hdr.size;
@@ -674,6 +720,15 @@ static ncclResult_t s_isend(void *sendComm, void *data, size_t size, int tag, vo
 	r->buf[0] = data;
 	r->cap[0] = size;
 	r->tag[0] = tag;
+	if (gpu_mr(mhandle) && size) {
+		r->stage[0] = malloc(size);
+		if (!r->stage[0] || standin_gpu_to_host(r->stage[0], data, size)) {
+			r->used = 0;
+			return ncclSystemError;
+		}
+		r->buf[0] = r->stage[0];
+		c->gpu++;
+	}
 	*request = r;
 	progress_send(c);
 	return ncclSuccess;
@@ -701,6 +756,16 @@ static ncclResult_t s_irecv(void *recvComm, int n, void **data, size_t *sizes, i
 		r->buf[i] = data[i];
 		r->cap[i] = sizes[i];
 		r->tag[i] = tags[i];
+		if (!gpu_mr(mhandles[i]) || !sizes[i])
+			continue;
+		r->stage[i] = malloc(sizes[i]);
+		if (!r->stage[i]) {
+			r->used = 0;
+			return ncclSystemError;
+		}
+		r->dev[i] = data[i];
+		r->buf[i] = r->stage[i];
+		c->gpu++;
 	}
 	*request = r;
 	return ncclSuccess;
@@ -772,15 +837,26 @@ static ncclResult_t close_comm(struct comm *c)
 
 	if (!c || c->magic != COMM_MAGIC)
 		return ncclInternalError;
+	/* A plugin that drains its requests before it closes. */
+	while (getenv("INNER_STANDIN_HANG_ON_DEAD") && (oldest(c, 0) || oldest(c, 1))) {
+		if (c->is_send)
+			progress_send(c);
+		else
+			progress_recv(c);
+		usleep(1000);
+	}
 	for (int i = 0; i < MAX_REQS; i++)
 		held += c->reqs[i].used;
 	log_line("%s dev=%d messages=%llu bytes=%llu regs=%llu deregs=%llu dmabufs=%llu "
-		 "flushes=%llu hints=%llu consumed=%llu devmrs=%llu held=%d",
+		 "flushes=%llu hints=%llu consumed=%llu devmrs=%llu held=%d gpu=%llu",
 		 c->is_send ? "send" : "recv", c->dev, (unsigned long long)c->messages,
 		 (unsigned long long)c->bytes, (unsigned long long)c->regs,
 		 (unsigned long long)c->deregs, (unsigned long long)c->dmabufs,
 		 (unsigned long long)c->flushes, (unsigned long long)c->hints,
-		 (unsigned long long)c->consumed, (unsigned long long)c->devmrs, held);
+		 (unsigned long long)c->consumed, (unsigned long long)c->devmrs, held,
+		 (unsigned long long)c->gpu);
+	for (int i = 0; i < MAX_REQS; i++)
+		stages_free(&c->reqs[i]);
 	close(c->fd);
 	c->magic = 0;
 	free(c);

@@ -52,7 +52,7 @@ run() {
 	rc=$?
 }
 
-echo "1..28"
+echo "1..30"
 
 run text
 [ $rc = 1 ]; check $? "no GPU: exit status 1 (got $rc)"
@@ -133,6 +133,15 @@ check $? "--selftest: one byte flipped on the host path's sender fails that path
 NCCL_SYMMEM_COPY_TIMEOUT=abc run bad_test --selftest
 [ $rc = 2 ] && grep -qF "$want" "$tmp/bad_test"
 check $? "--selftest with a malformed variable: exit status 2 and the error text (got $rc)"
+
+# With an inner net plugin the plugin sets no NCCL_NET_GDR_LEVEL, and the
+# report says what GPU buffers the job then gets (NCCL's own rule).
+NCCL_SYMMEM_INNER_NET=libnccl-net.so NCCL_P2P_DISABLE=1 run inner --json
+json "$tmp/inner" '"NCCL'"'"'s own GPU-NIC distance rule" in d["rdma"]["inner_gpu_buffers"] and "shared-memory ring" in d["rdma"]["inner_gpu_buffers"]'
+check $? "--json: with an inner plugin, NCCL's GPU-NIC rule and what it gives (got $rc)"
+NCCL_SYMMEM_INNER_NET=libnccl-net.so NCCL_NET_GDR_LEVEL=PXB run inner_lvl --json
+json "$tmp/inner_lvl" '"NCCL_NET_GDR_LEVEL=PXB (yours)" in d["rdma"]["inner_gpu_buffers"]'
+check $? "--json: with an inner plugin, the user's NCCL_NET_GDR_LEVEL named (got $rc)"
 
 # A net plugin that prints on load (the tool opens NCCL_NET_PLUGIN in a
 # child): its print must not land inside the JSON report.

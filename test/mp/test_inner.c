@@ -507,6 +507,65 @@ static void test_same_host_keeps_own_path(void **state)
 	assert_int_equal(standin_log_lines("rank0", "recv"), 0);
 }
 
+/* NCCL takes one maxRecvs per device, the inner plugin's (4 for the
+ * stand-in), for every connection of it: one inside this host may get a
+ * grouped receive too.  With one tag throughout (NCCL's sending rank) it
+ * is the order of the sends, checked per buffer; different tags are
+ * refused with one WARN (recv_group.h). */
+static int child_same_host_group(void)
+{
+	enum { N = 4, SZ = 3000 };
+	static uint8_t out[N][SZ], in[N][SZ];
+	void *ctx, *send, *recv, *sreq[N], *rreq = NULL, *bufs[N];
+	size_t caps[N];
+	int tags[N], sizes[N] = { 0 }, done = 0;
+	double end;
+
+	ctx = rank_init(0);
+	if (!ctx || harness_pair(ctx, &send, &recv))
+		return 10;
+	for (int i = 0; i < N; i++) {
+		bufs[i] = in[i];
+		caps[i] = SZ;
+		tags[i] = 7;
+		pattern_fill(out[i], SZ, (uint64_t)i);
+	}
+	if (net->irecv(recv, N, bufs, caps, tags, NULL, NULL, &rreq) || !rreq)
+		return 11;
+	/* Sizes differ per buffer: each lands in its own. */
+	for (int i = 0; i < N; i++)
+		if (harness_isend(send, out[i], SZ - 100 * (size_t)i, NULL, &sreq[i], 10))
+			return 12;
+	for (end = harness_now() + 10; !done && harness_now() < end;)
+		if (net->test(rreq, &done, sizes))
+			return 13;
+	for (int i = 0; i < N; i++) {
+		int d = 0;
+
+		while (!d && harness_now() < end)
+			if (net->test(sreq[i], &d, NULL))
+				return 14;
+		if (!done || sizes[i] != SZ - 100 * i ||
+		    pattern_check(in[i], (size_t)sizes[i], (uint64_t)i) != (size_t)sizes[i])
+			return 15;
+	}
+	tags[2] = 8;
+	rreq = NULL;
+	if (net->irecv(recv, N, bufs, caps, tags, NULL, NULL, &rreq) != ncclInternalError ||
+	    rreq || harness_warn_count() != 1 ||
+	    !strstr(harness_last_warn(), "different tags (7, 8)"))
+		return 16;
+	if (net->closeSend(send) || net->closeRecv(recv) || net->finalize(ctx))
+		return 17;
+	return harness_warn_count() == 1 ? 0 : 18;
+}
+
+static void test_same_host_grouped_receive(void **state)
+{
+	(void)state;
+	assert_int_equal(in_child(child_same_host_group, NULL), 0);
+}
+
 /* Whether the plugin found a CUDA driver (it opens it at init). */
 static int cuda_loaded(void)
 {
@@ -540,7 +599,8 @@ static int child_properties(void)
 		return 14;
 	if (!cuda_loaded() && p.ptrSupport != NCCL_PTR_HOST)
 		return 14;
-	if (p.regIsGlobal != 0 || p.maxRecvs != 1 || p.maxMultiRequestSize != 1)
+	/* The stand-in's grouping (4), which this plugin's path takes too. */
+	if (p.regIsGlobal != 0 || p.maxRecvs != 4 || p.maxMultiRequestSize != 1)
 		return 15;
 	if (p.maxP2pBytes != 1ull << 30 || p.maxCollBytes != 1ull << 30)
 		return 16;
@@ -952,6 +1012,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_properties_are_the_inner_devices),
 		cmocka_unit_test(test_same_host_keeps_own_path),
+		cmocka_unit_test(test_same_host_grouped_receive),
 		cmocka_unit_test(test_unusable_library_fails_init),
 		cmocka_unit_test(test_bare_name_resolved),
 		cmocka_unit_test(test_handle_too_big_refused),

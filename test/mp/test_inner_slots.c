@@ -40,7 +40,7 @@ static int check_properties(void)
 		return -1;
 	return strcmp(p.name, "standin1") == 0 && p.railId == 1 && p.planeId == 7 &&
 	       (!(p.ptrSupport & NCCL_PTR_DMABUF) || (p.ptrSupport & NCCL_PTR_CUDA)) &&
-	       p.maxRecvs == 1 ? 0 : -1;
+	       p.maxRecvs == 4 ? 0 : -1;
 }
 
 /* Merging the two devices makes a third, which NCCL counts from then on

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -126,6 +127,20 @@ static void crash_handler(int sig)
 	raise(sig);
 }
 
+/* BENCH_PID_NS=1: every rank is process 1 of its namespace, so NCCL's %p
+ * in NCCL_DEBUG_FILE would name one file for all of them; the rank
+ * stands in for it ("r0", "r1", ...). */
+static void debug_file_per_rank(int rank)
+{
+	const char *v = getenv("NCCL_DEBUG_FILE"), *p;
+	char buf[1024];
+
+	if (!v || !(p = strstr(v, "%p")))
+		return;
+	snprintf(buf, sizeof(buf), "%.*sr%d%s", (int)(p - v), v, rank, p + 2);
+	setenv("NCCL_DEBUG_FILE", buf, 1);
+}
+
 static void child(const struct bench_fork *f, int rank, int id_in, int id_out)
 {
 	ncclUniqueId id;
@@ -135,6 +150,8 @@ static void child(const struct bench_fork *f, int rank, int id_in, int id_out)
 	signal(SIGBUS, crash_handler);
 	signal(SIGABRT, crash_handler);
 	f->prepare(f->arg, rank);	/* NCCL reads its environment once */
+	if (getenv("BENCH_PID_NS") && atoi(getenv("BENCH_PID_NS")) == 1)
+		debug_file_per_rank(rank);
 	if (rank == 0) {
 		if (ncclGetUniqueId(&id) != ncclSuccess)
 			_exit(2);

@@ -53,8 +53,8 @@ static void usage(const char *argv0)
 		"  -H n: the ranks pose as n hosts (NCCL_HOSTID): NCCL's P2P/SHM inside each, the "
 		"network (native: NCCL's own; plugin: symmem) only between them; with "
 		"BENCH_PID_NS=1 in the environment each rank also gets PID and mount namespaces "
-		"of its own, so the plugin sees other hosts too (NCCL_DEBUG_FILE's %%p is then 1 "
-		"for every rank)\n"
+		"of its own, so the plugin sees other hosts too (NCCL_DEBUG_FILE's %%p is then "
+		"r<rank>, as every rank is process 1)\n"
 		"  -j file: one JSON object per timed size appended to file\n", argv0);
 	exit(2);
 }

@@ -1783,6 +1783,18 @@ static void test_nccl_defaults(void **state)
 	unsetenv("NCCL_NET_GDR_LEVEL");
 	unsetenv("NCCL_PROTO");
 
+	/* With an inner net plugin NCCL sees real NICs, and its own GPU-NIC
+	 * distance rule stays theirs: no SYS, with P2P off or PASS_SM. */
+	snprintf(cfg.inner_net, sizeof(cfg.inner_net), "libnccl-net.so");
+	cfg.pass_sm = 1;
+	memset(&a, 0, sizeof(a));
+	config_apply_nccl_defaults(&cfg, 0, note_default, &a);
+	assert_null(getenv("NCCL_NET_GDR_LEVEL"));
+	cfg.pass_sm = 0;
+	cfg.inner_net[0] = '\0';
+	unset_channel_defaults();
+	unsetenv("NCCL_PROTO");
+
 	/* The user's values win, each on its own. */
 	memset(&a, 0, sizeof(a));
 	setenv("NCCL_NET_GDR_LEVEL", "PHB", 1);
