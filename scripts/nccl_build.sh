@@ -47,19 +47,28 @@ self=$repo/scripts/nccl_build.sh
 # folder of CCCL headers (<cuda/atomic>, from 2.23 on), as 2.27 has them;
 # the compatibility header beside cudawrap.h, included right after
 # cudaTypedefs.h; the entry point loader asking for the versions the
-# header pins.  Idempotent.
+# header pins.  Each file is touched only where it still needs the edit:
+# a new mtime would make NCCL's make rebuild every object again.
 patch_cuda13() {
 	local src=$1 mk=$1/makefiles/common.mk wrap=$1/src/include/cudawrap.h
 	local loader=$1/src/misc/cudawrap.cc
 
-	sed -i 's/-std=c++11 /-std=c++17 /' "$mk"
-	grep -q 'CUDA_INC)/cccl' "$mk" ||
+	if grep -q -e '-std=c++11 ' "$mk"; then
+		sed -i 's/-std=c++11 /-std=c++17 /' "$mk"
+	fi
+	if ! grep -q 'CUDA_INC)/cccl' "$mk"; then
 		sed -i 's|^\( *-I \$(CUDA_INC)\) \\$|\1 -I $(CUDA_INC)/cccl \\|' "$mk"
-	cp "$repo/scripts/nccl_cuda13.h" "$src/src/include/nccl_cuda13.h" || return 1
-	grep -q '"nccl_cuda13.h"' "$wrap" ||
+	fi
+	if ! cmp -s "$repo/scripts/nccl_cuda13.h" "$src/src/include/nccl_cuda13.h"; then
+		cp "$repo/scripts/nccl_cuda13.h" "$src/src/include/nccl_cuda13.h" || return 1
+	fi
+	if ! grep -q '"nccl_cuda13.h"' "$wrap"; then
 		sed -i 's|^#include <cudaTypedefs.h>$|&\n#include "nccl_cuda13.h"|' "$wrap"
-	sed -i 's/cudaGetDriverEntryPoint(#symbol, \(.*&driverStatus)\)/ncclCuda13EntryPoint(#symbol, \1/' \
-		"$loader"
+	fi
+	if grep -q 'cudaGetDriverEntryPoint(#symbol, .*&driverStatus)' "$loader"; then
+		sed -i 's/cudaGetDriverEntryPoint(#symbol, \(.*&driverStatus)\)/ncclCuda13EntryPoint(#symbol, \1/' \
+			"$loader"
+	fi
 	# An edit missing would leave a build that compiles but loads the
 	# wrong driver ABIs, or one that does not compile: say which.
 	if ! grep -q '"nccl_cuda13.h"' "$wrap" || ! grep -q 'ncclCuda13EntryPoint(#symbol' "$loader" ||
