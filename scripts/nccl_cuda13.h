@@ -8,8 +8,9 @@
  * symbol's newest ABI (cuCtxCreate_v4, cuCtxGetDevice_v2): not the one the
  * call sites pass arguments for.  So each type is pinned here to the ABI
  * the call sites use, the versions NCCL 2.27 pins (its call sites are
- * those of 2.21-2.26, and CUDA 12's unversioned types were the same), and
- * the loader asks for exactly that version. */
+ * those of 2.21-2.26; the compiler checks each call against the type),
+ * and the loader asks for exactly that version.  Below them, the
+ * graph-capture calls CUDA 13 renamed or changed. */
 #ifndef NCCL_CUDA13_COMPAT_H
 #define NCCL_CUDA13_COMPAT_H
 
