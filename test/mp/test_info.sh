@@ -64,7 +64,7 @@ check $? "the text lists the plugin's variables with their values"
 run json --json
 [ $rc = 1 ] && json "$tmp/json" 'd["verdict"]["exit_status"] == 1 and d["verdict"]["usable"] is False'
 check $? "--json parses, exit status 1 in it as out of it"
-json "$tmp/json" 'd["files"]["net_plugin"]["path"] == "'"$(realpath "$lib")"'" and "ncclNetPlugin_v11" in d["files"]["net_tables"] and "ncclTunerPlugin_v5" in d["files"]["tuner_tables"]'
+json "$tmp/json" 'd["files"]["net_plugin"]["path"] == "'"$(realpath "$lib")"'" and "ncclNetPlugin_v11" in d["files"]["net_tables"] and "ncclTunerPlugin_v5" in d["files"]["tuner_tables"] and "ncclTunerPlugin_v2" in d["files"]["tuner_tables"]'
 check $? "--json: the net plugin beside the tool, its net and tuner tables"
 json "$tmp/json" '"ncclEnvPlugin_v1" in d["files"]["env_tables"] and d["files"]["env_plugin"]["path"].endswith("/libnccl-env-symmem.so")'
 check $? "--json: the env plugin beside it and its env tables"
