@@ -1461,27 +1461,20 @@ static void test_dropped_connector_dials_again(void **state)
 	assert_int_equal(open_fds(), fds);
 }
 
-/* A "listener" that hangs up on every connection before proving
- * anything (a raw socket of this process under the handle's name, so the
- * pid check passes): the connector dials again and again, then fails at
- * its deadline with one error that says so, leaving nothing open. */
-static void test_listener_hanging_up_bounded(void **state)
+/* A listener of a handle of this host's, named symmem-NAME-PID, that
+ * takes connections but does not answer them: the test accepts and hangs
+ * up itself.  Its handle goes into h. */
+static int bare_listener(const char *name, uint8_t *h)
 {
-	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
-	struct tp_handle_info info;
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	uint8_t h[TP_HANDLE_SIZE];
-	struct tp_comm *s = NULL;
-	int fds = open_fds(), lfd, c, rc = SM_OK, hung_up = 0;
-	double t0;
+	struct tp_handle_info info;
+	int lfd;
 
-	(void)state;
-	o.connect_timeout = 0.5;
 	memset(&info, 0, sizeof(info));
 	info.host_id = tp_host_id();
 	info.pid = (int)getpid();
 	info.no_tcp = 1;
-	snprintf(info.uds_name, sizeof(info.uds_name), "symmem-hangup-%d", info.pid);
+	snprintf(info.uds_name, sizeof(info.uds_name), "symmem-%s-%d", name, info.pid);
 	assert_int_equal(getrandom(info.token, 16, 0), 16);
 	tp_handle_encode(&info, h);
 	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
@@ -1489,6 +1482,24 @@ static void test_listener_hanging_up_bounded(void **state)
 	assert_int_equal(bind(lfd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct
 			 sockaddr_un, sun_path) + 1 + strlen(info.uds_name))), 0);
 	assert_int_equal(listen(lfd, 16), 0);
+	return lfd;
+}
+
+/* A "listener" that hangs up on every connection before proving
+ * anything (a raw socket of this process under the handle's name, so the
+ * pid check passes): the connector dials again and again, then fails at
+ * its deadline with one error that says so, leaving nothing open. */
+static void test_listener_hanging_up_bounded(void **state)
+{
+	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
+	uint8_t h[TP_HANDLE_SIZE];
+	struct tp_comm *s = NULL;
+	int fds = open_fds(), lfd, c, rc = SM_OK, hung_up = 0;
+	double t0;
+
+	(void)state;
+	o.connect_timeout = 0.5;
+	lfd = bare_listener("hangup", h);
 	t0 = now();
 	while (rc == SM_OK && now() - t0 < 5) {
 		rc = tp_connect(&o, h, &s);
@@ -1523,8 +1534,6 @@ static int cmp_double(const void *a, const void *b)
 static void test_redial_pause_stays_short(void **state)
 {
 	struct tp_options o = options(TP_BACKEND_SHM, 1 << 20, 65536);
-	struct tp_handle_info info;
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	uint8_t h[TP_HANDLE_SIZE];
 	struct tp_comm *s = NULL;
 	int fds = open_fds(), lfd, c, rc = SM_OK, hung_up = 0;
@@ -1533,18 +1542,7 @@ static void test_redial_pause_stays_short(void **state)
 
 	(void)state;
 	o.connect_timeout = 1;
-	memset(&info, 0, sizeof(info));
-	info.host_id = tp_host_id();
-	info.pid = (int)getpid();
-	info.no_tcp = 1;
-	snprintf(info.uds_name, sizeof(info.uds_name), "symmem-redial-%d", info.pid);
-	assert_int_equal(getrandom(info.token, 16, 0), 16);
-	tp_handle_encode(&info, h);
-	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
-	memcpy(sa.sun_path + 1, info.uds_name, strlen(info.uds_name));
-	assert_int_equal(bind(lfd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct
-			 sockaddr_un, sun_path) + 1 + strlen(info.uds_name))), 0);
-	assert_int_equal(listen(lfd, 16), 0);
+	lfd = bare_listener("redial", h);
 	t0 = now();
 	while (rc == SM_OK && now() - t0 < 5) {
 		rc = tp_connect(&o, h, &s);
