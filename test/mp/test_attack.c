@@ -232,40 +232,6 @@ static void crowd_end(pid_t pid, int rep_rd, int go_wr)
 	close(rep_rd);
 }
 
-/* The real connector: a child that connects with handle `h` and sends one
- * message; exits 0 once it was received. */
-static pid_t real_connector(const struct tp_options *o, const uint8_t *h)
-{
-	pid_t pid = fork();
-
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		char msg[64] = "through the crowd";
-		struct tp_comm *s = NULL;
-		struct tp_req *r = NULL;
-		double end = now() + 20;
-		int rc = SM_OK, done = 0;
-
-		close_range(3, ~0u, 0);	/* no other child's pipe held open */
-		while (!s && rc == SM_OK && now() < end) {
-			rc = tp_connect(o, h, &s);
-			if (!s && rc == SM_OK)
-				usleep(200);
-		}
-		if (!s) {
-			fprintf(stderr, "# connector: %s\n", rc ? sm_last_error() : "timed out");
-			_exit(1);
-		}
-		while (!r && now() < end && tp_isend(s, msg, sizeof(msg), NULL, &r) == SM_OK)
-			usleep(200);
-		while (r && !done && now() < end && tp_test(r, &done, NULL) == SM_OK)
-			usleep(200);
-		tp_close(s);
-		_exit(done ? 0 : 2);
-	}
-	return pid;
-}
-
 /* Accepts on `l` until the real connector's comm arrives; returns the
  * seconds it took (failing the test past `bound`), then takes its message
  * and reaps it. */
@@ -318,7 +284,7 @@ static void pair_through_crowd(int backend, int uid, struct crowd_report *rep)
 	attacker = crowd(&info, !info.no_tcp, uid, &rep_rd, &go);
 	assert_int_equal(read_within(rep_rd, rep, sizeof(*rep), 10000), sizeof(*rep));
 	assert_int_equal(rep->made, info.no_tcp ? CROWD : 2 * CROWD);
-	connector = real_connector(&o, h);
+	connector = fork_connector(&o, h, "through the crowd", 20);
 	took = accept_real(l, connector, PAIR_BOUND_S);
 	crowd_count(rep_rd, go, rep);
 	print_message("# paired in %.3f s past %d connections, %d hung up on\n", took,

@@ -190,40 +190,6 @@ static long flood_stop(struct flood *f)
 	return bad ? -1 : total;
 }
 
-/* The real connector: a child that connects with handle `h` and sends
- * one message; exits 0 once it was received. */
-static pid_t connector(const struct tp_options *o, const uint8_t *h)
-{
-	pid_t pid = fork();
-
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		char msg[64] = "through the flood";
-		struct tp_comm *s = NULL;
-		struct tp_req *r = NULL;
-		double end = now() + 2 * OTHER_HOST_BOUND_S;
-		int rc = SM_OK, done = 0;
-
-		close_range(3, ~0u, 0);
-		while (!s && rc == SM_OK && now() < end) {
-			rc = tp_connect(o, h, &s);
-			if (!s && rc == SM_OK)
-				usleep(200);
-		}
-		if (!s) {
-			fprintf(stderr, "# connector: %s\n", rc ? sm_last_error() : "timed out");
-			_exit(1);
-		}
-		while (!r && now() < end && tp_isend(s, msg, sizeof(msg), NULL, &r) == SM_OK)
-			usleep(200);
-		while (r && !done && now() < end && tp_test(r, &done, NULL) == SM_OK)
-			usleep(200);
-		tp_close(s);
-		_exit(done ? 0 : 2);
-	}
-	return pid;
-}
-
 /* Accepts on `l` for `s` seconds, or until a comm comes; keeps the most
  * descriptors seen open in *most. */
 static struct tp_comm *accept_for(struct tp_listener *l, double s, int *most, int *rc)
@@ -273,7 +239,7 @@ static double trial(int backend, double bound, int n)
 	r = accept_for(l, RAMP_S, &most, &rc);
 	assert_int_equal(rc, SM_OK);
 	assert_null(r);
-	pid = connector(&co, h);
+	pid = fork_connector(&co, h, "through the flood", 2 * OTHER_HOST_BOUND_S);
 	took = now();
 	r = accept_for(l, bound, &most, &rc);
 	took = now() - took;

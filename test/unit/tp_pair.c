@@ -7,6 +7,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "symmem.h"
 #include "tp_pair.h"
@@ -188,4 +191,38 @@ void auto_between_hosts(const char *hca, int offers_ib, const char *want)
 	tp_close_listener(l);
 	tp_close(s);
 	tp_close(r);
+}
+
+pid_t fork_connector(const struct tp_options *o, const uint8_t *h, const char *msg,
+		     double seconds)
+{
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char buf[64];
+		struct tp_comm *s = NULL;
+		struct tp_req *r = NULL;
+		double end = now() + seconds;
+		int rc = SM_OK, done = 0;
+
+		snprintf(buf, sizeof(buf), "%s", msg);
+		close_range(3, ~0u, 0);	/* no other child's pipe held open */
+		while (!s && rc == SM_OK && now() < end) {
+			rc = tp_connect(o, h, &s);
+			if (!s && rc == SM_OK)
+				usleep(200);
+		}
+		if (!s) {
+			fprintf(stderr, "# connector: %s\n", rc ? sm_last_error() : "timed out");
+			_exit(1);
+		}
+		while (!r && now() < end && tp_isend(s, buf, sizeof(buf), NULL, &r) == SM_OK)
+			usleep(200);
+		while (r && !done && now() < end && tp_test(r, &done, NULL) == SM_OK)
+			usleep(200);
+		tp_close(s);
+		_exit(done ? 0 : 2);
+	}
+	return pid;
 }

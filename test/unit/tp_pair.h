@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "transport.h"
 
@@ -59,6 +60,11 @@ int wait_failure(struct tp_req *r, double end);
  * receive is posted, as NCCL's proxy does; fails the test past `end`. */
 struct tp_req *isend_when_posted(struct tp_comm *s, const void *src, size_t size,
 				 const struct tp_region *reg, double end);
+/* The real connector beside attackers: a child that connects with handle
+ * `h` and sends `msg` (64 bytes); it exits 0 once the message was received,
+ * 1 if it could not connect within `seconds`, 2 if the send did not end. */
+pid_t fork_connector(const struct tp_options *o, const uint8_t *h, const char *msg,
+		     double seconds);
 /* The automatic choice between (posed) hosts: see tp_pair.c. */
 void auto_between_hosts(const char *hca, int offers_ib, const char *want);
 
