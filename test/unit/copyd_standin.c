@@ -81,6 +81,15 @@ static int reply(int status, uint32_t id)
 	return reply_magic(CD_MAGIC, status, id);
 }
 
+/* The hello's request ring, mapped whole; NULL if it cannot be. */
+static struct cd_ring *map_ring(int ringfd)
+{
+	void *p = mmap(NULL, sizeof(struct cd_ring), PROT_READ | PROT_WRITE, MAP_SHARED, ringfd, 0);
+
+	close(ringfd);
+	return p == MAP_FAILED ? NULL : p;
+}
+
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
@@ -96,9 +105,8 @@ static int serve_words(int ringfd, uint64_t delay_ms)
 	struct cd_ring *ring;
 	uint64_t tail = 0, ended = 0;
 
-	ring = mmap(NULL, sizeof(*ring), PROT_READ | PROT_WRITE, MAP_SHARED, ringfd, 0);
-	close(ringfd);
-	if (ring == MAP_FAILED)
+	ring = map_ring(ringfd);
+	if (!ring)
 		return 1;
 	for (;;) {
 		struct pollfd p = { .fd = CD_CTRL_FD, .events = POLLIN };
@@ -129,9 +137,8 @@ static int serve_ring(int ringfd)
 	uint32_t next_id = 1;
 	struct cd_msg m;
 
-	ring = mmap(NULL, sizeof(*ring), PROT_READ | PROT_WRITE, MAP_SHARED, ringfd, 0);
-	close(ringfd);
-	if (ring == MAP_FAILED)
+	ring = map_ring(ringfd);
+	if (!ring)
 		return 1;
 	for (;;) {
 		struct pollfd p = { .fd = CD_CTRL_FD, .events = POLLIN };
