@@ -163,7 +163,7 @@ static int pingpong(int ctl, void *ctx, int lead, int gpu, const struct opts *o)
 	void *send, *recv, *ms = NULL, *mr = NULL;
 	struct hop_buf sb, rb;
 	size_t area = 0;
-	double *t = NULL;
+	double *t = NULL, *at = NULL, *h2g = NULL;
 	int rc = -1;
 
 	for (int i = 0; i < o->nsizes; i++) {
@@ -179,15 +179,20 @@ static int pingpong(int ctl, void *ctx, int lead, int gpu, const struct opts *o)
 	if (net->regMr(send, sb.ptr, area, gpu ? NCCL_PTR_CUDA : NCCL_PTR_HOST, &ms) ||
 	    net->regMr(recv, rb.ptr, area, gpu ? NCCL_PTR_CUDA : NCCL_PTR_HOST, &mr))
 		goto out;
+	/* at[r]: when the round's first message was posted (H) or seen (G);
+	 * both sides read one monotonic clock, so G's moment splits H's
+	 * round trip into its two directions. */
 	t = calloc((size_t)o->rounds, sizeof(*t));
-	if (!t)
+	at = calloc((size_t)o->rounds, sizeof(*at));
+	h2g = calloc((size_t)o->rounds, sizeof(*h2g));
+	if (!t || !at || !h2g)
 		goto out;
 	for (int i = 0; i < o->nsizes; i++) {
 		size_t len = o->sizes[i], st = stride_of(len);
 		int n = rounds_for(o, len), warm = n / 10, bad, theirs = 0, got;
 		uint64_t mine = ((uint64_t)i << 32) + (lead ? 0 : 1u << 20);
 		uint64_t other = ((uint64_t)i << 32) + (lead ? 1u << 20 : 0);
-		double p10, p50, p90;
+		double p10, p50, p90, h10, h50, h90, g10, g50, g90;
 		char c = 0;
 
 		if (hop_buf_fill(&sb, st, n, len, mine) || hop_buf_poison(&rb, st * (size_t)n))
@@ -208,9 +213,12 @@ static int pingpong(int ctl, void *ctx, int lead, int gpu, const struct opts *o)
 					goto out;
 				if (r >= warm)
 					t[r - warm] = (harness_now() - t0) / 2 * 1e6;
+				at[r] = t0;
 			} else {
-				if (harness_send_all(ctl, &c, 1) || test_until(rq, &got) ||
-				    (size_t)got != len ||
+				if (harness_send_all(ctl, &c, 1) || test_until(rq, &got))
+					goto out;
+				at[r] = harness_now();
+				if ((size_t)got != len ||
 				    harness_isend(send, sb.ptr + st * (size_t)r, len, ms, &sq, 30) ||
 				    test_until(sq, NULL))
 					goto out;
@@ -220,17 +228,28 @@ static int pingpong(int ctl, void *ctx, int lead, int gpu, const struct opts *o)
 		if (bad < 0)
 			goto out;
 		if (!lead) {
-			if (harness_send_all(ctl, &bad, sizeof(bad)))
+			if (harness_send_all(ctl, &bad, sizeof(bad)) ||
+			    harness_send_all(ctl, at, sizeof(*at) * (size_t)n))
 				goto out;
 			continue;
 		}
-		if (harness_recv_all(ctl, &theirs, sizeof(theirs)))
+		if (harness_recv_all(ctl, &theirs, sizeof(theirs)) ||
+		    harness_recv_all(ctl, h2g, sizeof(*h2g) * (size_t)n))
 			goto out;
+		/* h2g: H's post to G's sight; the rest of the round is G -> H
+		 * (t[] holds half the round, so G -> H is 2 t - h2g). */
+		for (int r = warm; r < n; r++) {
+			h2g[r - warm] = (h2g[r] - at[r]) * 1e6;
+			at[r - warm] = 2 * t[r - warm] - h2g[r - warm];
+		}
+		hop_percentiles(h2g, n - warm, &h10, &h50, &h90);
+		hop_percentiles(at, n - warm, &g10, &g50, &g90);
 		hop_percentiles(t, n - warm, &p10, &p50, &p90);
 		printf("{\"mode\": \"pingpong\", \"who\": \"plugin\", %s, \"bytes\": %zu, "
 		       "\"plugin_us\": %.2f, \"plugin_p10\": %.2f, \"plugin_p90\": %.2f, "
+		       "\"plugin_h2g_us\": %.2f, \"plugin_g2h_us\": %.2f, "
 		       "\"rounds\": %d, \"checked\": %d, \"bad\": %d}\n", o->tag, len, p50, p10, p90,
-		       n - warm, 2 * n, bad + theirs);
+		       h50, g50, n - warm, 2 * n, bad + theirs);
 		fflush(stdout);
 		if (bad + theirs) {
 			fprintf(stderr, "bench_hop: %d of %d messages of %zu bytes arrived wrong\n",
@@ -241,6 +260,8 @@ static int pingpong(int ctl, void *ctx, int lead, int gpu, const struct opts *o)
 	rc = 0;
 out:
 	free(t);
+	free(at);
+	free(h2g);
 	if (ms)
 		net->deregMr(send, ms);
 	if (mr)

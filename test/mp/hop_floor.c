@@ -86,12 +86,13 @@ static int prepost(struct floor *f, size_t n, uint32_t gate)
 }
 
 /* One round: host -> GPU, then GPU -> host into the second half of the
- * host buffer.  Returns the one-way time in us, or -1. */
-static double round_trip(struct floor *f, int how, size_t n, uint64_t msg)
+ * host buffer.  Returns the one-way time in us, or -1; *h2g is the
+ * host -> GPU part. */
+static double round_trip(struct floor *f, int how, size_t n, uint64_t msg, double *h2g)
 {
 	CUdeviceptr host = (CUdeviceptr)(uintptr_t)f->host.ptr;
 	CUdeviceptr dev = (CUdeviceptr)(uintptr_t)f->dev.ptr;
-	double t0, t1;
+	double t0, tm, t1;
 
 	pattern_fill(f->host.ptr, n, msg);
 	memset(f->host.ptr + n, 0, n);
@@ -106,18 +107,23 @@ static double round_trip(struct floor *f, int how, size_t n, uint64_t msg)
 		atomic_store_explicit(&f->word[1], gate, memory_order_release);
 		if (wait_word(f, gate))
 			return -1;
+		tm = now_us();
 		atomic_store_explicit(&f->word[1], gate + 1, memory_order_release);
 		if (wait_word(f, gate + 1))
 			return -1;
 		t1 = now_us();
 	} else {
 		t0 = now_us();
-		if (issue(f, how, dev, host, n) || issue(f, how, host + n, dev, n))
+		if (issue(f, how, dev, host, n))
+			return -1;
+		tm = now_us();
+		if (issue(f, how, host + n, dev, n))
 			return -1;
 		t1 = now_us();
 	}
 	if (pattern_check(f->host.ptr + n, n, msg) != n)
 		return -1;
+	*h2g = tm - t0;
 	return (t1 - t0) / 2;
 }
 
@@ -174,34 +180,41 @@ int hop_floors(FILE *out, const char *tag, const size_t *sizes, int nsizes, int 
 {
 	struct floor f;
 	double *t = calloc((size_t)rounds, sizeof(*t));
+	double *h = calloc((size_t)rounds, sizeof(*h));
+	double *g = calloc((size_t)rounds, sizeof(*g));
 	size_t max = 0;
 	int rc = -1;
 
 	for (int i = 0; i < nsizes; i++)
 		max = sizes[i] > max ? sizes[i] : max;
-	if (!t || floor_open(&f, max))
+	if (!t || !h || !g || floor_open(&f, max))
 		goto out;
 	for (int i = 0; i < nsizes; i++) {
 		fprintf(out, "{\"mode\": \"pingpong\", \"who\": \"floor\", %s, \"bytes\": %zu",
 			tag, sizes[i]);
 		for (int how = 0; how < NFLOORS; how++) {
-			double p10, p50, p90;
+			double p10, p50, p90, h10, h50, h90, g10, g50, g90;
 
 			for (int w = 0; w < rounds / 10; w++)	/* warm-up */
-				if (round_trip(&f, how, sizes[i], (uint64_t)w) < 0)
+				if (round_trip(&f, how, sizes[i], (uint64_t)w, &h[0]) < 0)
 					goto out;
 			for (int r = 0; r < rounds; r++) {
-				t[r] = round_trip(&f, how, sizes[i], (uint64_t)r + 7);
+				t[r] = round_trip(&f, how, sizes[i], (uint64_t)r + 7, &h[r]);
 				if (t[r] < 0) {
 					fprintf(stderr, "floor %s, %zu bytes, round %d failed or "
 						"arrived wrong\n", floor_name[how], sizes[i], r);
 					goto out;
 				}
 			}
+			for (int r = 0; r < rounds; r++)
+				g[r] = 2 * t[r] - h[r];	/* the GPU -> host part */
+			hop_percentiles(h, rounds, &h10, &h50, &h90);
+			hop_percentiles(g, rounds, &g10, &g50, &g90);
 			hop_percentiles(t, rounds, &p10, &p50, &p90);
 			fprintf(out, ", \"floor_%s_us\": %.2f, \"floor_%s_p10\": %.2f, "
-				"\"floor_%s_p90\": %.2f", floor_name[how], p50, floor_name[how], p10,
-				floor_name[how], p90);
+				"\"floor_%s_p90\": %.2f, \"floor_%s_h2g_us\": %.2f, "
+				"\"floor_%s_g2h_us\": %.2f", floor_name[how], p50, floor_name[how], p10,
+				floor_name[how], p90, floor_name[how], h50, floor_name[how], g50);
 		}
 		fprintf(out, ", \"checked\": %d}\n", rounds * (1 + 1 + 1));
 		fflush(out);
@@ -210,6 +223,8 @@ int hop_floors(FILE *out, const char *tag, const size_t *sizes, int nsizes, int 
 out:
 	floor_close(&f);
 	free(t);
+	free(h);
+	free(g);
 	return rc;
 }
 
