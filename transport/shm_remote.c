@@ -158,6 +158,9 @@ static int check_add(struct shm_comm *s, const struct wire_region *msg, int fd)
 	if (info->alloc_size == 0)
 		return comm_fail(&s->comm, SM_ERR_REMOTE, "peer announced registration %u of an empty "
 				 "allocation", msg->id);
+	if (msg->flags & ~REGION_HOST)
+		return comm_fail(&s->comm, SM_ERR_REMOTE, "peer announced registration %u with unknown "
+				 "flags 0x%x", msg->id, msg->flags & ~REGION_HOST);
 	if (remote_find(s, msg->id))
 		return comm_fail(&s->comm, SM_ERR_REMOTE, "peer announced registration %u twice", msg->id);
 	if (s->nremote >= remote_limit())
@@ -207,6 +210,7 @@ static int remote_add(struct shm_comm *s, const struct wire_region *msg, int fd)
 			goto no_memory;
 		a->info = msg->info;
 		a->fd = fd;
+		a->host = (msg->flags & REGION_HOST) != 0;
 	}
 	a->refs++;
 	rr = &s->remote[s->nremote++];
