@@ -162,13 +162,15 @@ int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t s
 
 		rc = direct_copy(s, slot, region, data, size, reg, &copy, &started, &stage_end,
 				 &state);
-		if (rc || state == REMOTE_ASK)
-			return rc;	/* tp_isend runs the step asked for */
+		/* tp_isend runs the step asked for: it reads the announcement,
+		 * asks the helper, or collects its answer (the helper's request
+		 * time bounds the wait for it). */
+		if (rc || state == REMOTE_ASK || state == REMOTE_WAIT)
+			return rc;
 		if (state == REMOTE_RING) {
 			ring = 1;
 		} else if (!started) {
-			/* No copy slot free, or the helper's answer still to come
-			 * (the helper's request time bounds that): NCCL retries. */
+			/* No copy slot or staging room free: NCCL retries. */
 			return start_refused(c, size);
 		} else {
 			c->start_try_ns = 0;

@@ -334,8 +334,12 @@ enum remote_state remote_helper_state(struct shm_comm *s, struct remote_alloc *a
 {
 	if (a->hid || !smf_engine_helper_pid(s->comm.ce))
 		return REMOTE_READY;
-	if (a->helper_pending)
+	if (a->helper_pending) {
+		/* Only a progress step reads the answer, and a send connection
+		 * with nothing in flight gets no test() that would run one. */
+		s->comm.step_wanted = 1;
 		return REMOTE_WAIT;
+	}
 	if (a->helper_tried)
 		return REMOTE_READY;
 	if (a->info.kind == SM_SHARE_POSIX_FD && a->fd < 0) {
