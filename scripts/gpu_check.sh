@@ -41,6 +41,8 @@
 #        the driver's floors, idle and beside a kernel on every SM (in
 #        another process and in the copying one), with landing words and
 #        with events (NCCL_SYMMEM_LANDING_WORDS=1/0): $OUT/hop.jsonl;
+#        OLD_TREE=DIR adds a run through DIR's plugin (an earlier commit's
+#        exported tree), idle, as variant "base DIR";
 #        ab: the NCCL-level sweep, every op, natively and through the plugin
 #        with landing words and with events (on one GPU: posed hosts to
 #        64 MiB, correctness only; on several: 8 B-1 GiB, sweep rows with
@@ -127,6 +129,16 @@ if [ "$MODE" = hop ]; then
 				{ echo "FAILED: hop --hog $hog ($v)"; tail -5 "$OUT/logs/hop-$hog-$v.txt"; fail=1; }
 		done
 	done
+	# OLD_TREE=DIR (an exported source tree of an earlier commit): its
+	# plugin and helper too, idle, landing words, in the same invocation.
+	if [ -n "${OLD_TREE:-}" ] && tree_built "$OLD_TREE"; then
+		note "hop: $OLD_TREE's plugin ($(date +%T))"
+		SYMMEM_PLUGIN="$OLD_TREE/build-gpu/libnccl-net-symmem.so" \
+			timeout 300 build-gpu/bench_hop -r "${HOP_ROUNDS:-1000}" --hog none \
+			--tag "\"variant\": \"base ${OLD_TREE##*/}\"" \
+			>>"$OUT/hop.jsonl" 2>"$OUT/logs/hop-old.txt" ||
+			{ echo "FAILED: hop through $OLD_TREE"; tail -5 "$OUT/logs/hop-old.txt"; fail=1; }
+	fi
 	python3 scripts/hop_table.py "$OUT/hop.jsonl"
 	finish
 fi
