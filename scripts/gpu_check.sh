@@ -41,6 +41,7 @@
 #        the driver's floors, idle and beside a kernel on every SM (in
 #        another process and in the copying one), with landing words and
 #        with events (NCCL_SYMMEM_LANDING_WORDS=1/0): $OUT/hop.jsonl;
+#        with two GPUs or more also GPU 0 <-> GPU 1 (--path gpu-gpu);
 #        OLD_TREE=DIR adds a run through DIR's plugin (an earlier commit's
 #        exported tree), idle, as variant "base DIR";
 #        ab: the NCCL-level sweep, every op, natively and through the plugin
@@ -136,6 +137,19 @@ if [ "$MODE" = hop ]; then
 				{ echo "FAILED: hop --hog $hog ($v)"; tail -5 "$OUT/logs/hop-$hog-$v.txt"; fail=1; }
 		done
 	done
+	# Peer copies where there are two GPUs (on one, the driver runs a copy
+	# within the GPU on its SMs and the timing means nothing): idle and
+	# beside a kernel on every SM, which they must not wait for.
+	if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+		for hog in none other self; do
+			note "hop: gpu-gpu, --hog $hog ($(date +%T))"
+			SYMMEM_PLUGIN=build-gpu/libnccl-net-symmem.so \
+				timeout 300 build-gpu/bench_hop -r "${HOP_ROUNDS:-1000}" --hog $hog \
+				--path gpu-gpu --gpus 0,1 --tag "\"variant\": \"landing-words\"" \
+				>>"$OUT/hop.jsonl" 2>"$OUT/logs/hop-peer-$hog.txt" ||
+				{ echo "FAILED: hop gpu-gpu --hog $hog"; tail -5 "$OUT/logs/hop-peer-$hog.txt"; fail=1; }
+		done
+	fi
 	# OLD_TREE=DIR (an exported source tree of an earlier commit): its
 	# plugin and helper too, idle, landing words, in the same invocation.
 	if [ -n "${OLD_TREE:-}" ] && tree_built "$OLD_TREE"; then

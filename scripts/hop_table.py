@@ -28,12 +28,14 @@ def join(rows):
     floors = {}
     for r in rows:
         if r["who"] == "floor" and "bytes" in r:
-            floors[(r["hog"], r.get("variant"), r["mode"], r.get("dir"), r["bytes"])] = r
+            floors[(r["path"], r["hog"], r.get("variant"), r["mode"], r.get("dir"),
+                    r["bytes"])] = r
     out = []
     for r in rows:
         if r["who"] != "plugin":
             continue
-        f = floors.get((r["hog"], r.get("variant"), r["mode"], r.get("dir"), r["bytes"]))
+        f = floors.get((r["path"], r["hog"], r.get("variant"), r["mode"], r.get("dir"),
+                        r["bytes"]))
         j = dict(r)
         if f:
             j.update({k: v for k, v in f.items() if k.startswith("floor_")})

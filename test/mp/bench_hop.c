@@ -5,7 +5,10 @@
  * Two processes on GPU 0: H with host buffers (cuMem host pages, as NCCL
  * 2.28 makes them), G with GPU buffers (cuMem).  Each process's copy
  * helper moves what it sends, so H -> G is a host-to-GPU copy and G -> H a
- * GPU-to-host one: the copy-engine paths one GPU has.
+ * GPU-to-host one: the copy-engine paths one GPU has.  With --path gpu-gpu
+ * both sides have GPU buffers, the first on GPU A and the second on GPU B
+ * (--gpus A,B, default 0,1): peer copies, which need two GPUs to mean
+ * anything (on one GPU the driver runs them on its SMs).
  *   pingpong  one message each way per round, receives posted ahead; one
  *             way is half the round trip; median, 10th and 90th
  *             percentiles over the rounds after a tenth of warm-up;
@@ -19,7 +22,7 @@
  *
  *   SYMMEM_PLUGIN=.../libnccl-net-symmem.so bench_hop [-r rounds]
  *       [-s 8,4096,...] [-S 65536,...] [--hog none|other|self]
- *       [--floors run|none] [--tag text]
+ *       [--floors run|none] [--path host-gpu|gpu-gpu] [--gpus A,B] [--tag text]
  *
  * With --floors none (the floors need a real GPU) and the driver of
  * test/mp/fakedriver/ it runs in CI as an end-to-end check of the plugin
@@ -49,6 +52,8 @@ struct opts {
 	int nsizes, nstream, rounds;
 	int hog;		/* 0 none, 1 another process, 2 self */
 	int no_floors;		/* --floors none: the plugin's rows only */
+	int peer;		/* --path gpu-gpu: both sides GPU buffers, on dev[0], dev[1] */
+	int dev[2];		/* --gpus A,B: the GPUs of the first and second side */
 	char tag[256];		/* JSON members every row carries */
 };
 
@@ -389,19 +394,25 @@ out:
 static int side(int ctl, int lead, const struct opts *o)
 {
 	struct hop_hog *hog = NULL;
-	void *ctx = open_ctx();
-	int gpu = !lead, rc = -1;
+	int gpu = o->peer || !lead, rc = -1;
+	void *ctx;
 
+	/* The plugin works on the GPU of the context current when it starts,
+	 * as NCCL's proxy thread does. */
+	if (sm_ctx_enter(o->dev[!lead], NULL, NULL))
+		return 2;
+	ctx = open_ctx();
 	if (!ctx)
 		return 2;
-	if (o->hog == 2 && gpu && hop_hog_start(1, &hog))
+	if (o->hog == 2 && gpu && hop_hog_start(1, o->dev[!lead], &hog))
 		return 3;
 	if (pingpong(ctl, ctx, lead, gpu, o))
 		goto out;
 	for (int i = 0; i < o->nstream; i++) {
-		/* host -> GPU: H sends; GPU -> host: G sends. */
-		if (stream(ctl, ctx, lead, gpu, o->stream[i], o, "host-to-gpu") ||
-		    stream(ctl, ctx, !lead, gpu, o->stream[i], o, "gpu-to-host"))
+		/* host -> GPU (or A -> B): the first side sends; then back. */
+		if (stream(ctl, ctx, lead, gpu, o->stream[i], o,
+			   o->peer ? "a-to-b" : "host-to-gpu") ||
+		    stream(ctl, ctx, !lead, gpu, o->stream[i], o, o->peer ? "b-to-a" : "gpu-to-host"))
 			goto out;
 	}
 	rc = 0;
@@ -417,12 +428,15 @@ static int floors(const struct opts *o)
 	struct hop_hog *hog = NULL;
 	int rc = 0;
 
-	if (o->hog == 2 && hop_hog_start(1, &hog))
+	if (o->hog == 2 && hop_hog_start(1, o->dev[0], &hog))
 		return 3;
-	rc = hop_floors(stdout, o->tag, o->sizes, o->nsizes, o->rounds / 2);
+	if (sm_ctx_enter(o->dev[0], NULL, NULL))
+		return 6;
+	rc = hop_floors(stdout, o->tag, o->sizes, o->nsizes, o->rounds / 2,
+			o->peer ? o->dev[1] : -1);
 	for (int i = 0; i < o->nstream && !rc; i++)
 		rc = hop_floor_stream(stdout, o->tag, o->stream[i],
-				      (int)(STREAM_BYTES / o->stream[i]));
+				      (int)(STREAM_BYTES / o->stream[i]), o->peer ? o->dev[1] : -1);
 	if (hog && hop_hog_stop(hog) < 0)
 		rc = 4;
 	return rc ? 6 : 0;
@@ -445,9 +459,10 @@ static int parse_sizes(const char *s, size_t *out)
 
 static int parse(int argc, char **argv, struct opts *o)
 {
-	const char *tag = "", *hog = "none";
+	const char *tag = "", *hog = "none", *path = "host-gpu";
 
 	o->rounds = 1000;
+	o->dev[1] = -1;
 	o->nsizes = parse_sizes("8,4096,65536,1048576,4194304", o->sizes);
 	o->nstream = parse_sizes("65536,262144,1048576", o->stream);
 	for (int i = 1; i + 1 < argc; i += 2) {
@@ -463,14 +478,26 @@ static int parse(int argc, char **argv, struct opts *o)
 			tag = argv[i + 1];
 		else if (!strcmp(argv[i], "--floors"))
 			o->no_floors = !strcmp(argv[i + 1], "none");
+		else if (!strcmp(argv[i], "--path"))
+			path = argv[i + 1];
+		else if (!strcmp(argv[i], "--gpus")) {
+			if (sscanf(argv[i + 1], "%d,%d", &o->dev[0], &o->dev[1]) != 2 ||
+			    o->dev[0] < 0 || o->dev[1] < 0)
+				return -1;
+		}
 		else
 			return -1;
 	}
 	o->hog = !strcmp(hog, "other") ? 1 : !strcmp(hog, "self") ? 2 : 0;
+	o->peer = !strcmp(path, "gpu-gpu");
+	if (!o->peer && strcmp(path, "host-gpu"))
+		return -1;
+	if (o->dev[1] < 0)
+		o->dev[1] = o->peer;	/* GPU 1 for the second side of gpu-gpu */
 	if ((argc - 1) % 2 || o->rounds < 20 || o->nsizes <= 0 || o->nstream < 0 ||
 	    (o->hog == 0 && strcmp(hog, "none")))
 		return -1;
-	snprintf(o->tag, sizeof(o->tag), "\"path\": \"host-gpu\", \"hog\": \"%s\"%s%s", hog,
+	snprintf(o->tag, sizeof(o->tag), "\"path\": \"%s\", \"hog\": \"%s\"%s%s", path, hog,
 		 *tag ? ", " : "", tag);
 	return 0;
 }
@@ -498,11 +525,11 @@ int main(int argc, char **argv)
 	if (parse(argc, argv, &o)) {
 		fprintf(stderr, "usage: SYMMEM_PLUGIN=... bench_hop [-r rounds] [-s sizes] "
 			"[-S stream sizes] [--hog none|other|self] [--floors run|none] "
-			"[--tag '\"k\": v']\n");
+			"[--path host-gpu|gpu-gpu] [--gpus A,B] [--tag '\"k\": v']\n");
 		return 2;
 	}
 	/* No CUDA in this process: every child makes its own context. */
-	if (o.hog == 1 && hop_hog_start(0, &hog))
+	if (o.hog == 1 && hop_hog_start(0, o.dev[0], &hog))
 		return 1;
 	fflush(stdout);
 	if (!o.no_floors) {

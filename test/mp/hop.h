@@ -22,6 +22,9 @@ struct hop_buf {
 };
 
 int hop_buf_alloc(struct hop_buf *b, int gpu, size_t size);
+/* A GPU buffer on `device`, which GPU `peer` may copy to and from too
+ * (-1: none); a host buffer when !gpu. */
+int hop_buf_alloc_on(struct hop_buf *b, int gpu, size_t size, int device, int peer);
 void hop_buf_free(struct hop_buf *b);
 /* Messages i < n of `len` bytes at i * stride: fill writes message
  * first + i's pattern into each; check returns how many are wrong (-1 on
@@ -31,19 +34,22 @@ int hop_buf_fill(struct hop_buf *b, size_t stride, int n, size_t len, uint64_t f
 int hop_buf_check(struct hop_buf *b, size_t stride, int n, size_t len, uint64_t first);
 int hop_buf_poison(struct hop_buf *b, size_t bytes);
 
-/* A kernel that keeps every SM of GPU 0 busy until hop_hog_stop():
+/* A kernel that keeps every SM of GPU `device` busy until hop_hog_stop():
  * in a process of its own (`self` = 0) or on a thread of this one. */
 struct hop_hog;
-int hop_hog_start(int self, struct hop_hog **out);
+int hop_hog_start(int self, int device, struct hop_hog **out);
 /* Returns the kernels it ran, or -1 when it failed. */
 long hop_hog_stop(struct hop_hog *h);
 
 /* The bare driver's floors, in this process: the same copies issued
  * and polled by event, followed by a stream write polled on a host word,
- * and pre-posted behind a stream wait.  One row per size on `out`. */
-int hop_floors(FILE *out, const char *tag, const size_t *sizes, int nsizes, int rounds);
+ * and pre-posted behind a stream wait.  One row per size on `out`.  The
+ * copies go between host memory and this context's GPU, or with peer >=
+ * 0 between this GPU and GPU `peer` (the host buffer's place). */
+int hop_floors(FILE *out, const char *tag, const size_t *sizes, int nsizes, int rounds,
+	       int peer);
 /* Copies per second of `count` back-to-back copies of `size` each way. */
-int hop_floor_stream(FILE *out, const char *tag, size_t size, int count);
+int hop_floor_stream(FILE *out, const char *tag, size_t size, int count, int peer);
 
 /* Per-round one-way times: median and the 10th and 90th percentiles. */
 void hop_percentiles(double *v, int n, double *p10, double *p50, double *p90);

@@ -92,10 +92,12 @@ static double round_trip(struct floor *f, int how, size_t n, uint64_t msg, doubl
 {
 	CUdeviceptr host = (CUdeviceptr)(uintptr_t)f->host.ptr;
 	CUdeviceptr dev = (CUdeviceptr)(uintptr_t)f->dev.ptr;
+	struct hop_buf back = f->host;	/* where the message comes back to */
 	double t0, tm, t1;
 
-	pattern_fill(f->host.ptr, n, msg);
-	memset(f->host.ptr + n, 0, n);
+	back.ptr += n;
+	if (hop_buf_fill(&f->host, n, 1, n, msg) || hop_buf_poison(&back, n))
+		return -1;
 	if (how == PREPOSTED) {
 		uint32_t gate = f->k + 1;
 
@@ -121,22 +123,25 @@ static double round_trip(struct floor *f, int how, size_t n, uint64_t msg, doubl
 			return -1;
 		t1 = now_us();
 	}
-	if (pattern_check(f->host.ptr + n, n, msg) != n)
+	if (hop_buf_check(&back, n, 1, n, msg) != 0)
 		return -1;
 	*h2g = tm - t0;
 	return (t1 - t0) / 2;
 }
 
-static int floor_open(struct floor *f, size_t max)
+/* With peer >= 0 the "host" buffer is on GPU `peer`. */
+static int floor_open(struct floor *f, size_t max, int peer)
 {
 	const struct sm_cuda_api *cu = sm_cu();
+	int device = 0;
 	void *page;
 
 	memset(f, 0, sizeof(*f));
 	f->cu = cu;
-	if (!cu || !cu->stream_write_value32 || sm_ctx_enter(0, &(int){ 0 }, NULL))
+	if (!cu || !cu->stream_write_value32 || sm_ctx_enter(0, &device, NULL))
 		return -1;
-	if (hop_buf_alloc(&f->host, 0, 2 * max) || hop_buf_alloc(&f->dev, 1, max))
+	if (hop_buf_alloc_on(&f->host, peer >= 0, 2 * max, peer >= 0 ? peer : device, device) ||
+	    hop_buf_alloc_on(&f->dev, 1, max, device, peer))
 		return -1;
 	page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (page == MAP_FAILED)
@@ -176,7 +181,8 @@ static int witness(FILE *out, const char *tag, struct floor *f)
 	return 0;
 }
 
-int hop_floors(FILE *out, const char *tag, const size_t *sizes, int nsizes, int rounds)
+int hop_floors(FILE *out, const char *tag, const size_t *sizes, int nsizes, int rounds,
+	       int peer)
 {
 	struct floor f;
 	double *t = calloc((size_t)rounds, sizeof(*t));
@@ -187,7 +193,7 @@ int hop_floors(FILE *out, const char *tag, const size_t *sizes, int nsizes, int 
 
 	for (int i = 0; i < nsizes; i++)
 		max = sizes[i] > max ? sizes[i] : max;
-	if (!t || !h || !g || floor_open(&f, max))
+	if (!t || !h || !g || floor_open(&f, max, peer))
 		goto out;
 	for (int i = 0; i < nsizes; i++) {
 		fprintf(out, "{\"mode\": \"pingpong\", \"who\": \"floor\", %s, \"bytes\": %zu",
@@ -230,19 +236,23 @@ out:
 
 /* `count` copies of `size` back to back on one stream, one event after
  * the last: the engine's rate with nothing between the copies. */
-int hop_floor_stream(FILE *out, const char *tag, size_t size, int count)
+int hop_floor_stream(FILE *out, const char *tag, size_t size, int count, int peer)
 {
+	struct hop_buf back;
 	struct floor f;
 	int rc = -1;
 
-	if (floor_open(&f, size))
+	if (floor_open(&f, size, peer))
 		goto out;
+	back = f.host;
+	back.ptr += size;
 	for (int dir = 0; dir < 2; dir++) {
 		CUdeviceptr host = (CUdeviceptr)(uintptr_t)f.host.ptr;
 		CUdeviceptr dev = (CUdeviceptr)(uintptr_t)f.dev.ptr;
 		double t0, t1;
 
-		pattern_fill(f.host.ptr, size, 3);
+		if (hop_buf_fill(&f.host, size, 1, size, 3))
+			goto out;
 		for (int pass = 0; pass < 2; pass++) {	/* the first warms up */
 			t0 = harness_now();
 			for (int i = 0; i < count; i++)
@@ -253,11 +263,12 @@ int hop_floor_stream(FILE *out, const char *tag, size_t size, int count)
 				goto out;
 			t1 = harness_now();
 		}
-		if (dir && pattern_check(f.host.ptr + size, size, 3) != size)
+		if (dir && hop_buf_check(&back, size, 1, size, 3) != 0)
 			goto out;
 		fprintf(out, "{\"mode\": \"stream\", \"who\": \"floor\", %s, \"dir\": \"%s\", "
 			"\"bytes\": %zu, \"copies\": %d, \"floor_copies_per_s\": %.0f, "
-			"\"floor_gbps\": %.2f}\n", tag, dir ? "gpu-to-host" : "host-to-gpu", size,
+			"\"floor_gbps\": %.2f}\n", tag,
+			peer >= 0 ? (dir ? "b-to-a" : "a-to-b") : (dir ? "gpu-to-host" : "host-to-gpu"), size,
 			count, count / (t1 - t0), (double)size * count / (t1 - t0) / 1e9);
 		fflush(out);
 	}

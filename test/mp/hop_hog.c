@@ -45,10 +45,11 @@ struct hop_hog {
 	_Atomic int stop;
 	long kernels;
 	int failed;
+	int device;		/* the GPU whose SMs it fills */
 };
 
 /* Launches until told to stop; the number of kernels, or -1. */
-static long spin_loop(_Atomic int *stop, int stop_fd)
+static long spin_loop(_Atomic int *stop, int stop_fd, int ordinal)
 {
 	const struct sm_cuda_api *cu = sm_cu();
 	load_fn load;
@@ -63,7 +64,7 @@ static long spin_loop(_Atomic int *stop, int stop_fd)
 	void *args[1];
 	long n = 0;
 
-	if (!cu || sm_ctx_enter(0, &device, NULL) ||
+	if (!cu || sm_ctx_enter(ordinal, &device, NULL) ||
 	    sm_cuda_symbol("cuModuleLoadData", &load) ||
 	    sm_cuda_symbol("cuModuleGetFunction", &func) ||
 	    sm_cuda_symbol("cuLaunchKernel", &launch))
@@ -109,11 +110,11 @@ static void *hog_thread(void *arg)
 {
 	struct hop_hog *h = arg;
 
-	h->kernels = spin_loop(&h->stop, -1);
+	h->kernels = spin_loop(&h->stop, -1, h->device);
 	return NULL;
 }
 
-int hop_hog_start(int self, struct hop_hog **out)
+int hop_hog_start(int self, int device, struct hop_hog **out)
 {
 	struct hop_hog *h = calloc(1, sizeof(*h));
 	int p[2];
@@ -122,6 +123,7 @@ int hop_hog_start(int self, struct hop_hog **out)
 	if (!h)
 		return -1;
 	h->stop_fd = -1;
+	h->device = device;
 	if (self) {
 		if (pthread_create(&h->thread, NULL, hog_thread, h)) {
 			free(h);
@@ -139,7 +141,7 @@ int hop_hog_start(int self, struct hop_hog **out)
 			close(p[1]);
 			/* Read without waiting: EOF once the parent closes it. */
 			fcntl(p[0], F_SETFL, fcntl(p[0], F_GETFL) | O_NONBLOCK);
-			n = spin_loop(NULL, p[0]);
+			n = spin_loop(NULL, p[0], device);
 			_exit(n > 0 ? 0 : 1);
 		}
 		close(p[0]);

@@ -8,18 +8,27 @@
 
 int hop_buf_alloc(struct hop_buf *b, int gpu, size_t size)
 {
+	int device;
+
+	if (!sm_cu() || sm_ctx_enter(0, &device, NULL))
+		return -1;
+	return hop_buf_alloc_on(b, gpu, size, device, -1);
+}
+
+int hop_buf_alloc_on(struct hop_buf *b, int gpu, size_t size, int device, int peer)
+{
 	const struct sm_cuda_api *cu = sm_cu();
 	CUmemGenericAllocationHandle h;
 	CUmemAllocationProp prop;
-	CUmemAccessDesc access;
+	CUmemAccessDesc access[2];
 	CUdeviceptr va = 0;
 	size_t gran = 0;
-	int device;
+	int n = 1;
 
 	memset(b, 0, sizeof(*b));
 	b->gpu = gpu;
 	b->size = size;
-	if (!cu || sm_ctx_enter(0, &device, NULL))
+	if (!cu)
 		return -1;
 	if (!gpu) {
 		if (sm_host_cumem_alloc(size, &b->host))
@@ -38,11 +47,16 @@ int hop_buf_alloc(struct hop_buf *b, int gpu, size_t size)
 	b->granted = (size + gran - 1) / gran * gran;
 	if (cu->mem_create(&h, b->granted, &prop, 0) != CUDA_SUCCESS)
 		return -1;
-	memset(&access, 0, sizeof(access));
-	access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	access.location.id = device;
-	access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	if (sm_cumem_map(h, b->granted, gran, &access, 1, "a benchmark buffer", &va)) {
+	memset(access, 0, sizeof(access));
+	access[0].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	access[0].location.id = device;
+	access[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	if (peer >= 0 && peer != device) {
+		access[1] = access[0];
+		access[1].location.id = peer;
+		n = 2;
+	}
+	if (sm_cumem_map(h, b->granted, gran, access, n, "a benchmark buffer", &va)) {
 		cu->mem_release(h);
 		return -1;
 	}
