@@ -43,6 +43,13 @@ enum req_kind {
 	REQ_RECV,
 };
 
+/* Room for a backend's part of a request (TP_REQ_PART). */
+#define TP_REQ_PART_BYTES 256
+
+/* A request: what every backend and the generic code read, then the
+ * backend's own part, which only its files read (shm.h's struct
+ * shm_req, tcp.h's tcp_req, ib.h's ib_req), as a comm and a registration
+ * are a base and the backend's part.  comm_req_alloc zeroes it all. */
 struct tp_req {
 	struct tp_comm *comm;
 	int kind;
@@ -53,37 +60,22 @@ struct tp_req {
 	uint64_t msg_size;	/* recv: what the sender sent, once known */
 	int have_size;
 	uint64_t moved;		/* bytes copied or put on the wire so far */
-	uint8_t hdr[8];		/* TCP: the size header, sent or received */
-	size_t hdr_done;
 	int src_dev;		/* send: the source is GPU memory */
 	int dst_dev;		/* receive: the destination is GPU memory */
-	int direct;		/* the copy engine moves it in place (no ring) */
-	int by_helper;		/* ... in the copy helper process */
+	int wire_done;		/* receive: every byte arrived (off the wire, or the sender's
+				 * copy landed), only this side's copies remain */
 	uint64_t t_post;	/* when it was posted, for the statistics */
 	uint64_t t_wait;	/* send: how long isend waited for the receive */
 	uint64_t t_landed;	/* when the sender saw the bytes land (0 = unknown) */
 	uint64_t t_seen;	/* receive: when this side saw that */
-	struct smf_copy copy;	/* send, direct: the copy in flight */
-	uint32_t region;	/* send, direct: the peer's registration it copies into */
-	uint64_t stage_end;	/* send: its span in host staging ends here (0 = none) */
-	/* receive into a shadowed registration: the piece to copy on from */
-	uint8_t *shadow;
-	uint32_t src_hid, dst_hid;	/* the copy helper's names, 0 = copy in process */
-	uint64_t src_off, dst_off;
-	int out_started;	/* the copy out of the piece is in flight (copy) */
-	int landed_seen;	/* receive: the sender's copy was seen landed (statistics) */
-	/* TCP, GPU memory through the bounce slots (tcp_bounce.c) */
-	uint64_t staged;	/* send: bytes whose copy into a slot started */
-	uint64_t landed;	/* receive: bytes copied up from the slots */
-	int wire_done;		/* receive: every byte arrived (off the wire, or the sender's
-				 * copy landed), only this side's copies remain */
-	/* ibverbs (ib.c) */
-	void *ib_mr;		/* registered for this request alone (no registration) */
-	uint32_t ib_lkey;	/* send: the source's key */
-	uint32_t ib_rkey;	/* send: the receive buffer's key and address */
-	uint64_t ib_raddr;
-	unsigned ib_wrs;	/* send: work requests posted, not yet completed */
+	_Alignas(16) unsigned char part[TP_REQ_PART_BYTES];
 };
+
+/* The backend's part of request r, as type `type` (a backend's files
+ * only: its header checks that the part fits).  Requests live in the
+ * comm comm_new allocates, so the bytes have no declared type of their
+ * own to clash with the part's. */
+#define TP_REQ_PART(r, type) ((type *)(void *)(uintptr_t)(r)->part)
 
 /* A registration as its owner sees it; a backend's registration starts
  * with one (ops->region_size bytes in all). */

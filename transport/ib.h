@@ -151,6 +151,22 @@ struct ib_region {
 	struct ib_dev *dev;
 };
 
+/* The ibverbs part of a request (comm.h's tp_req). */
+struct ib_req {
+	void *mr;		/* registered for this request alone (no registration) */
+	uint32_t lkey;		/* send: the source's key */
+	uint32_t rkey;		/* send: the receive buffer's key and address */
+	uint64_t raddr;
+	unsigned wrs;		/* send: work requests posted, not yet completed */
+	int last_posted;	/* send: the last write, with the size, is posted */
+};
+_Static_assert(sizeof(struct ib_req) <= TP_REQ_PART_BYTES, "TP_REQ_PART_BYTES");
+
+static inline struct ib_req *ib_req_of(const struct tp_req *r)
+{
+	return TP_REQ_PART(r, struct ib_req);
+}
+
 static inline struct ib_comm *ib_of(const struct tp_comm *c)
 {
 	return TP_CONTAINER(c, struct ib_comm, comm);
