@@ -100,17 +100,29 @@ struct tp_req_note {
 
 /* What a kind of connection does.  Optional entries are NULL. */
 struct tp_ops {
-	const char *name;
+	const char *name;		/* as NCCL_SYMMEM_BACKEND names it */
+	const char *title;		/* in messages: "the connection uses TCP" */
+	int kind;			/* enum tp_backend */
 	size_t comm_size;		/* its comm, starting with struct tp_comm */
 	size_t region_size;		/* its registration, starting with struct tp_region */
 
-	/* Devices a listener offers in its handle and a connector picks
-	 * (ibverbs; optional): 1 if this process can use one for opt, held
-	 * in *held until put; peer_addr is the listener's port address
-	 * (connector) or NULL (listener).  address() gives a held one's. */
-	int (*usable)(const struct tp_options *opt, const uint8_t *peer_addr, void **held);
+	/* Setup asks the kinds for a connection in this order, highest
+	 * first (backend.c), so that the fastest kind both ends accept
+	 * carries it. */
+	int priority;
+	/* Carried on the Unix socket (peers of this host only), not TCP. */
+	int local;
+	/* The connector: *picked = 1 if this kind carries a connection to
+	 * the listener of `info`, holding in *held what connect_open gets
+	 * (put lets go); an error (sm_fail) fails the connect: a kind opt
+	 * requires that cannot be had. */
+	int (*pick)(const struct tp_options *opt, const struct tp_handle_info *info, int *picked,
+		    void **held);
+	/* Optional, the listener: 1 if it takes this kind beyond what its
+	 * sockets carry, holding in *held what accept_open gets while it
+	 * listens, and writing what a connector needs (into its handle). */
+	int (*offer)(const struct tp_options *opt, void **held, uint8_t offer[TP_OFFER_BYTES]);
 	void (*put)(void *held);
-	void (*address)(const void *held, uint8_t addr[16]);
 
 	/* Optional: right after comm_new zeroed the comm. */
 	void (*init)(struct tp_comm *c);
@@ -120,13 +132,15 @@ struct tp_ops {
 	int (*setup)(struct tp_comm *c, const struct tp_options *opt);
 	int (*engine_ready)(struct tp_comm *c);
 	/* Optional: the connector's part of the setup message (*memfd: a
-	 * descriptor to pass with it, kept by the caller), from the device
-	 * `held` that usable() gave. */
+	 * descriptor to pass with it, kept by the caller), from what pick()
+	 * held. */
 	int (*connect_open)(struct tp_comm *c, const struct tp_options *opt, void *held,
 			    struct wire_setup *setup, int *memfd);
 	/* Optional: the listener's side, from the connector's setup (and
-	 * memfd, or -1) to its part of the reply.  Setting reply->backend to
-	 * another kind asks the caller to switch the comm to it. */
+	 * memfd, or -1) and what offer() held, to its part of the reply.
+	 * Setting reply->backend to TP_BACKEND_AUTO asks the caller to go
+	 * on as the plain kind (backend_plain), which the reply tells the
+	 * connector. */
 	int (*accept_open)(struct tp_comm *c, const struct tp_options *opt, void *held,
 			   const struct wire_hello *hello, const struct wire_setup *setup, int memfd,
 			   struct wire_reply *reply);

@@ -284,11 +284,14 @@ static void ib_describe(const struct tp_comm *c, char *buf, size_t len)
 
 const struct tp_ops tp_ib_ops = {
 	.name = "ib",
+	.title = "RDMA",
+	.kind = TP_BACKEND_IB,
 	.comm_size = sizeof(struct ib_comm),
 	.region_size = sizeof(struct ib_region),
-	.usable = ib_usable,
+	.priority = 20,
+	.pick = ib_pick,
+	.offer = ib_offer,
 	.put = ib_held_put,
-	.address = ib_held_gid,
 	.connect_open = ib_connect_open,
 	.accept_open = ib_accept_open,
 	.connect_join = ib_connect_join,
@@ -304,17 +307,23 @@ const struct tp_ops tp_ib_ops = {
 
 #else	/* built without <infiniband/verbs.h>: never usable */
 
-static int ib_usable_none(const struct tp_options *opt, const uint8_t *peer_addr, void **held)
+int ib_usable(const struct tp_options *opt, const uint8_t *peer_gid, void **held)
 {
 	(void)opt;
-	(void)peer_addr;
+	(void)peer_gid;
 	*held = NULL;
 	return 0;
 }
 
-static void ib_put_none(void *held)
+void ib_held_put(void *held)
 {
 	(void)held;
+}
+
+void ib_held_gid(const void *held, uint8_t gid[16])
+{
+	(void)held;
+	memset(gid, 0, 16);
 }
 
 static int ib_none(struct tp_comm *c, int *progressed)
@@ -330,10 +339,14 @@ static void ib_close_none(struct tp_comm *c)
 
 const struct tp_ops tp_ib_ops = {
 	.name = "ib",
+	.title = "RDMA",
+	.kind = TP_BACKEND_IB,
 	.comm_size = sizeof(struct tp_comm),
 	.region_size = sizeof(struct tp_region),
-	.usable = ib_usable_none,
-	.put = ib_put_none,
+	.priority = 20,
+	.pick = ib_pick,
+	.offer = ib_offer,
+	.put = ib_held_put,
 	.progress = ib_none,
 	.close = ib_close_none,
 };

@@ -373,10 +373,25 @@ static void tcp_describe(const struct tp_comm *c, char *buf, size_t len)
 		snprintf(buf, len, "%zu announcement bytes not yet sent; %s", t->out_len, slots);
 }
 
+/* Setup asks this kind last: any listener with a TCP port will do. */
+static int tcp_pick(const struct tp_options *opt, const struct tp_handle_info *info,
+		    int *picked, void **held)
+{
+	int rc = tp_handle_tcp(info, opt, "TCP");
+
+	*picked = rc == SM_OK;
+	*held = NULL;
+	return rc;
+}
+
 const struct tp_ops tp_tcp_ops = {
 	.name = "tcp",
+	.title = "TCP",
+	.kind = TP_BACKEND_TCP,
 	.comm_size = sizeof(struct tcp_comm),
 	.region_size = sizeof(struct tcp_region),
+	.priority = 10,
+	.pick = tcp_pick,
 	.setup = tcp_setup,
 	.engine_ready = tcp_engine_ready,
 	.isend = tcp_isend,
