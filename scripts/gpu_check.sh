@@ -5,7 +5,7 @@
 # with GPUDirect.  Fails if any element is wrong or any log shows other
 # traffic.  Logs and tables go to $OUT (default /tmp/symmem-gpu).
 #
-# Usage: scripts/gpu_check.sh [full|quick|debug|paths|pool|leak|helper|probe|perf|table|floor|death|abi|onegpu|hosts|hop|ab]
+# Usage: scripts/gpu_check.sh [full|quick|debug|paths|pool|leak|helper|probe|perf|table|floor|death|abi|onegpu|hosts|hop|ab|torch-reg]
 #        full: every op to 1 GiB, the three protocols, CUDA graphs, registered
 #        buffers (with graphs), TCP, NCCL_CUMEM_ENABLE=0, ranks that see one
 #        GPU each (nccl_bench -V), a rank killed mid-collective, PyTorch (one
@@ -41,10 +41,19 @@
 #        the driver's floors, idle and beside a kernel on every SM (in
 #        another process and in the copying one), with landing words and
 #        with events (NCCL_SYMMEM_LANDING_WORDS=1/0): $OUT/hop.jsonl;
+#        OLD_TREE=DIR adds a run through DIR's plugin (an earlier commit's
+#        exported tree), idle, as variant "base DIR";
 #        ab: the NCCL-level sweep, every op, natively and through the plugin
 #        with landing words and with events (on one GPU: posed hosts to
 #        64 MiB, correctness only; on several: 8 B-1 GiB, sweep rows with
 #        `variant`), then hop (AB_ONLY=1: not).
+#        torch-reg: README.md's PyTorch recipe on one GPU: two ranks on GPU 0
+#        posing as two hosts (NCCL_HOSTID) run scripts/torch_registered.py
+#        (ncclMemAlloc tensors from the process group's allocator, the pool
+#        registered, an all_reduce and a send/recv, every element checked)
+#        with NCCL_PASS_SM=1; NCCL's logs must show every channel via
+#        NET/symmem with GPUDirect, the tuner's cap, send/recv buffers
+#        registered with the net, and no driver error quoted for host memory.
 #        NRANKS=n uses the first n GPUs (default: all).
 #        NCCL_FROM=wheel runs the NCCL drivers on PyTorch's NCCL (2.28.9 on the
 #        GPU hosts) instead of the system's (2.28.3); NCCL_FROM=/DIR on one
@@ -58,10 +67,10 @@
 #        taken (cuda-gdb) into its log folder before they are killed.
 MODE=${1:-full}
 case $MODE in
-full | quick | debug | paths | pool | leak | helper | probe | perf | table | floor | death | abi | onegpu | hosts | hop | ab) ;;
+full | quick | debug | paths | pool | leak | helper | probe | perf | table | floor | death | abi | onegpu | hosts | hop | ab | torch-reg) ;;
 *)
 	echo "gpu_check.sh: unknown mode '$MODE' (modes: full quick debug paths pool leak helper" \
-		"probe perf table floor death abi onegpu hosts hop ab)" >&2
+		"probe perf table floor death abi onegpu hosts hop ab torch-reg)" >&2
 	exit 2
 	;;
 esac
@@ -127,6 +136,16 @@ if [ "$MODE" = hop ]; then
 				{ echo "FAILED: hop --hog $hog ($v)"; tail -5 "$OUT/logs/hop-$hog-$v.txt"; fail=1; }
 		done
 	done
+	# OLD_TREE=DIR (an exported source tree of an earlier commit): its
+	# plugin and helper too, idle, landing words, in the same invocation.
+	if [ -n "${OLD_TREE:-}" ] && tree_built "$OLD_TREE"; then
+		note "hop: $OLD_TREE's plugin ($(date +%T))"
+		SYMMEM_PLUGIN="$OLD_TREE/build-gpu/libnccl-net-symmem.so" \
+			timeout 300 build-gpu/bench_hop -r "${HOP_ROUNDS:-1000}" --hog none \
+			--tag "\"variant\": \"base ${OLD_TREE##*/}\"" \
+			>>"$OUT/hop.jsonl" 2>"$OUT/logs/hop-old.txt" ||
+			{ echo "FAILED: hop through $OLD_TREE"; tail -5 "$OUT/logs/hop-old.txt"; fail=1; }
+	fi
 	python3 scripts/hop_table.py "$OUT/hop.jsonl"
 	finish
 fi
@@ -194,6 +213,16 @@ if [ "$MODE" = onegpu ]; then
 		-b 8 -e 16777216 -f 16 -c none -i 3
 	abi_versions onegpu
 	selftest
+	finish
+fi
+
+# README.md's PyTorch recipe, on one GPU as two posed hosts.
+if [ "$MODE" = torch-reg ]; then
+	torch_posed torch-reg scripts/torch_registered.py NCCL_PASS_SM=1 NCCL_NCHANNELS_PER_NET_PEER=1
+	expect_in_logs torch-reg \
+		' - NET register userbuff' "no buffer registered with the net" \
+		'NCCL_PASS_SM=1: collectives capped' "no NCCL_PASS_SM=1 channel cap"
+	expect_none_in_logs torch-reg 'named symbol not found' "the driver's error for host memory quoted"
 	finish
 fi
 

@@ -6,6 +6,7 @@
 #   expect_fail         a run that must fail with a WARN, well before its deadline;
 #   rank_death          a rank killed mid-collective: errors, aborts, no helper left;
 #   torch_check         a PyTorch script through the plugin;
+#   torch_posed         a torchrun-style PyTorch script as two posed hosts on GPU 0;
 #   one_gpu             two ranks on GPU 0 posing as two hosts;
 #   abi_versions        the plugin ABI versions NCCL picked, from its logs;
 #   bench_tree, bench_old  the same run through an older tree's plugin;
@@ -310,6 +311,35 @@ torch_check() {
 		echo "FAILED: $name"; tail -20 "$OUT/logs/$name/out.txt"; fail=1
 	fi
 	grep -E '^torch|WRONG|wrong' "$OUT/logs/$name/out.txt" | head -10
+	prove "$name"
+}
+
+# torch_posed NAME SCRIPT [NAME=VALUE...]: a SCRIPT started as torchrun
+# starts one (RANK, WORLD_SIZE, ...) as two ranks on GPU 0, each posing as
+# a host of its own (NCCL_HOSTID), through the plugin (with the extra
+# variables): PyTorch on a host with one GPU.  GDR level SYS: NCCL hands
+# the plugin GPU buffers between posed hosts instead of staging them.
+torch_posed() {
+	local name=$1 script=$2 port=$((29500 + $$ % 1000)) rank
+	local -a pids
+	shift 2
+	note "$name: $script, two ranks on GPU 0 posing as hosts (${*:-nothing else})"
+	mkdir -p "$OUT/logs/$name"
+	for rank in 0 1; do
+		env CUDA_VISIBLE_DEVICES=0 RANK=$rank LOCAL_RANK=0 WORLD_SIZE=2 \
+			MASTER_ADDR=127.0.0.1 MASTER_PORT=$port NCCL_HOSTID="posed-host-$rank" \
+			NCCL_NET_PLUGIN="$PWD/build-gpu/libnccl-net-symmem.so" NCCL_NET=symmem \
+			NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET_GDR_LEVEL=SYS "$@" \
+			NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV,NET,REG \
+			NCCL_DEBUG_FILE="$OUT/logs/$name/nccl.%p.log" \
+			timeout 300 "$PY" "$script" >"$OUT/logs/$name/out.$rank.txt" 2>&1 &
+		pids[rank]=$!
+	done
+	for rank in 0 1; do
+		wait "${pids[rank]}" ||
+			{ echo "FAILED: $name rank $rank (exit $?)"; tail -20 "$OUT/logs/$name/out.$rank.txt"; fail=1; }
+	done
+	cat "$OUT/logs/$name"/out.*.txt | grep -E '^torch|WRONG|wrong' | head -10
 	prove "$name"
 }
 

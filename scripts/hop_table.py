@@ -58,6 +58,16 @@ def show(rows):
             r["hog"], r.get("variant", ""), r["bytes"], r["plugin_us"],
             r.get("floor_event_us", "-"), r.get("floor_write_us", "-"),
             r.get("floor_preposted_us", "-"), r.get("ratio_to_best_floor", "-")))
+    # Each direction on its own (rows from before the split lack them).
+    print("%-6s %-14s %9s %10s %10s %10s %10s" % ("hog", "variant", "bytes", "plugin h2g",
+                                                 "write h2g", "plugin g2h", "write g2h"))
+    for r in rows:
+        if r["mode"] != "pingpong" or "plugin_h2g_us" not in r:
+            continue
+        print("%-6s %-14s %9d %10.2f %10s %10.2f %10s" % (
+            r["hog"], r.get("variant", ""), r["bytes"], r["plugin_h2g_us"],
+            r.get("floor_write_h2g_us", "-"), r["plugin_g2h_us"],
+            r.get("floor_write_g2h_us", "-")))
     print("%-6s %-14s %-12s %9s %12s %12s %7s %9s" % ("hog", "variant", "dir", "bytes",
                                                        "plugin c/s", "floor c/s", "ratio",
                                                        "us/copy"))

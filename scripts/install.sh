@@ -25,4 +25,4 @@ else
 fi
 echo "installed: $(meson introspect build-release --installed | python3 -c 'import json,sys; print(" ".join(v for v in json.load(sys.stdin).values() if v.endswith((".so", "/symmem-copyd", "/symmem-info"))))')"
 echo "check this host: symmem-info, and symmem-info --selftest (docs/symmem-info.md)"
-echo "use it: export NCCL_ENV_PLUGIN=symmem (NCCL 2.28.7 or later; older NCCL: README, \"Use it in an NCCL job\")"
+echo "use it: export NCCL_ENV_PLUGIN=symmem (NCCL 2.28.7 or later; older NCCL: README, \"Use it\")"

@@ -73,6 +73,12 @@ static int direct_copy(struct shm_comm *s, unsigned slot, uint32_t id, const voi
 		return comm_fail(c, SM_ERR_REMOTE, "receive at offset %llu of a %llu-byte peer "
 				 "allocation cannot hold %zu bytes", (unsigned long long)offset,
 				 (unsigned long long)ra->info.alloc_size, size);
+	/* Host to host: the CPU's copy through the ring is faster than a
+	 * copy engine's, and needs no mapping of the peer's buffer. */
+	if (ra->host && (!reg || reg->reg.mem == TP_MEM_HOST)) {
+		*state = REMOTE_RING;
+		return SM_OK;
+	}
 	rc = comm_engine(c);
 	if (rc)
 		return rc;
@@ -127,7 +133,7 @@ int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t s
 	unsigned slot = c->posted % TP_MAX_REQUESTS;
 	struct smf_copy copy;
 	uint32_t region;
-	int direct = 0;
+	int direct = 0, ring = 0;
 	uint64_t capacity, stage_end = 0;
 	struct tp_req *r;
 	int rc;
@@ -156,14 +162,20 @@ int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t s
 
 		rc = direct_copy(s, slot, region, data, size, reg, &copy, &started, &stage_end,
 				 &state);
-		if (rc || state == REMOTE_ASK)
-			return rc;	/* tp_isend runs the step asked for */
-		/* No copy slot free, or the helper's answer still to come (the
-		 * helper's request time bounds that): NCCL retries. */
-		if (!started)
+		/* tp_isend runs the step asked for: it reads the announcement,
+		 * asks the helper, or collects its answer (the helper's request
+		 * time bounds the wait for it). */
+		if (rc || state == REMOTE_ASK || state == REMOTE_WAIT)
+			return rc;
+		if (state == REMOTE_RING) {
+			ring = 1;
+		} else if (!started) {
+			/* No copy slot or staging room free: NCCL retries. */
 			return start_refused(c, size);
-		c->start_try_ns = 0;
-		direct = 1;
+		} else {
+			c->start_try_ns = 0;
+			direct = 1;
+		}
 	}
 	r = comm_req_alloc(c, REQ_SEND);	/* tp_isend checked there is room */
 	r->buf = (uint8_t *)data;
@@ -178,6 +190,7 @@ int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t s
 		sq->by_helper = copy.helper || stage_end;
 	}
 	ctrl->send_size[slot] = size;
+	ctrl->send_ring[slot] = (uint8_t)ring;
 	c->posted++;
 	atomic_store_explicit(&ctrl->send_posted, c->posted, memory_order_release);
 	*out = r;
@@ -366,6 +379,9 @@ static int shm_progress_recv(struct shm_comm *s, int *progressed)
 			rc = comm_recv_size(c, r, ctrl->send_size[r->seq % TP_MAX_REQUESTS]);
 			if (rc)
 				return rc;
+			/* The sender chose the ring for this one (host to host). */
+			if (ctrl->send_ring[r->seq % TP_MAX_REQUESTS])
+				sq->direct = 0;
 			*progressed = 1;
 		}
 		if (sq->direct) {

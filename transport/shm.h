@@ -13,8 +13,9 @@
 #include "helper.h"
 
 #define SHM_MAGIC 0x4d485353u		/* "SSHM" */
-#define SHM_VERSION 4
+#define SHM_VERSION 5
 #define REGION_MAGIC 0x4e474552u	/* "REGN" */
+#define REGION_HOST 0x1u		/* the registration is host memory */
 
 /* The shared segment of one shared-memory connection.  Each side writes
  * only its own cache line of counters; the sender writes send_size[] and
@@ -38,6 +39,10 @@ struct shm_ctrl {
 	uint64_t recv_offset[TP_MAX_REQUESTS];
 	uint32_t recv_region[TP_MAX_REQUESTS];
 	_Alignas(64) uint64_t send_size[TP_MAX_REQUESTS];
+	/* Sender: 1 when message i went through the ring although its
+	 * receive named a registration (a host-to-host message: the CPU
+	 * copies it faster than a copy engine would). */
+	uint8_t send_ring[TP_MAX_REQUESTS];
 	/* Sender: when it saw message i's copy land (CLOCK_MONOTONIC ns, one
 	 * clock for every process of the host), for the receiver's statistics. */
 	uint64_t land_ns[TP_MAX_REQUESTS];
@@ -60,7 +65,7 @@ struct wire_region {
 	uint32_t magic;
 	uint32_t op;
 	uint32_t id;
-	uint32_t pad;
+	uint32_t flags;			/* REGION_HOST */
 	struct sm_share_info info;
 };
 
@@ -98,6 +103,7 @@ struct remote_alloc {
 	int fd;				/* until imported */
 	struct sm_mapping *map;		/* imported on first use, when no helper copies */
 	uint32_t hid;			/* the copy helper's name for it, or 0 */
+	int host;			/* host memory (REGION_HOST) */
 	int helper_tried;		/* hid stays 0: the helper could not map it */
 	unsigned refs;			/* registrations in it */
 	/* Asked for by a send, done by the next progress step (remote_setup):
@@ -250,6 +256,7 @@ enum remote_state {
 	REMOTE_READY = 0,
 	REMOTE_ASK,		/* asked the next step: tp_isend runs it and looks again */
 	REMOTE_WAIT,		/* the copy helper's answer is due: NCCL retries */
+	REMOTE_RING,		/* host to host: the message goes through the ring */
 };
 enum remote_state remote_helper_state(struct shm_comm *s, struct remote_alloc *a);
 /* REMOTE_READY once mapped here. */

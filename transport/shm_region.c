@@ -196,6 +196,7 @@ static int prepare_announcement(struct shm_comm *s, struct shm_region *r, const 
 	msg->magic = REGION_MAGIC;
 	msg->op = REGION_ADD;
 	msg->id = r->id;
+	msg->flags = ptr == (void *)r->reg.base && r->reg.mem == TP_MEM_HOST ? REGION_HOST : 0;
 	r->ann_fd = -1;
 	rc = sm_export_get(ptr, r->reg.size, &r->own.exp, &msg->info, &r->own.offset, &r->ann_fd);
 	if (rc)
@@ -231,8 +232,28 @@ static int receiver_announce(struct shm_comm *s, struct shm_region *r)
 	return rc;
 }
 
+/* Host memory the driver can export (cuMem host pages, as NCCL makes its
+ * host buffers with NCCL_CUMEM_HOST_ENABLE) is announced too, so that a
+ * GPU sender's copy engine writes it in place instead of the sender
+ * copying through the ring with a driver call on NCCL's progress thread;
+ * a host sender still uses the ring (shm_isend).  Other host memory
+ * simply stays on the ring: nothing to say about it. */
+static int receiver_announce_host(struct shm_comm *s, struct shm_region *r)
+{
+	r->id = ++s->next_region;
+	if (!prepare_announcement(s, r, (void *)r->reg.base))
+		return SM_OK;
+	if (s->comm.verbose)
+		sm_info("receiving connection %p: host buffer %p (%zu bytes) is not exportable, "
+			"messages into it come through the ring: %s", (void *)&s->comm,
+			(void *)r->reg.base, r->reg.size, sm_last_error());
+	r->id = 0;
+	return SM_OK;
+}
+
 /* GPU memory is written by the peer's copy engine, in place or into its
- * staging-pool shadow; anything else arrives through the ring (host
+ * staging-pool shadow; exportable host memory in place
+ * (receiver_announce_host); anything else arrives through the ring (host
  * bounce).  A sender's buffers, host ones too, go to its copy helper:
  * NCCL's LL buffers live in host memory, and when it allocates them with
  * cuMem (NCCL_CUMEM_HOST_ENABLE) they export like GPU memory, so even
@@ -249,6 +270,8 @@ int shm_region_register(struct tp_comm *c, struct tp_region *reg, int dmabuf_fd,
 		r->id = ++s->next_region;
 		return receiver_announce(s, r);
 	}
+	if (reg->mem == TP_MEM_HOST && !c->is_send && !s->no_direct && s->zero_copy)
+		return receiver_announce_host(s, r);
 	if (c->is_send && smf_engine_helper_pid(c->ce))
 		helper_own_buffer(c, reg, &r->own);
 	return SM_OK;

@@ -158,6 +158,9 @@ static int check_add(struct shm_comm *s, const struct wire_region *msg, int fd)
 	if (info->alloc_size == 0)
 		return comm_fail(&s->comm, SM_ERR_REMOTE, "peer announced registration %u of an empty "
 				 "allocation", msg->id);
+	if (msg->flags & ~REGION_HOST)
+		return comm_fail(&s->comm, SM_ERR_REMOTE, "peer announced registration %u with unknown "
+				 "flags 0x%x", msg->id, msg->flags & ~REGION_HOST);
 	if (remote_find(s, msg->id))
 		return comm_fail(&s->comm, SM_ERR_REMOTE, "peer announced registration %u twice", msg->id);
 	if (s->nremote >= remote_limit())
@@ -207,6 +210,7 @@ static int remote_add(struct shm_comm *s, const struct wire_region *msg, int fd)
 			goto no_memory;
 		a->info = msg->info;
 		a->fd = fd;
+		a->host = (msg->flags & REGION_HOST) != 0;
 	}
 	a->refs++;
 	rr = &s->remote[s->nremote++];
@@ -330,8 +334,12 @@ enum remote_state remote_helper_state(struct shm_comm *s, struct remote_alloc *a
 {
 	if (a->hid || !smf_engine_helper_pid(s->comm.ce))
 		return REMOTE_READY;
-	if (a->helper_pending)
+	if (a->helper_pending) {
+		/* Only a progress step reads the answer, and a send connection
+		 * with nothing in flight gets no test() that would run one. */
+		s->comm.step_wanted = 1;
 		return REMOTE_WAIT;
+	}
 	if (a->helper_tried)
 		return REMOTE_READY;
 	if (a->info.kind == SM_SHARE_POSIX_FD && a->fd < 0) {

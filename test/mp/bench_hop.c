@@ -18,7 +18,12 @@
  * NCCL's kernel would run) and in the floors' process.
  *
  *   SYMMEM_PLUGIN=.../libnccl-net-symmem.so bench_hop [-r rounds]
- *       [-s 8,4096,...] [-S 65536,...] [--hog none|other|self] [--tag text]
+ *       [-s 8,4096,...] [-S 65536,...] [--hog none|other|self]
+ *       [--floors run|none] [--tag text]
+ *
+ * With --floors none (the floors need a real GPU) and the driver of
+ * test/mp/fakedriver/ it runs in CI as an end-to-end check of the plugin
+ * and its copy helper: every message checked, no timing worth keeping.
  *
  * Output: one JSON object per line (floors and plugin rows).  HOP_VERBOSE=1
  * copies the plugin's INFO lines to stderr (with NCCL_SM_FREE_VERBOSE=1,
@@ -43,6 +48,7 @@ struct opts {
 	size_t sizes[MAX_SIZES], stream[MAX_SIZES];
 	int nsizes, nstream, rounds;
 	int hog;		/* 0 none, 1 another process, 2 self */
+	int no_floors;		/* --floors none: the plugin's rows only */
 	char tag[256];		/* JSON members every row carries */
 };
 
@@ -162,14 +168,15 @@ static int pingpong(int ctl, void *ctx, int lead, int gpu, const struct opts *o)
 {
 	void *send, *recv, *ms = NULL, *mr = NULL;
 	struct hop_buf sb, rb;
-	size_t area = 0;
+	size_t area = 0, most = 0;
 	double *t = NULL, *at = NULL, *h2g = NULL;
 	int rc = -1;
 
 	for (int i = 0; i < o->nsizes; i++) {
-		size_t a = stride_of(o->sizes[i]) * (size_t)rounds_for(o, o->sizes[i]);
+		size_t n = (size_t)rounds_for(o, o->sizes[i]), a = stride_of(o->sizes[i]) * n;
 
 		area = a > area ? a : area;
+		most = n > most ? n : most;	/* large sizes take at least 50 */
 	}
 	if (link_up(ctl, ctx, 1, lead, lead ? &send : &recv) ||
 	    link_up(ctl, ctx, 1, !lead, lead ? &recv : &send))
@@ -182,9 +189,9 @@ static int pingpong(int ctl, void *ctx, int lead, int gpu, const struct opts *o)
 	/* at[r]: when the round's first message was posted (H) or seen (G);
 	 * both sides read one monotonic clock, so G's moment splits H's
 	 * round trip into its two directions. */
-	t = calloc((size_t)o->rounds, sizeof(*t));
-	at = calloc((size_t)o->rounds, sizeof(*at));
-	h2g = calloc((size_t)o->rounds, sizeof(*h2g));
+	t = calloc(most, sizeof(*t));
+	at = calloc(most, sizeof(*at));
+	h2g = calloc(most, sizeof(*h2g));
 	if (!t || !at || !h2g)
 		goto out;
 	for (int i = 0; i < o->nsizes; i++) {
@@ -454,6 +461,8 @@ static int parse(int argc, char **argv, struct opts *o)
 			hog = argv[i + 1];
 		else if (!strcmp(argv[i], "--tag"))
 			tag = argv[i + 1];
+		else if (!strcmp(argv[i], "--floors"))
+			o->no_floors = !strcmp(argv[i + 1], "none");
 		else
 			return -1;
 	}
@@ -488,17 +497,20 @@ int main(int argc, char **argv)
 	verbose = getenv("HOP_VERBOSE") && !strcmp(getenv("HOP_VERBOSE"), "1");
 	if (parse(argc, argv, &o)) {
 		fprintf(stderr, "usage: SYMMEM_PLUGIN=... bench_hop [-r rounds] [-s sizes] "
-			"[-S stream sizes] [--hog none|other|self] [--tag '\"k\": v']\n");
+			"[-S stream sizes] [--hog none|other|self] [--floors run|none] "
+			"[--tag '\"k\": v']\n");
 		return 2;
 	}
 	/* No CUDA in this process: every child makes its own context. */
 	if (o.hog == 1 && hop_hog_start(0, &hog))
 		return 1;
 	fflush(stdout);
-	f = fork();
-	if (f == 0)
-		_exit(floors(&o));
-	rc |= f < 0 || reap(f, "the floors");
+	if (!o.no_floors) {
+		f = fork();
+		if (f == 0)
+			_exit(floors(&o));
+		rc |= f < 0 || reap(f, "the floors");
+	}
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
 		return 1;
 	h = fork();

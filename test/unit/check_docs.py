@@ -5,7 +5,10 @@ README.md, docs/*.md and bench/results/*.md may name a script
 (scripts/x.sh, or x.py alone), a mode of scripts/gpu_check.sh, a variable
 of the plugin's (NCCL_SYMMEM_*, checked against plugin/config/config_vars.h),
 or a file or folder of the repository (bench/..., plugin/..., a relative
-link) only if it exists in the source tree.
+link) only if it exists in the source tree.  A PyTorch call their code
+shows (torch.x, dist.x, backend.x) must be one a script of the
+repository (scripts/*.py, bench/**/*.py) makes, so that a recipe is what
+a tested script runs.
 
 Commands of earlier trees are kept only in an archive list: a section
 whose heading starts with "Archive" (up to the next heading of its level
@@ -46,6 +49,7 @@ VAR = re.compile(r'\bNCCL_SYMMEM_[A-Z0-9_]*[A-Z0-9](?![A-Z0-9_]*\*)')
 LINK = re.compile(r'\]\(([^)\s#]+)(?:#[^)]*)?\)')
 CODE_SPAN = re.compile(r'`([^`]+)`')
 MODE = re.compile(r'gpu_check\.sh\s+([a-z][\w-]*)')
+TORCH_CALL = re.compile(r'\b(?:torch|dist|backend)(?:\.\w+)*\.(\w+)')
 OUTPUT = re.compile(r'(?:>|\btee|--json|--out|-o)\s*$')
 HEADING = re.compile(r'^(#+)\s+(.*)')
 LIST_ITEM = re.compile(r'^\s*(?:[-*]|\d+\.)\s')
@@ -82,6 +86,11 @@ class Tree:
         for h in glob.glob(os.path.join(cfg, '*.h')):
             self.vars.update(re.findall(r'#define CONFIG_\w+ "(NCCL_SYMMEM_\w+)"', read(h)))
         self.modes = modes_of(read(os.path.join(root, 'scripts', 'gpu_check.sh')))
+        # what the repository's PyTorch scripts call: ".name"
+        self.torch_attrs = set()
+        for py in (glob.glob(os.path.join(root, 'scripts', '*.py')) +
+                   glob.glob(os.path.join(root, 'bench', '**', '*.py'), recursive=True)):
+            self.torch_attrs.update(re.findall(r'\.(\w+)', read(py)))
         self.git = git(self.gitroot, 'rev-parse', '--show-toplevel') is not None
         self.path = re.compile(r'(?<![\w./-])((?:%s)/[\w./-]*[\w/])' %
                                '|'.join(sorted(self.topdirs)))
@@ -173,6 +182,11 @@ def check_line(tree, page, line, code, where, out):
         for m in MODE.finditer(span):
             if m.group(1) not in tree.modes:
                 out.append('%s: gpu_check.sh has no mode %s' % (where, m.group(1)))
+        for m in TORCH_CALL.finditer(span):
+            if m.group(0) in tree.basenames:
+                continue	# transport/backend.c
+            if m.group(1) not in tree.torch_attrs:
+                out.append('%s: no script of the repository calls %s' % (where, m.group(0)))
 
 
 def check_archive_item(tree, item, where, out):
@@ -359,6 +373,7 @@ PLANTS = {
     'script': ('docs/planted.md', 'Run `sh scripts/no_such_script.sh` first.\n'),
     'bare script': ('docs/planted.md', 'Then no_such_tool.py.\n'),
     'mode': ('docs/planted.md', '    bash scripts/gpu_check.sh no-such-mode\n'),
+    'torch call': ('docs/planted.md', '    pool = torch.cuda.NoSuchPool(backend.mem_allocator)\n'),
     'variable': ('docs/planted.md', 'Set NCCL_SYMMEM_NO_SUCH_VAR=1.\n'),
     'path': ('bench/results/planted.md', 'See plugin/no_such_file.c.\n'),
     'link': ('bench/results/planted.md', 'See [it](no-such-page.md).\n'),

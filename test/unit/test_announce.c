@@ -394,6 +394,46 @@ static void test_host_sends_through_staging(void **state)
 	assert_int_equal(standin_engine.ranges, 0);
 }
 
+/* A receive into exportable host memory (as NCCL's cuMem host buffers
+ * are) is announced like GPU memory: a GPU sender's copy engine writes it
+ * in place, where before the sender copied through the ring.  A host
+ * sender into the same registration keeps the ring, which the CPU copies
+ * faster, and says so per message; both kinds alternate through every
+ * slot so that each reads the other's leftovers. */
+static void test_host_receive_in_place_or_ring(void **state)
+{
+	static uint8_t dst[SIZE], host[SIZE];
+	struct tp_region *reg, *hreg;
+	struct tp_stats st;
+	struct pair p;
+	int from_gpu = 0;
+
+	(void)state;
+	pair_open(&p);
+	assert_int_equal(tp_register(p.c.s, host, SIZE, TP_MEM_HOST, &hreg), SM_OK);
+	assert_int_equal(tp_register(p.c.r, dst, SIZE, TP_MEM_HOST, &reg), SM_OK);
+	for (int m = 0; m < 3 * TP_MAX_REQUESTS; m++) {
+		int gpu = m % 3 != 1;
+		double end = now() + 5;
+		struct tp_req *sr = NULL, *rr = NULL;
+
+		memset(host, m + 1, SIZE);
+		memset(dst, 0, SIZE);
+		assert_int_equal(tp_irecv(p.c.r, dst, SIZE, reg, &rr), SM_OK);
+		assert_non_null(rr);
+		sr = isend_when_posted(p.c.s, gpu ? p.src : host, SIZE, gpu ? p.sreg : hreg, end);
+		assert_int_equal(complete_both(sr, rr, end), SIZE);
+		assert_memory_equal(dst, gpu ? p.src : host, SIZE);
+		from_gpu += gpu;
+	}
+	tp_get_stats(p.c.s, &st);
+	assert_int_equal(st.direct, from_gpu);
+	tp_deregister(p.c.r, reg);
+	tp_deregister(p.c.s, hreg);
+	pair_close(&p);
+	assert_int_equal(standin_engine.ranges, 0);
+}
+
 /* A region whose first receive once waited for room, and whose later
  * receive, long after, finds other messages waiting again: the 10 s limit
  * counts from the start of this wait, not the first one, so the
@@ -426,8 +466,9 @@ static void test_second_wait_counts_from_its_own_start(void **state)
 
 /* A registration message for `id` describing `info`, with the n
  * descriptors fds[] attached (n = 0: none). */
-static void send_region(struct tp_comm *r, uint32_t op, uint32_t id,
-			const struct sm_share_info *info, const int *fds, int n)
+static void send_region_flags(struct tp_comm *r, uint32_t op, uint32_t id,
+			      const struct sm_share_info *info, const int *fds, int n,
+			      uint32_t flags)
 {
 	struct wire_region msg;
 
@@ -435,6 +476,7 @@ static void send_region(struct tp_comm *r, uint32_t op, uint32_t id,
 	msg.magic = REGION_MAGIC;
 	msg.op = op;
 	msg.id = id;
+	msg.flags = flags;
 	if (info)
 		msg.info = *info;
 	if (n)
@@ -442,6 +484,12 @@ static void send_region(struct tp_comm *r, uint32_t op, uint32_t id,
 				 (ssize_t)sizeof(msg));
 	else
 		assert_int_equal(write(r->fd, &msg, sizeof(msg)), (ssize_t)sizeof(msg));
+}
+
+static void send_region(struct tp_comm *r, uint32_t op, uint32_t id,
+			const struct sm_share_info *info, const int *fds, int n)
+{
+	send_region_flags(r, op, id, info, fds, n, 0);
 }
 
 /* A cuMem export of `size` bytes at `addr` (which the stand-in helper
@@ -536,15 +584,17 @@ static void test_bogus_announcements(void **state)
 		int fd;			/* a descriptor comes with it */
 		uint32_t del;		/* then a withdrawal of this id (0: none) */
 		const char *why;
+		uint32_t flags;
 	} cases[] = {
-		{ 0, SIZE, 1, 0, "of unknown kind 0" },
-		{ SM_SHARE_HOST_FD, SIZE, 1, 0, "of unknown kind 3" },
-		{ SM_SHARE_POSIX_FD, SIZE, 0, 0, "without its descriptor" },
-		{ SM_SHARE_LEGACY_IPC, SIZE, 1, 0, "legacy IPC handle, with a descriptor" },
-		{ SM_SHARE_POSIX_FD, 0, 1, 0, "of an empty allocation" },
-		{ SM_SHARE_POSIX_FD, SIZE, 1, 9, "withdrew registration 9, which it never" },
+		{ 0, SIZE, 1, 0, "of unknown kind 0", 0 },
+		{ SM_SHARE_HOST_FD, SIZE, 1, 0, "of unknown kind 3", 0 },
+		{ SM_SHARE_POSIX_FD, SIZE, 0, 0, "without its descriptor", 0 },
+		{ SM_SHARE_LEGACY_IPC, SIZE, 1, 0, "legacy IPC handle, with a descriptor", 0 },
+		{ SM_SHARE_POSIX_FD, 0, 1, 0, "of an empty allocation", 0 },
+		{ SM_SHARE_POSIX_FD, SIZE, 1, 9, "withdrew registration 9, which it never", 0 },
 		{ SM_SHARE_POSIX_FD, SIZE, 1, 5, "withdrew registration 5, which it never "
-						 "announced or already withdrew" },
+						 "announced or already withdrew", 0 },
+		{ SM_SHARE_POSIX_FD, SIZE, 1, 0, "with unknown flags 0x6", REGION_HOST | 6 },
 	};
 
 	(void)state;
@@ -557,7 +607,7 @@ static void test_bogus_announcements(void **state)
 		pair_open(&p);
 		info.kind = cases[i].kind;
 		assert_int_equal(make_pipes(&rd, &wr, 1), 0);
-		send_region(p.c.r, REGION_ADD, 5, &info, &wr, cases[i].fd);
+		send_region_flags(p.c.r, REGION_ADD, 5, &info, &wr, cases[i].fd, cases[i].flags);
 		close(wr);
 		if (cases[i].del == 5)		/* withdrawn twice */
 			send_region(p.c.r, REGION_DEL, 5, NULL, NULL, 0);
@@ -840,6 +890,7 @@ int main(void)
 		cmocka_unit_test(test_landing_time_from_the_future),
 		cmocka_unit_test(test_stale_deregistration_leaves_new_comm_alone),
 		cmocka_unit_test(test_host_sends_through_staging),
+		cmocka_unit_test(test_host_receive_in_place_or_ring),
 		cmocka_unit_test(test_allocation_shared_by_registrations),
 		cmocka_unit_test(test_bogus_announcements),
 		cmocka_unit_test(test_announcement_with_extra_descriptors),
