@@ -96,11 +96,11 @@ static int speaks_ours(const struct wire_hello *h)
 static void on_hello(struct tp_listener *l, struct cand *c, uint64_t now)
 {
 	const struct wire_hello *h = &c->hello;
+	const struct tp_ops *ops = backend_ops(h->backend);
 	uint8_t want[WIRE_MAC];
+	char why[96];
 
 	if (!speaks_ours(h)) {
-		char why[96];
-
 		snprintf(why, sizeof(why), "not a symmem connector speaking wire version %d "
 			 "(mixed plugin versions?)", WIRE_VERSION);
 		refuse(l, c, SM_ERR_INVALID, why);
@@ -116,14 +116,15 @@ static void on_hello(struct tp_listener *l, struct cand *c, uint64_t now)
 		refuse(l, c, SM_ERR_INVALID, "the connector's hello was seen before (a copy)");
 		return;
 	}
-	if (c->uds != (h->backend == TP_BACKEND_SHM)) {
+	if (c->uds != (ops && ops->local)) {
 		refuse(l, c, SM_ERR_INVALID, "connector asked for a data path this socket cannot "
 		       "carry");
 		return;
 	}
-	if (h->backend == TP_BACKEND_IB && !l->ib_held) {
-		refuse(l, c, SM_ERR_INVALID, "connector asked for ibverbs, which this listener "
-		       "does not take");
+	if (ops && ops->offer && !l->held[ops->kind]) {
+		snprintf(why, sizeof(why), "connector asked for %s, which this listener does not "
+			 "take", ops->title);
+		refuse(l, c, SM_ERR_INVALID, why);
 		return;
 	}
 	memset(&c->chal, 0, sizeof(c->chal));
@@ -142,10 +143,13 @@ static void on_hello(struct tp_listener *l, struct cand *c, uint64_t now)
 static int build_comm(struct tp_listener *l, struct cand *c)
 {
 	const struct wire_hello *h = &c->hello;
-	int kind = c->uds ? TP_BACKEND_SHM : h->backend == TP_BACKEND_IB ? TP_BACKEND_IB :
-		   TP_BACKEND_TCP;
-	const struct tp_ops *ops = backend_ops(kind);
+	const struct tp_ops *ops = backend_ops(h->backend);
 	int rc;
+
+	/* on_hello let through only kinds this socket carries, and over
+	 * TCP kinds this build does not know, which get the plain one. */
+	if (!ops)
+		ops = backend_plain();
 
 	c->comm = comm_new(0, ops, c->fd);
 	if (!c->comm)
@@ -154,15 +158,17 @@ static int build_comm(struct tp_listener *l, struct cand *c)
 	c->comm->peer_pid = c->uds ? c->peer.pid : (int)h->pid;
 	memset(&c->reply, 0, sizeof(c->reply));
 	c->reply.backend = h->backend;
-	c->reply.flags = l->opt.ib == 2 ? WIRE_IB_REQUIRED : 0;
+	c->reply.flags = backend_required(&l->opt) ? WIRE_REQUIRED : 0;
 	rc = comm_setup(c->comm, &l->opt);
 	if (!rc && ops->accept_open)
-		rc = ops->accept_open(c->comm, &l->opt, l->ib_held, h, &c->setup, c->memfd,
-				      &c->reply);
-	/* The backend asked for another kind (ibverbs ports that cannot
-	 * reach each other: TCP), which the reply tells the connector. */
-	if (!rc && c->reply.backend != h->backend)
+		rc = ops->accept_open(c->comm, &l->opt, l->held[ops->kind], h, &c->setup,
+				      c->memfd, &c->reply);
+	/* The backend's path cannot reach the connector (ibverbs ports on
+	 * different networks): the plain kind, which the reply tells it. */
+	if (!rc && c->reply.backend != h->backend) {
+		c->reply.backend = backend_plain()->kind;
 		rc = backend_switch(&c->comm, c->reply.backend, &l->opt);
+	}
 	if (c->memfd >= 0)
 		close(c->memfd);
 	c->memfd = -1;
@@ -216,9 +222,10 @@ static int move(struct cand *c, void *buf, size_t len, int writing, int *fd)
 	return c->done == len;
 }
 
-/* ibverbs: no receive may be posted to the connector's queue pair before
- * it is ready for them and its probe write came back (connect.c): its
- * verdict says so.  1 once it came, 0 not yet. */
+/* A kind with a last step (ops->connect_join: ibverbs, whose queue pair
+ * may take no receive before the connector's is ready and its probe write
+ * came back) waits for the connector's verdict.  1 once it came, 0 not
+ * yet. */
 static int verdict(struct tp_listener *l, struct cand *c, int *rc)
 {
 	char v, route[200];
@@ -232,15 +239,17 @@ static int verdict(struct tp_listener *l, struct cand *c, int *rc)
 		if (c->comm->ops->route)
 			c->comm->ops->route(c->comm, route, sizeof(route));
 		*rc = n < 0 ? sm_fail(SM_ERR_REMOTE, "connector hung up during setup") :
-		      sm_fail(SM_ERR_REMOTE, "RDMA %s cannot reach each other, the connector "
-			      "found (NCCL_SYMMEM_BACKEND=ib requires RDMA)", route);
+		      sm_fail(SM_ERR_REMOTE, "%s %s cannot reach each other, the connector "
+			      "found (NCCL_SYMMEM_BACKEND=%s requires %s)", c->comm->ops->title,
+			      route, c->comm->ops->name, c->comm->ops->title);
 		cand_drop(c);
 		return 0;
 	}
-	if (v == VERDICT_TCP) {
-		sm_info("the connector (pid %d) cannot reach this host's RDMA port: this "
-			"connection uses TCP", c->comm->peer_pid);
-		*rc = backend_switch(&c->comm, TP_BACKEND_TCP, &l->opt);
+	if (v == VERDICT_PLAIN) {
+		sm_info("the connector (pid %d) cannot reach this host's %s port: this "
+			"connection uses %s", c->comm->peer_pid, c->comm->ops->title,
+			backend_plain()->title);
+		*rc = backend_switch(&c->comm, backend_plain()->kind, &l->opt);
 		if (*rc)
 			cand_drop(c);
 	}

@@ -43,6 +43,13 @@ enum req_kind {
 	REQ_RECV,
 };
 
+/* Room for a backend's part of a request (TP_REQ_PART). */
+#define TP_REQ_PART_BYTES 256
+
+/* A request: what every backend and the generic code read, then the
+ * backend's own part, which only its files read (shm.h's struct
+ * shm_req, tcp.h's tcp_req, ib.h's ib_req), as a comm and a registration
+ * are a base and the backend's part.  comm_req_alloc zeroes it all. */
 struct tp_req {
 	struct tp_comm *comm;
 	int kind;
@@ -53,37 +60,22 @@ struct tp_req {
 	uint64_t msg_size;	/* recv: what the sender sent, once known */
 	int have_size;
 	uint64_t moved;		/* bytes copied or put on the wire so far */
-	uint8_t hdr[8];		/* TCP: the size header, sent or received */
-	size_t hdr_done;
 	int src_dev;		/* send: the source is GPU memory */
 	int dst_dev;		/* receive: the destination is GPU memory */
-	int direct;		/* the copy engine moves it in place (no ring) */
-	int by_helper;		/* ... in the copy helper process */
+	int wire_done;		/* receive: every byte arrived (off the wire, or the sender's
+				 * copy landed), only this side's copies remain */
 	uint64_t t_post;	/* when it was posted, for the statistics */
 	uint64_t t_wait;	/* send: how long isend waited for the receive */
 	uint64_t t_landed;	/* when the sender saw the bytes land (0 = unknown) */
 	uint64_t t_seen;	/* receive: when this side saw that */
-	struct smf_copy copy;	/* send, direct: the copy in flight */
-	uint32_t region;	/* send, direct: the peer's registration it copies into */
-	uint64_t stage_end;	/* send: its span in host staging ends here (0 = none) */
-	/* receive into a shadowed registration: the piece to copy on from */
-	uint8_t *shadow;
-	uint32_t src_hid, dst_hid;	/* the copy helper's names, 0 = copy in process */
-	uint64_t src_off, dst_off;
-	int out_started;	/* the copy out of the piece is in flight (copy) */
-	int landed_seen;	/* receive: the sender's copy was seen landed (statistics) */
-	/* TCP, GPU memory through the bounce slots (tcp_bounce.c) */
-	uint64_t staged;	/* send: bytes whose copy into a slot started */
-	uint64_t landed;	/* receive: bytes copied up from the slots */
-	int wire_done;		/* receive: every byte arrived (off the wire, or the sender's
-				 * copy landed), only this side's copies remain */
-	/* ibverbs (ib.c) */
-	void *ib_mr;		/* registered for this request alone (no registration) */
-	uint32_t ib_lkey;	/* send: the source's key */
-	uint32_t ib_rkey;	/* send: the receive buffer's key and address */
-	uint64_t ib_raddr;
-	unsigned ib_wrs;	/* send: work requests posted, not yet completed */
+	_Alignas(16) unsigned char part[TP_REQ_PART_BYTES];
 };
+
+/* The backend's part of request r, as type `type` (a backend's files
+ * only: its header checks that the part fits).  Requests live in the
+ * comm comm_new allocates, so the bytes have no declared type of their
+ * own to clash with the part's. */
+#define TP_REQ_PART(r, type) ((type *)(void *)(uintptr_t)(r)->part)
 
 /* A registration as its owner sees it; a backend's registration starts
  * with one (ops->region_size bytes in all). */
@@ -108,17 +100,29 @@ struct tp_req_note {
 
 /* What a kind of connection does.  Optional entries are NULL. */
 struct tp_ops {
-	const char *name;
+	const char *name;		/* as NCCL_SYMMEM_BACKEND names it */
+	const char *title;		/* in messages: "the connection uses TCP" */
+	int kind;			/* enum tp_backend */
 	size_t comm_size;		/* its comm, starting with struct tp_comm */
 	size_t region_size;		/* its registration, starting with struct tp_region */
 
-	/* Devices a listener offers in its handle and a connector picks
-	 * (ibverbs; optional): 1 if this process can use one for opt, held
-	 * in *held until put; peer_addr is the listener's port address
-	 * (connector) or NULL (listener).  address() gives a held one's. */
-	int (*usable)(const struct tp_options *opt, const uint8_t *peer_addr, void **held);
+	/* Setup asks the kinds for a connection in this order, highest
+	 * first (backend.c), so that the fastest kind both ends accept
+	 * carries it. */
+	int priority;
+	/* Carried on the Unix socket (peers of this host only), not TCP. */
+	int local;
+	/* The connector: *picked = 1 if this kind carries a connection to
+	 * the listener of `info`, holding in *held what connect_open gets
+	 * (put lets go); an error (sm_fail) fails the connect: a kind opt
+	 * requires that cannot be had. */
+	int (*pick)(const struct tp_options *opt, const struct tp_handle_info *info, int *picked,
+		    void **held);
+	/* Optional, the listener: 1 if it takes this kind beyond what its
+	 * sockets carry, holding in *held what accept_open gets while it
+	 * listens, and writing what a connector needs (into its handle). */
+	int (*offer)(const struct tp_options *opt, void **held, uint8_t offer[TP_OFFER_BYTES]);
 	void (*put)(void *held);
-	void (*address)(const void *held, uint8_t addr[16]);
 
 	/* Optional: right after comm_new zeroed the comm. */
 	void (*init)(struct tp_comm *c);
@@ -128,13 +132,15 @@ struct tp_ops {
 	int (*setup)(struct tp_comm *c, const struct tp_options *opt);
 	int (*engine_ready)(struct tp_comm *c);
 	/* Optional: the connector's part of the setup message (*memfd: a
-	 * descriptor to pass with it, kept by the caller), from the device
-	 * `held` that usable() gave. */
+	 * descriptor to pass with it, kept by the caller), from what pick()
+	 * held. */
 	int (*connect_open)(struct tp_comm *c, const struct tp_options *opt, void *held,
 			    struct wire_setup *setup, int *memfd);
 	/* Optional: the listener's side, from the connector's setup (and
-	 * memfd, or -1) to its part of the reply.  Setting reply->backend to
-	 * another kind asks the caller to switch the comm to it. */
+	 * memfd, or -1) and what offer() held, to its part of the reply.
+	 * Setting reply->backend to TP_BACKEND_AUTO asks the caller to go
+	 * on as the plain kind (backend_plain), which the reply tells the
+	 * connector. */
 	int (*accept_open)(struct tp_comm *c, const struct tp_options *opt, void *held,
 			   const struct wire_hello *hello, const struct wire_setup *setup, int memfd,
 			   struct wire_reply *reply);

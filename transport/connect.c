@@ -23,8 +23,8 @@ enum conn_state {
 	CONN_CHALLENGE,		/* waiting for the listener's proof */
 	CONN_SETUP,		/* sending ours (and the ring) */
 	CONN_REPLY,
-	CONN_JOIN,		/* ibverbs: the backend's last step (its probe write) */
-	CONN_VERDICT,		/* ibverbs: telling the listener how data will move */
+	CONN_JOIN,		/* the backend's last step (ibverbs: its probe write) */
+	CONN_VERDICT,		/* telling the listener how data will move */
 };
 
 struct pending {
@@ -32,6 +32,7 @@ struct pending {
 	uint8_t token[16];
 	int state;
 	int backend;
+	int local;		/* over the Unix socket (tp_ops.local) */
 	int fd;
 	int memfd;
 	struct tp_handle_info info;
@@ -107,57 +108,26 @@ static void pending_free(struct pending *p)
 	free(p);
 }
 
-/* Between hosts: ibverbs where both ends can (the listener says so in
- * the handle), else TCP; required ibverbs (opt->ib == 2) that cannot be
- * had fails. */
+/* The kind that carries the connection: the first, in the registry's
+ * order, that picks it.  A pick may fail the connect instead (a kind opt
+ * requires that cannot be had); *held is what the picked kind holds for
+ * the comm. */
 static int choose_backend(const struct tp_options *opt, const struct tp_handle_info *info,
 			  void **held)
 {
-	const struct tp_ops *ib = backend_ops(TP_BACKEND_IB);
-	int same_host = info->host_id == tp_host_id();
-	void *d;
+	const struct tp_ops *ops;
 
-	*held = NULL;	/* ibverbs: the device, held for the comm to take */
+	*held = NULL;
+	for (unsigned i = 0; (ops = backend_ranked(i)) != NULL; i++) {
+		int picked = 0;
 
-	/* Forced, TCP and ibverbs serve one host too (RDMA loopback). */
-	if (opt->backend == TP_BACKEND_TCP || opt->backend == TP_BACKEND_IB)
-		same_host = 0;
-	if (!same_host && opt->backend == TP_BACKEND_SHM) {
-		sm_fail(SM_ERR_USAGE, "NCCL_SYMMEM_BACKEND=shm, but the peer runs on another host "
-			"(or in another network or PID namespace)");
-		return -1;
-	}
-	if (same_host)
-		return TP_BACKEND_SHM;
-	if (info->no_tcp) {
-		sm_fail(SM_ERR_USAGE, "the listener (pid %d) takes connections from its own "
-			"host only (NCCL_SYMMEM_BACKEND=shm there), but this connector is on "
-			"another host or was told to use %s: set one NCCL_SYMMEM_BACKEND on every "
-			"rank", info->pid, opt->backend == TP_BACKEND_IB ? "ibverbs" : "TCP");
-		return -1;
-	}
-	if (opt->backend == TP_BACKEND_TCP)
-		return TP_BACKEND_TCP;
-	/* The device is opened here first, so that a failure names this
-	 * host's reason rather than the peer's missing offer. */
-	if (opt->ib && ib->usable(opt, info->ib ? info->ib_gid : NULL, &d)) {
-		if (info->ib) {
-			*held = d;
-			return TP_BACKEND_IB;
-		}
-		ib->put(d);
-		if (opt->ib == 2) {
-			sm_fail(SM_ERR_USAGE, "NCCL_SYMMEM_BACKEND=ib, but the peer (pid %d) has no "
-				"RDMA device it can use", info->pid);
+		if (ops->pick(opt, info, &picked, held))
 			return -1;
-		}
-	} else if (opt->ib == 2) {
-		sm_fail(SM_ERR_USAGE, "NCCL_SYMMEM_BACKEND=ib, but no RDMA device of this host can "
-			"be used (NCCL_IB_HCA=%s): %s",
-			opt->ib_hca && *opt->ib_hca ? opt->ib_hca : "(unset)", sm_last_error());
-		return -1;
+		if (picked)
+			return ops->kind;
 	}
-	return TP_BACKEND_TCP;
+	sm_fail(SM_ERR_USAGE, "no backend of this build reaches the listener (pid %d)", info->pid);
+	return -1;
 }
 
 /* Lets go of what choose_backend held for the comm (which took its own). */
@@ -165,7 +135,7 @@ static void put_held(int backend, void *held)
 {
 	const struct tp_ops *ops = backend_ops(backend);
 
-	if (ops && ops->put)
+	if (ops && ops->put && held)
 		ops->put(held);
 }
 
@@ -186,6 +156,7 @@ static int pending_start(const struct tp_options *opt, const struct tp_handle_in
 	p->fd = -1;
 	p->memfd = -1;
 	p->backend = choose_backend(opt, info, &held);
+	p->local = p->backend >= 0 && backend_ops(p->backend)->local;
 	p->deadline_ns = sm_now_ns() + (uint64_t)(opt->connect_timeout * 1e9);
 	p->fault_tolerance = opt->fault_tolerance;
 	p->owner = opt->owner;
@@ -195,7 +166,7 @@ static int pending_start(const struct tp_options *opt, const struct tp_handle_in
 	p->hello.version = WIRE_VERSION;
 	p->hello.backend = (uint16_t)p->backend;
 	p->hello.pid = (uint32_t)getpid();
-	p->hello.flags = opt->ib == 2 ? WIRE_IB_REQUIRED : 0;
+	p->hello.flags = backend_required(opt) ? WIRE_REQUIRED : 0;
 	p->setup.magic = WIRE_MAGIC;
 	p->next = pending_list;
 	pending_list = p;
@@ -254,7 +225,7 @@ static void listener_place(const struct pending *p, char *buf, size_t len)
 {
 	char addr[INET6_ADDRSTRLEN];
 
-	if (p->backend == TP_BACKEND_SHM) {
+	if (p->local) {
 		snprintf(buf, len, "socket @%s", p->info.uds_name);
 		return;
 	}
@@ -359,7 +330,7 @@ static int pending_step(struct pending *p, int *done)
 
 	*done = 0;
 	if (p->state == CONN_CONNECTING) {
-		if (p->backend == TP_BACKEND_SHM) {
+		if (p->local) {
 			rc = sock_uds_connect(p->info.uds_name, &p->fd);
 			if (rc)
 				return rc;
@@ -421,11 +392,12 @@ static int pending_step(struct pending *p, int *done)
 		*done = 1;
 		return SM_OK;
 	}
-	if (p->reply.backend == TP_BACKEND_TCP) {
-		/* The listener's port could not join ours; its log says why. */
-		sm_info("the listener (pid %d) cannot reach this host's RDMA port: this "
-			"connection uses TCP", p->info.pid);
-		rc = backend_switch(&p->comm, TP_BACKEND_TCP, &p->opt);
+	if (p->reply.backend == backend_plain()->kind) {
+		/* The listener's end could not join ours; its log says why. */
+		sm_info("the listener (pid %d) cannot reach this host's %s port: this "
+			"connection uses %s", p->info.pid, p->comm->ops->title,
+			backend_plain()->title);
+		rc = backend_switch(&p->comm, p->reply.backend, &p->opt);
 		*done = rc == SM_OK;
 		return rc;
 	}
@@ -446,8 +418,8 @@ verdict:
 		return SM_OK;
 	if (p->verdict == VERDICT_FAIL)
 		return sm_fail(SM_ERR_REMOTE, "%s", p->why);
-	if (p->verdict == VERDICT_TCP) {
-		rc = backend_switch(&p->comm, TP_BACKEND_TCP, &p->opt);
+	if (p->verdict == VERDICT_PLAIN) {
+		rc = backend_switch(&p->comm, backend_plain()->kind, &p->opt);
 		if (rc)
 			return rc;
 	}
@@ -574,7 +546,7 @@ static int pending_redial(struct pending *p)
 		return 0;
 	p->redials++;
 	pause_then_dial(p, now, p->redial_ns);
-	p->redial_ns = doubled(p->redial_ns, p->backend == TP_BACKEND_SHM ? REDIAL_MAX_LOCAL_NS :
+	p->redial_ns = doubled(p->redial_ns, p->local ? REDIAL_MAX_LOCAL_NS :
 				REDIAL_MAX_NS);
 	return 1;
 }

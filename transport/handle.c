@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "gid.h"
 #include "symmem.h"
 #include "transport.h"
 
@@ -20,7 +19,7 @@
 #define HANDLE_VERSION 4	/* 4: HANDLE_NO_TCP */
 
 /* Byte layout (little endian host order; both ends are the same library). */
-#define HANDLE_IB 1u		/* the listener takes ibverbs connections */
+#define HANDLE_OFFER 1u		/* a backend's offer follows (tp_handle_info.offer) */
 #define HANDLE_NO_TCP 2u	/* nor any from other hosts: no TCP port */
 
 enum {
@@ -34,8 +33,8 @@ enum {
 	OFF_UDS = 40,		/* 32 bytes, NUL-terminated */
 	OFF_PORT = 72,		/* u16 */
 	OFF_ADDR = 74,		/* 16 bytes */
-	OFF_FLAGS = 92,		/* u32: HANDLE_IB, HANDLE_NO_TCP */
-	OFF_IB_GID = 96,	/* 16 bytes: the listener's RDMA port address */
+	OFF_FLAGS = 92,		/* u32: HANDLE_OFFER, HANDLE_NO_TCP */
+	OFF_OFFER = 96,		/* TP_OFFER_BYTES: the offer (ibverbs: the RDMA port's address) */
 	OFF_CRC = 112,		/* u32 over bytes [0, OFF_CRC) */
 	HANDLE_USED = 116,	/* the rest stays zero */
 };
@@ -186,7 +185,7 @@ void tp_handle_encode(const struct tp_handle_info *info, void *handle)
 	uint32_t magic = HANDLE_MAGIC, crc;
 	uint16_t version = HANDLE_VERSION, family = (uint16_t)info->family;
 	int32_t dev = info->dev, pid = info->pid;
-	uint32_t flags = (info->ib ? HANDLE_IB : 0) | (info->no_tcp ? HANDLE_NO_TCP : 0);
+	uint32_t flags = (info->offered ? HANDLE_OFFER : 0) | (info->no_tcp ? HANDLE_NO_TCP : 0);
 
 	memset(h, 0, TP_HANDLE_SIZE);
 	put(h, OFF_MAGIC, &magic, 4);
@@ -200,11 +199,13 @@ void tp_handle_encode(const struct tp_handle_info *info, void *handle)
 	put(h, OFF_PORT, &info->port, 2);
 	put(h, OFF_ADDR, info->addr, 16);
 	put(h, OFF_FLAGS, &flags, 4);
-	if (info->ib)
-		put(h, OFF_IB_GID, info->ib_gid, 16);
+	if (info->offered)
+		put(h, OFF_OFFER, info->offer, TP_OFFER_BYTES);
 	crc = crc32(h, OFF_CRC);
 	put(h, OFF_CRC, &crc, 4);
 }
+
+static const uint8_t zero_offer[TP_OFFER_BYTES];
 
 int tp_handle_decode(const void *handle, struct tp_handle_info *info)
 {
@@ -244,14 +245,14 @@ int tp_handle_decode(const void *handle, struct tp_handle_info *info)
 	get(h, OFF_PORT, &info->port, 2);
 	get(h, OFF_ADDR, info->addr, 16);
 	get(h, OFF_FLAGS, &flags, 4);
-	get(h, OFF_IB_GID, info->ib_gid, 16);
+	get(h, OFF_OFFER, info->offer, TP_OFFER_BYTES);
 	info->family = family;
 	info->dev = dev;
 	info->pid = pid;
 
 	if (info->uds_name[31] != '\0' || info->uds_name[0] == '\0')
 		return sm_fail(SM_ERR_INVALID, "connection handle carries a malformed socket name");
-	if (flags & ~(HANDLE_IB | HANDLE_NO_TCP))
+	if (flags & ~(HANDLE_OFFER | HANDLE_NO_TCP))
 		return sm_fail(SM_ERR_INVALID, "connection handle has unknown flags 0x%x", flags);
 	info->no_tcp = (flags & HANDLE_NO_TCP) != 0;
 	if (info->no_tcp) {
@@ -267,9 +268,20 @@ int tp_handle_decode(const void *handle, struct tp_handle_info *info)
 	}
 	if (dev < 0)
 		return sm_fail(SM_ERR_INVALID, "connection handle names device %d", dev);
-	info->ib = (flags & HANDLE_IB) != 0;
-	if (!info->ib && !tp_gid_zero(info->ib_gid))
-		return sm_fail(SM_ERR_INVALID, "connection handle has an RDMA address but no RDMA "
-			       "offer");
+	info->offered = (flags & HANDLE_OFFER) != 0;
+	if (!info->offered && memcmp(info->offer, zero_offer, TP_OFFER_BYTES))
+		return sm_fail(SM_ERR_INVALID, "connection handle has an offer's bytes (an RDMA "
+			       "address) but no offer");
 	return SM_OK;
+}
+
+int tp_handle_tcp(const struct tp_handle_info *info, const struct tp_options *opt,
+		  const char *kind)
+{
+	if (!info->no_tcp)
+		return SM_OK;
+	return sm_fail(SM_ERR_USAGE, "the listener (pid %d) takes connections from its own "
+		       "host only (NCCL_SYMMEM_BACKEND=shm there), but this connector is on "
+		       "another host or was told to use %s: set one NCCL_SYMMEM_BACKEND on every "
+		       "rank", info->pid, opt->backend == TP_BACKEND_AUTO ? "TCP" : kind);
 }

@@ -41,7 +41,7 @@ static int req_keys(struct tp_comm *c, struct tp_req *r, const struct tp_region 
 			return comm_fail(c, SM_ERR_SYSTEM, "registering %llu bytes at %p with %s "
 					 "failed", (unsigned long long)r->size, (void *)r->buf,
 					 ib_of(c)->dev->name);
-		r->ib_mr = mr;
+		ib_req_of(r)->mr = mr;
 	}
 	*lkey = mr->lkey;
 	*rkey = mr->rkey;
@@ -57,7 +57,7 @@ static int post_write(struct tp_comm *c, struct tp_req *r, uint64_t len, int las
 	memset(&wr, 0, sizeof(wr));
 	sge.addr = (uint64_t)(uintptr_t)(r->buf + r->moved);
 	sge.length = (uint32_t)len;
-	sge.lkey = r->ib_lkey;
+	sge.lkey = ib_req_of(r)->lkey;
 	wr.wr_id = (uint64_t)(r - c->reqs);
 	wr.sg_list = len ? &sge : NULL;
 	wr.num_sge = len ? 1 : 0;
@@ -65,13 +65,13 @@ static int post_write(struct tp_comm *c, struct tp_req *r, uint64_t len, int las
 	wr.opcode = last ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
 	if (last)
 		wr.imm_data = htonl((uint32_t)r->size);
-	wr.wr.rdma.remote_addr = r->ib_raddr + r->moved;
-	wr.wr.rdma.rkey = r->ib_rkey;
+	wr.wr.rdma.remote_addr = ib_req_of(r)->raddr + r->moved;
+	wr.wr.rdma.rkey = ib_req_of(r)->rkey;
 	if (ibv_post_send(ib->qp, &wr, &bad))
 		return comm_fail(c, SM_ERR_SYSTEM, "posting an RDMA write on %s failed",
 				 ib->dev->name);
 	ib->sq_used++;
-	r->ib_wrs++;
+	ib_req_of(r)->wrs++;
 	r->moved += len;
 	return SM_OK;
 }
@@ -105,8 +105,7 @@ static int post_sends(struct tp_comm *c, int *progressed)
 	for (unsigned i = 0; i < c->q_count; i++) {
 		struct tp_req *r = c->queue[(c->q_head + i) % TP_MAX_REQUESTS];
 
-		/* hdr_done: the last write, with the size, is posted. */
-		while (!r->hdr_done) {
+		while (!ib_req_of(r)->last_posted) {
 			uint64_t len = min_u64(r->size - r->moved, ib->chunk);
 			int last = r->moved + len == r->size, rc;
 
@@ -115,7 +114,7 @@ static int post_sends(struct tp_comm *c, int *progressed)
 			rc = post_write(c, r, len, last);
 			if (rc)
 				return rc;
-			r->hdr_done = last;
+			ib_req_of(r)->last_posted = last;
 			*progressed = 1;
 		}
 	}
@@ -142,12 +141,12 @@ static int ib_isend(struct tp_comm *c, struct tp_req **out, const void *data, si
 	r = comm_req_alloc(c, REQ_SEND);
 	r->buf = (uint8_t *)data;
 	r->size = size;
-	r->ib_raddr = e->addr;
-	r->ib_rkey = e->rkey;
+	ib_req_of(r)->raddr = e->addr;
+	ib_req_of(r)->rkey = e->rkey;
 	rc = req_keys(c, r, reg, &lkey, &rkey);
 	if (rc)
 		return rc;
-	r->ib_lkey = lkey;
+	ib_req_of(r)->lkey = lkey;
 	c->posted++;
 	*out = r;
 	return SM_OK;
@@ -215,8 +214,8 @@ static int complete(struct tp_comm *c, const struct ibv_wc *wc)
 		if (wc->wr_id == WR_FIFO || wc->wr_id >= TP_MAX_REQUESTS)
 			return SM_OK;
 		r = &c->reqs[wc->wr_id];
-		r->ib_wrs--;
-		if (r->kind == REQ_SEND && !r->ib_wrs && r->hdr_done) {
+		ib_req_of(r)->wrs--;
+		if (r->kind == REQ_SEND && !ib_req_of(r)->wrs && ib_req_of(r)->last_posted) {
 			ib_req_release(r);
 			r->done = 1;
 		}
@@ -285,11 +284,14 @@ static void ib_describe(const struct tp_comm *c, char *buf, size_t len)
 
 const struct tp_ops tp_ib_ops = {
 	.name = "ib",
+	.title = "RDMA",
+	.kind = TP_BACKEND_IB,
 	.comm_size = sizeof(struct ib_comm),
 	.region_size = sizeof(struct ib_region),
-	.usable = ib_usable,
+	.priority = 20,
+	.pick = ib_pick,
+	.offer = ib_offer,
 	.put = ib_held_put,
-	.address = ib_held_gid,
 	.connect_open = ib_connect_open,
 	.accept_open = ib_accept_open,
 	.connect_join = ib_connect_join,
@@ -305,17 +307,23 @@ const struct tp_ops tp_ib_ops = {
 
 #else	/* built without <infiniband/verbs.h>: never usable */
 
-static int ib_usable_none(const struct tp_options *opt, const uint8_t *peer_addr, void **held)
+int ib_usable(const struct tp_options *opt, const uint8_t *peer_gid, void **held)
 {
 	(void)opt;
-	(void)peer_addr;
+	(void)peer_gid;
 	*held = NULL;
 	return 0;
 }
 
-static void ib_put_none(void *held)
+void ib_held_put(void *held)
 {
 	(void)held;
+}
+
+void ib_held_gid(const void *held, uint8_t gid[16])
+{
+	(void)held;
+	memset(gid, 0, 16);
 }
 
 static int ib_none(struct tp_comm *c, int *progressed)
@@ -331,10 +339,14 @@ static void ib_close_none(struct tp_comm *c)
 
 const struct tp_ops tp_ib_ops = {
 	.name = "ib",
+	.title = "RDMA",
+	.kind = TP_BACKEND_IB,
 	.comm_size = sizeof(struct tp_comm),
 	.region_size = sizeof(struct tp_region),
-	.usable = ib_usable_none,
-	.put = ib_put_none,
+	.priority = 20,
+	.pick = ib_pick,
+	.offer = ib_offer,
+	.put = ib_held_put,
 	.progress = ib_none,
 	.close = ib_close_none,
 };

@@ -27,6 +27,35 @@ int ib_dev_get(const char *spec, int which, const char *gpu_pci, int gid_index,
 	       const uint8_t *peer_gid, struct ib_dev **out);
 void ib_dev_put(struct ib_dev *d);
 
+/* An ibverbs end of a connection, in the setup and the reply
+ * (wire_setup.part, wire_reply.part): its queue pair's address and, from
+ * the sender, where the receiver writes the receives it posts. */
+struct ib_wire {
+	uint32_t qpn;
+	uint32_t psn;
+	uint8_t gid[16];
+	uint16_t lid;
+	uint8_t mtu;			/* enum ibv_mtu */
+	uint8_t link_layer;		/* IBV_LINK_LAYER_* */
+	uint32_t fifo_rkey;
+	uint64_t fifo_addr;
+};
+_Static_assert(sizeof(struct ib_wire) == WIRE_PART_BYTES, "the setup's backend part");
+
+/* ib_conn.c (without verbs, ib.c): ib_usable opens the device for opt,
+ * held until ib_held_put (a comm takes a reference of its own);
+ * ib_held_gid gives its port address.  A connector passes the
+ * listener's port address, a listener NULL. */
+int ib_usable(const struct tp_options *opt, const uint8_t *peer_gid, void **held);
+void ib_held_put(void *held);
+void ib_held_gid(const void *held, uint8_t gid[16]);
+
+/* ib_offer.c: the ops setup asks (comm.h): the listener's offer of its
+ * RDMA device, the connector's choice of ibverbs. */
+int ib_offer(const struct tp_options *opt, void **held, uint8_t offer[TP_OFFER_BYTES]);
+int ib_pick(const struct tp_options *opt, const struct tp_handle_info *info, int *picked,
+	    void **held);
+
 /* ib_conn.c: how long the connector waits for its probe write's answer
  * at NCCL_IB_TIMEOUT `timeout` (1..31): two retry intervals of 4.096 us x
  * 2^timeout, 2 s at least (the connect deadline still caps the setup). */
@@ -151,6 +180,22 @@ struct ib_region {
 	struct ib_dev *dev;
 };
 
+/* The ibverbs part of a request (comm.h's tp_req). */
+struct ib_req {
+	void *mr;		/* registered for this request alone (no registration) */
+	uint32_t lkey;		/* send: the source's key */
+	uint32_t rkey;		/* send: the receive buffer's key and address */
+	uint64_t raddr;
+	unsigned wrs;		/* send: work requests posted, not yet completed */
+	int last_posted;	/* send: the last write, with the size, is posted */
+};
+_Static_assert(sizeof(struct ib_req) <= TP_REQ_PART_BYTES, "TP_REQ_PART_BYTES");
+
+static inline struct ib_req *ib_req_of(const struct tp_req *r)
+{
+	return TP_REQ_PART(r, struct ib_req);
+}
+
 static inline struct ib_comm *ib_of(const struct tp_comm *c)
 {
 	return TP_CONTAINER(c, struct ib_comm, comm);
@@ -162,12 +207,7 @@ static inline struct ib_region *ib_region_of(const struct tp_region *r)
 }
 
 /* ib_conn.c: the queue pair's life, the ops of connection setup (comm.h
- * says what each does; all run on NCCL's service thread).  ib_usable
- * opens the device for opt, held until ib_held_put (the comm takes a
- * reference of its own); ib_held_gid gives its port address. */
-int ib_usable(const struct tp_options *opt, const uint8_t *peer_gid, void **held);
-void ib_held_put(void *held);
-void ib_held_gid(const void *held, uint8_t gid[16]);
+ * says what each does; all run on NCCL's service thread). */
 int ib_connect_open(struct tp_comm *c, const struct tp_options *opt, void *held,
 		    struct wire_setup *setup, int *memfd);
 int ib_accept_open(struct tp_comm *c, const struct tp_options *opt, void *held,

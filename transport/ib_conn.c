@@ -77,7 +77,7 @@ static int qp_init(const struct ib_fns *f, struct ib_comm *ib)
  * reference of its own) and describes it in *mine; tp_close frees
  * whatever was made. */
 static int conn_open(struct tp_comm *c, const struct tp_options *opt, struct ib_dev *dev,
-		     struct wire_ib *mine)
+		     struct ib_wire *mine)
 {
 	const struct ib_fns *f = ib_fns();
 	struct ib_comm *ib = ib_of(c);
@@ -137,7 +137,7 @@ static int conn_open(struct tp_comm *c, const struct tp_options *opt, struct ib_
 }
 
 /* Joins c's queue pair to the peer's. */
-static int conn_connect(struct tp_comm *c, const struct wire_ib *peer)
+static int conn_connect(struct tp_comm *c, const struct ib_wire *peer)
 {
 	const struct ib_fns *f = ib_fns();
 	struct ib_comm *ib = ib_of(c);
@@ -279,8 +279,13 @@ static int conn_unreachable(const struct tp_comm *c, int required)
 int ib_connect_open(struct tp_comm *c, const struct tp_options *opt, void *held,
 		    struct wire_setup *setup, int *memfd)
 {
+	struct ib_wire mine;
+	int rc;
+
 	(void)memfd;
-	return conn_open(c, opt, held, &setup->ib);
+	rc = conn_open(c, opt, held, &mine);
+	memcpy(setup->part, &mine, sizeof(mine));
+	return rc;
 }
 
 /* Listener: its queue pair, joined to the connector's.  One that would
@@ -292,16 +297,19 @@ int ib_accept_open(struct tp_comm *c, const struct tp_options *opt, void *held,
 		   const struct wire_hello *hello, const struct wire_setup *setup, int memfd,
 		   struct wire_reply *reply)
 {
-	int required = opt->ib == 2 || (hello->flags & WIRE_IB_REQUIRED);
+	int required = opt->ib == 2 || (hello->flags & WIRE_REQUIRED);
+	struct ib_wire mine, peer;
 	int rc;
 
 	(void)memfd;
-	rc = conn_open(c, opt, held, &reply->ib);
-	if (rc || conn_connect(c, &setup->ib) == SM_OK)
+	memcpy(&peer, setup->part, sizeof(peer));
+	rc = conn_open(c, opt, held, &mine);
+	memcpy(reply->part, &mine, sizeof(mine));
+	if (rc || conn_connect(c, &peer) == SM_OK)
 		return rc;
 	rc = conn_unreachable(c, required);
 	if (!rc)
-		reply->backend = TP_BACKEND_TCP;
+		reply->backend = TP_BACKEND_AUTO;	/* go on as the plain kind */
 	return rc;
 }
 
@@ -313,9 +321,9 @@ int ib_accept_open(struct tp_comm *c, const struct tp_options *opt, void *held,
 static char verdict_unreachable(const struct tp_comm *c, const struct tp_options *opt,
 				const struct wire_reply *reply)
 {
-	int required = opt->ib == 2 || (reply->flags & WIRE_IB_REQUIRED);
+	int required = opt->ib == 2 || (reply->flags & WIRE_REQUIRED);
 
-	return conn_unreachable(c, required) ? VERDICT_FAIL : VERDICT_TCP;
+	return conn_unreachable(c, required) ? VERDICT_FAIL : VERDICT_PLAIN;
 }
 
 /* Connector, once the reply came.  The listener's queue pair may write to
@@ -329,7 +337,10 @@ int ib_connect_join(struct tp_comm *c, const struct tp_options *opt,
 
 	*verdict = VERDICT_NONE;
 	if (!ib->probe_until_ns) {
-		rc = conn_connect(c, &reply->ib);
+		struct ib_wire peer;
+
+		memcpy(&peer, reply->part, sizeof(peer));
+		rc = conn_connect(c, &peer);
 		if (rc == SM_OK)
 			rc = conn_probe(c);
 		if (rc) {
@@ -345,7 +356,7 @@ int ib_connect_join(struct tp_comm *c, const struct tp_options *opt,
 		rc = sm_fail(SM_ERR_REMOTE, "no answer to the probe write within %.1f s",
 			     (double)probe_wait_ns(c) / 1e9);
 	}
-	*verdict = rc ? verdict_unreachable(c, opt, reply) : VERDICT_IB;
+	*verdict = rc ? verdict_unreachable(c, opt, reply) : VERDICT_JOINED;
 	return SM_OK;
 }
 

@@ -72,9 +72,9 @@ void ib_region_release(struct tp_region *reg)
 /* A request's registration made for it alone (ib.c), once it completed. */
 void ib_req_release(struct tp_req *r)
 {
-	if (r->ib_mr)
-		ib_fns()->dereg_mr(r->ib_mr);
-	r->ib_mr = NULL;
+	if (ib_req_of(r)->mr)
+		ib_fns()->dereg_mr(ib_req_of(r)->mr);
+	ib_req_of(r)->mr = NULL;
 }
 
 #else	/* built without <infiniband/verbs.h> */

@@ -26,18 +26,32 @@
  * before the kernel's backlog fills, few enough to bound one call. */
 #define ACCEPTS_PER_CALL 64
 
-/* TCP only where a peer may be on another host: NCCL_SYMMEM_BACKEND=shm
- * refuses other hosts, so its listeners open no TCP port at all.  With
- * auto the listener cannot tell (a job of several hosts looks the same
- * from here), and tcp and ib connect over it on one host too. */
+/* TCP only where a peer may be on another host: a named kind that is
+ * carried on the Unix socket (NCCL_SYMMEM_BACKEND=shm) refuses other
+ * hosts, so its listeners open no TCP port at all.  With auto the
+ * listener cannot tell (a job of several hosts looks the same from
+ * here), and tcp and ib connect over it on one host too. */
 static int wants_tcp(const struct tp_options *opt)
 {
-	return opt->backend != TP_BACKEND_SHM;
+	const struct tp_ops *named = backend_ops(opt->backend);
+
+	return !(named && named->local);
+}
+
+/* Each kind that takes more than the sockets carry offers it in the
+ * handle and holds what it needs while the listener lives; the handle
+ * has room for one offer, the highest-priority kind's. */
+static void ask_offers(struct tp_listener *l, struct tp_handle_info *info)
+{
+	const struct tp_ops *ops;
+
+	for (unsigned i = 0; (ops = backend_ranked(i)) != NULL && !info->offered; i++)
+		if (ops->offer)
+			info->offered = ops->offer(&l->opt, &l->held[ops->kind], info->offer);
 }
 
 int tp_listen(const struct tp_options *opt, int dev, void *handle, struct tp_listener **out)
 {
-	const struct tp_ops *ib;
 	struct tp_handle_info info;
 	struct tp_listener *l;
 	int rc;
@@ -69,11 +83,7 @@ int tp_listen(const struct tp_options *opt, int dev, void *handle, struct tp_lis
 			goto fail;
 	}
 	l->opt.dev = dev;
-	/* The listener's offer of ibverbs, its port's address in the handle. */
-	ib = backend_ops(TP_BACKEND_IB);
-	info.ib = ib->usable(&l->opt, NULL, &l->ib_held);
-	if (info.ib)
-		ib->address(l->ib_held, info.ib_gid);
+	ask_offers(l, &info);
 	info.host_id = tp_host_id();
 	memcpy(info.token, l->token, 16);
 	info.dev = dev;
@@ -218,6 +228,8 @@ void tp_close_listener(struct tp_listener *l)
 		close(l->uds_fd);
 	if (l->tcp_fd >= 0)
 		close(l->tcp_fd);
-	backend_ops(TP_BACKEND_IB)->put(l->ib_held);
+	for (int k = 0; k < TP_BACKEND_COUNT; k++)
+		if (l->held[k])
+			backend_ops(k)->put(l->held[k]);
 	free(l);
 }

@@ -39,7 +39,7 @@ enum cand_state {
 	CAND_CHALLENGE,		/* sending our nonce and proof */
 	CAND_SETUP,		/* reading its proof (and ring) */
 	CAND_REPLY,		/* proved: sending the reply */
-	CAND_VERDICT,		/* ibverbs: waiting for the connector's verdict */
+	CAND_VERDICT,		/* waiting for the connector's verdict (ops->connect_join) */
 };
 
 struct cand {
@@ -67,7 +67,7 @@ struct tp_listener {
 	uint64_t deadline_ns;
 	unsigned refused;	/* connections turned away */
 	struct tp_options opt;	/* applied to each accepted connection */
-	void *ib_held;		/* the RDMA device offered, held while listening */
+	void *held[TP_BACKEND_COUNT];	/* what each kind's offer holds while listening */
 	struct cand cand[CAND_MAX];	/* TCP connections */
 	struct cand local[CAND_MAX];	/* Unix-socket ones, of this user */
 	uint8_t nonces[CAND_NONCES][WIRE_NONCE];	/* of good hellos, a ring */

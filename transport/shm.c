@@ -181,11 +181,13 @@ int shm_isend(struct tp_comm *c, struct tp_req **out, const void *data, size_t s
 	r->buf = (uint8_t *)data;
 	r->size = size;
 	if (direct) {
-		r->direct = 1;
-		r->region = region;
-		r->copy = copy;
-		r->stage_end = stage_end;
-		r->by_helper = copy.helper || stage_end;
+		struct shm_req *sq = shm_req_of(r);
+
+		sq->direct = 1;
+		sq->region = region;
+		sq->copy = copy;
+		sq->stage_end = stage_end;
+		sq->by_helper = copy.helper || stage_end;
 	}
 	ctrl->send_size[slot] = size;
 	ctrl->send_ring[slot] = (uint8_t)ring;
@@ -206,7 +208,7 @@ int shm_irecv(struct tp_comm *c, struct tp_req *r, const struct tp_region *treg)
 	if (reg && reg->id) {
 		ctrl->recv_region[slot] = reg->id;
 		ctrl->recv_offset[slot] = reg->own.offset + ((uintptr_t)r->buf - reg->reg.base);
-		r->direct = 1;
+		shm_req_of(r)->direct = 1;
 		if (reg->shadow)
 			shadow_recv_post(r, reg);
 	}
@@ -297,11 +299,12 @@ static int shm_progress_send(struct shm_comm *s, int *progressed)
 	if (rc)
 		return rc;
 	while ((r = comm_head(c)) != NULL) {
+		struct shm_req *sq = shm_req_of(r);
 		uint64_t used, n;
 		int landed;
 
-		if (r->direct) {
-			rc = smf_copy_test(c->ce, &r->copy, &landed);
+		if (sq->direct) {
+			rc = smf_copy_test(c->ce, &sq->copy, &landed);
 			if (rc)
 				return comm_fail(c, rc, "%s", sm_last_error());
 			if (!landed) {
@@ -311,7 +314,7 @@ static int shm_progress_send(struct shm_comm *s, int *progressed)
 				break;
 			}
 			r->moved = r->size;
-			stage_done(s, r->stage_end);
+			stage_done(s, sq->stage_end);
 			r->t_landed = sm_now_ns();
 			ctrl->land_ns[r->seq % TP_MAX_REQUESTS] = r->t_landed;
 			sm_hist_add(&c->stats.stage[TP_STAGE_COPY], r->t_landed - r->t_post);
@@ -320,8 +323,8 @@ static int shm_progress_send(struct shm_comm *s, int *progressed)
 			r->done = 1;
 			atomic_store_explicit(&ctrl->send_done, r->seq + 1, memory_order_release);
 			comm_pop(c);
-			if (r->direct)
-				remote_landed(s, r->region);
+			if (sq->direct)
+				remote_landed(s, sq->region);
 			*progressed = 1;
 			continue;
 		}
@@ -354,7 +357,7 @@ static void note_landed(struct shm_comm *s, struct tp_req *r)
 	sm_hist_add(&c->stats.stage[TP_STAGE_NOTICE], at && at <= now ? now - at : 0);
 	r->t_landed = at;
 	r->t_seen = now;
-	r->landed_seen = 1;
+	shm_req_of(r)->landed_seen = 1;
 }
 
 static int shm_progress_recv(struct shm_comm *s, int *progressed)
@@ -366,6 +369,7 @@ static int shm_progress_recv(struct shm_comm *s, int *progressed)
 
 	announce_push_backlog(s);
 	while ((r = comm_head(c)) != NULL) {
+		struct shm_req *sq = shm_req_of(r);
 		uint64_t avail, n;
 		int rc;
 
@@ -377,22 +381,22 @@ static int shm_progress_recv(struct shm_comm *s, int *progressed)
 				return rc;
 			/* The sender chose the ring for this one (host to host). */
 			if (ctrl->send_ring[r->seq % TP_MAX_REQUESTS])
-				r->direct = 0;
+				sq->direct = 0;
 			*progressed = 1;
 		}
-		if (r->direct) {
+		if (sq->direct) {
 			int landed = 1;
 
 			if (atomic_load_explicit(&ctrl->send_done, memory_order_acquire) <= r->seq)
 				break;
-			if (!r->landed_seen)
+			if (!sq->landed_seen)
 				note_landed(s, r);
 			/* Every byte is here: what remains is this side's copy
 			 * out of the pool, bounded by the copy limit, so a
 			 * sender that closed after its last message no longer
 			 * matters (comm_check_peer). */
 			r->wire_done = 1;
-			if (r->shadow && r->msg_size) {
+			if (sq->shadow && r->msg_size) {
 				rc = shadow_copy_out(c, r, &landed);
 				if (rc)
 					return rc;
@@ -433,16 +437,18 @@ int shm_progress(struct tp_comm *c, int *progressed)
 
 void shm_req_note(const struct tp_req *r, struct tp_req_note *n)
 {
-	n->direct = r->direct;
-	n->helper = r->by_helper;
-	n->pooled = r->shadow != NULL;
-	if (!r->direct)
+	const struct shm_req *sq = shm_req_of(r);
+
+	n->direct = sq->direct;
+	n->helper = sq->by_helper;
+	n->pooled = sq->shadow != NULL;
+	if (!sq->direct)
 		return;
 	if (r->kind == REQ_RECV)
-		n->path = r->shadow ? PATH_POOL : PATH_IN_PLACE;
-	else if (r->stage_end)
+		n->path = sq->shadow ? PATH_POOL : PATH_IN_PLACE;
+	else if (sq->stage_end)
 		n->path = PATH_STAGED;
-	else if (r->by_helper)
+	else if (sq->by_helper)
 		n->path = PATH_HELPER;
 	else if (r->size == 0)
 		n->skip = 1;	/* an empty message needs no copy at all */
@@ -452,12 +458,16 @@ void shm_req_note(const struct tp_req *r, struct tp_req_note *n)
 
 void shm_req_describe(const struct tp_comm *c, const struct tp_req *r, char *buf, size_t len)
 {
-	if (r->direct && r->kind == REQ_SEND && c->ce)
-		smf_copy_describe(c->ce, &r->copy, buf, len);
+	const struct shm_req *sq = shm_req_of(r);
+
+	if (sq->direct && r->kind == REQ_SEND && c->ce)
+		smf_copy_describe(c->ce, &sq->copy, buf, len);
 }
 
 int shm_req_close_wait(struct tp_comm *c, struct tp_req *r, uint64_t limit)
 {
-	return r->direct && (r->copy.nev || r->copy.helper) &&
-	       smf_copy_wait_until(c->ce, &r->copy, limit);
+	struct shm_req *sq = shm_req_of(r);
+
+	return sq->direct && (sq->copy.nev || sq->copy.helper) &&
+	       smf_copy_wait_until(c->ce, &sq->copy, limit);
 }

@@ -172,6 +172,27 @@ struct shm_comm {
 	struct sm_host_cumem hs_cumem;	/* ... that memory, when it is */
 };
 
+/* The shared-memory part of a request (comm.h's tp_req). */
+struct shm_req {
+	int direct;		/* the copy engine moves it in place (no ring) */
+	int by_helper;		/* ... in the copy helper process */
+	struct smf_copy copy;	/* send, direct: the copy in flight */
+	uint32_t region;	/* send, direct: the peer's registration it copies into */
+	uint64_t stage_end;	/* send: its span in host staging ends here (0 = none) */
+	/* receive into a shadowed registration: the piece to copy on from */
+	uint8_t *shadow;
+	uint32_t src_hid, dst_hid;	/* the copy helper's names, 0 = copy in process */
+	uint64_t src_off, dst_off;
+	int out_started;	/* the copy out of the piece is in flight (copy) */
+	int landed_seen;	/* receive: the sender's copy was seen landed (statistics) */
+};
+_Static_assert(sizeof(struct shm_req) <= TP_REQ_PART_BYTES, "TP_REQ_PART_BYTES");
+
+static inline struct shm_req *shm_req_of(const struct tp_req *r)
+{
+	return TP_REQ_PART(r, struct shm_req);
+}
+
 static inline struct shm_comm *shm_of(const struct tp_comm *c)
 {
 	return TP_CONTAINER(c, struct shm_comm, comm);

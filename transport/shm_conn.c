@@ -154,10 +154,35 @@ static void shm_close(struct tp_comm *c)
 	pthread_mutex_destroy(&s->ann_lock);
 }
 
+/* Setup asks this kind first: a listener of this host (the same kernel
+ * and namespaces) is reached through the ring, unless another kind was
+ * named; NCCL_SYMMEM_BACKEND=shm and another host fail at once. */
+static int shm_pick(const struct tp_options *opt, const struct tp_handle_info *info,
+		    int *picked, void **held)
+{
+	int same_host = info->host_id == tp_host_id();
+
+	*picked = 0;
+	*held = NULL;
+	/* Named, TCP and ibverbs serve one host too (RDMA loopback). */
+	if (opt->backend != TP_BACKEND_AUTO && opt->backend != TP_BACKEND_SHM)
+		return SM_OK;
+	if (!same_host && opt->backend == TP_BACKEND_SHM)
+		return sm_fail(SM_ERR_USAGE, "NCCL_SYMMEM_BACKEND=shm, but the peer runs on another "
+			       "host (or in another network or PID namespace)");
+	*picked = same_host;
+	return SM_OK;
+}
+
 const struct tp_ops tp_shm_ops = {
 	.name = "shm",
+	.title = "shared memory",
+	.kind = TP_BACKEND_SHM,
 	.comm_size = sizeof(struct shm_comm),
 	.region_size = sizeof(struct shm_region),
+	.priority = 30,
+	.local = 1,
+	.pick = shm_pick,
 	.init = shm_init,
 	.setup = shm_setup,
 	.connect_open = shm_connect_open,

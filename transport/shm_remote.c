@@ -103,7 +103,7 @@ static int remote_busy(const struct shm_comm *s, uint32_t id)
 	for (unsigned i = 0; i < s->comm.q_count; i++) {
 		const struct tp_req *r = s->comm.queue[(s->comm.q_head + i) % TP_MAX_REQUESTS];
 
-		if (r->direct && r->region == id)
+		if (shm_req_of(r)->direct && shm_req_of(r)->region == id)
 			return 1;
 	}
 	return 0;

@@ -85,36 +85,38 @@ void shadow_close(struct shm_region *r)
 
 void shadow_recv_post(struct tp_req *q, const struct shm_region *r)
 {
+	struct shm_req *sq = shm_req_of(q);
 	uint64_t at = (uintptr_t)q->buf - r->reg.base;
 
-	q->shadow = r->shadow + at;
-	q->src_hid = r->shadow_hid;
-	q->src_off = r->shadow_off + at;
-	q->dst_hid = r->own.hid;
-	q->dst_off = r->dst_off + at;
+	sq->shadow = r->shadow + at;
+	sq->src_hid = r->shadow_hid;
+	sq->src_off = r->shadow_off + at;
+	sq->dst_hid = r->own.hid;
+	sq->dst_off = r->dst_off + at;
 }
 
 int shadow_copy_out(struct tp_comm *c, struct tp_req *q, int *landed)
 {
+	struct shm_req *sq = shm_req_of(q);
 	int rc, started = 0;
 
 	*landed = 0;
-	if (!q->out_started) {
-		if (q->src_hid && q->dst_hid)
-			rc = smf_copy_start_ranges(c->ce, q->dst_hid, q->dst_off, q->src_hid,
-						   q->src_off, q->msg_size, &q->copy, &started);
+	if (!sq->out_started) {
+		if (sq->src_hid && sq->dst_hid)
+			rc = smf_copy_start_ranges(c->ce, sq->dst_hid, sq->dst_off, sq->src_hid,
+						   sq->src_off, q->msg_size, &sq->copy, &started);
 		else
-			rc = smf_copy_start(c->ce, q->buf, q->shadow, q->msg_size, &q->copy, &started);
+			rc = smf_copy_start(c->ce, q->buf, sq->shadow, q->msg_size, &sq->copy, &started);
 		if (rc)
 			return comm_fail(c, rc, "copying message %llu out of the staging pool: %s",
 					 (unsigned long long)q->seq, sm_last_error());
 		if (!started)	/* no copy slot free: the next progress call retries */
 			return comm_copy_overdue(c, q->t_seen, q->msg_size, "out of the staging "
 						 "pool, waiting for a free copy slot,");
-		q->out_started = 1;
-		q->by_helper = q->copy.helper;
+		sq->out_started = 1;
+		sq->by_helper = sq->copy.helper;
 	}
-	rc = smf_copy_test(c->ce, &q->copy, landed);
+	rc = smf_copy_test(c->ce, &sq->copy, landed);
 	if (rc)
 		return comm_fail(c, rc, "%s", sm_last_error());
 	return *landed ? SM_OK : comm_copy_overdue(c, q->t_seen, q->msg_size,

@@ -87,6 +87,7 @@ static int tcp_isend(struct tp_comm *c, struct tp_req **out, const void *data, s
 	struct tcp_comm *t = tcp_of(c);
 	uint64_t capacity, sz = size;
 	struct tp_req *r;
+	struct tcp_req *q;
 	int rc, eof;
 
 	/* The announcement may have come with an earlier one: no read. */
@@ -111,10 +112,11 @@ static int tcp_isend(struct tp_comm *c, struct tp_req **out, const void *data, s
 				 size, (unsigned long long)capacity, (unsigned long long)c->posted);
 	}
 	r = comm_req_alloc(c, REQ_SEND);
+	q = tcp_req_of(r);
 	r->buf = (uint8_t *)data;
 	r->size = size;
-	bounce_name(reg, data, &r->src_hid, &r->src_off);
-	memcpy(r->hdr, &sz, 8);
+	bounce_name(reg, data, &q->src_hid, &q->src_off);
+	memcpy(q->hdr, &sz, 8);
 	c->posted++;
 	*out = r;
 	return SM_OK;
@@ -153,9 +155,10 @@ static uint64_t posts_sent(const struct tp_comm *c)
 static int tcp_irecv(struct tp_comm *c, struct tp_req *r, const struct tp_region *reg)
 {
 	struct tcp_comm *t = tcp_of(c);
+	struct tcp_req *q = tcp_req_of(r);
 	uint64_t size = r->size;
 
-	bounce_name(reg, r->buf, &r->dst_hid, &r->dst_off);
+	bounce_name(reg, r->buf, &q->dst_hid, &q->dst_off);
 	/* Only receives not yet complete have announcements waiting here
 	 * (tcp_progress_recv fails a message that outran its own), and at
 	 * most TP_MAX_REQUESTS are posted: they always fit. */
@@ -181,7 +184,7 @@ static int tcp_take_header(struct tp_comm *c, struct tp_req *r)
 		return comm_fail(c, SM_ERR_REMOTE, "sending peer sent message %llu before it was "
 				 "announced (it does not read the announcements)",
 				 (unsigned long long)r->seq);
-	memcpy(&size, r->hdr, 8);
+	memcpy(&size, tcp_req_of(r)->hdr, 8);
 	return comm_recv_size(c, r, size);
 }
 
@@ -199,20 +202,22 @@ static int tcp_progress_send(struct tp_comm *c, int *progressed)
 	}
 
 	while ((r = comm_head(c)) != NULL) {
-		if (r->hdr_done < 8) {
+		struct tcp_req *q = tcp_req_of(r);
+
+		if (q->hdr_done < 8) {
 			/* A host payload goes with its header: one call, and
 			 * for a small message one segment the receiver takes
 			 * in one read.  A GPU payload follows from the slots. */
-			size_t hlen = 8 - r->hdr_done, h;
+			size_t hlen = 8 - q->hdr_done, h;
 
-			n = sm_send_two(c->fd, r->hdr + r->hdr_done, hlen, r->buf,
+			n = sm_send_two(c->fd, q->hdr + q->hdr_done, hlen, r->buf,
 					r->src_dev ? 0 : r->size);
 			if (n < 0)
 				return comm_fail(c, SM_ERR_REMOTE, "receiving peer: %s", sm_last_error());
 			h = (size_t)n < hlen ? (size_t)n : hlen;
-			r->hdr_done += h;
+			q->hdr_done += h;
 			r->moved += (uint64_t)n - h;
-			if (r->hdr_done < 8)
+			if (q->hdr_done < 8)
 				break;
 			*progressed = 1;
 		}
@@ -257,17 +262,19 @@ static int tcp_progress_recv(struct tp_comm *c, int *progressed)
 			return rc;
 	}
 	while ((r = comm_head(c)) != NULL) {
+		struct tcp_req *q = tcp_req_of(r);
+
 		if (!r->have_size) {
-			n = tcp_recv(c, r->hdr + r->hdr_done, 8 - r->hdr_done);
+			n = tcp_recv(c, q->hdr + q->hdr_done, 8 - q->hdr_done);
 			/* A sender that hung up after its last message leaves
 			 * earlier receives their copies: this one fails once
 			 * they landed, or once tested (comm_check_peer). */
-			if (n < 0 && !r->hdr_done && bounce_pending(c))
+			if (n < 0 && !q->hdr_done && bounce_pending(c))
 				break;
 			if (n < 0)
 				return comm_fail(c, SM_ERR_REMOTE, "sending peer: %s", sm_last_error());
-			r->hdr_done += (size_t)n;
-			if (r->hdr_done < 8)
+			q->hdr_done += (size_t)n;
+			if (q->hdr_done < 8)
 				break;
 			rc = tcp_take_header(c, r);
 			if (rc)
@@ -284,7 +291,7 @@ static int tcp_progress_recv(struct tp_comm *c, int *progressed)
 				break;
 			/* Off the wire; done once its last slot landed. */
 			r->wire_done = 1;
-			r->done = r->landed == r->msg_size;
+			r->done = q->landed == r->msg_size;
 			comm_pop(c);
 			*progressed = 1;
 			continue;
@@ -366,10 +373,25 @@ static void tcp_describe(const struct tp_comm *c, char *buf, size_t len)
 		snprintf(buf, len, "%zu announcement bytes not yet sent; %s", t->out_len, slots);
 }
 
+/* Setup asks this kind last: any listener with a TCP port will do. */
+static int tcp_pick(const struct tp_options *opt, const struct tp_handle_info *info,
+		    int *picked, void **held)
+{
+	int rc = tp_handle_tcp(info, opt, "TCP");
+
+	*picked = rc == SM_OK;
+	*held = NULL;
+	return rc;
+}
+
 const struct tp_ops tp_tcp_ops = {
 	.name = "tcp",
+	.title = "TCP",
+	.kind = TP_BACKEND_TCP,
 	.comm_size = sizeof(struct tcp_comm),
 	.region_size = sizeof(struct tcp_region),
+	.priority = 10,
+	.pick = tcp_pick,
 	.setup = tcp_setup,
 	.engine_ready = tcp_engine_ready,
 	.isend = tcp_isend,

@@ -40,6 +40,23 @@ struct tcp_region {
 	struct helper_range own;
 };
 
+/* The TCP part of a request (comm.h's tp_req). */
+struct tcp_req {
+	uint8_t hdr[8];		/* the size header, sent or received */
+	size_t hdr_done;
+	/* GPU memory through the bounce slots (tcp_bounce.c) */
+	uint32_t src_hid, dst_hid;	/* the copy helper's names, 0 = copy in process */
+	uint64_t src_off, dst_off;
+	uint64_t staged;	/* send: bytes whose copy into a slot started */
+	uint64_t landed;	/* receive: bytes copied up from the slots */
+};
+_Static_assert(sizeof(struct tcp_req) <= TP_REQ_PART_BYTES, "TP_REQ_PART_BYTES");
+
+static inline struct tcp_req *tcp_req_of(const struct tp_req *r)
+{
+	return TP_REQ_PART(r, struct tcp_req);
+}
+
 static inline struct tcp_comm *tcp_of(const struct tp_comm *c)
 {
 	return TP_CONTAINER(c, struct tcp_comm, comm);

@@ -371,19 +371,20 @@ static int send_fill(struct tp_comm *c)
 
 	for (unsigned i = 0; i < c->q_count && b->count < SLOTS; i++) {
 		struct tp_req *r = c->queue[(c->q_head + i) % TP_MAX_REQUESTS];
+		struct tcp_req *q = tcp_req_of(r);
 
-		while (r->src_dev && r->staged < r->size && b->count < SLOTS) {
+		while (r->src_dev && q->staged < r->size && b->count < SLOTS) {
 			struct slot *s = slot_take(b, r);
 			int started = 0, rc;
 
-			s->len = min_u64(SLOT_BYTES, r->size - r->staged);
+			s->len = min_u64(SLOT_BYTES, r->size - q->staged);
 			rc = slot_copy(c, s, slot_side(b, s),
-				       msg_side(r->src_hid, r->src_off, r->buf, r->staged), &started);
+				       msg_side(q->src_hid, q->src_off, r->buf, q->staged), &started);
 			if (rc || !started) {
 				slot_untake(b);
 				return rc;	/* none free: the next call tries again */
 			}
-			r->staged += s->len;
+			q->staged += s->len;
 		}
 	}
 	return SM_OK;
@@ -438,8 +439,8 @@ int bounce_send(struct tp_comm *c, struct tp_req *r, int *progressed)
 static int recv_flush(struct tp_comm *c, struct slot *s, int *started)
 {
 	struct tcp_comm *t = tcp_of(c);
-	struct tp_req *r = s->req;
-	struct side dst = msg_side(r->dst_hid, r->dst_off, r->buf, s->dst_off);
+	const struct tcp_req *q = tcp_req_of(s->req);
+	struct side dst = msg_side(q->dst_hid, q->dst_off, s->req->buf, s->dst_off);
 	int rc = slot_copy(c, s, dst, slot_side(t->bounce, s), started);
 
 	if (!rc && !*started && !s->start_ns)
@@ -451,7 +452,7 @@ static int recv_flush(struct tp_comm *c, struct slot *s, int *started)
  * up once it is full or holds the message's last byte.  A slot whose copy
  * found no free event is retried before any later slot is filled, so
  * copies start in slot order.  r->moved counts bytes taken off the wire;
- * r->landed those copied up. */
+ * its part's `landed` those copied up. */
 int bounce_recv(struct tp_comm *c, struct tp_req *r, int *progressed)
 {
 	struct tcp_comm *t = tcp_of(c);
@@ -515,11 +516,12 @@ int bounce_land(struct tp_comm *c, int *progressed)
 		rc = recv_flush(c, s, &started);
 	while (!rc && (s = oldest(b)) != NULL && s->state == SLOT_LANDED) {
 		struct tp_req *r = s->req;
+		struct tcp_req *q = tcp_req_of(r);
 
-		r->landed += s->len;
+		q->landed += s->len;
 		slot_release(b);
 		*progressed = 1;
-		if (r->wire_done && r->landed == r->msg_size)
+		if (r->wire_done && q->landed == r->msg_size)
 			r->done = 1;
 	}
 	return rc;

@@ -27,12 +27,14 @@
 
 #define TP_HANDLE_SIZE 128
 #define TP_MAX_REQUESTS 32
+#define TP_OFFER_BYTES 16
 
 enum tp_backend {
 	TP_BACKEND_AUTO = 0,
 	TP_BACKEND_SHM,
 	TP_BACKEND_TCP,
 	TP_BACKEND_IB,			/* ibverbs between hosts */
+	TP_BACKEND_COUNT
 };
 
 struct tp_options {
@@ -100,8 +102,11 @@ struct tp_handle_info {
 	int family;			/* AF_INET or AF_INET6 */
 	uint16_t port;			/* host byte order */
 	uint8_t addr[16];
-	int ib;				/* the listener takes ibverbs connections */
-	uint8_t ib_gid[16];		/* ... on the RDMA port with this address (0: unknown) */
+	/* A backend's offer beyond what the sockets carry (tp_ops.offer):
+	 * the listener takes that kind too, and a connector needs these
+	 * bytes to use it.  The handle has room for one kind's. */
+	int offered;
+	uint8_t offer[TP_OFFER_BYTES];
 };
 
 void tp_handle_encode(const struct tp_handle_info *info, void *handle);
@@ -109,6 +114,11 @@ void tp_handle_encode(const struct tp_handle_info *info, void *handle);
  * Takes the local form too (at the start of TP_HANDLE_SIZE bytes, the rest
  * zero): no_tcp, no RDMA endpoint. */
 int tp_handle_decode(const void *handle, struct tp_handle_info *info);
+/* SM_OK where the handle names a TCP port, which every kind between hosts
+ * sets up over; else the refusal for a connector that was told to use
+ * `kind` (its words for the log), or runs on another host. */
+int tp_handle_tcp(const struct tp_handle_info *info, const struct tp_options *opt,
+		  const char *kind);
 
 /* The local form of a handle tp_listen() wrote: only what a connector on
  * the listener's host needs (host, token, socket name, pid, device), so

@@ -13,19 +13,10 @@
 #define WIRE_MAGIC 0x45524957u		/* "WIRE" */
 #define WIRE_VERSION 8		/* 8: the hello carries a ticket */
 
-/* An ibverbs end of a connection (ib.c), in the hello and the reply: its
- * queue pair's address and, from the sender, where the receiver writes
- * the receives it posts. */
-struct wire_ib {
-	uint32_t qpn;
-	uint32_t psn;
-	uint8_t gid[16];
-	uint16_t lid;
-	uint8_t mtu;			/* enum ibv_mtu */
-	uint8_t link_layer;		/* IBV_LINK_LAYER_* */
-	uint32_t fifo_rkey;
-	uint64_t fifo_addr;
-};
+/* Bytes of the setup and the reply that belong to the connection's
+ * backend (ib.h's struct ib_wire): opaque to setup, which only carries
+ * them. */
+#define WIRE_PART_BYTES 40
 
 /* Connection setup, four messages before data moves: the connector's
  * hello (a fresh nonce, and a ticket: its MAC under the token), the
@@ -48,9 +39,9 @@ struct wire_ib {
 struct wire_hello {
 	uint32_t magic;
 	uint16_t version;
-	uint16_t backend;		/* TP_BACKEND_SHM, _TCP or _IB */
+	uint16_t backend;		/* the kind the connector picked (enum tp_backend) */
 	uint32_t pid;			/* for log lines only: the peer says it */
-	uint32_t flags;			/* WIRE_IB_REQUIRED */
+	uint32_t flags;			/* WIRE_REQUIRED */
 	uint8_t nonce[WIRE_NONCE];
 	uint8_t ticket[WIRE_MAC];	/* wire_ticket(token, the fields above) */
 };
@@ -59,8 +50,9 @@ _Static_assert(sizeof(struct wire_hello) == 64, "the proofs hash the hello as se
  * version: an older connector's shorter hello is answered, not waited on. */
 #define WIRE_HELLO_HEAD offsetof(struct wire_hello, backend)
 
-/* NCCL_SYMMEM_BACKEND=ib on the sender's side: no TCP in its place. */
-#define WIRE_IB_REQUIRED 0x1u
+/* The sender's side allows no fallback from the kind it asked for
+ * (backend_required: NCCL_SYMMEM_BACKEND=ib). */
+#define WIRE_REQUIRED 0x1u
 
 /* status != 0: a refusal before anyone proved anything (reason says
  * why, unauthenticated); no nonce or proof then. */
@@ -77,7 +69,7 @@ struct wire_setup {
 	uint32_t pad;
 	uint8_t proof[WIRE_MAC];	/* wire_proof(token, connector, hello, nonce) */
 	uint64_t seg_size;		/* SHM: size of the passed segment */
-	struct wire_ib ib;		/* TP_BACKEND_IB only */
+	_Alignas(8) uint8_t part[WIRE_PART_BYTES];	/* the backend's own */
 };
 
 /* The listener's answer. */
@@ -85,19 +77,20 @@ struct wire_reply {
 	uint32_t magic;
 	int32_t status;			/* 0 or an enum sm_status */
 	char reason[256];
-	int32_t backend;		/* what the listener settled on: IB, or TCP when
-					 * its port cannot reach the connector's */
-	uint32_t flags;			/* WIRE_IB_REQUIRED */
-	struct wire_ib ib;		/* TP_BACKEND_IB only */
+	int32_t backend;		/* what the listener settled on: the kind asked
+					 * for, or the plain one (backend_plain) when
+					 * that kind cannot reach the connector */
+	uint32_t flags;			/* WIRE_REQUIRED */
+	_Alignas(8) uint8_t part[WIRE_PART_BYTES];	/* the backend's own */
 };
 
-/* ibverbs: the connector's last word on the socket before data moves,
- * once its probe write was answered (or not). */
+/* The connector's last word on the socket before data moves, for a kind
+ * with a last step (ops->connect_join: ibverbs' probe write). */
 enum wire_verdict {
 	VERDICT_NONE = 0,		/* not decided yet */
-	VERDICT_IB = 'R',		/* both queue pairs ready, ports reach each other */
-	VERDICT_TCP = 'T',		/* they do not: go on over this socket */
-	VERDICT_FAIL = 'X',		/* they do not and ibverbs was required */
+	VERDICT_JOINED = 'R',		/* both ends ready, and they reach each other */
+	VERDICT_PLAIN = 'T',		/* they do not: go on over this socket (backend_plain) */
+	VERDICT_FAIL = 'X',		/* they do not and that kind was required */
 };
 
 /* auth.c: SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104) over the

@@ -61,7 +61,7 @@ static void same_info(const struct tp_handle_info *a, const struct tp_handle_inf
 	FZ_CHECK(!strcmp(a->uds_name, b->uds_name));
 	FZ_CHECK(a->family == b->family && a->port == b->port);
 	FZ_CHECK(!memcmp(a->addr, b->addr, sizeof(a->addr)));
-	FZ_CHECK(a->ib == b->ib && !memcmp(a->ib_gid, b->ib_gid, sizeof(a->ib_gid)));
+	FZ_CHECK(a->offered == b->offered && !memcmp(a->offer, b->offer, sizeof(a->offer)));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -89,7 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FZ_CHECK(info.dev >= 0);
 	if (info.family || info.port)
 		FZ_CHECK((info.family == AF_INET || info.family == AF_INET6) && info.port != 0);
-	FZ_CHECK(info.ib == 0 || info.ib == 1);
+	FZ_CHECK(info.offered == 0 || info.offered == 1);
 	/* What was accepted survives a trip through the encoder. */
 	tp_handle_encode(&info, h2);
 	FZ_CHECK(tp_handle_decode(h2, &again) == SM_OK);

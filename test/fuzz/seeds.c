@@ -17,6 +17,7 @@
 #include "copyd_proto.h"
 #include "fuzz.h"
 #include "comm.h"
+#include "ib.h"
 #include "shm.h"
 #include "tcp.h"
 #include "wire.h"
@@ -124,8 +125,8 @@ static void handle_seeds(struct seed *s)
 	info.addr[15] = 1;
 	handle_seed(s, &info, 0, SIZE_MAX, 0, "inet6");
 	info = sample_info();
-	info.ib = 1;
-	memset(info.ib_gid, 0xfe, 16);
+	info.offered = 1;
+	memset(info.offer, 0xfe, 16);
 	handle_seed(s, &info, 0, SIZE_MAX, 0, "rdma");
 	info = sample_info();
 	info.family = 7;
@@ -201,14 +202,13 @@ static void setup_msg(struct seed *s, uint32_t magic, uint64_t seg_size, int ib)
 	memset(w.proof, 'p', sizeof(w.proof));
 	w.seg_size = seg_size;
 	if (ib) {
-		w.ib.qpn = 0x123;
-		w.ib.psn = 0x456;
-		memset(w.ib.gid, 0xfe, sizeof(w.ib.gid));
-		w.ib.lid = 1;
-		w.ib.mtu = 5;		/* IBV_MTU_4096 */
-		w.ib.link_layer = 2;	/* IBV_LINK_LAYER_ETHERNET */
-		w.ib.fifo_rkey = 0x789;
-		w.ib.fifo_addr = 0x7f0000001000ull;
+		struct ib_wire e = { .qpn = 0x123, .psn = 0x456, .lid = 1,
+				     .mtu = 5,		/* IBV_MTU_4096 */
+				     .link_layer = 2,	/* IBV_LINK_LAYER_ETHERNET */
+				     .fifo_rkey = 0x789, .fifo_addr = 0x7f0000001000ull };
+
+		memset(e.gid, 0xfe, sizeof(e.gid));
+		memcpy(w.part, &e, sizeof(e));
 	}
 	put(s, &w, sizeof(w));
 }

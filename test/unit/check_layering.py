@@ -6,12 +6,15 @@ transport/: each file belongs to a layer, and a file may include a header,
 or use a function or table defined in another file, only of its own layer
 or one below; a backend never reaches another backend.  No file tests
 which backend a connection is (ops == &tp_*_ops): that is what the ops are
-for.  Files of one layer must not use each other in a cycle.
+for.  Files of one layer must not use each other in a cycle.  A backend's
+knowledge stays in its files: outside them no file names its kind
+(TP_BACKEND_IB ...), one of its shm_/tcp_/ib_ functions, types or fields,
+or a request's backend part (the registry and the enum excepted).
 
 plugin/ (when given): a comm's path is chosen once (path.h), so only the
 inner path's files (inner_*.c, path_inner.c) call the inner plugin or say
 via_inner, and no file tests which path it is on (== &path_*) but path.c,
-which picks them.  plugin/config/ includes nothing from outside itself,
+which picks them; only path_local.c names a transport kind.  plugin/config/ includes nothing from outside itself,
 and nothing outside it includes its private headers; nothing in plugin/
 includes symmem-info's header (plugin/info/).
 
@@ -169,38 +172,74 @@ def main(root):
     return errors
 
 
-# Request fields only one backend sets and reads: a file outside it that
-# touches one knows how that backend moves bytes (ask through an op:
-# req_note, req_describe, req_close_wait).
+# Fields of a backend's request part (shm.h's struct shm_req, tcp.h's
+# tcp_req, ib.h's ib_req) distinctive enough to spot by name: a file
+# outside the backend that touches one knows how it moves bytes (ask
+# through an op: req_note, req_describe, req_close_wait).
 BACKEND_FIELDS = {
     'shm': {'by_helper', 'stage_end', 'shadow', 'landed_seen', 'out_started'},
-    'tcp': {'staged'},
-    'ib': {'ib_mr', 'ib_lkey', 'ib_rkey', 'ib_raddr', 'ib_wrs'},
+    'tcp': {'staged', 'hdr_done'},
+    'ib': {'lkey', 'rkey', 'raddr', 'wrs', 'last_posted'},
 }
 MEMBER = re.compile(r'(?:->|\.)\s*([A-Za-z_]\w*)')
-# A backend's ops table or its own header named outside the registry.
+# A backend's ops table named outside the registry.
 BACKEND_NAME = re.compile(r'\btp_(shm|tcp|ib)_ops\b')
+# A backend's kind, and its functions, types and fields (shm_*, tcp_*,
+# ib_*), members included; `sock_tcp_listen` is no backend's.
+BACKEND_KIND = re.compile(r'\bTP_BACKEND_(SHM|TCP|IB)\b')
+BACKEND_IDENT = re.compile(r'(?<![\w])(shm|tcp|ib)_\w+')
+# The request's backend part, and the setup messages' (wire.h): opaque
+# to everyone but the backend that types it.
+PART = re.compile(r'(?:->|\.)\s*part\b|\bTP_REQ_PART\b')
+# Where a backend's name may stand outside it: the registry (backend.c,
+# the one file that enumerates the backends), the enum's definition and
+# the ibverbs options of the public surface (transport.h), and the
+# headers that define the parts (comm.h, wire.h).
+KIND_OK = {'backend.c', 'backend.h', 'transport.h'}
+IDENT_OK = {'backend.c', 'backend.h', 'transport.h'}
+PART_OK = {'comm.h', 'wire.h'}
+# Not a backend's: the listener's TCP socket serves every kind between
+# hosts.
+GENERIC = {'tcp_fd'}
+
+
+def breach(errors, name, text, m, what):
+    line = text.count('\n', 0, m.start()) + 1
+    errors.append('%s:%d: %s' % (name, line, what))
 
 
 def backend_knowledge(names, layers, code):
-    """A backend's request fields or ops table used outside its backend."""
+    """A backend's kind, names, request fields or part used outside it."""
     errors = []
     for name in names:
         rank, backend = layers[name]
-        for m in MEMBER.finditer(code[name]):
+        text = code[name]
+        for m in MEMBER.finditer(text):
             for owner, fields in BACKEND_FIELDS.items():
                 if m.group(1) in fields and owner != backend:
-                    line = code[name].count('\n', 0, m.start()) + 1
-                    errors.append('%s:%d: reads %s, a %s request field, outside the %s '
-                                  'backend; ask through an op' %
-                                  (name, line, m.group(1), owner, owner))
+                    breach(errors, name, text, m, 'reads %s, a %s request field, outside '
+                           'the %s backend; ask through an op' % (m.group(1), owner, owner))
+        if backend is None and name not in PART_OK:
+            for m in PART.finditer(text):
+                breach(errors, name, text, m, 'reads a backend\'s part outside the '
+                       'backend; ask through an op')
+        for m in BACKEND_KIND.finditer(text):
+            owner = m.group(1).lower()
+            if owner != backend and name not in KIND_OK:
+                breach(errors, name, text, m, 'names TP_BACKEND_%s outside the %s backend '
+                       'and the registry; ask the registry (backend.h) or an op' %
+                       (m.group(1), owner))
+        for m in BACKEND_IDENT.finditer(text):
+            owner = m.group(1)
+            if owner != backend and name not in IDENT_OK and m.group(0) not in GENERIC:
+                breach(errors, name, text, m, 'names %s, the %s backend\'s, outside it; '
+                       'ask through an op' % (m.group(0), owner))
         if rank == REGISTRY:
             continue
-        for m in BACKEND_NAME.finditer(code[name]):
+        for m in BACKEND_NAME.finditer(text):
             if m.group(1) != backend:
-                line = code[name].count('\n', 0, m.start()) + 1
-                errors.append('%s:%d: names tp_%s_ops outside the %s backend and the '
-                              'registry' % (name, line, m.group(1), m.group(1)))
+                breach(errors, name, text, m, 'names tp_%s_ops outside the %s backend and '
+                       'the registry' % (m.group(1), m.group(1)))
     return errors
 
 
@@ -246,6 +285,12 @@ def check_plugin(root):
                               'header)' % (rel, header))
             if folder != 'info' and header == 'info.h':
                 errors.append('%s includes info.h: symmem-info is a tool of its own' % rel)
+        # NCCL_SYMMEM_BACKEND becomes the kind transport is told to use
+        # in path_local.c, the plugin's one word on backends.
+        if rel != 'path_local.c':
+            for m in BACKEND_KIND.finditer(code[rel]):
+                breach(errors, rel, code[rel], m, 'names TP_BACKEND_%s: only path_local.c '
+                       'turns the configuration into a transport kind' % m.group(1))
         if folder or INNER_PATH.match(name):
             continue
         tags = re.sub(r'\b(struct|union|enum)\s+\w+', r'\1', code[rel])
@@ -276,7 +321,19 @@ PLANTS = [
     ('transport', 'comm.c', '\nstatic int planted(const struct tp_req *r)\n'
      '{ return r->by_helper; }\n', 'reads by_helper, a shm request field'),
     ('transport', 'connect.c', '\nstatic int planted(const struct tp_req *r)\n'
-     '{ return r->ib_wrs != 0; }\n', 'reads ib_wrs, a ib request field'),
+     '{ return r->wrs != 0; }\n', 'reads wrs, a ib request field'),
+    ('transport', 'connect.c', '\nstatic int planted(int kind)\n'
+     '{ return kind == TP_BACKEND_IB; }\n', 'names TP_BACKEND_IB outside the ib backend'),
+    ('transport', 'listen.c', '\nstatic void planted(void *held) { ib_held_put(held); }\n',
+     'names ib_held_put, the ib backend\'s'),
+    ('transport', 'comm.c', '\nstatic int planted(const struct tp_req *r)\n'
+     '{ return shm_req_of(r)->direct; }\n', 'names shm_req_of, the shm backend\'s'),
+    ('transport', 'trace.c', '\nstatic int planted(const struct tp_req *r)\n'
+     '{ return r->part[0]; }\n', 'reads a backend\'s part'),
+    ('transport', 'tcp.c', '\nstatic int planted(int kind)\n'
+     '{ return kind == TP_BACKEND_SHM; }\n', 'names TP_BACKEND_SHM outside the shm backend'),
+    ('plugin', 'net.c', '\nstatic int planted(int kind) { return kind == TP_BACKEND_TCP; }\n',
+     'only path_local.c turns the configuration'),
     ('transport', 'tcp.c', '\nstatic int planted(const struct tp_req *r)\n'
      '{ return r->shadow != 0; }\n', 'reads shadow, a shm request field'),
     ('plugin', 'net.c', '\nstatic int planted(int via_inner) { return via_inner; }\n',

@@ -31,8 +31,8 @@ static void test_fields_kept(void **state)
 
 	(void)state;
 	sample_handle_info(&info);
-	info.ib = 1;
-	memset(info.ib_gid, 0x5a, sizeof(info.ib_gid));
+	info.offered = 1;
+	memset(info.offer, 0x5a, sizeof(info.offer));
 	shrunk(&info, local);
 	assert_int_equal(tp_handle_decode(local, &back), SM_OK);
 	assert_true(back.host_id == info.host_id);
@@ -43,7 +43,7 @@ static void test_fields_kept(void **state)
 	assert_int_equal(back.no_tcp, 1);
 	assert_int_equal(back.family, 0);
 	assert_int_equal(back.port, 0);
-	assert_int_equal(back.ib, 0);
+	assert_int_equal(back.offered, 0);
 }
 
 static void test_damage_refused(void **state)

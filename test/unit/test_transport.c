@@ -51,14 +51,14 @@ static void test_handle_roundtrip(void **state)
 	assert_int_equal(out.family, AF_INET);
 	assert_int_equal(out.port, 40000);
 	assert_memory_equal(out.addr, in.addr, 16);
-	assert_int_equal(out.ib, 0);
-	in.ib = 1;
+	assert_int_equal(out.offered, 0);
+	in.offered = 1;
 	for (int i = 0; i < 16; i++)
-		in.ib_gid[i] = (uint8_t)(0xf0 + i);
+		in.offer[i] = (uint8_t)(0xf0 + i);
 	tp_handle_encode(&in, h);
 	assert_int_equal(tp_handle_decode(h, &out), SM_OK);
-	assert_int_equal(out.ib, 1);
-	assert_memory_equal(out.ib_gid, in.ib_gid, 16);
+	assert_int_equal(out.offered, 1);
+	assert_memory_equal(out.offer, in.offer, 16);
 	assert_int_equal(out.no_tcp, 0);
 
 	/* A listener without TCP: no family, port or address. */
@@ -138,15 +138,15 @@ static void test_handle_bad_fields(void **state)
 	/* The encoder leaves an address without an offer out; a handle that
 	 * carries one anyway (the CRC made to fit) is refused. */
 	sample_handle_info(&in);
-	in.ib = 1;
-	in.ib_gid[15] = 7;
+	in.offered = 1;
+	in.offer[15] = 7;
 	tp_handle_encode(&in, h);
 	assert_int_equal(tp_handle_decode(h, &out), SM_OK);
-	in.ib = 0;
+	in.offered = 0;
 	tp_handle_encode(&in, h);
 	assert_int_equal(tp_handle_decode(h, &out), SM_OK);
-	assert_int_equal(out.ib_gid[15], 0);
-	h[92] = 0;			/* the flags: no HANDLE_IB */
+	assert_int_equal(out.offer[15], 0);
+	h[92] = 0;			/* the flags: no HANDLE_OFFER */
 	h[96 + 15] = 7;			/* the address */
 	reseal(h);
 	assert_int_equal(tp_handle_decode(h, &out), SM_ERR_INVALID);

@@ -182,7 +182,7 @@ void auto_between_hosts(const char *hca, int offers_ib, const char *want)
 	o.ib = 1;
 	assert_int_equal(tp_listen(&o, 0, h, &l), SM_OK);
 	assert_int_equal(tp_handle_decode(h, &info), SM_OK);
-	assert_int_equal(info.ib, offers_ib);
+	assert_int_equal(info.offered, offers_ib);
 	info.host_id ^= 0xffff;
 	tp_handle_encode(&info, h);
 	assert_int_equal(drive_pair(&o, l, h, &s, &r), SM_OK);
