@@ -359,6 +359,22 @@ static void test_stale_deregistration_leaves_new_comm_alone(void **state)
  * connection's host staging: many more messages than the staging holds
  * at once all land (each gives its room back once its copy landed), and
  * the staging goes with the connection. */
+/* One message from `src` (registered as `sreg`) into `dst`, which is
+ * zeroed first and checked after. */
+static void send_one(struct pair *p, uint8_t *dst, struct tp_region *reg, const uint8_t *src,
+		     const struct tp_region *sreg)
+{
+	double end = now() + 5;
+	struct tp_req *sr = NULL, *rr = NULL;
+
+	memset(dst, 0, SIZE);
+	assert_int_equal(tp_irecv(p->c.r, dst, SIZE, reg, &rr), SM_OK);
+	assert_non_null(rr);
+	sr = isend_when_posted(p->c.s, src, SIZE, sreg, end);
+	assert_int_equal(complete_both(sr, rr, end), SIZE);
+	assert_memory_equal(dst, src, SIZE);
+}
+
 static void test_host_sends_through_staging(void **state)
 {
 	static uint8_t dst[SIZE], host[SIZE];
@@ -373,16 +389,8 @@ static void test_host_sends_through_staging(void **state)
 	standin_engine.helper = 1;
 	assert_int_equal(tp_register(p.c.r, dst, SIZE, TP_MEM_CUDA, &reg), SM_OK);
 	for (int m = 0; m < 3 * (1 << 20) / SIZE; m++) {
-		double end = now() + 5;
-		struct tp_req *sr = NULL, *rr = NULL;
-
 		memset(host, m + 1, SIZE);
-		memset(dst, 0, SIZE);
-		assert_int_equal(tp_irecv(p.c.r, dst, SIZE, reg, &rr), SM_OK);
-		assert_non_null(rr);
-		sr = isend_when_posted(p.c.s, host, SIZE, hreg, end);
-		assert_int_equal(complete_both(sr, rr, end), SIZE);
-		assert_memory_equal(dst, host, SIZE);
+		send_one(&p, dst, reg, host, hreg);
 	}
 	tp_get_stats(p.c.s, &st);
 	assert_int_equal(st.direct, 3 * (1 << 20) / SIZE);
@@ -414,16 +422,9 @@ static void test_host_receive_in_place_or_ring(void **state)
 	assert_int_equal(tp_register(p.c.r, dst, SIZE, TP_MEM_HOST, &reg), SM_OK);
 	for (int m = 0; m < 3 * TP_MAX_REQUESTS; m++) {
 		int gpu = m % 3 != 1;
-		double end = now() + 5;
-		struct tp_req *sr = NULL, *rr = NULL;
 
 		memset(host, m + 1, SIZE);
-		memset(dst, 0, SIZE);
-		assert_int_equal(tp_irecv(p.c.r, dst, SIZE, reg, &rr), SM_OK);
-		assert_non_null(rr);
-		sr = isend_when_posted(p.c.s, gpu ? p.src : host, SIZE, gpu ? p.sreg : hreg, end);
-		assert_int_equal(complete_both(sr, rr, end), SIZE);
-		assert_memory_equal(dst, gpu ? p.src : host, SIZE);
+		send_one(&p, dst, reg, gpu ? p.src : host, gpu ? p.sreg : hreg);
 		from_gpu += gpu;
 	}
 	tp_get_stats(p.c.s, &st);
