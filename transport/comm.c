@@ -89,7 +89,9 @@ static void req_note(const struct tp_comm *c, const struct tp_req *r, struct tp_
 		c->ops->req_note(r, n);
 }
 
-/* NCCL_SM_FREE_VERBOSE: the first message of each kind on a connection. */
+/* NCCL_SM_FREE_VERBOSE: the first message of each kind on a connection,
+ * a send when it is posted, a receive when it completes (the sender may
+ * take the ring into a receive posted for a copy in place). */
 static void note_path(struct tp_comm *c, const struct tp_req *r)
 {
 	struct tp_req_note n;
@@ -469,7 +471,6 @@ int tp_irecv(struct tp_comm *c, void *data, size_t size, struct tp_region *reg,
 	rc = c->ops->irecv(c, r, reg);
 	if (rc)
 		return rc;
-	note_path(c, r);
 	*out = r;
 	return SM_OK;
 }
@@ -525,6 +526,8 @@ int tp_test(struct tp_req *r, int *done, size_t *size)
 			return SM_OK;
 	}
 	*done = 1;
+	if (r->kind == REQ_RECV)
+		note_path(c, r);
 	account(c, r);
 	trace_done(c, r);
 	if (size)

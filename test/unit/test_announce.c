@@ -402,6 +402,18 @@ static void test_host_sends_through_staging(void **state)
 	assert_int_equal(standin_engine.ranges, 0);
 }
 
+static struct {
+	int in_place, ring;
+} paths_said;
+
+static void keep_receive_path(int warn, const char *msg)
+{
+	if (warn || !strstr(msg, "receiving connection"))
+		return;
+	paths_said.in_place += strstr(msg, "is the first moved in place") != NULL;
+	paths_said.ring += strstr(msg, "is the first moved through the connection's host") != NULL;
+}
+
 /* A receive into exportable host memory (as NCCL's cuMem host buffers
  * are) is announced like GPU memory: a GPU sender's copy engine writes it
  * in place, where before the sender copied through the ring.  A host
@@ -418,6 +430,10 @@ static void test_host_receive_in_place_or_ring(void **state)
 
 	(void)state;
 	pair_open(&p);
+	/* NCCL_SM_FREE_VERBOSE: the receiver names each path as it was taken. */
+	p.c.r->verbose = 1;
+	memset(&paths_said, 0, sizeof(paths_said));
+	sm_set_log_sink(keep_receive_path);
 	assert_int_equal(tp_register(p.c.s, host, SIZE, TP_MEM_HOST, &hreg), SM_OK);
 	assert_int_equal(tp_register(p.c.r, dst, SIZE, TP_MEM_HOST, &reg), SM_OK);
 	for (int m = 0; m < 3 * TP_MAX_REQUESTS; m++) {
@@ -429,6 +445,9 @@ static void test_host_receive_in_place_or_ring(void **state)
 	}
 	tp_get_stats(p.c.s, &st);
 	assert_int_equal(st.direct, from_gpu);
+	sm_set_log_sink(NULL);
+	assert_int_equal(paths_said.in_place, 1);
+	assert_int_equal(paths_said.ring, 1);
 	tp_deregister(p.c.r, reg);
 	tp_deregister(p.c.s, hreg);
 	pair_close(&p);
