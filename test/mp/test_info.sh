@@ -6,11 +6,13 @@
 # must pass, and fail when one byte is flipped on the sender.
 # CUDA_VISIBLE_DEVICES= hides any GPU, so the answers are the same on a
 # GPU host.  $1: symmem-info, $2: the net plugin, $3: bench_pingpong,
-# $4: docs/env.md.
+# $4: docs/env.md, $5: the directory of a CUDA driver without GPU
+# (fakedriver/), with which --selftest runs its GPU pair too.
 info="$1"
 lib="$2"
 pingpong="$3"
 env_md="$4"
+fake_driver="$5"
 builddir=$(dirname "$lib")
 tmp=$(mktemp -d /tmp/symmem-info-test-XXXXXX) || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -52,7 +54,7 @@ run() {
 	rc=$?
 }
 
-echo "1..30"
+echo "1..32"
 
 run text
 [ $rc = 1 ]; check $? "no GPU: exit status 1 (got $rc)"
@@ -130,6 +132,16 @@ check $? "--selftest: one byte flipped on the TCP path's sender fails that path 
 SYMMEM_INFO_TEST_CORRUPT=host run bad_host --selftest
 [ $rc = 1 ] && grep -q "result: failed" "$tmp/bad_host" && grep -q "arrived as" "$tmp/bad_host"
 check $? "--selftest: one byte flipped on the host path's sender fails that path (got $rc)"
+# The GPU pair on a driver without GPU (one device, two processes, the
+# copy helpers): it runs, and a flipped byte fails it.
+[ -e "$fake_driver/libcuda.so.1" ] || echo "test_info.sh: no $fake_driver/libcuda.so.1 (build it)" >&2
+CUDA_VISIBLE_DEVICES=0 LD_LIBRARY_PATH="$fake_driver" run fake --selftest --json
+[ $rc = 0 ] && json "$tmp/fake" 'path("gpu0-gpu0")["result"] == "passed" and d["selftest"]["skipped"] == 0 and d["selftest"]["failed"] == 0'
+check $? "--selftest on a driver without GPU: its GPU pair passes (got $rc)"
+SYMMEM_INFO_TEST_CORRUPT=gpu0-gpu0 CUDA_VISIBLE_DEVICES=0 LD_LIBRARY_PATH="$fake_driver" \
+	run fake_bad --selftest --json
+[ $rc = 1 ] && json "$tmp/fake_bad" 'path("gpu0-gpu0")["result"] == "failed" and "arrived as" in path("gpu0-gpu0")["why"]'
+check $? "--selftest: one byte flipped on the GPU pair's sender fails that path (got $rc)"
 NCCL_SYMMEM_COPY_TIMEOUT=abc run bad_test --selftest
 [ $rc = 2 ] && grep -qF "$want" "$tmp/bad_test"
 check $? "--selftest with a malformed variable: exit status 2 and the error text (got $rc)"

@@ -9,7 +9,8 @@
  * stream write happens at once, in the calling thread, so a stream is
  * always idle and an event always complete.  No timing through it means
  * anything about a GPU.  Only cuGetProcAddress_v2 is exported, as the
- * plugin fetches every entry point through it. */
+ * plugin fetches every entry point through it.  symmem-info's calls are
+ * here too, so its self-test runs its GPU pair (one device, twice). */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -143,6 +144,27 @@ static CUresult f_attribute(int *v, CUdevice_attribute a, CUdevice d)
 	case CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED: *v = 0; break;
 	default: *v = 1; break;	/* unified addressing, cuMem, stream memory ops ... */
 	}
+	return CUDA_SUCCESS;
+}
+
+static CUresult f_device_name(char *name, int len, CUdevice d)
+{
+	if (d != 0 || len < 1)
+		return CUDA_ERROR_INVALID_VALUE;
+	snprintf(name, (size_t)len, "Fake GPU (no device)");
+	return CUDA_SUCCESS;
+}
+
+static CUresult f_can_access_peer(int *can, CUdevice a, CUdevice b)
+{
+	*can = a == 0 && b == 0;
+	return CUDA_SUCCESS;
+}
+
+static CUresult f_p2p_attribute(int *v, CUdevice_P2PAttribute attr, CUdevice a, CUdevice b)
+{
+	(void)attr;
+	*v = a == 0 && b == 0;
 	return CUDA_SUCCESS;
 }
 
@@ -478,6 +500,31 @@ static CUresult f_memcpy(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 	return CUDA_SUCCESS;
 }
 
+/* The synchronous copies (symmem-info's checks): at once, as all are. */
+static CUresult f_htod(CUdeviceptr dst, const void *src, size_t n)
+{
+	memmove((void *)(uintptr_t)dst, src, n);
+	return CUDA_SUCCESS;
+}
+
+static CUresult f_dtoh(void *dst, CUdeviceptr src, size_t n)
+{
+	memmove(dst, (const void *)(uintptr_t)src, n);
+	return CUDA_SUCCESS;
+}
+
+static CUresult f_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+	memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+	return CUDA_SUCCESS;
+}
+
+static CUresult f_memset(CUdeviceptr dst, unsigned char v, size_t n)
+{
+	memset((void *)(uintptr_t)dst, v, n);
+	return CUDA_SUCCESS;
+}
+
 static CUresult f_memcpy_2d(const CUDA_MEMCPY2D *c, CUstream s)
 {
 	(void)s;
@@ -552,6 +599,13 @@ static const struct {
 	FN("cuDeviceGetPCIBusId", f_bus_id),
 	FN("cuDeviceGetByPCIBusId", f_by_bus_id),
 	FN("cuDeviceGetAttribute", f_attribute),
+	FN("cuDeviceGetName", f_device_name),
+	FN("cuDeviceCanAccessPeer", f_can_access_peer),
+	FN("cuDeviceGetP2PAttribute", f_p2p_attribute),
+	FN("cuMemcpyHtoD", f_htod),
+	FN("cuMemcpyDtoH", f_dtoh),
+	FN("cuMemcpyDtoD", f_dtod),
+	FN("cuMemsetD8", f_memset),
 	FN("cuDevicePrimaryCtxRetain", f_ctx_retain),
 	FN("cuDevicePrimaryCtxRelease", f_ctx_release),
 	FN("cuCtxGetCurrent", f_ctx_get),
