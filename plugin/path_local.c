@@ -66,6 +66,7 @@ static void transport_options(const struct config *cfg, int beside, struct tp_op
 	opt->helper_all_gpus = cfg->helper_all_gpus && cfg->ngpus_visible;
 	opt->verbose = cfg->verbose;
 	opt->zero_copy = cfg->zero_copy;
+	opt->host_in_place = cfg->host_in_place;
 	opt->fault_tolerance = cfg->fault_tolerance;
 	/* Only when asked for: NCCL's "auto" keeps the measured memfd path. */
 	opt->cumem_host = cfg->cumem_host_enable == CONFIG_ON;

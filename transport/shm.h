@@ -135,6 +135,7 @@ struct shm_comm {
 	uint32_t next_region;	/* last id handed out */
 	int no_direct;		/* GPU registrations are not exported */
 	int zero_copy;		/* 0 = every GPU registration is shadowed */
+	int host_in_place;	/* exportable host receive buffers are announced */
 	struct sm_pool_config pool_cfg;
 	struct sm_pool *pool;	/* this GPU's staging pool, held while open */
 	/* sender: the peer's registrations (shm_remote.c) */

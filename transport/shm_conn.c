@@ -85,6 +85,7 @@ static int shm_setup(struct tp_comm *c, const struct tp_options *opt)
 
 	s->no_direct = opt->no_direct;
 	s->zero_copy = opt->zero_copy;
+	s->host_in_place = opt->host_in_place;
 	s->cumem_host = opt->cumem_host;
 	s->pool_cfg = opt->pool;
 	if (!opt->gpu)

@@ -232,11 +232,13 @@ static int receiver_announce(struct shm_comm *s, struct shm_region *r)
 	return rc;
 }
 
-/* Host memory the driver can export (cuMem host pages, as NCCL makes its
- * host buffers with NCCL_CUMEM_HOST_ENABLE) is announced too, so that a
- * GPU sender's copy engine writes it in place instead of the sender
- * copying through the ring with a driver call on NCCL's progress thread;
- * a host sender still uses the ring (shm_isend).  Other host memory
+/* With NCCL_SYMMEM_HOST_IN_PLACE, host memory the driver can export
+ * (cuMem host pages, as NCCL makes its host buffers) is announced too, so
+ * that a GPU sender's copy engine writes it in place instead of the
+ * sender copying through the ring with a driver call on NCCL's progress
+ * thread; a host sender still uses the ring (shm_isend).  Off by default:
+ * NCCL pairs host receive buffers (LL) with host senders, and each
+ * announcement holds a descriptor on both sides.  Other host memory
  * simply stays on the ring: nothing to say about it. */
 static int receiver_announce_host(struct shm_comm *s, struct shm_region *r)
 {
@@ -270,7 +272,8 @@ int shm_region_register(struct tp_comm *c, struct tp_region *reg, int dmabuf_fd,
 		r->id = ++s->next_region;
 		return receiver_announce(s, r);
 	}
-	if (reg->mem == TP_MEM_HOST && !c->is_send && !s->no_direct && s->zero_copy)
+	if (reg->mem == TP_MEM_HOST && !c->is_send && !s->no_direct && s->zero_copy &&
+	    s->host_in_place)
 		return receiver_announce_host(s, r);
 	if (c->is_send && smf_engine_helper_pid(c->ce))
 		helper_own_buffer(c, reg, &r->own);

@@ -73,6 +73,7 @@ struct tp_options {
 	int helper_all_gpus;		/* start it without CUDA_VISIBLE_DEVICES */
 	int verbose;			/* log each data path a connection takes, once */
 	int zero_copy;			/* 0: GPU receives always land in the staging pool */
+	int host_in_place;		/* announce exportable host receive buffers too */
 	int fault_tolerance;		/* retry unreachable listeners until the deadline */
 	int cumem_host;			/* host staging in cuMem host memory, not a memfd */
 	struct sm_pool_config pool;	/* that pool's sizes (NCCL_CUMEM_*) */

@@ -70,6 +70,7 @@ struct config {
 	int batch;			/* NCCL_SYMMEM_BATCH: copies per copy-engine call at most */
 	int phase_us;			/* NCCL_SYMMEM_PHASE_US: helper phase per destination, 0 = off */
 	int landing_words;		/* NCCL_SYMMEM_LANDING_WORDS: landings by stream writes */
+	int host_in_place;		/* NCCL_SYMMEM_HOST_IN_PLACE: host receives written in place */
 	uint64_t host_ring_size;	/* NCCL_SYMMEM_HOST_RING_SIZE */
 	double connect_timeout;		/* NCCL_SYMMEM_CONNECT_TIMEOUT, seconds */
 	double stall_report;		/* NCCL_SYMMEM_STALL_REPORT, seconds */

@@ -90,6 +90,8 @@
 	X(NCCL_SYMMEM_PHASE_US, INT, phase_us, 200, 0, 100000, OWN) \
 	/* 1: the helper reports each copy's landing by a stream write the plugin polls; 0: events */ \
 	X(NCCL_SYMMEM_LANDING_WORDS, BOOL, landing_words, 1, 0, 0, OWN) \
+	/* 1: a GPU sender writes exportable host receive buffers in place, not via the ring */ \
+	X(NCCL_SYMMEM_HOST_IN_PLACE, BOOL, host_in_place, 0, 0, 0, OWN) \
 	/* the shared-memory ring per connection for host buffers (>= the chunk size) */ \
 	X(NCCL_SYMMEM_HOST_RING_SIZE, SIZE, host_ring_size, 4 * SZ_MIB, 64 * SZ_KIB, SZ_GIB, OWN) \
 	/* seconds a connect or accept may take */ \

@@ -92,6 +92,9 @@ static const struct meaning meanings[] = {
 	BY("NCCL_SYMMEM_LANDING_WORDS", "how the copy helper tells a copy landed",
 	   { "1", "a word in host memory the GPU writes after the copy; the plugin polls it" },
 	   { "0", "an event the helper queries; the plugin then reads the request's state" }),
+	BY("NCCL_SYMMEM_HOST_IN_PLACE", "how a GPU sender reaches a host receive buffer",
+	   { "1", "its copy engine writes the buffer in place where the driver can export it" },
+	   { "0", "through the shared-memory ring" }),
 	ANY("NCCL_SYMMEM_HOST_RING_SIZE", "shared-memory ring per connection for host-memory "
 	    "buffers"),
 	ANY("NCCL_SYMMEM_CONNECT_TIMEOUT", "seconds a connect or accept may take"),

@@ -5,7 +5,9 @@
  * Two processes on GPU 0: H with host buffers (cuMem host pages, as NCCL
  * 2.28 makes them), G with GPU buffers (cuMem).  Each process's copy
  * helper moves what it sends, so H -> G is a host-to-GPU copy and G -> H a
- * GPU-to-host one: the copy-engine paths one GPU has.  With --path gpu-gpu
+ * GPU-to-host one: the copy-engine paths one GPU has (with
+ * NCCL_SYMMEM_HOST_IN_PLACE=1, set here unless the caller set it, H's
+ * host receive buffers are written in place).  With --path gpu-gpu
  * both sides have GPU buffers, the first on GPU A and the second on GPU B
  * (--gpus A,B, default 0,1): peer copies, which need two GPUs to mean
  * anything (on one GPU the driver runs them on its SMs).
@@ -528,6 +530,9 @@ int main(int argc, char **argv)
 			"[--path host-gpu|gpu-gpu] [--gpus A,B] [--tag '\"k\": v']\n");
 		return 2;
 	}
+	/* G's messages to H take the copy helper's path, as a GPU-to-GPU
+	 * send does, not the ring (docs/env.md); unless told otherwise. */
+	setenv("NCCL_SYMMEM_HOST_IN_PLACE", "1", 0);
 	/* No CUDA in this process: every child makes its own context. */
 	if (o.hog == 1 && hop_hog_start(0, o.dev[0], &hog))
 		return 1;

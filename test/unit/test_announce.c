@@ -45,9 +45,10 @@ struct pair {
 	uint8_t src[SIZE];
 };
 
-static void pair_open(struct pair *p)
+static void pair_open_in_place(struct pair *p, int host_in_place)
 {
-	const struct tp_pair_opts gpu_shm = { .backend = TP_BACKEND_SHM, .gpu = 1 };
+	const struct tp_pair_opts gpu_shm = { .backend = TP_BACKEND_SHM, .gpu = 1,
+					      .host_in_place = host_in_place };
 
 	standin_engine_reset(1);
 	standin_engine.helper = 1;
@@ -56,6 +57,11 @@ static void pair_open(struct pair *p)
 		p->src[i] = (uint8_t)(i * 7 + 3);
 	tp_pair_open(&p->c, &gpu_shm);
 	assert_int_equal(tp_register(p->c.s, p->src, SIZE, TP_MEM_CUDA, &p->sreg), SM_OK);
+}
+
+static void pair_open(struct pair *p)
+{
+	pair_open_in_place(p, 0);
 }
 
 static void pair_close(struct pair *p)
@@ -414,13 +420,14 @@ static void keep_receive_path(int warn, const char *msg)
 	paths_said.ring += strstr(msg, "is the first moved through the connection's host") != NULL;
 }
 
-/* A receive into exportable host memory (as NCCL's cuMem host buffers
- * are) is announced like GPU memory: a GPU sender's copy engine writes it
- * in place, where before the sender copied through the ring.  A host
- * sender into the same registration keeps the ring, which the CPU copies
- * faster, and says so per message; both kinds alternate through every
- * slot so that each reads the other's leftovers. */
-static void test_host_receive_in_place_or_ring(void **state)
+/* With NCCL_SYMMEM_HOST_IN_PLACE a receive into exportable host memory
+ * (as NCCL's cuMem host buffers are) is announced like GPU memory: a GPU
+ * sender's copy engine writes it in place, where by default the sender
+ * copies through the ring.  A host sender into the same registration
+ * keeps the ring, which the CPU copies faster, and says so per message;
+ * both kinds alternate through every slot so that each reads the other's
+ * leftovers.  `in_place` 0: every message takes the ring. */
+static void host_receive(int in_place)
 {
 	static uint8_t dst[SIZE], host[SIZE];
 	struct tp_region *reg, *hreg;
@@ -428,8 +435,7 @@ static void test_host_receive_in_place_or_ring(void **state)
 	struct pair p;
 	int from_gpu = 0;
 
-	(void)state;
-	pair_open(&p);
+	pair_open_in_place(&p, in_place);
 	/* NCCL_SM_FREE_VERBOSE: the receiver names each path as it was taken. */
 	p.c.r->verbose = 1;
 	memset(&paths_said, 0, sizeof(paths_said));
@@ -444,14 +450,26 @@ static void test_host_receive_in_place_or_ring(void **state)
 		from_gpu += gpu;
 	}
 	tp_get_stats(p.c.s, &st);
-	assert_int_equal(st.direct, from_gpu);
+	assert_int_equal(st.direct, in_place ? from_gpu : 0);
 	sm_set_log_sink(NULL);
-	assert_int_equal(paths_said.in_place, 1);
+	assert_int_equal(paths_said.in_place, in_place);
 	assert_int_equal(paths_said.ring, 1);
 	tp_deregister(p.c.r, reg);
 	tp_deregister(p.c.s, hreg);
 	pair_close(&p);
 	assert_int_equal(standin_engine.ranges, 0);
+}
+
+static void test_host_receive_in_place_or_ring(void **state)
+{
+	(void)state;
+	host_receive(1);
+}
+
+static void test_host_receive_by_default_through_the_ring(void **state)
+{
+	(void)state;
+	host_receive(0);
 }
 
 /* A region whose first receive once waited for room, and whose later
@@ -911,6 +929,7 @@ int main(void)
 		cmocka_unit_test(test_stale_deregistration_leaves_new_comm_alone),
 		cmocka_unit_test(test_host_sends_through_staging),
 		cmocka_unit_test(test_host_receive_in_place_or_ring),
+		cmocka_unit_test(test_host_receive_by_default_through_the_ring),
 		cmocka_unit_test(test_allocation_shared_by_registrations),
 		cmocka_unit_test(test_bogus_announcements),
 		cmocka_unit_test(test_announcement_with_extra_descriptors),

@@ -23,6 +23,7 @@ struct tp_pair_opts {
 				 * (NCCL_ZERO_COPY=0) */
 	double copy_limit_s;	/* seconds a started copy may take (0: the
 				 * transport's own limit) */
+	int host_in_place;	/* NCCL_SYMMEM_HOST_IN_PLACE */
 };
 
 struct tp_pair {
