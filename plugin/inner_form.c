@@ -1,7 +1,6 @@
 /* The inner path's 48 bytes (inner_form.h).  NCCL ships them from the
  * receiver to the sender untouched, but a mismatched library elsewhere can
  * hand connect anything: every field is checked before any is used. */
-#include <stdio.h>
 #include <string.h>
 
 #include "inner_form.h"
@@ -10,9 +9,6 @@
 /* "I1": the form and its version in one; the local form's own magic
  * ("SYML") can never read as it. */
 #define FORM_MAGIC 0x3149u
-#define UDS_PREFIX "symmem-"
-#define UDS_PREFIX_LEN 7
-#define UDS_RANDOM 8
 
 enum {
 	FOFF_MAGIC = 0,		/* u16 */
@@ -27,27 +23,13 @@ enum {
 };
 _Static_assert(FOFF_ADDR + 4 == INNER_FORM_SIZE, "the inner form's size");
 
+/* CRC-32's low half over every byte but its own two. */
 static uint16_t check_of(const uint8_t *h)
 {
-	uint32_t crc = 0xffffffffu;
+	uint32_t crc = tp_crc32(0, h, FOFF_CHECK);
 
-	for (size_t i = 0; i < INNER_FORM_SIZE; i++) {
-		if (i == FOFF_CHECK || i == FOFF_CHECK + 1)
-			continue;
-		crc ^= h[i];
-		for (int k = 0; k < 8; k++)
-			crc = (crc >> 1) ^ (0xedb88320u & -(crc & 1));
-	}
-	return (uint16_t)~crc;
-}
-
-static int hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
+	crc = tp_crc32(crc, h + FOFF_CHECK + 2, INNER_FORM_SIZE - FOFF_CHECK - 2);
+	return (uint16_t)crc;
 }
 
 int inner_form_encode(const void *local, const uint8_t addr[4], uint16_t port, void *out)
@@ -60,20 +42,10 @@ int inner_form_encode(const void *local, const uint8_t addr[4], uint16_t port, v
 
 	if (rc)
 		return rc;
-	if (info.dev < 0 || info.dev > UINT16_MAX || strlen(info.uds_name) !=
-	    UDS_PREFIX_LEN + 2 * UDS_RANDOM || strncmp(info.uds_name, UDS_PREFIX, UDS_PREFIX_LEN))
+	memset(h, 0, INNER_FORM_SIZE);
+	if (info.dev < 0 || info.dev > UINT16_MAX || tp_uds_pack(info.uds_name, h + FOFF_UDS))
 		return sm_fail(SM_ERR_INTERNAL, "listener (device %d, socket @%s) does not fit "
 			       "the inner path's handle", info.dev, info.uds_name);
-	memset(h, 0, INNER_FORM_SIZE);
-	for (int i = 0; i < UDS_RANDOM; i++) {
-		int hi = hex_digit(info.uds_name[UDS_PREFIX_LEN + 2 * i]);
-		int lo = hex_digit(info.uds_name[UDS_PREFIX_LEN + 2 * i + 1]);
-
-		if (hi < 0 || lo < 0)
-			return sm_fail(SM_ERR_INTERNAL, "socket name @%s does not fit the inner "
-				       "path's handle", info.uds_name);
-		h[FOFF_UDS + i] = (uint8_t)(hi << 4 | lo);
-	}
 	dev = (uint16_t)info.dev;
 	pid = info.pid;
 	memcpy(h + FOFF_MAGIC, &magic, 2);
@@ -93,7 +65,6 @@ int inner_form_decode(const void *in, struct inner_form *f)
 	const uint8_t *h = in;
 	uint16_t magic, dev, check;
 	int32_t pid;
-	int n;
 
 	memcpy(&magic, h + FOFF_MAGIC, 2);
 	if (magic != FORM_MAGIC)
@@ -113,10 +84,7 @@ int inner_form_decode(const void *in, struct inner_form *f)
 	if (pid <= 0)
 		return sm_fail(SM_ERR_INVALID, "the handle's part of this plugin names process %d",
 			       pid);
-	n = snprintf(f->local.uds_name, sizeof(f->local.uds_name), UDS_PREFIX);
-	for (int i = 0; i < UDS_RANDOM; i++)
-		n += snprintf(f->local.uds_name + n, sizeof(f->local.uds_name) - (size_t)n, "%02x",
-			      h[FOFF_UDS + i]);
+	tp_uds_unpack(h + FOFF_UDS, f->local.uds_name, sizeof(f->local.uds_name));
 	f->local.dev = dev;
 	f->local.pid = pid;
 	f->local.no_tcp = 1;

@@ -47,7 +47,6 @@ enum {
  * the local form keeps the 8 bytes behind the digits. */
 #define UDS_PREFIX "symmem-"
 #define UDS_PREFIX_LEN 7
-#define UDS_RANDOM 8
 
 enum {
 	LOFF_MAGIC = 0,		/* u32 */
@@ -61,12 +60,13 @@ enum {
 };
 _Static_assert(LOFF_CRC + 4 == TP_HANDLE_LOCAL_SIZE, "the local form's size");
 
-static uint32_t crc32(const uint8_t *p, size_t n)
+uint32_t tp_crc32(uint32_t crc, const void *p, size_t n)
 {
-	uint32_t crc = 0xffffffffu;
+	const uint8_t *b = p;
 
+	crc = ~crc;
 	for (size_t i = 0; i < n; i++) {
-		crc ^= p[i];
+		crc ^= b[i];
 		for (int k = 0; k < 8; k++)
 			crc = (crc >> 1) ^ (0xedb88320u & -(crc & 1));
 	}
@@ -92,13 +92,12 @@ static int hex_digit(char c)
 	return -1;
 }
 
-/* The random part of a socket name tp_listen() made; -1 for any other. */
-static int uds_random(const char *name, uint8_t out[UDS_RANDOM])
+int tp_uds_pack(const char *name, uint8_t out[TP_UDS_RANDOM])
 {
 	if (strncmp(name, UDS_PREFIX, UDS_PREFIX_LEN) != 0 ||
-	    strlen(name) != UDS_PREFIX_LEN + 2 * UDS_RANDOM)
+	    strlen(name) != UDS_PREFIX_LEN + 2 * TP_UDS_RANDOM)
 		return -1;
-	for (int i = 0; i < UDS_RANDOM; i++) {
+	for (int i = 0; i < TP_UDS_RANDOM; i++) {
 		int hi = hex_digit(name[UDS_PREFIX_LEN + 2 * i]);
 		int lo = hex_digit(name[UDS_PREFIX_LEN + 2 * i + 1]);
 
@@ -109,10 +108,18 @@ static int uds_random(const char *name, uint8_t out[UDS_RANDOM])
 	return 0;
 }
 
+void tp_uds_unpack(const uint8_t in[TP_UDS_RANDOM], char *name, size_t len)
+{
+	int n = snprintf(name, len, UDS_PREFIX);
+
+	for (int i = 0; i < TP_UDS_RANDOM && n > 0 && (size_t)n < len; i++)
+		n += snprintf(name + n, len - (size_t)n, "%02x", in[i]);
+}
+
 int tp_handle_shrink(const void *handle, void *local)
 {
 	struct tp_handle_info info;
-	uint8_t *h = local, rnd[UDS_RANDOM];
+	uint8_t *h = local, rnd[TP_UDS_RANDOM];
 	uint32_t magic = LOCAL_MAGIC, crc;
 	uint16_t version = LOCAL_VERSION, dev;
 	int32_t pid;
@@ -122,7 +129,7 @@ int tp_handle_shrink(const void *handle, void *local)
 		return rc;
 	if (info.dev > UINT16_MAX)
 		return sm_fail(SM_ERR_INVALID, "device %d does not fit a local handle", info.dev);
-	if (uds_random(info.uds_name, rnd))
+	if (tp_uds_pack(info.uds_name, rnd))
 		return sm_fail(SM_ERR_INTERNAL, "socket name @%s does not fit a local handle",
 			       info.uds_name);
 	dev = (uint16_t)info.dev;
@@ -134,8 +141,8 @@ int tp_handle_shrink(const void *handle, void *local)
 	put(h, LOFF_HOST, &info.host_id, 8);
 	put(h, LOFF_TOKEN, info.token, 16);
 	put(h, LOFF_PID, &pid, 4);
-	put(h, LOFF_UDS, rnd, UDS_RANDOM);
-	crc = crc32(h, LOFF_CRC);
+	put(h, LOFF_UDS, rnd, TP_UDS_RANDOM);
+	crc = tp_crc32(0, h, LOFF_CRC);
 	put(h, LOFF_CRC, &crc, 4);
 	return SM_OK;
 }
@@ -145,18 +152,17 @@ int tp_handle_shrink(const void *handle, void *local)
  * it (tp_connect refuses any other). */
 static int decode_local(const uint8_t *h, struct tp_handle_info *info)
 {
-	uint8_t rnd[UDS_RANDOM];
+	uint8_t rnd[TP_UDS_RANDOM];
 	uint16_t version, dev;
 	uint32_t crc;
 	int32_t pid;
-	int n;
 
 	get(h, LOFF_VERSION, &version, 2);
 	if (version != LOCAL_VERSION)
 		return sm_fail(SM_ERR_INVALID, "local connection handle version %u, this library "
 			       "speaks %u (mixed plugin versions?)", version, LOCAL_VERSION);
 	get(h, LOFF_CRC, &crc, 4);
-	if (crc != crc32(h, LOFF_CRC))
+	if (crc != tp_crc32(0, h, LOFF_CRC))
 		return sm_fail(SM_ERR_INVALID, "local connection handle checksum mismatch "
 			       "(corrupted in transit)");
 	for (size_t i = TP_HANDLE_LOCAL_SIZE; i < TP_HANDLE_SIZE; i++)
@@ -168,11 +174,8 @@ static int decode_local(const uint8_t *h, struct tp_handle_info *info)
 	get(h, LOFF_HOST, &info->host_id, 8);
 	get(h, LOFF_TOKEN, info->token, 16);
 	get(h, LOFF_PID, &pid, 4);
-	get(h, LOFF_UDS, rnd, UDS_RANDOM);
-	n = snprintf(info->uds_name, sizeof(info->uds_name), UDS_PREFIX);
-	for (int i = 0; i < UDS_RANDOM; i++)
-		n += snprintf(info->uds_name + n, sizeof(info->uds_name) - (size_t)n, "%02x",
-			      rnd[i]);
+	get(h, LOFF_UDS, rnd, TP_UDS_RANDOM);
+	tp_uds_unpack(rnd, info->uds_name, sizeof(info->uds_name));
 	info->dev = dev;
 	info->pid = pid;
 	info->no_tcp = 1;
@@ -201,7 +204,7 @@ void tp_handle_encode(const struct tp_handle_info *info, void *handle)
 	put(h, OFF_FLAGS, &flags, 4);
 	if (info->offered)
 		put(h, OFF_OFFER, info->offer, TP_OFFER_BYTES);
-	crc = crc32(h, OFF_CRC);
+	crc = tp_crc32(0, h, OFF_CRC);
 	put(h, OFF_CRC, &crc, 4);
 }
 
@@ -229,7 +232,7 @@ int tp_handle_decode(const void *handle, struct tp_handle_info *info)
 			       "connection handle version %u, this library speaks %u (mixed plugin versions?)",
 			       version, HANDLE_VERSION);
 	get(h, OFF_CRC, &crc, 4);
-	if (crc != crc32(h, OFF_CRC))
+	if (crc != tp_crc32(0, h, OFF_CRC))
 		return sm_fail(SM_ERR_INVALID, "connection handle checksum mismatch (corrupted in transit)");
 	for (size_t i = HANDLE_USED; i < TP_HANDLE_SIZE; i++)
 		if (h[i])

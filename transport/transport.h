@@ -129,6 +129,15 @@ int tp_handle_tcp(const struct tp_handle_info *info, const struct tp_options *op
 #define TP_HANDLE_LOCAL_SIZE 48
 int tp_handle_shrink(const void *handle, void *local);
 
+/* Compact forms of a handle (the local one, plugin/inner_form.c) keep only
+ * the random part of tp_listen()'s socket name: TP_UDS_RANDOM bytes, -1
+ * for a name tp_listen() did not make.  unpack writes the whole name. */
+#define TP_UDS_RANDOM 8
+int tp_uds_pack(const char *name, uint8_t out[TP_UDS_RANDOM]);
+void tp_uds_unpack(const uint8_t in[TP_UDS_RANDOM], char *name, size_t len);
+/* CRC-32 (IEEE), running: 0 to start, the last result to go on. */
+uint32_t tp_crc32(uint32_t crc, const void *p, size_t n);
+
 /* This host's identity for the shared-memory path: a hash of the kernel
  * boot id and this process's network and PID namespaces (hostid.c says
  * why); computed once.  tp_host_id_read() computes it afresh (tests). */
