@@ -505,6 +505,18 @@ pid_t smf_helper_pid(const struct smf_helper *h)
 	return h->pid;
 }
 
+/* The CD_ADD message for `info`; returns the descriptor to pass with it
+ * (none for a legacy IPC handle, which travels in the message). */
+static int add_msg(struct cd_msg *m, int owner_pid, const struct sm_share_info *info, int fd)
+{
+	memset(m, 0, sizeof(*m));
+	m->magic = CD_MAGIC;
+	m->op = CD_ADD;
+	m->owner_pid = owner_pid;
+	m->info = *info;
+	return info->kind == SM_SHARE_LEGACY_IPC ? -1 : fd;
+}
+
 int smf_helper_add(struct smf_helper *h, int owner_pid, const struct sm_share_info *info, int fd,
 		   uint32_t *id)
 {
@@ -513,13 +525,7 @@ int smf_helper_add(struct smf_helper *h, int owner_pid, const struct sm_share_in
 	int rc;
 
 	*id = 0;
-	memset(&m, 0, sizeof(m));
-	m.magic = CD_MAGIC;
-	m.op = CD_ADD;
-	m.owner_pid = owner_pid;
-	m.info = *info;
-	if (info->kind == SM_SHARE_LEGACY_IPC)
-		fd = -1;
+	fd = add_msg(&m, owner_pid, info, fd);
 	rc = request(h, &m, fd, h->request_timeout_ms, &r);
 	if (rc)
 		return rc;
@@ -537,13 +543,7 @@ int smf_helper_add_post(struct smf_helper *h, int owner_pid, const struct sm_sha
 	int rc = SM_OK;
 
 	*posted = 0;
-	memset(&m, 0, sizeof(m));
-	m.magic = CD_MAGIC;
-	m.op = CD_ADD;
-	m.owner_pid = owner_pid;
-	m.info = *info;
-	if (info->kind == SM_SHARE_LEGACY_IPC)
-		fd = -1;
+	fd = add_msg(&m, owner_pid, info, fd);
 	/* Never waits: the lock is held through a waiting request's answer
 	 * (up to the request time), and a full socket or a full table is
 	 * the caller's cue to try again. */
