@@ -167,18 +167,29 @@ static void skip_unless_posed(void)
 	}
 }
 
-static void test_dead_peer_fails_within_2s(void **state)
+/* Ranks 0 and 1 running `fn` on two posed hosts, with var=value in their
+ * environment, their handles passed round. */
+static void start_pair(struct hosts_job *job, hosts_rank_fn fn, const char *var,
+		       const char *value)
 {
 	static const int host[2] = { 0, 1 };
+	int rc;
+
+	skip_unless_posed();
+	setenv(var, value, 1);
+	rc = hosts_start(job, 2, host, fn, NULL);
+	unsetenv(var);		/* the ranks have it: this process needs none */
+	assert_int_equal(rc, 0);
+	assert_int_equal(hosts_ring_handles(job), 0);
+}
+
+static void test_dead_peer_fails_within_2s(void **state)
+{
 	struct hosts_job job;
 
 	(void)state;
-	skip_unless_posed();
-	setenv("INNER_STANDIN_HANG_ON_DEAD", "1", 1);
-	assert_int_equal(hosts_start(&job, 2, host, dead_rank, NULL), 0);
-	assert_int_equal(hosts_ring_handles(&job), 0);
+	start_pair(&job, dead_rank, "INNER_STANDIN_HANG_ON_DEAD", "1");
 	assert_int_equal(rank0_status(&job), 0);
-	unsetenv("INNER_STANDIN_HANG_ON_DEAD");
 }
 
 /* ---- the peer stalls, then sends and closes at once ------------------- */
@@ -241,16 +252,11 @@ static int stall_rank(int rank, int ctl, void *arg)
 
 static void test_stall_reported(void **state)
 {
-	static const int host[2] = { 0, 1 };
 	struct hosts_job job;
 
 	(void)state;
-	skip_unless_posed();
-	setenv("NCCL_SYMMEM_STALL_REPORT", "0.5", 1);
-	assert_int_equal(hosts_start(&job, 2, host, stall_rank, NULL), 0);
-	assert_int_equal(hosts_ring_handles(&job), 0);
+	start_pair(&job, stall_rank, "NCCL_SYMMEM_STALL_REPORT", "0.5");
 	assert_int_equal(hosts_wait(&job), 0);
-	unsetenv("NCCL_SYMMEM_STALL_REPORT");
 }
 
 /* ---- a peer that closes in order is not dead -------------------------- */
@@ -298,20 +304,15 @@ static int orderly_rank(int rank, int ctl, void *arg)
 
 static void test_orderly_close_is_no_death(void **state)
 {
-	static const int host[2] = { 0, 1 };
 	struct hosts_job job;
 	char go;
 
 	(void)state;
-	skip_unless_posed();
-	setenv("INNER_STANDIN_HANG_ON_DEAD", "1", 1);
-	assert_int_equal(hosts_start(&job, 2, host, orderly_rank, NULL), 0);
-	assert_int_equal(hosts_ring_handles(&job), 0);
+	start_pair(&job, orderly_rank, "INNER_STANDIN_HANG_ON_DEAD", "1");
 	/* Rank 0's word that it looked, passed on to rank 1. */
 	assert_int_equal(harness_recv_all(job.ctl[0], &go, 1), 0);
 	assert_int_equal(harness_send_all(job.ctl[1], &go, 1), 0);
 	assert_int_equal(hosts_wait(&job), 0);
-	unsetenv("INNER_STANDIN_HANG_ON_DEAD");
 }
 
 /* ---- a handle whose part of this plugin was changed in transit -------- */
