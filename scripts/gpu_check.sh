@@ -127,38 +127,34 @@ fi
 
 # The hop itself, no NCCL: bench_hop's rows (JSON lines) in $OUT/hop.jsonl.
 if [ "$MODE" = hop ]; then
+	# hop NAME PLUGIN VARIANT [bench_hop args...]: one run, its rows into
+	# $OUT/hop.jsonl tagged with VARIANT, its stderr in logs/hop-NAME.txt.
+	hop() {
+		local name=$1 plugin=$2 variant=$3
+		shift 3
+		note "hop $name: $* ($(date +%T))"
+		SYMMEM_PLUGIN=$plugin timeout 300 build-gpu/bench_hop -r "${HOP_ROUNDS:-1000}" \
+			--tag "\"variant\": \"$variant\"" "$@" \
+			>>"$OUT/hop.jsonl" 2>"$OUT/logs/hop-$name.txt" ||
+			{ echo "FAILED: hop $name"; tail -5 "$OUT/logs/hop-$name.txt"; fail=1; }
+	}
+	plugin=build-gpu/libnccl-net-symmem.so
 	for hog in none other self; do
-		for v in 1 0; do
-			note "hop: --hog $hog, NCCL_SYMMEM_LANDING_WORDS=$v ($(date +%T))"
-			NCCL_SYMMEM_LANDING_WORDS=$v SYMMEM_PLUGIN=build-gpu/libnccl-net-symmem.so \
-				timeout 300 build-gpu/bench_hop -r "${HOP_ROUNDS:-1000}" --hog $hog \
-				--tag "\"variant\": \"$([ $v = 1 ] && echo landing-words || echo events)\"" \
-				>>"$OUT/hop.jsonl" 2>"$OUT/logs/hop-$hog-$v.txt" ||
-				{ echo "FAILED: hop --hog $hog ($v)"; tail -5 "$OUT/logs/hop-$hog-$v.txt"; fail=1; }
-		done
+		NCCL_SYMMEM_LANDING_WORDS=1 hop "$hog-1" $plugin landing-words --hog $hog
+		NCCL_SYMMEM_LANDING_WORDS=0 hop "$hog-0" $plugin events --hog $hog
 	done
 	# Peer copies where there are two GPUs (on one, the driver runs a copy
 	# within the GPU on its SMs and the timing means nothing): idle and
 	# beside a kernel on every SM, which they must not wait for.
 	if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
 		for hog in none other self; do
-			note "hop: gpu-gpu, --hog $hog ($(date +%T))"
-			SYMMEM_PLUGIN=build-gpu/libnccl-net-symmem.so \
-				timeout 300 build-gpu/bench_hop -r "${HOP_ROUNDS:-1000}" --hog $hog \
-				--path gpu-gpu --gpus 0,1 --tag "\"variant\": \"landing-words\"" \
-				>>"$OUT/hop.jsonl" 2>"$OUT/logs/hop-peer-$hog.txt" ||
-				{ echo "FAILED: hop gpu-gpu --hog $hog"; tail -5 "$OUT/logs/hop-peer-$hog.txt"; fail=1; }
+			hop "peer-$hog" $plugin landing-words --hog $hog --path gpu-gpu --gpus 0,1
 		done
 	fi
 	# OLD_TREE=DIR (an exported source tree of an earlier commit): its
 	# plugin and helper too, idle, landing words, in the same invocation.
 	if [ -n "${OLD_TREE:-}" ] && tree_built "$OLD_TREE"; then
-		note "hop: $OLD_TREE's plugin ($(date +%T))"
-		SYMMEM_PLUGIN="$OLD_TREE/build-gpu/libnccl-net-symmem.so" \
-			timeout 300 build-gpu/bench_hop -r "${HOP_ROUNDS:-1000}" --hog none \
-			--tag "\"variant\": \"base ${OLD_TREE##*/}\"" \
-			>>"$OUT/hop.jsonl" 2>"$OUT/logs/hop-old.txt" ||
-			{ echo "FAILED: hop through $OLD_TREE"; tail -5 "$OUT/logs/hop-old.txt"; fail=1; }
+		hop old "$OLD_TREE/build-gpu/libnccl-net-symmem.so" "base ${OLD_TREE##*/}" --hog none
 	fi
 	python3 scripts/hop_table.py "$OUT/hop.jsonl"
 	finish
