@@ -196,7 +196,7 @@ static int prepare_announcement(struct shm_comm *s, struct shm_region *r, const 
 	msg->magic = REGION_MAGIC;
 	msg->op = REGION_ADD;
 	msg->id = r->id;
-	msg->flags = ptr == (void *)r->reg.base && r->reg.mem == TP_MEM_HOST ? REGION_HOST : 0;
+	msg->flags = r->reg.mem == TP_MEM_HOST ? REGION_HOST : 0;	/* never shadowed */
 	r->ann_fd = -1;
 	rc = sm_export_get(ptr, r->reg.size, &r->own.exp, &msg->info, &r->own.offset, &r->ann_fd);
 	if (rc)
