@@ -176,7 +176,7 @@ static int pingpong(int ctl, void *ctx, int lead, int gpu, const struct opts *o)
 	void *send, *recv, *ms = NULL, *mr = NULL;
 	struct hop_buf sb, rb;
 	size_t area = 0, most = 0;
-	double *t = NULL, *at = NULL, *h2g = NULL;
+	double *t = NULL, *at = NULL, *seen = NULL, *h2g = NULL, *g2h = NULL;
 	int rc = -1;
 
 	for (int i = 0; i < o->nsizes; i++) {
@@ -198,15 +198,17 @@ static int pingpong(int ctl, void *ctx, int lead, int gpu, const struct opts *o)
 	 * round trip into its two directions. */
 	t = calloc(most, sizeof(*t));
 	at = calloc(most, sizeof(*at));
+	seen = calloc(most, sizeof(*seen));	/* G's at[], sent to H */
 	h2g = calloc(most, sizeof(*h2g));
-	if (!t || !at || !h2g)
+	g2h = calloc(most, sizeof(*g2h));
+	if (!t || !at || !seen || !h2g || !g2h)
 		goto out;
 	for (int i = 0; i < o->nsizes; i++) {
 		size_t len = o->sizes[i], st = stride_of(len);
 		int n = rounds_for(o, len), warm = n / 10, bad, theirs = 0, got;
 		uint64_t mine = ((uint64_t)i << 32) + (lead ? 0 : 1u << 20);
 		uint64_t other = ((uint64_t)i << 32) + (lead ? 1u << 20 : 0);
-		double p10, p50, p90, h10, h50, h90, g10, g50, g90;
+		double p10, p50, p90, h50, g50;
 		char c = 0;
 
 		if (hop_buf_fill(&sb, st, n, len, mine) || hop_buf_poison(&rb, st * (size_t)n))
@@ -248,16 +250,16 @@ static int pingpong(int ctl, void *ctx, int lead, int gpu, const struct opts *o)
 			continue;
 		}
 		if (harness_recv_all(ctl, &theirs, sizeof(theirs)) ||
-		    harness_recv_all(ctl, h2g, sizeof(*h2g) * (size_t)n))
+		    harness_recv_all(ctl, seen, sizeof(*seen) * (size_t)n))
 			goto out;
 		/* h2g: H's post to G's sight; the rest of the round is G -> H
 		 * (t[] holds half the round, so G -> H is 2 t - h2g). */
 		for (int r = warm; r < n; r++) {
-			h2g[r - warm] = (h2g[r] - at[r]) * 1e6;
-			at[r - warm] = 2 * t[r - warm] - h2g[r - warm];
+			h2g[r - warm] = (seen[r] - at[r]) * 1e6;
+			g2h[r - warm] = 2 * t[r - warm] - h2g[r - warm];
 		}
-		hop_percentiles(h2g, n - warm, &h10, &h50, &h90);
-		hop_percentiles(at, n - warm, &g10, &g50, &g90);
+		hop_percentiles(h2g, n - warm, NULL, &h50, NULL);
+		hop_percentiles(g2h, n - warm, NULL, &g50, NULL);
 		hop_percentiles(t, n - warm, &p10, &p50, &p90);
 		printf("{\"mode\": \"pingpong\", \"who\": \"plugin\", %s, \"bytes\": %zu, "
 		       "\"plugin_us\": %.2f, \"plugin_p10\": %.2f, \"plugin_p90\": %.2f, "
@@ -275,7 +277,9 @@ static int pingpong(int ctl, void *ctx, int lead, int gpu, const struct opts *o)
 out:
 	free(t);
 	free(at);
+	free(seen);
 	free(h2g);
+	free(g2h);
 	if (ms)
 		net->deregMr(send, ms);
 	if (mr)

@@ -153,7 +153,9 @@ static int cmp_double(const void *a, const void *b)
 void hop_percentiles(double *v, int n, double *p10, double *p50, double *p90)
 {
 	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	*p10 = v[n / 10];
+	if (p10)
+		*p10 = v[n / 10];
 	*p50 = v[n / 2];
-	*p90 = v[n * 9 / 10];
+	if (p90)
+		*p90 = v[n * 9 / 10];
 }
