@@ -6,9 +6,9 @@
  *
  * The helper's own loop, serve(), runs on a thread of this process (the
  * file is included whole and its other files linked, as its unit test
- * does) against a fake driver, test/fuzz/fake_cuda.c, loaded as
- * libcuda.so.1: one GPU whose copy
- * engine aborts on a copy outside the host memory registered with it.
+ * does) against the fake driver of test/fakedriver/, loaded as
+ * libcuda.so.1 in its strict mode: one GPU whose copy engine aborts on a
+ * copy outside the host memory registered with it.
  * The target is the client.  Input: operations until it ends, each an
  * opcode byte (modulo OP_COUNT) and its fields. */
 #define main copyd_main
@@ -69,6 +69,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argc;
 	(void)argv;
 	fz_quiet();
+	/* Before the driver is opened, which reads its mode once: without
+	 * strict mode a copy outside the helper's mappings goes unnoticed. */
+	setenv("FAKE_CUDA_MODE", "strict", 1);
 	/* Without the fake driver every hello fails and nothing else runs. */
 	if (!sm_cu()) {
 		fprintf(stderr, "fuzz_copyd: the fake libcuda.so.1 does not serve: %s\n",
@@ -115,7 +118,7 @@ static void hello(struct client *c, struct fz_in *in)
 	m.version = fz_u32(in);
 	if (!(flags & HELLO_VERSION))
 		m.version = CD_VERSION;
-	snprintf(m.pci_bus_id, sizeof(m.pci_bus_id), "0000:01:00.0");
+	snprintf(m.pci_bus_id, sizeof(m.pci_bus_id), "0000:00:00.0");	/* the fake driver's GPU */
 	c->ring->magic = flags & HELLO_BAD_RING ? 0 : CD_MAGIC;
 	send_msg(c, &m, sizeof(m), flags & HELLO_RING ? c->ringfd : -1);
 	if (take_reply(c) == SM_OK)

@@ -27,7 +27,7 @@
  *       [--floors run|none] [--path host-gpu|gpu-gpu] [--gpus A,B] [--tag text]
  *
  * With --floors none (the floors need a real GPU) and the driver of
- * test/mp/fakedriver/ it runs in CI as an end-to-end check of the plugin
+ * test/fakedriver/ it runs in CI as an end-to-end check of the plugin
  * and its copy helper: every message checked, no timing worth keeping.
  *
  * Output: one JSON object per line (floors and plugin rows).  HOP_VERBOSE=1

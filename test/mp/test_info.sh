@@ -6,8 +6,8 @@
 # must pass, and fail when one byte is flipped on the sender.
 # CUDA_VISIBLE_DEVICES= hides any GPU, so the answers are the same on a
 # GPU host.  $1: symmem-info, $2: the net plugin, $3: bench_pingpong,
-# $4: docs/env.md, $5: the directory of a CUDA driver without GPU
-# (fakedriver/), with which --selftest runs its GPU pair too.
+# $4: docs/env.md, $5: the directory of the fake CUDA driver
+# (test/fakedriver/), with which --selftest runs its GPU pair too.
 info="$1"
 lib="$2"
 pingpong="$3"

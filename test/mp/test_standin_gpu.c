@@ -1,6 +1,6 @@
 /* The stand-in inner net plugin's GPU mode (INNER_STANDIN_GPU=1,
- * standin_gpu.h), on its own table, against the fake driver in
- * fakecuda/, whose "GPU memory" the CPU cannot touch: it offers
+ * standin_gpu.h), on its own table, against the fake driver of
+ * test/fakedriver/, whose "GPU memory" the CPU cannot touch: it offers
  * NCCL_PTR_CUDA (and DMA-BUF only when asked), and every byte between
  * GPU buffers, grouped receives with a host buffer among them included,
  * arrives through its copies.  So scripts/gpu_check.sh hosts runs a
