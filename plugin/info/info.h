@@ -156,6 +156,25 @@ struct info_pair {
 	char cumem_why[200], ipc_why[200];
 };
 
+/* ---- info_nccl.c: the NCCL on the loader path --------------------- */
+
+enum { INFO_NCCL_NET, INFO_NCCL_TUNER, INFO_NCCL_ENV, INFO_NCCL_KINDS };
+
+struct info_nccl {
+	int version;		/* ncclGetVersion, 0 unknown */
+	char library[INFO_WHY];	/* where it is, or why unknown */
+	int read;		/* its binary names plugin tables: probes[] known */
+	uint32_t probes[INFO_NCCL_KINDS];	/* bit v: it looks for table vN of the kind */
+};
+
+/* Loads libnccl.so.2 (in a child: its constructors may run) and reads its
+ * version and the tables it looks for. */
+void info_nccl_find(struct info_nccl *n);
+/* The version of the kind's table NCCL takes from this project's
+ * libraries: 0 none, -1 unknown (no NCCL, or none of its tables named). */
+int info_nccl_takes(const struct info_nccl *n, const struct info_libs *l, int kind);
+void info_nccl_emit(struct out *o, const struct info_nccl *n, const struct info_libs *l);
+
 struct info_gpus {
 	int loaded;		/* driver opened, cuInit fine */
 	int driver_version;
@@ -163,8 +182,7 @@ struct info_gpus {
 	int shown;		/* of which described here (INFO_MAX_GPUS) */
 	char why[200];		/* no driver, or the survey failed */
 	char nvml[INFO_WHY];	/* why NVLink links are unknown, "" known */
-	int nccl_version;	/* libnccl.so.2's ncclGetVersion, 0 unknown */
-	char nccl[INFO_WHY];	/* where it is, or why unknown */
+	struct info_nccl nccl;	/* the NCCL on the loader path */
 	char probe_why[INFO_WHY];	/* why the tries did not run, "" */
 	struct info_gpu gpu[INFO_MAX_GPUS];
 	struct info_pair pair[INFO_MAX_GPUS][INFO_MAX_GPUS];	/* [from][to] */
@@ -177,7 +195,7 @@ void info_nvlinks(struct info_gpus *g);
 /* Tries cuMem POSIX-fd and legacy IPC export/import between every pair
  * (a process per GPU; two on GPU 0 of a one-GPU host). */
 void info_gpus_probe(struct info_gpus *g);
-void info_gpus_emit(struct out *o, const struct info_gpus *g);
+void info_gpus_emit(struct out *o, const struct info_gpus *g, const struct info_libs *l);
 /* "gpu0" or "gpu1", the pair's processes' GPUs: one GPU shows as itself twice. */
 int info_pair_count(const struct info_gpus *g);
 void info_pair_at(const struct info_gpus *g, int k, int *from, int *to);

@@ -1,9 +1,7 @@
 /* The driver and the GPUs as the plugin sees them: asked in a child
  * process (info.h says why), which also reads NVLink links (NVML) and
- * the version of the NCCL on the loader path. */
+ * the NCCL on the loader path (info_nccl.c). */
 #include <ctype.h>
-#include <dlfcn.h>
-#include <link.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -39,29 +37,6 @@ static int numa_node(const char *bus_id)
 		node = -1;
 	fclose(f);
 	return node;
-}
-
-/* NCCL on the loader path (a job's own, e.g. inside a Python wheel, may
- * be another). */
-static void nccl_version(struct info_gpus *g)
-{
-	void *h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-	int (*get)(int *) = NULL;
-	struct link_map *map = NULL;
-	void *sym;
-
-	if (!h) {
-		info_say(g->nccl, sizeof(g->nccl), "libnccl.so.2 is not on the loader path (a "
-			 "job's own NCCL, e.g. in a Python wheel, is not looked for)");
-		return;
-	}
-	sym = dlsym(h, "ncclGetVersion");
-	if (sym)
-		memcpy(&get, &sym, sizeof(sym));
-	if (!get || get(&g->nccl_version) != 0)
-		g->nccl_version = 0;
-	if (dlinfo(h, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name)
-		info_say(g->nccl, sizeof(g->nccl), "%s", map->l_name);
 }
 
 static void survey_gpu(const struct info_cu *cu, int i, struct info_gpu *d)
@@ -111,7 +86,7 @@ static int survey_child(void *arg, int wr)
 	const struct sm_cuda_info *ci = sm_cuda_load();
 	const struct info_cu *cu;
 
-	nccl_version(g);
+	info_nccl_find(&g->nccl);
 	g->loaded = ci->loaded;
 	g->driver_version = ci->driver_version;
 	g->count = ci->device_count;
@@ -247,7 +222,7 @@ static void emit_pair(struct out *o, const struct info_gpus *g, int a, int b)
 	out_item_end(o);
 }
 
-void info_gpus_emit(struct out *o, const struct info_gpus *g)
+void info_gpus_emit(struct out *o, const struct info_gpus *g, const struct info_libs *l)
 {
 	out_obj(o, "driver");
 	out_bool(o, "loaded", g->loaded);
@@ -284,11 +259,6 @@ void info_gpus_emit(struct out *o, const struct info_gpus *g)
 	out_list_end(o);
 	out_str(o, "pair_tries", g->probe_why[0] ? g->probe_why : NULL);
 	out_obj(o, "nccl");
-	if (g->nccl_version)
-		out_strf(o, "version", "%d.%d.%d", g->nccl_version / 10000,
-			 g->nccl_version / 100 % 100, g->nccl_version % 100);
-	else
-		out_str(o, "version", NULL);
-	out_str(o, "library", g->nccl);
+	info_nccl_emit(o, &g->nccl, l);
 	out_obj_end(o);
 }

@@ -48,7 +48,7 @@ static void report(struct out *o, struct info_sim *sim, struct info_libs *libs,
 	info_libs_emit(o, libs);
 	out_obj_end(o);
 	out_obj(o, "gpu");
-	info_gpus_emit(o, gpus);
+	info_gpus_emit(o, gpus, libs);
 	out_obj_end(o);
 	info_rdma_emit(o, sim, &rdma);
 	info_vars_emit(o, sim, libs);

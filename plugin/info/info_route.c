@@ -72,7 +72,7 @@ void info_simulate(struct info_sim *s, const struct info_libs *l, const struct i
 	s->gpu_path = s->cfg_ok && g->loaded && g->count > 0 && s->cfg.dma_enable;
 	/* Net v11 (NCCL 2.28 on) says which connections are rings; an NCCL
 	 * not found is taken to be recent. */
-	s->rings_hinted = !g->nccl_version || g->nccl_version >= 22800;
+	s->rings_hinted = !g->nccl.version || g->nccl.version >= 22800;
 	if (!l->net_plugin_ours || other_net() || !s->gpu_path)
 		return;
 	config_apply_nccl_defaults(&s->cfg, s->rings_hinted, note_default, s);
@@ -248,11 +248,17 @@ static void notes(struct out *o, const struct info_sim *s, const struct info_lib
 	if (s->cfg.copy_helper && !l->helper.path[0])
 		out_elem(o, l->helper.how);
 	note_builds(o, l);
-	if (l->env_plugin_ours && g->nccl_version && g->nccl_version < 22807) {
+	if (info_nccl_takes(&g->nccl, l, INFO_NCCL_NET) == 0) {
+		info_say(line, sizeof(line), "the NCCL on the loader path (%s) looks for no net "
+			 "table this plugin exports (gpu.nccl.net_abi): it never loads the plugin",
+			 g->nccl.library);
+		out_elem(o, line);
+	}
+	if (l->env_plugin_ours && g->nccl.version && g->nccl.version < 22807) {
 		info_say(line, sizeof(line), "NCCL %d.%d.%d on the loader path loads no env "
 			 "plugin (2.28.7 on): there NCCL_ENV_PLUGIN=symmem does nothing",
-			 g->nccl_version / 10000, g->nccl_version / 100 % 100,
-			 g->nccl_version % 100);
+			 g->nccl.version / 10000, g->nccl.version / 100 % 100,
+			 g->nccl.version % 100);
 		out_elem(o, line);
 	}
 	for (int i = 0; i < s->nadvice; i++) {

@@ -7,12 +7,16 @@
 # CUDA_VISIBLE_DEVICES= hides any GPU, so the answers are the same on a
 # GPU host.  $1: symmem-info, $2: the net plugin, $3: bench_pingpong,
 # $4: docs/env.md, $5: the directory of the fake CUDA driver
-# (test/fakedriver/), with which --selftest runs its GPU pair too.
+# (test/fakedriver/), with which --selftest runs its GPU pair too; $6 and
+# $7: those of NCCL 2.21 and of an NCCL before it as their binaries name
+# the plugin tables (fakenccl/), for the ABIs each would take.
 info="$1"
 lib="$2"
 pingpong="$3"
 env_md="$4"
 fake_driver="$5"
+nccl_2_21="$6"
+nccl_2_19="$7"
 builddir=$(dirname "$lib")
 tmp=$(mktemp -d /tmp/symmem-info-test-XXXXXX) || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -54,7 +58,7 @@ run() {
 	rc=$?
 }
 
-echo "1..32"
+echo "1..35"
 
 run text
 [ $rc = 1 ]; check $? "no GPU: exit status 1 (got $rc)"
@@ -82,6 +86,18 @@ json "$tmp/json" '[v["name"] for v in d["variables"]] == documented("The plugin'
 check $? "--json: the variables are those docs/env.md lists"
 json "$tmp/json" 'd["verdict"]["nccl_runs_plugin"] is False and var("NCCL_P2P_DISABLE", "nccl_variables")["origin"] == "unset"'
 check $? "--json: without NCCL_ENV_PLUGIN or NCCL_NET_PLUGIN NCCL does not run the plugin"
+
+# Which table of each kind an NCCL takes, from the names its binary holds:
+# NCCL 2.21 takes net v8 and tuner v2 and has no env plugins; an older one
+# takes no net table at all, which the verdict says.
+LD_LIBRARY_PATH="$nccl_2_21" run nccl221 --json
+json "$tmp/nccl221" '(n := d["gpu"]["nccl"])["version"] == "2.21.5" and n["net_abi"] == "v8 (it looks for v8, v7, v6, v5)" and n["tuner_abi"] == "v2 (it looks for v2)" and n["env_abi"] == "none: this NCCL loads no env plugin"'
+check $? "NCCL 2.21: net v8, tuner v2, no env plugin"
+json "$tmp/nccl221" 'not any("never loads the plugin" in n for n in d["verdict"]["notes"])'
+check $? "NCCL 2.21: no note that it never loads the plugin"
+LD_LIBRARY_PATH="$nccl_2_19" run nccl219 --json
+json "$tmp/nccl219" 'd["gpu"]["nccl"]["net_abi"] == "none: it looks for v7, v6, v5, v4, the plugin has v12, v11, v10, v9, v8" and any("looks for no net table this plugin exports" in n for n in d["verdict"]["notes"])'
+check $? "an NCCL before 2.21: no net table taken, and the verdict says so"
 
 NCCL_SYMMEM_BACKEND=tcp NCCL_SYMMEM_COPY_HELPER_PATH="$(printf '/tmp/a"b\\c\001d')" run set --json
 json "$tmp/set" 'var("NCCL_SYMMEM_BACKEND")["origin"] == "user" and var("NCCL_SYMMEM_BACKEND")["meaning"] == "TCP for every connection, one host too"'
