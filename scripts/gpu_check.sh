@@ -169,12 +169,23 @@ if [ "$MODE" = hosts ]; then
 		-o build-gpu/libnccl-net-standin.so -lpthread -ldl ||
 		{ echo "FAILED: the stand-in did not build"; fail=1; finish; }
 	apart() { BENCH_PID_NS=1 CUDA_VISIBLE_DEVICES=0,0 NRANKS=2 PROVE=none bench "$@"; }
+	# settled LOG: waits (up to 15 s) for both ranks' finalize lines.  Read
+	# at once after nccl_bench returned, the stand-in's close lines were
+	# once missing from a log that held them all a few seconds later.
+	settled() {
+		for _ in $(seq 30); do
+			[ "$(grep -c '^- finalize' "$1" 2>/dev/null)" -ge 2 ] && return 0
+			sleep 0.5
+		done
+		echo "FAILED: $1: no finalize line from each rank within 15 s"; fail=1
+	}
 	apart hosts-inner -V -H 2 -m both -E NCCL_SM_FREE_VERBOSE=1 \
 		-E NCCL_SYMMEM_INNER_NET="$PWD/build-gpu/libnccl-net-standin.so" \
 		-E INNER_STANDIN_LOG="$OUT/logs/standin.log" \
 		-o all_reduce,all_gather,alltoall,sendrecv -b 8 -e 4194304 -f 32 -c none -i 3
 	apart hosts-tcp -V -H 2 -m plugin -E NCCL_NET_GDR_LEVEL=SYS -E NCCL_SM_FREE_VERBOSE=1 \
 		-o all_reduce,sendrecv -b 8 -e 4194304 -f 32 -c none -i 3
+	settled "$OUT/logs/standin.log"
 	grep -q '^- send .* bytes=[1-9]' "$OUT/logs/standin.log" ||
 		{ echo "FAILED: the stand-in carried nothing"; fail=1; }
 	grep -h '^- \(send\|recv\)' "$OUT/logs/standin.log" | cut -d' ' -f2-5 | sort | uniq -c
@@ -192,6 +203,7 @@ if [ "$MODE" = hosts ]; then
 			-E INNER_STANDIN_GPU=1 -E INNER_STANDIN_LOG="$log" -E NCCL_NET_GDR_LEVEL=SYS \
 			$([ $reg = dmabuf ] && echo "-E INNER_STANDIN_DMABUF=1") \
 			-o all -b 8 -e 16777216 -f 2 -c none -i 2
+		settled "$log"
 		grep -q 'inner net plugin .standin. (v12), to another host' \
 			"$OUT/logs/hosts-inner-gpu-$reg"/nccl.*.log ||
 			{ echo "FAILED: hosts-inner-gpu-$reg: no connection through the stand-in"; fail=1; }
