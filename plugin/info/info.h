@@ -136,6 +136,9 @@ void info_libs_find(struct info_libs *l, const struct config *cfg);
 void info_libs_emit(struct out *o, const struct info_libs *l);
 /* This tool's own version and commit. */
 const char *info_build(void);
+/* File `path` mapped read-only, NULL when it cannot be or holds `min`
+ * bytes or fewer; munmap(map, *size) when done. */
+const char *info_map_file(const char *path, size_t min, size_t *size);
 
 /* ---- info_gpu.c, info_nvlink.c, info_probe.c: the GPUs ------------- */
 

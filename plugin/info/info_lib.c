@@ -31,30 +31,38 @@ const char *info_build(void)
 	return symmem_build_id + strlen(BUILD_ID_MARKER);
 }
 
-/* The build id in file `path` ("0.1.0 (a5b8389)"), "" when it has none. */
-static void file_build(const char *path, char *out, size_t len)
+const char *info_map_file(const char *path, size_t min, size_t *size)
 {
-	size_t mlen = strlen(BUILD_ID_MARKER);
 	struct stat st;
-	const char *hit;
 	void *map;
-	int fd;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
-	out[0] = '\0';
-	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return;
-	if (fstat(fd, &st) || st.st_size <= (off_t)mlen) {
+		return NULL;
+	if (fstat(fd, &st) || st.st_size <= (off_t)min) {
 		close(fd);
-		return;
+		return NULL;
 	}
 	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
 	if (map == MAP_FAILED)
+		return NULL;
+	*size = (size_t)st.st_size;
+	return map;
+}
+
+/* The build id in file `path` ("0.1.0 (a5b8389)"), "" when it has none. */
+static void file_build(const char *path, char *out, size_t len)
+{
+	size_t mlen = strlen(BUILD_ID_MARKER), size;
+	const char *map = info_map_file(path, mlen, &size), *hit;
+
+	out[0] = '\0';
+	if (!map)
 		return;
-	hit = memmem(map, (size_t)st.st_size, BUILD_ID_MARKER, mlen);
+	hit = memmem(map, size, BUILD_ID_MARKER, mlen);
 	if (hit) {
-		const char *v = hit + mlen, *end = (const char *)map + st.st_size;
+		const char *v = hit + mlen, *end = map + size;
 		size_t n = 0;
 
 		while (v + n < end && v[n] && n + 1 < len)
@@ -62,7 +70,7 @@ static void file_build(const char *path, char *out, size_t len)
 		memcpy(out, v, n);
 		out[n] = '\0';
 	}
-	munmap(map, (size_t)st.st_size);
+	munmap((void *)map, size);
 }
 
 static void dir_of(const char *path, char *out, size_t len)

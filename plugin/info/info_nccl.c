@@ -7,12 +7,9 @@
  * The lookup runs in the survey's child (info_gpu.c): loading NCCL may run
  * its constructors. */
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <link.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "info.h"
 
@@ -39,21 +36,12 @@ static int kind_before(const char *base, const char *mark)
  * occurs a few dozen times in NCCL's 30-40 MB. */
 static void read_probes(struct info_nccl *n, const char *path)
 {
-	struct stat st;
-	const char *map, *p, *end;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t size;
+	const char *map = info_map_file(path, strlen(TABLE_MARK), &size), *p, *end;
 
-	if (fd < 0)
+	if (!map)
 		return;
-	if (fstat(fd, &st) || st.st_size < (off_t)sizeof(TABLE_MARK)) {
-		close(fd);
-		return;
-	}
-	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	close(fd);
-	if (map == MAP_FAILED)
-		return;
-	end = map + st.st_size;
+	end = map + size;
 	for (p = map; (p = memmem(p, (size_t)(end - p), TABLE_MARK, strlen(TABLE_MARK)));) {
 		const char *d = p + strlen(TABLE_MARK);
 		int kind = kind_before(map, p);
@@ -68,7 +56,7 @@ static void read_probes(struct info_nccl *n, const char *path)
 		n->probes[kind] |= 1u << v;
 		n->read = 1;
 	}
-	munmap((void *)map, (size_t)st.st_size);
+	munmap((void *)map, size);
 }
 
 void info_nccl_find(struct info_nccl *n)
