@@ -31,6 +31,18 @@ static int kind_before(const char *base, const char *mark)
 	return -1;
 }
 
+/* The version whose digits start at p (before end), 1-31, and in *next
+ * where they stop; 0 for no digits or a version out of that range. */
+static unsigned version_at(const char *p, const char *end, const char **next)
+{
+	unsigned v = 0;
+
+	while (p < end && *p >= '0' && *p <= '9' && v < 100)
+		v = v * 10 + (unsigned)(*p++ - '0');
+	*next = p;
+	return v <= 31 ? v : 0;
+}
+
 /* Every "ncclNetPlugin_vN", "ncclTunerPlugin_vN" and "ncclEnvPlugin_vN"
  * string in the file, as bit N of n->probes[kind].  One pass: the mark
  * occurs a few dozen times in NCCL's 30-40 MB. */
@@ -43,15 +55,14 @@ static void read_probes(struct info_nccl *n, const char *path)
 		return;
 	end = map + size;
 	for (p = map; (p = memmem(p, (size_t)(end - p), TABLE_MARK, strlen(TABLE_MARK)));) {
-		const char *d = p + strlen(TABLE_MARK);
 		int kind = kind_before(map, p);
-		unsigned v = 0;
+		const char *d;
+		unsigned v;
 
-		p = d;
-		while (d < end && *d >= '0' && *d <= '9' && v < 100)
-			v = v * 10 + (unsigned)(*d++ - '0');
+		p += strlen(TABLE_MARK);
+		v = version_at(p, end, &d);
 		/* The whole string, no more: "_v1" of "_v12" is not v1. */
-		if (kind < 0 || d == p || d >= end || *d != '\0' || v == 0 || v > 31)
+		if (kind < 0 || !v || d >= end || *d != '\0')
 			continue;
 		n->probes[kind] |= 1u << v;
 		n->read = 1;
@@ -90,14 +101,14 @@ static uint32_t table_bits(const char *list, int kind)
 	size_t n = strlen(kind_prefix[kind]);
 
 	for (const char *p = list; (p = strstr(p, kind_prefix[kind]));) {
-		unsigned v = 0;
+		unsigned v;
 
 		p += n;
 		if (strncmp(p, TABLE_MARK, strlen(TABLE_MARK)))
 			continue;
-		for (p += strlen(TABLE_MARK); *p >= '0' && *p <= '9' && v < 100; p++)
-			v = v * 10 + (unsigned)(*p - '0');
-		if (v > 0 && v <= 31)
+		p += strlen(TABLE_MARK);
+		v = version_at(p, p + strlen(p), &p);
+		if (v)
 			bits |= 1u << v;
 	}
 	return bits;
@@ -121,7 +132,7 @@ int info_nccl_takes(const struct info_nccl *n, const struct info_libs *l, int ki
 	return highest(n->probes[kind] & plugin_bits(l, kind));
 }
 
-/* "v8-v5" or "v3, v2" style: the versions, newest first. */
+/* The versions as "v8, v7, v6", newest first. */
 static void versions(uint32_t bits, char *out, size_t len)
 {
 	size_t used = 0;
