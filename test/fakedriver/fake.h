@@ -52,6 +52,13 @@ extern int fake_strict;
 /* What the one context points at (fake_device.c). */
 extern int fake_ctx;
 
+/* Whether [p, p + len) lies inside [va, va + size), written so that no
+ * end wraps: the ranges come from fuzzed requests and tests' pointers. */
+static inline int fake_inside(uintptr_t va, size_t size, uintptr_t p, size_t len)
+{
+	return p >= va && len <= size && p - va <= size - len;
+}
+
 /* Whether [p, p + len) lies inside registered host memory or one mapping
  * of the driver's own (fake_mem.c): what a GPU's copy engine may touch. */
 int fake_reachable(CUdeviceptr p, size_t len);

@@ -38,7 +38,7 @@ FAKE_EXPORT void *fake_dev_alloc(size_t size)
 static int find(uintptr_t p, size_t len)
 {
 	for (int i = 0; i < ndevs; i++)
-		if (p >= devs[i].va && len <= devs[i].size && p - devs[i].va <= devs[i].size - len)
+		if (fake_inside(devs[i].va, devs[i].size, p, len))
 			return i;
 	return -1;
 }

@@ -75,21 +75,15 @@ static void drop_map(struct map *m)
 	*m = maps[--nmaps];
 }
 
-/* Written so that no end wraps: the ranges come from fuzzed requests. */
-static int inside(uintptr_t va, size_t size, CUdeviceptr p, size_t len)
-{
-	return p >= va && len <= size && p - va <= size - len;
-}
-
 int fake_reachable(CUdeviceptr p, size_t len)
 {
 	int found = 0;
 
 	pthread_mutex_lock(&lock);
 	for (int i = 0; i < nregs && !found; i++)
-		found = inside(regs[i].va, regs[i].size, p, len);
+		found = fake_inside(regs[i].va, regs[i].size, (uintptr_t)p, len);
 	for (int i = 0; i < nmaps && !found; i++)
-		found = inside(maps[i].va, maps[i].size, p, len);
+		found = fake_inside(maps[i].va, maps[i].size, (uintptr_t)p, len);
 	pthread_mutex_unlock(&lock);
 	return found;
 }
