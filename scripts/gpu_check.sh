@@ -41,6 +41,8 @@
 #        the driver's floors, idle and beside a kernel on every SM (in
 #        another process and in the copying one), with landing words and
 #        with events (NCCL_SYMMEM_LANDING_WORDS=1/0): $OUT/hop.jsonl;
+#        then the helper's own share on this host's CPUs, no GPU
+#        (test/mp/bench_helper_cpu.c): $OUT/helper-cpu.jsonl;
 #        with two GPUs or more also GPU 0 <-> GPU 1 (--path gpu-gpu);
 #        OLD_TREE=DIR adds a run through DIR's plugin (an earlier commit's
 #        exported tree), idle, as variant "base DIR";
@@ -156,6 +158,14 @@ if [ "$MODE" = hop ]; then
 	if [ -n "${OLD_TREE:-}" ] && tree_built "$OLD_TREE"; then
 		hop old "$OLD_TREE/build-gpu/libnccl-net-symmem.so" "base ${OLD_TREE##*/}" --hog none
 	fi
+	# The helper's own share of a hop on this host's CPUs, no GPU: the
+	# real helper over the driver without GPU (bench_helper_cpu.c).
+	note "helper-cpu ($(date +%T))"
+	SYMMEM_COPYD=$PWD/build-gpu/symmem-copyd LD_LIBRARY_PATH=$PWD/build-gpu/fakedriver \
+		timeout 120 build-gpu/bench_helper_cpu -n 50000 -s 8,4096,65536 \
+		>"$OUT/helper-cpu.jsonl" 2>"$OUT/logs/helper-cpu.txt" ||
+		{ echo "FAILED: helper-cpu"; tail -5 "$OUT/logs/helper-cpu.txt"; fail=1; }
+	cat "$OUT/helper-cpu.jsonl"
 	python3 scripts/hop_table.py "$OUT/hop.jsonl"
 	finish
 fi

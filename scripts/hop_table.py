@@ -70,16 +70,20 @@ def show(rows):
             r["hog"], r.get("variant", ""), r["bytes"], r["plugin_h2g_us"],
             r.get("floor_write_h2g_us", "-"), r["plugin_g2h_us"],
             r.get("floor_write_g2h_us", "-")))
-    print("%-6s %-14s %-12s %9s %12s %12s %7s %9s" % ("hog", "variant", "dir", "bytes",
-                                                       "plugin c/s", "floor c/s", "ratio",
-                                                       "us/copy"))
+    # us/copy: the sending helper's work per copy; calls/copy and us/call:
+    # its copy-engine calls and their driver time; own: work less calls.
+    print("%-6s %-14s %-12s %9s %12s %12s %7s %9s %10s %8s %7s" % (
+        "hog", "variant", "dir", "bytes", "plugin c/s", "floor c/s", "ratio", "us/copy",
+        "calls/copy", "us/call", "own"))
     for r in rows:
         if r["mode"] != "stream":
             continue
-        print("%-6s %-14s %-12s %9d %12.0f %12s %7s %9.3f" % (
+        print("%-6s %-14s %-12s %9d %12.0f %12s %7s %9.3f %10s %8s %7s" % (
             r["hog"], r.get("variant", ""), r["dir"], r["bytes"], r["plugin_copies_per_s"],
             "%.0f" % r["floor_copies_per_s"] if "floor_copies_per_s" in r else "-",
-            r.get("ratio_to_floor_rate", "-"), r["helper_work_us_per_copy"]))
+            r.get("ratio_to_floor_rate", "-"), r["helper_work_us_per_copy"],
+            r.get("calls_per_copy", "-"), r.get("driver_us_per_call", "-"),
+            r.get("helper_own_us_per_copy", "-")))
 
 
 def main():

@@ -413,8 +413,8 @@ static void report_stats(const struct smf_helper *h)
 	sm_info("copy helper (pid %d): %llu copies as %llu copy-engine calls, %.1f MiB over its "
 		"%.2f s life; copies in flight %.1f %% of it (idle time included), %.1f GB/s while "
 		"in flight; %.1f us mean "
-		"from posted to queued (of it per copy-engine call %.1f us in the copy call, %.1f us "
-		"in cuEventRecord), %.1f us from queued to seen landed; medians: posted to taken "
+		"from posted to queued (of it per copy-engine call %.2f us in the copy call, %.2f us "
+		"in %s), %.1f us from queued to seen landed; medians: posted to taken "
 		"%.1f, to queued %.1f, queued to landed %.1f us (%d = over %d us); at most %llu "
 		"copies waited for a stream; %llu copies were 2D (evenly spaced steps); %llu calls were "
 		"batch calls of %llu copies", (int)h->pid,
@@ -424,6 +424,7 @@ static void report_stats(const struct smf_helper *h)
 		(double)s->queue_ns / (double)s->copies / 1e3,
 		s->issued ? (double)s->copy_call_ns / (double)s->issued / 1e3 : 0.0,
 		s->issued ? (double)s->event_call_ns / (double)s->issued / 1e3 : 0.0,
+		s->landing_words ? "cuStreamWriteValue32" : "cuEventRecord",
 		(double)s->landed_ns / (double)s->copies / 1e3, sm_hist_median(&s->take_hist),
 		sm_hist_median(&s->queue_hist),
 		sm_hist_median(&s->landed_hist), SM_HIST_BUCKETS, SM_HIST_BUCKETS - 1,

@@ -14,9 +14,12 @@
  *   pingpong  one message each way per round, receives posted ahead; one
  *             way is half the round trip; median, 10th and 90th
  *             percentiles over the rounds after a tenth of warm-up;
- *   stream    16 connections with 8 messages in flight each, one way:
- *             copies per second and GB/s, and the helper's own CPU time per
- *             copy (its work turns, from its stop line).
+ *   stream    16 connections with 8 messages in flight each, one way,
+ *             after one untimed message per connection (its setup time:
+ *             first_ms): copies per second and GB/s; from the sending
+ *             helper's stop lines its CPU time per copy (its work turns),
+ *             copy-engine calls per copy, driver time per call, and the
+ *             helper's own time per copy (work less its driver calls).
  * Every message has a buffer of its own and a pattern of its number, and
  * every one is checked after its phase.  With --hog other|self a kernel
  * keeps every SM busy meanwhile, in a process of its own or in G's (where
@@ -42,6 +45,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "helper_stop.h"
 #include "hop.h"
 
 #define MAX_SIZES 16
@@ -59,15 +63,14 @@ struct opts {
 	char tag[256];		/* JSON members every row carries */
 };
 
-static double helper_work_us = -1;
+static struct helper_stop stop;	/* the sending helper's, after a stream */
 static int verbose;	/* HOP_VERBOSE=1: the plugin's INFO lines to stderr too */
 
-/* NCCL's logger: WARNs to stderr; the helper's stop line gives its work. */
+/* NCCL's logger: WARNs to stderr; the helper's stop lines give its work. */
 static void logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
 		   const char *fmt, ...)
 {
-	char buf[1024];
-	const char *p;
+	char buf[2048];
 	va_list ap;
 
 	(void)flags;
@@ -80,16 +83,7 @@ static void logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
 		fprintf(stderr, "WARN %s\n", buf);
 	else if (verbose)
 		fprintf(stderr, "INFO %s\n", buf);
-	p = strstr(buf, "us of work per copy");
-	if (p) {
-		while (p > buf && p[-1] != ' ')
-			p--;
-		while (p > buf && (p[-1] == ' '))
-			p--;
-		while (p > buf && p[-1] != ' ')
-			p--;
-		helper_work_us = strtod(p, NULL);
-	}
+	helper_stop_read(&stop, buf);
 }
 
 static void *open_ctx(void)
@@ -298,16 +292,67 @@ struct flow {
 	int next;		/* next message of this connection */
 };
 
+/* Moves messages on every connection until each has completed `upto`
+ * (message m of connection c in buffer c * per + m); 0, or -1 on an
+ * error, a short receive or 60 s without the end. */
+static int pump(struct flow *f, int sending, uint8_t *base, size_t len, int per, int upto)
+{
+	double t0 = harness_now();
+	int left = 0;
+
+	for (int i = 0; i < CONNS; i++)
+		left += upto - f[i].next + f[i].n;
+	while (left > 0) {
+		if (harness_now() - t0 > 60)
+			return -1;
+		for (int i = 0; i < CONNS; i++) {
+			struct flow *w = &f[i];
+			int fin = 0, got = 0;
+
+			while (w->n < IN_FLIGHT && w->next < upto) {
+				uint8_t *p = base + len * (size_t)(i * per + w->next);
+				void **slot = &w->req[(w->head + w->n) % IN_FLIGHT];
+
+				*slot = NULL;
+				if (sending ? net->isend(w->comm, p, len, 0, w->mh, NULL, slot) != 0 :
+					      post_recv(w->comm, p, len, w->mh, slot) != 0)
+					return -1;
+				if (!*slot)
+					break;	/* not posted on the other side yet */
+				w->n++;
+				w->next++;
+			}
+			if (!w->n)
+				continue;
+			if (net->test(w->req[w->head], &fin, &got) != ncclSuccess)
+				return -1;
+			if (!fin)
+				continue;
+			if (!sending && (size_t)got != len)
+				return -1;
+			w->head = (w->head + 1) % IN_FLIGHT;
+			w->n--;
+			left--;
+		}
+	}
+	return 0;
+}
+
 /* One stream: `sending` posts, the other receives; the sender times.
- * Message m of connection c has buffer (c * per + m) and that number. */
+ * Message m of connection c has buffer (c * per + m) and that number.
+ * The first message of every connection goes untimed (first_ms): it
+ * carries the setup a job pays once per buffer (the receiver's
+ * announcement, the mappings in the sender and its helper), so the
+ * timed part is the steady state NCCL's steps see.  The receiver then
+ * poisons its buffers again, so every timed message is checked. */
 static int stream(int ctl, void *ctx, int sending, int gpu, size_t len, const struct opts *o,
 		  const char *dir)
 {
-	int per = (int)(STREAM_BYTES / CONNS / len), total, done = 0, bad, theirs = 0, rc = -1;
+	int per = (int)(STREAM_BYTES / CONNS / len), total, bad, theirs = 0, rc = -1;
 	void *comms[CONNS];
 	struct flow f[CONNS];
 	struct hop_buf b;
-	double t0, t1;
+	double t0, t1, first = 0;
 	char c = 0;
 
 	per = per < 8 ? 8 : per > 512 ? 512 : per;
@@ -328,41 +373,20 @@ static int stream(int ctl, void *ctx, int sending, int gpu, size_t len, const st
 	}
 	if (sending ? harness_recv_all(ctl, &c, 1) : harness_send_all(ctl, &c, 1))
 		goto out;
-	helper_work_us = -1;
 	t0 = harness_now();
-	while (done < total) {
-		if (harness_now() - t0 > 60)
-			goto out;
-		for (int i = 0; i < CONNS; i++) {
-			struct flow *w = &f[i];
-			int fin = 0, got = 0;
-
-			while (w->n < IN_FLIGHT && w->next < per) {
-				uint8_t *p = b.ptr + len * (size_t)(i * per + w->next);
-				void **slot = &w->req[(w->head + w->n) % IN_FLIGHT];
-
-				*slot = NULL;
-				if (sending ? net->isend(w->comm, p, len, 0, w->mh, NULL, slot) != 0 :
-					      post_recv(w->comm, p, len, w->mh, slot) != 0)
-					goto out;
-				if (!*slot)
-					break;	/* not posted on the other side yet */
-				w->n++;
-				w->next++;
-			}
-			if (!w->n)
-				continue;
-			if (net->test(w->req[w->head], &fin, &got) != ncclSuccess)
-				goto out;
-			if (!fin)
-				continue;
-			if (!sending && (size_t)got != len)
-				goto out;
-			w->head = (w->head + 1) % IN_FLIGHT;
-			w->n--;
-			done++;
-		}
-	}
+	if (pump(f, sending, b.ptr, len, per, 1))
+		goto out;
+	first = harness_now() - t0;
+	for (int i = 0; i < CONNS; i++)
+		f[i].next = 0;
+	if (!sending && hop_buf_poison(&b, len * (size_t)total))
+		goto out;
+	if (sending ? harness_recv_all(ctl, &c, 1) : harness_send_all(ctl, &c, 1))
+		goto out;
+	helper_stop_reset(&stop);
+	t0 = harness_now();
+	if (pump(f, sending, b.ptr, len, per, per))
+		goto out;
 	if (sending ? harness_recv_all(ctl, &c, 1) : harness_send_all(ctl, &c, 1))
 		goto out;
 	t1 = harness_now();
@@ -389,9 +413,12 @@ out:
 		return -1;
 	printf("{\"mode\": \"stream\", \"who\": \"plugin\", %s, \"dir\": \"%s\", \"bytes\": %zu, "
 	       "\"copies\": %d, \"plugin_copies_per_s\": %.0f, \"plugin_gbps\": %.2f, "
-	       "\"helper_work_us_per_copy\": %.3f, \"checked\": %d, \"bad\": %d}\n", o->tag, dir,
-	       len, total, total / (t1 - t0), (double)len * total / (t1 - t0) / 1e9,
-	       helper_work_us, total, theirs);
+	       "\"first_ms\": %.3f, \"helper_work_us_per_copy\": %.3f, \"calls_per_copy\": %.3f, "
+	       "\"driver_us_per_call\": %.2f, \"helper_own_us_per_copy\": %.3f, \"checked\": %d, "
+	       "\"bad\": %d}\n", o->tag, dir, len, total, total / (t1 - t0),
+	       (double)len * total / (t1 - t0) / 1e9, first * 1e3, stop.work_us,
+	       stop.calls_per_copy, stop.driver_us_per_call, helper_stop_own_us(&stop), total,
+	       theirs);
 	fflush(stdout);
 	return theirs ? -1 : 0;
 }
