@@ -22,8 +22,9 @@
  *             helper's own time per copy (work less its driver calls).
  * Every message has a buffer of its own and a pattern of its number, and
  * every one is checked after its phase.  With --hog other|self a kernel
- * keeps every SM busy meanwhile, in a process of its own or in G's (where
- * NCCL's kernel would run) and in the floors' process.
+ * keeps every SM busy meanwhile, in a process of its own (on both GPUs
+ * of --path gpu-gpu) or in G's (where NCCL's kernel would run; each
+ * side's on its own GPU with --path gpu-gpu) and in the floors' process.
  *
  *   SYMMEM_PLUGIN=.../libnccl-net-symmem.so bench_hop [-r rounds]
  *       [-s 8,4096,...] [-S 65536,...] [--hog none|other|self]
@@ -548,7 +549,7 @@ static int reap(pid_t pid, const char *what)
 
 int main(int argc, char **argv)
 {
-	struct hop_hog *hog = NULL;
+	struct hop_hog *hog[2] = { NULL, NULL };
 	struct opts o;
 	int sv[2], rc = 0;
 	pid_t f, h, g;
@@ -564,9 +565,14 @@ int main(int argc, char **argv)
 	/* G's messages to H take the copy helper's path, as a GPU-to-GPU
 	 * send does, not the ring (docs/env.md); unless told otherwise. */
 	setenv("NCCL_SYMMEM_HOST_IN_PLACE", "1", 0);
-	/* No CUDA in this process: every child makes its own context. */
-	if (o.hog == 1 && hop_hog_start(0, o.dev[0], &hog))
+	/* No CUDA in this process: every child makes its own context.  Peer
+	 * copies get a kernel on both GPUs, as a collective's kernels are. */
+	if (o.hog == 1 && (hop_hog_start(0, o.dev[0], &hog[0]) ||
+			   (o.peer && o.dev[1] != o.dev[0] && hop_hog_start(0, o.dev[1], &hog[1])))) {
+		if (hog[0])
+			hop_hog_stop(hog[0]);
 		return 1;
+	}
 	fflush(stdout);
 	if (!o.no_floors) {
 		f = fork();
@@ -586,9 +592,12 @@ int main(int argc, char **argv)
 	close(sv[1]);
 	rc |= h < 0 || reap(h, "the host-buffer side");
 	rc |= g < 0 || reap(g, "the GPU-buffer side");
-	if (hog && hop_hog_stop(hog) < 0) {
-		fprintf(stderr, "bench_hop: the kernel on every SM failed\n");
-		rc = 1;
+	for (int i = 0; i < 2; i++) {
+		if (hog[i] && hop_hog_stop(hog[i]) < 0) {
+			fprintf(stderr, "bench_hop: the kernel on every SM of GPU %d failed\n",
+				o.dev[i]);
+			rc = 1;
+		}
 	}
 	return rc ? 1 : 0;
 }
