@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-FLOORS = ("event", "write", "preposted")
+FLOORS = ("event", "write", "write2d", "preposted")
 
 
 def load(path):
@@ -40,7 +40,7 @@ def join(rows):
         if f:
             j.update({k: v for k, v in f.items() if k.startswith("floor_")})
         if r["mode"] == "pingpong" and f:
-            best = min(f["floor_%s_us" % k] for k in FLOORS)
+            best = min(f["floor_%s_us" % k] for k in FLOORS if "floor_%s_us" % k in f)
             j["best_floor_us"] = best
             j["ratio_to_best_floor"] = round(r["plugin_us"] / best, 3)
             j["ratio_to_write_floor"] = round(r["plugin_us"] / f["floor_write_us"], 3)
@@ -51,15 +51,17 @@ def join(rows):
 
 
 def show(rows):
-    print("%-6s %-14s %9s %9s %8s %8s %10s %7s" % ("hog", "variant", "bytes", "plugin_us",
-                                                   "event", "write", "preposted", "/best"))
+    print("%-6s %-14s %9s %9s %8s %8s %8s %10s %7s" % (
+        "hog", "variant", "bytes", "plugin_us", "event", "write", "write2d", "preposted",
+        "/best"))
     for r in rows:
         if r["mode"] != "pingpong":
             continue
-        print("%-6s %-14s %9d %9.2f %8s %8s %10s %7s" % (
+        print("%-6s %-14s %9d %9.2f %8s %8s %8s %10s %7s" % (
             r["hog"], r.get("variant", ""), r["bytes"], r["plugin_us"],
             r.get("floor_event_us", "-"), r.get("floor_write_us", "-"),
-            r.get("floor_preposted_us", "-"), r.get("ratio_to_best_floor", "-")))
+            r.get("floor_write2d_us", "-"), r.get("floor_preposted_us", "-"),
+            r.get("ratio_to_best_floor", "-")))
     # Each direction on its own (rows from before the split lack them).
     print("%-6s %-14s %9s %10s %10s %10s %10s" % ("hog", "variant", "bytes", "plugin h2g",
                                                  "write h2g", "plugin g2h", "write g2h"))

@@ -14,6 +14,7 @@ HOGS = ("none", "other", "self")
 LINES = (("plugin_us", "landing-words", "plugin, landing words"),
          ("plugin_us", "events", "plugin, events"),
          ("floor_write_us", "landing-words", "floor: copy + stream write"),
+         ("floor_write2d_us", "landing-words", "floor: 2D copy to GPU + stream write"),
          ("floor_event_us", "landing-words", "floor: copy + event"),
          ("floor_preposted_us", "landing-words", "floor: pre-posted"))
 

@@ -4,6 +4,10 @@
  *   event     cuMemcpyAsync, cuEventRecord, cuEventQuery until done;
  *   write     cuMemcpyAsync, cuStreamWriteValue32 of a host word the CPU
  *             polls;
+ *   write2d   the same, with a host->GPU copy shorter than 32 KiB issued
+ *             as the copy helper issues it: a 2D copy of two rows
+ *             (CD_SMALL_HOST), which a copy engine takes at once beside
+ *             another process's kernel; tells what that form costs idle;
  *   preposted the stream already waits (cuStreamWaitValue32) on a host
  *             word before the copy and its write: the CPU only sets the
  *             word.  No driver call on the clock, but the copy's
@@ -19,8 +23,11 @@
 #include "harness.h"
 #include "hop.h"
 
-enum { EVENT, WRITE, PREPOSTED, NFLOORS };
-static const char *const floor_name[NFLOORS] = { "event", "write", "preposted" };
+enum { EVENT, WRITE, WRITE2D, PREPOSTED, NFLOORS };
+static const char *const floor_name[NFLOORS] = { "event", "write", "write2d", "preposted" };
+
+/* The copy helper's bound for short host->GPU copies (smfree/copyd_proto.h). */
+#define SMALL_HOST (32u << 10)
 
 struct floor {
 	const struct sm_cuda_api *cu;
@@ -56,10 +63,35 @@ static int wait_event(struct floor *f)
 	return rc == CUDA_SUCCESS ? 0 : -1;
 }
 
-/* One copy and how its landing is seen, issued now. */
-static int issue(struct floor *f, int how, CUdeviceptr dst, CUdeviceptr src, size_t n)
+/* A host->GPU copy of an even length as two rows of a 2D copy. */
+static CUresult copy_rows(struct floor *f, CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
-	if (f->cu->memcpy_async(dst, src, n, f->st))
+	CUDA_MEMCPY2D c;
+
+	memset(&c, 0, sizeof(c));
+	c.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
+	c.srcDevice = src;
+	c.srcPitch = n / 2;
+	c.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+	c.dstDevice = dst;
+	c.dstPitch = n / 2;
+	c.WidthInBytes = n / 2;
+	c.Height = 2;
+	return f->cu->memcpy_2d_async(&c, f->st);
+}
+
+/* One copy and how its landing is seen, issued now; `to_dev`: the
+ * host->GPU half of the round. */
+static int issue(struct floor *f, int how, CUdeviceptr dst, CUdeviceptr src, size_t n,
+		 int to_dev)
+{
+	CUresult crc;
+
+	if (how == WRITE2D && to_dev && n < SMALL_HOST && n % 2 == 0)
+		crc = copy_rows(f, dst, src, n);
+	else
+		crc = f->cu->memcpy_async(dst, src, n, f->st);
+	if (crc)
 		return -1;
 	if (how == EVENT)
 		return f->cu->event_record(f->ev, f->st) || wait_event(f) ? -1 : 0;
@@ -116,10 +148,10 @@ static double round_trip(struct floor *f, int how, size_t n, uint64_t msg, doubl
 		t1 = now_us();
 	} else {
 		t0 = now_us();
-		if (issue(f, how, dev, host, n))
+		if (issue(f, how, dev, host, n, 1))
 			return -1;
 		tm = now_us();
-		if (issue(f, how, host + n, dev, n))
+		if (issue(f, how, host + n, dev, n, 0))
 			return -1;
 		t1 = now_us();
 	}
@@ -138,7 +170,8 @@ static int floor_open(struct floor *f, size_t max, int peer)
 
 	memset(f, 0, sizeof(*f));
 	f->cu = cu;
-	if (!cu || !cu->stream_write_value32 || sm_ctx_enter(0, &device, NULL))
+	if (!cu || !cu->stream_write_value32 || !cu->memcpy_2d_async ||
+	    sm_ctx_enter(0, &device, NULL))
 		return -1;
 	if (hop_buf_alloc_on(&f->host, peer >= 0, 2 * max, peer >= 0 ? peer : device, device) ||
 	    hop_buf_alloc_on(&f->dev, 1, max, device, peer))
@@ -222,7 +255,7 @@ int hop_floors(FILE *out, const char *tag, const size_t *sizes, int nsizes, int 
 				"\"floor_%s_g2h_us\": %.2f", floor_name[how], p50, floor_name[how], p10,
 				floor_name[how], p90, floor_name[how], h50, floor_name[how], g50);
 		}
-		fprintf(out, ", \"checked\": %d}\n", rounds * (1 + 1 + 1));
+		fprintf(out, ", \"checked\": %d}\n", rounds * NFLOORS);
 		fflush(out);
 	}
 	rc = witness(out, tag, &f);
