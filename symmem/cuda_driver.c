@@ -167,6 +167,9 @@ static void cuda_open(void)
 		api.stream_write_value32 = NULL;
 		api.stream_wait_value32 = NULL;
 	}
+	if (!api.stream_write_value32 ||
+	    cuda_symbol("cuStreamBatchMemOp", &api.stream_batch_mem_op))
+		api.stream_batch_mem_op = NULL;
 	/* Optional: DMA-BUF handles (CUDA 11.7 on) for GPUDirect RDMA; without
 	 * it GPU buffers between hosts are staged in host memory. */
 	if (cuda_symbol_of("cuMemGetHandleForAddressRange", 11070,

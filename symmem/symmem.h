@@ -152,6 +152,9 @@ struct sm_cuda_api {
 	 * lacks them: copies then report landing through events. */
 	CUresult (*stream_write_value32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 	CUresult (*stream_wait_value32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+	/* Several of them in one call; NULL where the driver lacks it. */
+	CUresult (*stream_batch_mem_op)(CUstream, unsigned int, CUstreamBatchMemOpParams *,
+					unsigned int);
 	/* NULL where the driver lacks it (before CUDA 11.7). */
 	CUresult (*mem_get_handle_for_address_range)(void *, CUdeviceptr, size_t,
 						     CUmemRangeHandleType, unsigned long long);

@@ -143,6 +143,30 @@ static CUresult wait_value(CUstream s, CUdeviceptr addr, cuuint32_t v, unsigned 
 		       CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
 }
 
+/* Writes in order, at once; a wait, as above, only if already met. */
+static CUresult batch_mem_op(CUstream s, unsigned int n, CUstreamBatchMemOpParams *ops,
+			     unsigned int flags)
+{
+	if (flags || n > 255 || (n && !ops))
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned int i = 0; i < n; i++) {
+		CUstreamBatchMemOpParams *o = &ops[i];
+		CUresult rc;
+
+		if (o->operation == CU_STREAM_MEM_OP_WRITE_VALUE_32)
+			rc = write_value(s, o->writeValue.address, o->writeValue.value,
+					 o->writeValue.flags);
+		else if (o->operation == CU_STREAM_MEM_OP_WAIT_VALUE_32)
+			rc = wait_value(s, o->waitValue.address, o->waitValue.value,
+					o->waitValue.flags);
+		else
+			rc = CUDA_ERROR_NOT_SUPPORTED;
+		if (rc != CUDA_SUCCESS)
+			return rc;
+	}
+	return fake_stream_check(s);
+}
+
 const struct fake_entry fake_copy_entries[] = {
 	FAKE_ENTRY("cuStreamCreate", cuStreamCreate),
 	FAKE_ENTRY("cuStreamDestroy", fake_stream_check),
@@ -152,6 +176,7 @@ const struct fake_entry fake_copy_entries[] = {
 	FAKE_ENTRY("cuEventRecord", event_record),
 	FAKE_ENTRY("cuEventQuery", event_done),
 	FAKE_ENTRY("cuEventDestroy", event_done),
+	FAKE_ENTRY("cuStreamBatchMemOp", batch_mem_op),
 	FAKE_ENTRY("cuMemcpyAsync", memcpy_async),
 	FAKE_ENTRY("cuMemcpy2DAsync", memcpy_2d),
 	FAKE_ENTRY("cuMemcpyBatchAsync", memcpy_batch),
