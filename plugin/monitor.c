@@ -96,7 +96,7 @@ void monitor_close(const struct monitor_state *m, const struct tp_comm *tp, cons
 		   int is_send, int dev)
 {
 	const struct config *cfg = config_get();
-	char wait[80], copy[80], notice[80], slots[80] = "";
+	char wait[80], copy[80], notice[80], slots[80] = "", watched[80] = "";
 	struct tp_stats st;
 
 	if (!cfg || (!cfg->verbose && !cfg->monitor))
@@ -112,15 +112,19 @@ void monitor_close(const struct monitor_state *m, const struct tp_comm *tp, cons
 	if (st.slot_copies)
 		snprintf(slots, sizeof(slots), ", %llu TCP slot copies (%llu in NCCL's process)",
 			 (unsigned long long)st.slot_copies, (unsigned long long)st.slot_local);
+	/* Receives the watch word ended before the sender saw them land. */
+	if (!is_send && st.direct)
+		snprintf(watched, sizeof(watched), ", %llu seen by watch word",
+			 (unsigned long long)st.watched);
 	LOG_INFO("NET/symmem %s comm %p on device %d closed: %llu messages (%llu by copy engine "
 		 "in place, %llu of them in the copy helper, %llu through the staging pool), %.1f MiB, "
 		 "%.2f GB/s over its life, post-to-done mean %.1f us max %.1f us, %llu isend "
-		 "retries%s%s%s%s", is_send ? "send" : "receive", who, dev,
+		 "retries%s%s%s%s%s", is_send ? "send" : "receive", who, dev,
 		 (unsigned long long)st.messages, (unsigned long long)st.direct,
 		 (unsigned long long)st.helper, (unsigned long long)st.pooled, mib(st.bytes),
 		 gbps(st.bytes, sm_now_ns() - m->start_ns),
 		 st.messages ? (double)st.lat_ns_sum / (double)st.messages / 1e3 : 0.0,
-		 (double)st.lat_ns_max / 1e3, (unsigned long long)st.retries, wait, copy, notice, slots);
+		 (double)st.lat_ns_max / 1e3, (unsigned long long)st.retries, wait, copy, notice, watched, slots);
 }
 
 void monitor_finalize(void)

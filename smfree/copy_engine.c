@@ -278,9 +278,9 @@ void smf_range_del(struct smf_engine *e, uint32_t id)
 		smf_helper_del(e->helper, id);
 }
 
-int smf_copy_start_ranges(struct smf_engine *e, uint32_t dst_id, uint64_t dst_off,
-			  uint32_t src_id, uint64_t src_off, size_t n, struct smf_copy *op,
-			  int *started)
+int smf_copy_start_watched(struct smf_engine *e, uint32_t dst_id, uint64_t dst_off,
+			   uint32_t src_id, uint64_t src_off, size_t n,
+			   const struct smf_watch *w, struct smf_copy *op, int *started)
 {
 	int rc;
 
@@ -290,9 +290,17 @@ int smf_copy_start_ranges(struct smf_engine *e, uint32_t dst_id, uint64_t dst_of
 		return SM_OK;
 	if (!e->helper || !dst_id || !src_id)
 		return sm_fail(SM_ERR_INTERNAL, "copy by mapping name without a helper mapping");
-	rc = smf_helper_post(e->helper, dst_id, dst_off, src_id, src_off, n, &op->seq, started);
+	rc = smf_helper_post_watched(e->helper, dst_id, dst_off, src_id, src_off, n, w, &op->seq,
+				     started);
 	op->helper = !rc && *started;
 	return rc;
+}
+
+int smf_copy_start_ranges(struct smf_engine *e, uint32_t dst_id, uint64_t dst_off,
+			  uint32_t src_id, uint64_t src_off, size_t n, struct smf_copy *op,
+			  int *started)
+{
+	return smf_copy_start_watched(e, dst_id, dst_off, src_id, src_off, n, NULL, op, started);
 }
 
 /* Takes `n` events and a first stream, or none when the pool is short. */

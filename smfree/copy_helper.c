@@ -631,8 +631,9 @@ void smf_helper_del(struct smf_helper *h, uint32_t id)
 	request(h, &m, -1, h->request_timeout_ms, NULL);
 }
 
-int smf_helper_post(struct smf_helper *h, uint32_t dst_id, uint64_t dst_off, uint32_t src_id,
-		    uint64_t src_off, uint64_t len, uint64_t *seq, int *started)
+int smf_helper_post_watched(struct smf_helper *h, uint32_t dst_id, uint64_t dst_off,
+			    uint32_t src_id, uint64_t src_off, uint64_t len,
+			    const struct smf_watch *w, uint64_t *seq, int *started)
 {
 	struct cd_slot *s;
 	uint32_t st;
@@ -658,6 +659,9 @@ int smf_helper_post(struct smf_helper *h, uint32_t dst_id, uint64_t dst_off, uin
 	s->src_off = src_off;
 	s->dst_off = dst_off;
 	s->len = len;
+	s->watch_id = w ? w->id : 0;
+	s->watch_off = w ? w->off : 0;
+	s->watch_val = w ? w->val : 0;
 	s->post_ns = sm_now_ns();
 	s->seq = h->next_seq;
 	*seq = h->next_seq++;
@@ -665,6 +669,13 @@ int smf_helper_post(struct smf_helper *h, uint32_t dst_id, uint64_t dst_off, uin
 	pthread_mutex_unlock(&h->ring_lock);
 	*started = 1;
 	return SM_OK;
+}
+
+int smf_helper_post(struct smf_helper *h, uint32_t dst_id, uint64_t dst_off, uint32_t src_id,
+		    uint64_t src_off, uint64_t len, uint64_t *seq, int *started)
+{
+	return smf_helper_post_watched(h, dst_id, dst_off, src_id, src_off, len, NULL, seq,
+				       started);
 }
 
 /* Whether the copy of a CD_QUEUED slot landed: its call's ticket has

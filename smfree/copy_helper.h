@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "smfree.h"
 #include "symmem.h"
 
 struct smf_helper;
@@ -63,6 +64,10 @@ void smf_helper_add_cancel(struct smf_helper *h, uint64_t ticket);
  * No system call, no CUDA call. */
 int smf_helper_post(struct smf_helper *h, uint32_t dst_id, uint64_t dst_off, uint32_t src_id,
 		    uint64_t src_off, uint64_t len, uint64_t *seq, int *started);
+/* The same with a watch word (smfree.h; NULL: none). */
+int smf_helper_post_watched(struct smf_helper *h, uint32_t dst_id, uint64_t dst_off,
+			    uint32_t src_id, uint64_t src_off, uint64_t len,
+			    const struct smf_watch *w, uint64_t *seq, int *started);
 /* *done = 1 once copy `seq` landed; an error if it failed or the helper died. */
 int smf_helper_test(struct smf_helper *h, uint64_t seq, int *done);
 void smf_helper_abandon(struct smf_helper *h, uint64_t seq);

@@ -183,6 +183,7 @@ static void open_landing(struct copyd *d, struct cd_ring *ring)
 	}
 	d->landed_dev = dev + offsetof(struct cd_ring, landed);
 	d->landing = 1;
+	d->watching = d->cu->stream_batch_mem_op != NULL;
 	ring->stats.landing_words = 1;
 }
 

@@ -53,6 +53,7 @@ struct copyd {
 	unsigned batch;			/* copies per call at most (1: no batch calls) */
 	CUevent ev[CD_SLOTS];		/* a copy's event is its lead slot's */
 	int landing;			/* landing words (copyd_proto.h), else events */
+	int watching;			/* ... and watch words (batch memory operations) */
 	CUdeviceptr landed_dev;		/* the ring's landed[] as the GPU sees it */
 	uint32_t ticket[16];		/* per stream: the last call's ticket */
 	uint32_t lead_ticket[CD_SLOTS];	/* a queued lead's ticket on its stream */
@@ -61,6 +62,9 @@ struct copyd {
 	uint64_t queued_at[CD_SLOTS];	/* a lead's copy queued at (ns) */
 	uint64_t copy_len[CD_SLOTS];	/* a queued lead's copy's bytes */
 	uint32_t slot_src[CD_SLOTS], slot_dst[CD_SLOTS];	/* a held request's mappings */
+	uint32_t slot_watch[CD_SLOTS];	/* ... its watch word's mapping, 0 = none ... */
+	CUdeviceptr watch_dev[CD_SLOTS];	/* ... the word as the GPU sees it ... */
+	uint32_t watch_val[CD_SLOTS];	/* ... and what is written there */
 	uint64_t posted_at[CD_SLOTS];	/* a held request's post time, as taken */
 	uint64_t inflight_bytes;	/* queued on streams, not yet seen landed */
 	/* The engine's busy time and the bytes it moved, for its rate: kept

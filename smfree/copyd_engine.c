@@ -89,12 +89,17 @@ static int locate(struct copyd *d, uint32_t id, uint64_t off, uint64_t len, CUde
 	return 0;
 }
 
+/* A request's watch word (copyd_proto.h), as read from its slot. */
+struct watch {
+	uint32_t id, off, val;
+};
+
 /* Copies the request in slot i out of the ring, reading each field once,
  * and returns its message number.  The client can write the slot at any
  * time: the helper checks this copy and uses only it, so a request
  * rewritten after the check cannot send a copy outside its mappings. */
 static uint64_t read_request(const struct cd_slot *s, unsigned i, struct cd_pending *w,
-			     uint64_t *post_ns)
+			     struct watch *watch, uint64_t *post_ns)
 {
 	const volatile struct cd_slot *v = s;
 
@@ -105,8 +110,25 @@ static uint64_t read_request(const struct cd_slot *s, unsigned i, struct cd_pend
 	w->src_off = v->src_off;
 	w->dst_off = v->dst_off;
 	w->len = v->len;
+	watch->id = v->watch_id;
+	watch->off = v->watch_off;
+	watch->val = v->watch_val;
 	*post_ns = v->post_ns;
 	return v->seq;
+}
+
+/* The mapping a watch word lies in, if it names one the GPU can write to
+ * (host memory registered here, 4-aligned); NULL when the request names
+ * none or this helper writes none. */
+static int watch_range(struct copyd *d, const struct watch *w, struct range **out)
+{
+	*out = NULL;
+	if (!w->id || !d->watching)
+		return 0;
+	*out = covering(d, w->id, w->off, sizeof(uint32_t));
+	if (!*out || !(*out)->host || (*out)->dying || w->off % sizeof(uint32_t))
+		return -1;
+	return 0;
 }
 
 /* Takes every newly posted request, in order, into the waiting copies;
@@ -119,12 +141,13 @@ int take(struct copyd *d, uint64_t now)
 	while (d->tail - d->oldest < CD_SLOTS) {
 		unsigned i = d->tail % CD_SLOTS;
 		struct cd_slot *s = &d->ring->slot[i];
+		struct range *dst, *src, *wr;
 		struct cd_pending w;
-		struct range *dst, *src;
+		struct watch watch;
 		uint64_t post_ns;
 
 		if (atomic_load_explicit(&s->state, memory_order_acquire) != CD_POSTED ||
-		    read_request(s, i, &w, &post_ns) != d->tail)
+		    read_request(s, i, &w, &watch, &post_ns) != d->tail)
 			break;
 		d->tail++;
 		n++;
@@ -137,10 +160,21 @@ int take(struct copyd *d, uint64_t now)
 			slot_fail(s, "copy names an unknown mapping or runs past one");
 			continue;
 		}
+		if (watch_range(d, &watch, &wr)) {
+			slot_fail(s, "watch word outside the host memory mapped here");
+			continue;
+		}
 		src->busy++;
 		dst->busy++;
 		d->slot_src[i] = src->id;
 		d->slot_dst[i] = dst->id;
+		d->slot_watch[i] = 0;
+		if (wr) {
+			wr->busy++;
+			d->slot_watch[i] = wr->id;
+			d->watch_dev[i] = wr->host_dev + watch.off;
+			d->watch_val[i] = watch.val;
+		}
 		w.dst_key = dest_key(d, dst);	/* <= ngpus <= MAX_GPUS */
 		d->key_seen[w.dst_key] = ++d->taken;
 		if (w.dst_key)
@@ -168,6 +202,8 @@ static void finish(struct copyd *d, unsigned lead, CUresult crc, uint64_t now, i
 		if (!keep_ranges) {
 			range_unhold(d, d->slot_src[m]);
 			range_unhold(d, d->slot_dst[m]);
+			if (d->slot_watch[m])
+				range_unhold(d, d->slot_watch[m]);
 		}
 		if (crc != CUDA_SUCCESS)
 			slot_fail(s, sm_last_error());
@@ -358,8 +394,49 @@ static uint32_t plan(const struct copyd *d, uint64_t *max_len)
 	return key;
 }
 
+/* One 32-bit stream write in a batch of memory operations. */
+static void op_write(CUstreamBatchMemOpParams *o, CUdeviceptr at, uint32_t v)
+{
+	memset(o, 0, sizeof(*o));
+	o->writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+	o->writeValue.address = at;
+	o->writeValue.value = v;
+	o->writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+}
+
+/* The watch words of the copy led by `lead`, then its landing word
+ * (ticket t), in batches of memory operations on stream `st`: one call
+ * for up to WRITES_PER_CALL - 1 watched requests.  Each write has the
+ * default memory barrier, so it follows the copy's bytes. */
+#define WRITES_PER_CALL 64
+static CUresult write_words(struct copyd *d, unsigned lead, int st, uint32_t t)
+{
+	CUstreamBatchMemOpParams op[WRITES_PER_CALL];
+	unsigned n = 0;
+	CUresult crc;
+
+	for (unsigned m = lead; m != CD_SLOTS; m = d->queue.next[m]) {
+		if (!d->slot_watch[m])
+			continue;
+		op_write(&op[n++], d->watch_dev[m], d->watch_val[m]);
+		if (n < WRITES_PER_CALL)
+			continue;
+		crc = d->cu->stream_batch_mem_op(d->stream[st], n, op, 0);
+		if (crc != CUDA_SUCCESS)
+			return crc;
+		n = 0;
+	}
+	if (!n)	/* nothing left to batch: the landing word alone, as without watches */
+		return d->cu->stream_write_value32(d->stream[st], d->landed_dev +
+						   (CUdeviceptr)st * 4, t,
+						   CU_STREAM_WRITE_VALUE_DEFAULT);
+	op_write(&op[n++], d->landed_dev + (CUdeviceptr)st * 4, t);
+	return d->cu->stream_batch_mem_op(d->stream[st], n, op, 0);
+}
+
 /* What tells that the copy just queued on stream `st` landed: the
- * call's ticket written into landed[st] after it, or its lead's event. */
+ * call's ticket written into landed[st] after it (with its requests'
+ * watch words), or its lead's event. */
 static CUresult mark_landing(struct copyd *d, unsigned lead, int st, const char **call)
 {
 	uint32_t t;
@@ -373,8 +450,7 @@ static CUresult mark_landing(struct copyd *d, unsigned lead, int st, const char 
 	t = d->ticket[st] + 1;
 	if (t == 0)
 		t = 1;	/* 0 is the word's value before any write */
-	crc = d->cu->stream_write_value32(d->stream[st], d->landed_dev + (CUdeviceptr)st * 4, t,
-					  CU_STREAM_WRITE_VALUE_DEFAULT);
+	crc = write_words(d, lead, st, t);
 	if (crc != CUDA_SUCCESS)
 		return crc;
 	d->ticket[st] = t;

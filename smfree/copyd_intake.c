@@ -47,11 +47,24 @@ static int range_gpu(struct copyd *d, const struct range *r, const char *bus_id)
 	return d->place[ordinal];
 }
 
+/* ranges[] stays in the order of its ids (each new one is the highest,
+ * range_free() closes the gap in order), so a request's three lookups are
+ * binary searches: a host has a mapping per peer allocation and a control
+ * page per connection, hundreds in a large job. */
 struct range *range_find(struct copyd *d, uint32_t id)
 {
-	for (unsigned i = 0; i < d->nranges; i++)
-		if (d->ranges[i].id == id)
-			return &d->ranges[i];
+	unsigned lo = 0, hi = d->nranges;
+
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+
+		if (d->ranges[mid].id == id)
+			return &d->ranges[mid];
+		if (d->ranges[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
 	return NULL;
 }
 
@@ -125,6 +138,13 @@ int range_add(struct copyd *d, const struct cd_msg *m, int fd, uint32_t *id)
 		return sm_fail(SM_ERR_INVALID, "a mapping request names the copy helper itself "
 			       "(pid %d) as the exporting process: refusing it", (int)m->owner_pid);
 	}
+	/* Names never wrap: ranges[] is kept in their order (range_find()). */
+	if (d->next_id == UINT32_MAX) {
+		if (fd >= 0)
+			close(fd);
+		return sm_fail(SM_ERR_INVALID, "the copy helper has named %u mappings, the most "
+			       "it names in its life", UINT32_MAX);
+	}
 	if (d->nranges == d->cap) {
 		unsigned cap = d->cap ? 2 * d->cap : 64;
 		struct range *n = realloc(d->ranges, cap * sizeof(*n));
@@ -164,7 +184,8 @@ void range_free(struct copyd *d, struct range *r)
 	} else {
 		sm_import_put(r->map);
 	}
-	*r = d->ranges[--d->nranges];
+	d->nranges--;
+	memmove(r, r + 1, (size_t)(&d->ranges[d->nranges] - r) * sizeof(*r));
 }
 
 /* The client may drop a mapping while copies that name it still wait here

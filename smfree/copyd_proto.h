@@ -21,7 +21,7 @@
 #include "symmem.h"
 
 #define CD_MAGIC 0x44504f43u		/* "COPD" */
-#define CD_VERSION 11		/* 11: landing words */
+#define CD_VERSION 12		/* 11: landing words; 12: watch words */
 #define CD_SLOTS 1024			/* requests in flight per helper */
 #define CD_CTRL_FD 3			/* the helper's end of the socket pair */
 
@@ -80,7 +80,17 @@ enum cd_slot_state {
  * into landed[stream], a word of the ring (host memory the helper
  * registered with the driver), so the client sees the landing itself,
  * with no driver call on either side.  The write's default memory barrier
- * orders it after the copy's bytes. */
+ * orders it after the copy's bytes.
+ *
+ * Watch words.  The sender's client learns of a landing from its landing
+ * word, but the receiving process learned of it only once the sender's
+ * next test() passed it on.  A request may also name a watch word: 4
+ * bytes at watch_off of host mapping watch_id (the connection's control
+ * page, which the receiver polls), into which the helper has the stream
+ * write watch_val after the copy, in the same batch of memory operations
+ * as the landing word.  A failed copy writes none.  Only with landing
+ * words and where the driver has batch memory operations; otherwise the
+ * helper ignores the watch and the receiver waits for the sender. */
 
 /* One copy: `len` bytes from src range + offset to dst range + offset.
  * Message `seq` lives in slot seq % CD_SLOTS; the helper takes slots in
@@ -93,12 +103,14 @@ struct cd_slot {
 	uint32_t dst_id;
 	uint32_t stream;		/* CD_QUEUED: the stream its copy runs on ... */
 	uint32_t ticket;		/* ... and the call's ticket there */
-	uint32_t pad;
+	uint32_t watch_id;		/* 0, or the host mapping of a watch word ... */
 	uint64_t seq;
 	uint64_t src_off;
 	uint64_t dst_off;
 	uint64_t len;
 	uint64_t post_ns;		/* when the client posted it (statistics) */
+	uint32_t watch_off;		/* ... its offset there (4-aligned) ... */
+	uint32_t watch_val;		/* ... and the value written once the copy landed */
 	char err[80];
 };
 

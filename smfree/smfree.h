@@ -147,6 +147,20 @@ int smf_copy_start(struct smf_engine *e, void *dst, const void *src, size_t n,
 int smf_copy_start_ranges(struct smf_engine *e, uint32_t dst_id, uint64_t dst_off,
 			  uint32_t src_id, uint64_t src_off, size_t n, struct smf_copy *op,
 			  int *started);
+/* A word the helper writes `val` into once the copy landed, for another
+ * process to poll: 4 bytes at `off` of helper mapping `id`, host memory
+ * (smfree/copyd_proto.h, watch words).  Written only where the helper
+ * reports landings by stream writes; a watcher must also accept the
+ * landing the copy's own test reports. */
+struct smf_watch {
+	uint32_t id;
+	uint32_t off;
+	uint32_t val;
+};
+/* smf_copy_start_ranges with a watch word (NULL: none). */
+int smf_copy_start_watched(struct smf_engine *e, uint32_t dst_id, uint64_t dst_off,
+			   uint32_t src_id, uint64_t src_off, size_t n,
+			   const struct smf_watch *w, struct smf_copy *op, int *started);
 /* *done = 1 once every piece landed; the events then go back to the pool. */
 int smf_copy_test(struct smf_engine *e, struct smf_copy *op, int *done);
 /* One line on a copy still in flight, for stall reports. */

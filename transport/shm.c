@@ -21,13 +21,15 @@ static int staged_copy(struct shm_comm *s, struct remote_alloc *ra, uint64_t off
 		       uint64_t *stage_end)
 {
 	uint64_t before = s->hs_head, off = 0;
+	struct smf_watch w;
 	int rc;
 
 	*started = 0;
 	rc = stage_put(s, data, size, &off, stage_end);
 	if (rc || !*stage_end)
 		return rc;
-	rc = smf_copy_start_ranges(s->comm.ce, ra->hid, offset, s->hs_id, off, size, copy, started);
+	rc = smf_copy_start_watched(s->comm.ce, ra->hid, offset, s->hs_id, off, size,
+				    watch_for(s, s->comm.posted, &w), copy, started);
 	if (rc || !*started) {
 		stage_unput(s, *stage_end, before);
 		*stage_end = 0;
@@ -88,9 +90,11 @@ static int direct_copy(struct shm_comm *s, unsigned slot, uint32_t id, const voi
 			return SM_OK;
 	}
 	if (reg && reg->own.hid && ra->hid) {
-		rc = smf_copy_start_ranges(c->ce, ra->hid, offset, reg->own.hid,
-					   reg->own.offset + ((uintptr_t)data - reg->reg.base), size, copy,
-					   started);
+		struct smf_watch w;
+
+		rc = smf_copy_start_watched(c->ce, ra->hid, offset, reg->own.hid,
+					    reg->own.offset + ((uintptr_t)data - reg->reg.base), size,
+					    watch_for(s, c->posted, &w), copy, started);
 		return rc ? comm_fail(c, rc, "%s", sm_last_error()) : SM_OK;
 	}
 	if (reg && reg->reg.mem == TP_MEM_HOST && ra->hid && size + 64 <= s->ring_size) {
@@ -298,6 +302,10 @@ static int shm_progress_send(struct shm_comm *s, int *progressed)
 
 	if (rc)
 		return rc;
+	if (s->watch_pending) {
+		watch_collect(s);
+		*progressed |= !s->watch_pending;
+	}
 	while ((r = comm_head(c)) != NULL) {
 		struct shm_req *sq = shm_req_of(r);
 		uint64_t used, n;
@@ -360,6 +368,18 @@ static void note_landed(struct shm_comm *s, struct tp_req *r)
 	shm_req_of(r)->landed_seen = 1;
 }
 
+/* The same when the watch word told first: the copy landed at most now,
+ * the sender has not seen it yet. */
+static void note_watched(struct shm_comm *s, struct tp_req *r)
+{
+	struct tp_comm *c = &s->comm;
+
+	sm_hist_add(&c->stats.stage[TP_STAGE_NOTICE], 0);
+	r->t_landed = r->t_seen = sm_now_ns();
+	c->stats.watched++;
+	shm_req_of(r)->landed_seen = 1;
+}
+
 static int shm_progress_recv(struct shm_comm *s, int *progressed)
 {
 	struct tp_comm *c = &s->comm;
@@ -387,10 +407,15 @@ static int shm_progress_recv(struct shm_comm *s, int *progressed)
 		if (sq->direct) {
 			int landed = 1;
 
-			if (atomic_load_explicit(&ctrl->send_done, memory_order_acquire) <= r->seq)
+			if (atomic_load_explicit(&ctrl->send_done, memory_order_acquire) > r->seq) {
+				if (!sq->landed_seen)
+					note_landed(s, r);
+			} else if (watch_landed(ctrl, r->seq)) {
+				if (!sq->landed_seen)
+					note_watched(s, r);
+			} else {
 				break;
-			if (!sq->landed_seen)
-				note_landed(s, r);
+			}
 			/* Every byte is here: what remains is this side's copy
 			 * out of the pool, bounded by the copy limit, so a
 			 * sender that closed after its last message no longer

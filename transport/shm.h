@@ -13,7 +13,7 @@
 #include "helper.h"
 
 #define SHM_MAGIC 0x4d485353u		/* "SSHM" */
-#define SHM_VERSION 5
+#define SHM_VERSION 6
 #define REGION_MAGIC 0x4e474552u	/* "REGN" */
 #define REGION_HOST 0x1u		/* the registration is host memory */
 
@@ -49,6 +49,9 @@ struct shm_ctrl {
 	/* Receiver: registration messages wholly written to the Unix socket,
 	 * so the sender reads the socket only when one waits there. */
 	_Alignas(64) _Atomic uint64_t announced;
+	/* Written by the sender's copy helper through the GPU: message i + 1
+	 * once message i landed in place (shm_watch.c). */
+	_Alignas(64) _Atomic uint32_t watch[TP_MAX_REQUESTS];
 };
 
 #define SHM_RING_OFFSET 4096
@@ -171,6 +174,11 @@ struct shm_comm {
 	int stage_tried;
 	int cumem_host;		/* staging from the driver (cuMem host memory), not a memfd */
 	struct sm_host_cumem hs_cumem;	/* ... that memory, when it is */
+	/* sender: the control page in the copy helper, for watch words
+	 * (shm_watch.c) */
+	uint32_t watch_id;	/* the helper's name for the page, or 0 */
+	int watch_pending;	/* asked at connect; the answer is still to come */
+	struct smf_range_req watch_add;	/* ... that request */
 };
 
 /* The shared-memory part of a request (comm.h's tp_req). */
@@ -284,6 +292,16 @@ void shadow_close(struct shm_region *r);
 void shadow_recv_post(struct tp_req *q, const struct shm_region *r);
 /* Once the sender's copy landed: starts the copy on (once) and tests it. */
 int shadow_copy_out(struct tp_comm *c, struct tp_req *q, int *landed);
+
+/* shm_watch.c: watch words.  The connector asks its helper to map the
+ * control page (watch_open) and a progress step takes the answer
+ * (watch_collect); watch_for gives a send's copy the word for message
+ * `seq`, NULL until then; watch_landed is the receiver's test. */
+void watch_open(struct shm_comm *s, int memfd);
+void watch_collect(struct shm_comm *s);
+const struct smf_watch *watch_for(const struct shm_comm *s, uint64_t seq, struct smf_watch *w);
+int watch_landed(const struct shm_ctrl *ctrl, uint64_t seq);
+void watch_close(struct shm_comm *s);
 
 /* shm_stage.c: host staging for sends from memory the copy helper cannot
  * map.  stage_put copies `n` bytes in and gives the span's offset; *end =

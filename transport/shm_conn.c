@@ -109,7 +109,11 @@ static int shm_connect_open(struct tp_comm *c, const struct tp_options *opt, voi
 
 	(void)held;
 	rc = shm_segment_create(opt->ring_size, memfd, &setup->seg_size);
-	return rc ? rc : shm_comm_attach(shm_of(c), *memfd, setup->seg_size, opt->chunk_size);
+	if (!rc)
+		rc = shm_comm_attach(shm_of(c), *memfd, setup->seg_size, opt->chunk_size);
+	if (!rc && c->is_send)
+		watch_open(shm_of(c), *memfd);
+	return rc;
 }
 
 /* Listener: the connector's ring. */
@@ -145,6 +149,7 @@ static void shm_close(struct tp_comm *c)
 	struct shm_comm *s = shm_of(c);
 
 	stage_close(s);
+	watch_close(s);
 	remote_close_all(s);
 	announce_close(s);
 	if (s->ctrl)

@@ -210,6 +210,7 @@ struct tp_stats {
 	uint64_t direct;	/* messages moved by a copy engine in place */
 	uint64_t helper;	/* of those, by the copy helper process */
 	uint64_t pooled;	/* receives copied on out of the staging pool */
+	uint64_t watched;	/* receives seen landed by the watch word, before the sender */
 	uint64_t retries;	/* isend calls answered "not yet" */
 	uint64_t slot_copies;	/* TCP: copies to or from the bounce slots */
 	uint64_t slot_local;	/* ... of those, in NCCL's process */

@@ -88,7 +88,8 @@
 	X(NCCL_SYMMEM_BATCH, INT, batch, 16, 1, 64, OWN) \
 	/* with three GPUs or more, helpers serve one destination this long in turn; 0: off */ \
 	X(NCCL_SYMMEM_PHASE_US, INT, phase_us, 200, 0, 100000, OWN) \
-	/* 1: the helper reports each copy's landing by a stream write the plugin polls; 0: events */ \
+	/* 1: the helper reports each copy's landing by stream writes the sender and the receiver \
+	 * poll (landing and watch words); 0: events */ \
 	X(NCCL_SYMMEM_LANDING_WORDS, BOOL, landing_words, 1, 0, 0, OWN) \
 	/* 1: a GPU sender writes exportable host receive buffers in place, not via the ring */ \
 	X(NCCL_SYMMEM_HOST_IN_PLACE, BOOL, host_in_place, 0, 0, 0, OWN) \

@@ -27,7 +27,8 @@ enum op {
 	OP_RAW,		/* u16 length, bytes: any message */
 	OP_POST,	/* u8 src, u8 dst, u64 src_off, u64 dst_off, u32 len: a request */
 	OP_WAIT,	/* until the helper ended every request (bounded), then free them */
-	OP_REWRITE,	/* u16 slot, u8 field, u64 value: change a posted request */
+	OP_REWRITE,	/* u16 slot, u8 field, u64 value: change a posted request (its
+			 * mappings, offsets, length or watch word) */
 	OP_COUNT
 };
 
@@ -224,7 +225,7 @@ static void rewrite(struct client *c, struct fz_in *in)
 	unsigned field = fz_u8(in);
 	uint64_t v = fz_u64(in);
 
-	switch (field % 5) {
+	switch (field % 8) {
 	case 0:
 		s->src_id = (uint32_t)v;
 		break;
@@ -237,8 +238,17 @@ static void rewrite(struct client *c, struct fz_in *in)
 	case 3:
 		s->dst_off = v;
 		break;
-	default:
+	case 4:
 		s->len = v;
+		break;
+	case 5:		/* a watch word: the mapping it names ... */
+		s->watch_id = (uint32_t)v;
+		break;
+	case 6:		/* ... where in it ... */
+		s->watch_off = (uint32_t)v;
+		break;
+	default:	/* ... and what the GPU writes there */
+		s->watch_val = (uint32_t)v;
 		break;
 	}
 }

@@ -1,5 +1,6 @@
 /* The copy engine's interface (smfree.h) without a GPU: see
  * engine_standin.h. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,8 @@ struct pending {
 	size_t n;
 	int tests_left;
 	int nth;		/* started n-th */
+	_Atomic uint32_t *watch;	/* written val when it lands, or NULL */
+	uint32_t val;
 };
 
 /* Copies started and not yet landed: a connection that gives up a copy
@@ -182,16 +185,42 @@ void smf_range_del(struct smf_engine *e, uint32_t id)
 	standin_engine.ranges--;
 }
 
+/* Lands p: its bytes, then its watch word, as the helper's stream does. */
+static void land(struct pending *p)
+{
+	memcpy(p->dst, p->src, p->n);
+	if (p->watch) {
+		atomic_store_explicit(p->watch, p->val, memory_order_release);
+		standin_engine.watches++;
+		p->watch = NULL;
+	}
+}
+
 int smf_copy_start_ranges(struct smf_engine *e, uint32_t dst_id, uint64_t dst_off,
 			  uint32_t src_id, uint64_t src_off, size_t n, struct smf_copy *op,
 			  int *started)
 {
-	struct range *d = range_find(dst_id), *s = range_find(src_id);
+	return smf_copy_start_watched(e, dst_id, dst_off, src_id, src_off, n, NULL, op, started);
+}
+
+int smf_copy_start_watched(struct smf_engine *e, uint32_t dst_id, uint64_t dst_off,
+			   uint32_t src_id, uint64_t src_off, size_t n,
+			   const struct smf_watch *w, struct smf_copy *op, int *started)
+{
+	struct range *d = range_find(dst_id), *s = range_find(src_id), *wr = NULL;
+	struct pending *p;
 	int rc;
 
 	*started = 0;
 	if (!d || !s)
 		return sm_fail(SM_ERR_INTERNAL, "stand-in helper: no range %u", d ? src_id : dst_id);
+	if (w) {
+		wr = range_find(w->id);
+		/* The real helper fails such a request (copyd_engine.c). */
+		if (!wr || !wr->host || w->off % 4 || wr->size < 4 || w->off > wr->size - 4)
+			return sm_fail(SM_ERR_INVALID, "stand-in helper: watch word at %u of "
+				       "range %u", w->off, w->id);
+	}
 	/* The real helper refuses these too (copyd.c). */
 	if (dst_off > d->size || n > d->size - dst_off || src_off > s->size ||
 	    n > s->size - src_off)
@@ -203,6 +232,13 @@ int smf_copy_start_ranges(struct smf_engine *e, uint32_t dst_id, uint64_t dst_of
 	if (rc || !*started)
 		return rc;
 	standin_engine.range_starts++;
+	p = op->nev ? op->ev[0] : NULL;
+	if (p && wr) {
+		p->watch = (_Atomic uint32_t *)(void *)(wr->addr + w->off);
+		p->val = w->val;
+		if (standin_engine.watch_at_once)
+			land(p);
+	}
 	return SM_OK;
 }
 
@@ -227,6 +263,7 @@ int smf_copy_start(struct smf_engine *e, void *dst, const void *src, size_t n,
 	p->dst = dst;
 	p->src = src;
 	p->n = n;
+	p->watch = NULL;
 	p->tests_left = standin_engine.lag ? next_rand() % (standin_engine.lag + 1) : 0;
 	op->nev = 1;
 	op->ev[0] = p;
@@ -246,7 +283,7 @@ int smf_copy_test(struct smf_engine *e, struct smf_copy *op, int *done)
 	if (p && (held(p) || p->tests_left-- > 0))
 		return SM_OK;
 	if (p) {
-		memcpy(p->dst, p->src, p->n);
+		land(p);
 		unlanded_drop(p);
 		free(p);
 		op->nev = 0;

@@ -22,6 +22,11 @@ struct standin_engine {
 	int helper;		/* smf_engine_helper_pid() reports one */
 	int ranges;		/* ranges named now */
 	int range_starts;	/* copies started between two ranges, ever */
+	/* Watch words (smf_copy_start_watched): written when the copy lands,
+	 * or with watch_at_once the copy lands and its word is written as it
+	 * starts, before the sender ever tests it. */
+	int watch_at_once;
+	int watches;		/* watch words written, ever */
 };
 
 extern struct standin_engine standin_engine;

@@ -62,6 +62,7 @@ static struct {
 	} write[64];
 	int nwrites;
 	int freed_under_copy;	/* ... of memory a copy still running reads or writes */
+	int batch_mem_ops;	/* cuStreamBatchMemOp calls */
 } eng;
 
 static int running(const struct fake_copy *c)
@@ -171,6 +172,24 @@ static CUresult f_write_value(CUstream st, CUdeviceptr addr, cuuint32_t value, u
 	return CUDA_SUCCESS;
 }
 
+/* A batch of memory operations: its writes, in order, as single ones. */
+static CUresult f_batch_mem_op(CUstream st, unsigned n, CUstreamBatchMemOpParams *op,
+			       unsigned flags)
+{
+	assert_int_equal(flags, 0);
+	eng.batch_mem_ops++;
+	for (unsigned i = 0; i < n; i++) {
+		CUresult rc;
+
+		assert_int_equal(op[i].operation, CU_STREAM_MEM_OP_WRITE_VALUE_32);
+		rc = f_write_value(st, op[i].writeValue.address, op[i].writeValue.value,
+				   op[i].writeValue.flags);
+		if (rc != CUDA_SUCCESS)
+			return rc;
+	}
+	return CUDA_SUCCESS;
+}
+
 static CUresult f_stream_query(CUstream st)
 {
 	(void)st;
@@ -247,6 +266,7 @@ static const struct sm_cuda_api fake = {
 	.mem_host_get_device_pointer = f_host_device_pointer,
 	.mem_host_unregister = f_host_unregister,
 	.stream_write_value32 = f_write_value,
+	.stream_batch_mem_op = f_batch_mem_op,
 };
 
 /* ---- the helper, as serve() would have set it up ---- */
@@ -973,6 +993,145 @@ static void test_landing_write_fails(void **state_)
 }
 
 
+/* A request with a watch word: its slot's fields set, then posted. */
+static unsigned post_watched(uint32_t src, uint32_t dst, uint64_t len, uint32_t page,
+			     uint32_t off, uint32_t val)
+{
+	struct cd_slot *s = &ring.slot[next_seq % CD_SLOTS];
+
+	s->watch_id = page;
+	s->watch_off = off;
+	s->watch_val = val;
+	return post(src, 0, dst, 0, len);
+}
+
+static _Atomic uint32_t *word_at(uint32_t page, uint32_t off)
+{
+	return (_Atomic uint32_t *)(void *)(range_find(&d, page)->host + off);
+}
+
+/* A watch word is written after its copy, in one batch of memory
+ * operations with the landing word, and only once the copy landed; the
+ * mapping it lies in is held meanwhile. */
+static void test_watch_word_written_after_copy(void **state_)
+{
+	uint32_t staging = add_range(1 * MIB, 0), gpu = add_range(64 * MIB, 1),
+		 page = add_range(4096, 0);
+	unsigned a;
+
+	(void)state_;
+	use_landing_words();
+	assert_int_equal(d.watching, 1);
+	a = post_watched(staging, gpu, 64 << 10, page, 8, 77);
+	assert_int_equal(take(&d, sm_now_ns()), 1);
+	assert_int_equal(range_find(&d, page)->busy, 1);
+	assert_int_equal(issue(&d), 1);
+	assert_int_equal(eng.batch_mem_ops, 1);
+	apply_writes();
+	assert_int_equal(atomic_load(word_at(page, 8)), 0);	/* not landed: not written */
+	land_all();
+	assert_int_equal(atomic_load(word_at(page, 8)), 77);
+	assert_int_equal(atomic_load(&ring.landed[0]), 1);
+	assert_int_equal(state(a), CD_DONE);
+	assert_int_equal(range_find(&d, page)->busy, 0);
+}
+
+/* A watch word outside the host memory mapped here (an unknown mapping,
+ * past the end, not 4-aligned) fails its request at once, holding
+ * nothing; a good one beside them is written. */
+static void test_watch_word_outside_host_memory_fails(void **state_)
+{
+	uint32_t staging = add_range(1 * MIB, 0), gpu = add_range(64 * MIB, 1),
+		 page = add_range(4096, 0);
+	unsigned bad[3], good;
+
+	(void)state_;
+	use_landing_words();
+	bad[0] = post_watched(staging, gpu, 4096, 9999, 8, 1);
+	bad[1] = post_watched(staging, gpu, 4096, page, 4094, 2);
+	bad[2] = post_watched(staging, gpu, 4096, page, 2, 3);
+	good = post_watched(staging, gpu, 4096, page, 4092, 4);
+	assert_int_equal(take(&d, sm_now_ns()), 4);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(state(bad[i]), CD_FAILED);
+		assert_non_null(strstr(ring.slot[bad[i]].err, "watch word outside"));
+	}
+	assert_int_equal(range_find(&d, staging)->busy, 1);
+	assert_int_equal(range_find(&d, gpu)->busy, 1);
+	issue(&d);
+	land_all();
+	assert_int_equal(state(good), CD_DONE);
+	assert_int_equal(atomic_load(word_at(page, 4092)), 4);
+	assert_int_equal(range_find(&d, page)->busy, 0);
+	assert_int_equal(range_find(&d, staging)->busy, 0);
+}
+
+/* Without landing words the helper writes no watch word: the receiver
+ * then waits for the sender, as it always did. */
+static void test_watch_word_ignored_with_events(void **state_)
+{
+	uint32_t staging = add_range(1 * MIB, 0), gpu = add_range(64 * MIB, 1),
+		 page = add_range(4096, 0);
+	unsigned a;
+
+	(void)state_;
+	a = post_watched(staging, gpu, 64 << 10, page, 8, 77);
+	assert_int_equal(take(&d, sm_now_ns()), 1);
+	assert_int_equal(issue(&d), 1);
+	while (copies_running())
+		usleep(1000);
+	complete(&d, &(int){ 0 });
+	assert_int_equal(state(a), CD_DONE);
+	assert_int_equal(atomic_load(word_at(page, 8)), 0);
+	assert_int_equal(eng.batch_mem_ops, 0);
+	assert_int_equal(range_find(&d, page)->busy, 0);
+}
+
+/* Mappings are found by name after others went from the middle, a new
+ * one among them too, and the helper refuses to name one past the last
+ * name rather than reuse a name. */
+static void test_ranges_found_after_drops(void **state_)
+{
+	uint32_t id[6];
+	struct cd_msg m;
+	uint32_t last;
+	void *map;
+	int fd;
+
+	(void)state_;
+	for (int i = 0; i < 5; i++)
+		id[i] = add_range(4096, 0);
+	range_del(&d, id[1]);
+	range_del(&d, id[3]);
+	id[5] = add_range(4096, 0);
+	for (int i = 0; i < 6; i++) {
+		struct range *r = range_find(&d, id[i]);
+
+		if (i == 1 || i == 3) {
+			assert_null(r);
+			continue;
+		}
+		assert_non_null(r);
+		assert_int_equal(r->id, id[i]);
+	}
+	assert_null(range_find(&d, 0));
+	assert_null(range_find(&d, id[5] + 1));
+	d.next_id = UINT32_MAX - 1;
+	last = add_range(4096, 0);
+	assert_int_equal(last, UINT32_MAX);
+	assert_non_null(range_find(&d, last));
+	assert_int_equal(sm_memfd_map("test-copyd", 4096, 4096, &fd, &map), SM_OK);
+	munmap(map, 4096);
+	memset(&m, 0, sizeof(m));
+	m.magic = CD_MAGIC;
+	m.op = CD_ADD;
+	m.info.kind = SM_SHARE_HOST_FD;
+	m.info.alloc_size = 4096;
+	assert_int_equal(range_add(&d, &m, fd, &last), SM_ERR_INVALID);	/* closes fd */
+	assert_non_null(strstr(sm_last_error(), "the most it names"));
+	assert_int_equal(d.nranges, 5);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -997,6 +1156,13 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_depth_and_streams, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exit_waits_for_copies, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_request_rewritten_after_read, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ranges_found_after_drops, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_watch_word_written_after_copy, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_watch_word_outside_host_memory_fails, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_watch_word_ignored_with_events, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_engine_rate_ignores_ring_stats, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_add_answers_name_and_del_drops, setup_ctrl,
