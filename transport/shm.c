@@ -302,10 +302,6 @@ static int shm_progress_send(struct shm_comm *s, int *progressed)
 
 	if (rc)
 		return rc;
-	if (s->watch_pending) {
-		watch_collect(s);
-		*progressed |= !s->watch_pending;
-	}
 	while ((r = comm_head(c)) != NULL) {
 		struct shm_req *sq = shm_req_of(r);
 		uint64_t used, n;

@@ -177,8 +177,6 @@ struct shm_comm {
 	/* sender: the control page in the copy helper, for watch words
 	 * (shm_watch.c) */
 	uint32_t watch_id;	/* the helper's name for the page, or 0 */
-	int watch_pending;	/* asked at connect; the answer is still to come */
-	struct smf_range_req watch_add;	/* ... that request */
 };
 
 /* The shared-memory part of a request (comm.h's tp_req). */
@@ -293,12 +291,11 @@ void shadow_recv_post(struct tp_req *q, const struct shm_region *r);
 /* Once the sender's copy landed: starts the copy on (once) and tests it. */
 int shadow_copy_out(struct tp_comm *c, struct tp_req *q, int *landed);
 
-/* shm_watch.c: watch words.  The connector asks its helper to map the
- * control page (watch_open) and a progress step takes the answer
- * (watch_collect); watch_for gives a send's copy the word for message
- * `seq`, NULL until then; watch_landed is the receiver's test. */
+/* shm_watch.c: watch words.  The connector has its helper map the
+ * control page (watch_open); watch_for gives a send's copy the word for
+ * message `seq`, NULL without the page; watch_landed is the receiver's
+ * test. */
 void watch_open(struct shm_comm *s, int memfd);
-void watch_collect(struct shm_comm *s);
 const struct smf_watch *watch_for(const struct shm_comm *s, uint64_t seq, struct smf_watch *w);
 int watch_landed(const struct shm_ctrl *ctrl, uint64_t seq);
 void watch_close(struct shm_comm *s);

@@ -7,60 +7,39 @@
  * number + 1 into watch[slot] of the connection's control page, which
  * the receiver polls (smfree/copyd_proto.h, watch words).
  *
- * The sender asks its helper to map its control page (the segment's
- * first page) when it opens the connection, without waiting, and takes
- * the answer in a later progress step; until then, or where the helper
- * writes no watch words, receives complete by send_done as before.  A
- * word holds a whole message number, so a stale or missing write can only
- * make the receiver wait for send_done, never end a receive early. */
+ * The connector has its helper map its control page (the segment's
+ * first page) when it opens the connection: one request and its answer,
+ * tens of microseconds, as the connection's other setup with the helper.
+ * Where the helper does not map it, or writes no watch words, receives
+ * complete by send_done as before.  A word holds a whole message number,
+ * so a stale or missing write can only make the receiver wait for
+ * send_done, never end a receive early. */
 #include <stddef.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "shm.h"
 
-/* Sender, connector: asks the helper to map the control page of `memfd`
- * (borrowed: passed before this returns).  Nothing else waits for it, so
- * a helper that cannot take the request now leaves this connection
- * without watch words. */
+/* Sender, connector: the control page of `memfd` (borrowed) into the
+ * copy helper.  Refused or failed, this connection has no watch words;
+ * the connection itself goes on. */
 void watch_open(struct shm_comm *s, int memfd)
 {
 	struct sm_share_info info;
-	int posted = 0;
+	uint32_t id = 0;
 
 	if (!s->comm.ce || smf_engine_helper_pid(s->comm.ce) <= 0)
 		return;
 	memset(&info, 0, sizeof(info));
 	info.kind = SM_SHARE_HOST_FD;
 	info.alloc_size = SHM_RING_OFFSET;
-	if (smf_range_add_start(s->comm.ce, getpid(), &info, memfd, &s->watch_add, &posted) ||
-	    !posted) {
+	if (smf_range_add(s->comm.ce, getpid(), &info, memfd, &id) || !id) {
 		if (s->comm.verbose)
 			sm_info("receives on this connection wait for the sender to see each "
-				"landing: the copy helper did not take its page (%s)",
-				posted ? sm_last_error() : "busy");
+				"landing: the copy helper did not map its page (%s)", sm_last_error());
 		return;
 	}
-	s->watch_pending = 1;
-}
-
-/* Sender's progress step: the helper's answer, once it came. */
-void watch_collect(struct shm_comm *s)
-{
-	uint32_t id = 0;
-	int done = 0, rc;
-
-	rc = smf_range_add_test(s->comm.ce, &s->watch_add, &done, &id);
-	if (!done)
-		return;
-	s->watch_pending = 0;
-	if (!rc) {
-		s->watch_id = id;
-		return;
-	}
-	if (s->comm.verbose)
-		sm_info("receives on this connection wait for the sender to see each landing: %s",
-			sm_last_error());
+	s->watch_id = id;
 }
 
 /* Sender: the watch word for message `seq`, once the helper maps the
@@ -84,10 +63,6 @@ int watch_landed(const struct shm_ctrl *ctrl, uint64_t seq)
 
 void watch_close(struct shm_comm *s)
 {
-	if (s->watch_pending)
-		smf_range_add_cancel(s->comm.ce, &s->watch_add);
-	else if (s->watch_id)
-		smf_range_del(s->comm.ce, s->watch_id);
-	s->watch_pending = 0;
+	smf_range_del(s->comm.ce, s->watch_id);
 	s->watch_id = 0;
 }
