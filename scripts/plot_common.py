@@ -19,6 +19,11 @@ def save(fig, path):
     fig.savefig(path, dpi=120)
 
 
+def panels(data):
+    """A summary for plots with one panel per key of `data`."""
+    return "%d panels" % len(data)
+
+
 def main(argv, doc, load, draw, empty, summary):
     """`argv`: IN.json OUT.png, else exits with `doc`.  load(rows) gives
     the plot's data, draw(data, OUT.png) draws it; no data exits with

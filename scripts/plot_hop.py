@@ -53,9 +53,5 @@ def draw(data, path):
     plot_common.save(fig, path)
 
 
-def summary(data):
-    return "%d panels" % len(data)
-
-
 if __name__ == "__main__":
-    plot_common.main(sys.argv[1:], __doc__, load, draw, "no ping-pong rows", summary)
+    plot_common.main(sys.argv[1:], __doc__, load, draw, "no ping-pong rows", plot_common.panels)
