@@ -441,9 +441,11 @@ static void report_stats(const struct smf_helper *h)
 		s->maps ? (double)s->map_ns / (double)s->maps / 1e3 : 0.0,
 		(double)s->map_max_ns / 1e3);
 	sm_info("copy helper (pid %d): %.3f us of work per copy (turns that took, queued or "
-		"ended copies) over %llu copies; landings seen by %s", (int)h->pid,
+		"ended copies) over %llu copies; landings seen by %s%s", (int)h->pid,
 		(double)s->work_ns / (double)s->copies / 1e3, (unsigned long long)s->copies,
-		s->landing_words ? "a stream write into host memory" : "event queries");
+		s->landing_words ? "a stream write into host memory" : "event queries",
+		s->watch_refused ? "; watch words stopped: the driver refused a batch of memory "
+				   "operations" : "");
 	if (s->phased_bytes)
 		sm_info("copy helper (pid %d): phases: %.1f %% of %.1f MiB went to the GPU whose "
 			"turn it was when the copy was due to run", (int)h->pid,

@@ -117,9 +117,9 @@ static uint64_t read_request(const struct cd_slot *s, unsigned i, struct cd_pend
 	return v->seq;
 }
 
-/* The mapping a watch word lies in, if it names one the GPU can write to
- * (host memory registered here, 4-aligned); NULL when the request names
- * none or this helper writes none. */
+/* In *out the mapping a watch word lies in; NULL when the request names
+ * none or this helper writes none.  -1 when it names one the GPU cannot
+ * write to: outside host memory registered here, or not 4-aligned. */
 static int watch_range(struct copyd *d, const struct watch *w, struct range **out)
 {
 	*out = NULL;
@@ -407,31 +407,39 @@ static void op_write(CUstreamBatchMemOpParams *o, CUdeviceptr at, uint32_t v)
 /* The watch words of the copy led by `lead`, then its landing word
  * (ticket t), in batches of memory operations on stream `st`: one call
  * for up to WRITES_PER_CALL - 1 watched requests.  Each write has the
- * default memory barrier, so it follows the copy's bytes. */
+ * default memory barrier, so it follows the copy's bytes.  A driver that
+ * refuses a batch gets no more: the watch words are an extra, so the
+ * helper stops writing them (receivers then wait for their senders) and
+ * writes the landing word alone. */
 #define WRITES_PER_CALL 64
 static CUresult write_words(struct copyd *d, unsigned lead, int st, uint32_t t)
 {
+	CUdeviceptr landed = d->landed_dev + (CUdeviceptr)st * 4;
 	CUstreamBatchMemOpParams op[WRITES_PER_CALL];
 	unsigned n = 0;
-	CUresult crc;
 
-	for (unsigned m = lead; m != CD_SLOTS; m = d->queue.next[m]) {
+	for (unsigned m = lead; m != CD_SLOTS && d->watching; m = d->queue.next[m]) {
 		if (!d->slot_watch[m])
 			continue;
+		if (n == WRITES_PER_CALL - 1) {
+			if (d->cu->stream_batch_mem_op(d->stream[st], n, op, 0) != CUDA_SUCCESS)
+				goto refused;
+			n = 0;
+		}
 		op_write(&op[n++], d->watch_dev[m], d->watch_val[m]);
-		if (n < WRITES_PER_CALL)
-			continue;
-		crc = d->cu->stream_batch_mem_op(d->stream[st], n, op, 0);
-		if (crc != CUDA_SUCCESS)
-			return crc;
-		n = 0;
 	}
-	if (!n)	/* nothing left to batch: the landing word alone, as without watches */
-		return d->cu->stream_write_value32(d->stream[st], d->landed_dev +
-						   (CUdeviceptr)st * 4, t,
-						   CU_STREAM_WRITE_VALUE_DEFAULT);
-	op_write(&op[n++], d->landed_dev + (CUdeviceptr)st * 4, t);
-	return d->cu->stream_batch_mem_op(d->stream[st], n, op, 0);
+	if (n) {
+		op_write(&op[n++], landed, t);
+		if (d->cu->stream_batch_mem_op(d->stream[st], n, op, 0) == CUDA_SUCCESS)
+			return CUDA_SUCCESS;
+		goto refused;
+	}
+	return d->cu->stream_write_value32(d->stream[st], landed, t, CU_STREAM_WRITE_VALUE_DEFAULT);
+
+refused:
+	d->watching = 0;
+	d->ring->stats.watch_refused = 1;
+	return d->cu->stream_write_value32(d->stream[st], landed, t, CU_STREAM_WRITE_VALUE_DEFAULT);
 }
 
 /* What tells that the copy just queued on stream `st` landed: the

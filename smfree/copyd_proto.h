@@ -145,6 +145,8 @@ struct cd_stats {
 	uint64_t work_ns;		/* turns of the loop that took, queued or ended a copy:
 					 * the helper's CPU time per copy, spinning left out */
 	uint64_t landing_words;		/* 1: landings reported by stream writes */
+	uint64_t watch_refused;		/* 1: the driver refused a batch of memory
+					 * operations, so watch words stopped */
 	struct sm_hist take_hist;	/* per request: posted -> taken from the ring */
 	struct sm_hist queue_hist;	/* per request: posted -> queued */
 	struct sm_hist landed_hist;	/* per request: queued -> seen landed */

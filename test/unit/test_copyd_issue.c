@@ -59,10 +59,11 @@ static struct {
 		_Atomic uint32_t *word;
 		uint32_t value;
 		uint64_t lands_ns;
-	} write[64];
+	} write[128];
 	int nwrites;
 	int freed_under_copy;	/* ... of memory a copy still running reads or writes */
 	int batch_mem_ops;	/* cuStreamBatchMemOp calls */
+	int fail_batch_mem_op;	/* ... which fail */
 } eng;
 
 static int running(const struct fake_copy *c)
@@ -165,7 +166,7 @@ static CUresult f_write_value(CUstream st, CUdeviceptr addr, cuuint32_t value, u
 	for (int i = 0; i < eng.ncopies; i++)
 		if (eng.copy[i].lands_ns > lands)
 			lands = eng.copy[i].lands_ns;
-	assert_true(eng.nwrites < 64);
+	assert_true(eng.nwrites < 128);
 	eng.write[eng.nwrites].word = (_Atomic uint32_t *)(uintptr_t)addr;
 	eng.write[eng.nwrites].value = value;
 	eng.write[eng.nwrites++].lands_ns = lands;
@@ -178,6 +179,8 @@ static CUresult f_batch_mem_op(CUstream st, unsigned n, CUstreamBatchMemOpParams
 {
 	assert_int_equal(flags, 0);
 	eng.batch_mem_ops++;
+	if (eng.fail_batch_mem_op)
+		return CUDA_ERROR_NOT_SUPPORTED;
 	for (unsigned i = 0; i < n; i++) {
 		CUresult rc;
 
@@ -1132,6 +1135,68 @@ static void test_ranges_found_after_drops(void **state_)
 	assert_int_equal(d.nranges, 5);
 }
 
+/* A driver that refuses a batch of memory operations stops the watch
+ * words for good, and nothing else: the copy's landing word is written
+ * alone, its request ends, and later requests make no batch call. */
+static void test_watch_words_stop_when_batch_refused(void **state_)
+{
+	uint32_t staging = add_range(1 * MIB, 0), gpu = add_range(64 * MIB, 1),
+		 page = add_range(4096, 0);
+	unsigned a, b;
+
+	(void)state_;
+	use_landing_words();
+	eng.fail_batch_mem_op = 1;
+	a = post_watched(staging, gpu, 64 << 10, page, 8, 77);
+	assert_int_equal(take(&d, sm_now_ns()), 1);
+	assert_int_equal(issue(&d), 1);
+	assert_int_equal(eng.batch_mem_ops, 1);
+	assert_int_equal(d.watching, 0);
+	assert_int_equal(ring.stats.watch_refused, 1);
+	land_all();
+	assert_int_equal(state(a), CD_DONE);
+	assert_int_equal(atomic_load(word_at(page, 8)), 0);
+	b = post_watched(staging, gpu, 64 << 10, page, 8, 78);
+	assert_int_equal(take(&d, sm_now_ns()), 1);
+	assert_int_equal(issue(&d), 1);
+	land_all();
+	assert_int_equal(state(b), CD_DONE);
+	assert_int_equal(eng.batch_mem_ops, 1);
+	assert_int_equal(atomic_load(word_at(page, 8)), 0);
+	assert_int_equal(range_find(&d, page)->busy, 0);
+}
+
+/* One call carrying more watched requests than a batch of memory
+ * operations takes (70 merged 4 KiB copies): every word is written, in
+ * two batches, the landing word in the last. */
+static void test_many_watch_words_in_one_call(void **state_)
+{
+	uint32_t staging = add_range(1 * MIB, 0), gpu = add_range(64 * MIB, 1),
+		 page = add_range(4096, 0);
+	unsigned slot[70];
+
+	(void)state_;
+	use_landing_words();
+	for (unsigned i = 0; i < 70; i++) {
+		struct cd_slot *s = &ring.slot[next_seq % CD_SLOTS];
+
+		s->watch_id = page;
+		s->watch_off = 4 * i;
+		s->watch_val = i + 1;
+		slot[i] = post(staging, 4096 * i, gpu, 4096 * i, 4096);
+	}
+	assert_int_equal(take(&d, sm_now_ns()), 70);
+	assert_int_equal(issue(&d), 1);
+	assert_int_equal(eng.batch_mem_ops, 2);
+	land_all();
+	for (unsigned i = 0; i < 70; i++) {
+		assert_int_equal(state(slot[i]), CD_DONE);
+		assert_int_equal(atomic_load(word_at(page, 4 * i)), i + 1);
+	}
+	assert_int_equal(atomic_load(&ring.landed[0]), 1);
+	assert_int_equal(range_find(&d, page)->busy, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1160,6 +1225,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_watch_word_written_after_copy, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_watch_word_outside_host_memory_fails, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_many_watch_words_in_one_call, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_watch_words_stop_when_batch_refused, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_watch_word_ignored_with_events, setup,
 						teardown),
