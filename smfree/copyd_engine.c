@@ -202,8 +202,7 @@ static void finish(struct copyd *d, unsigned lead, CUresult crc, uint64_t now, i
 		if (!keep_ranges) {
 			range_unhold(d, d->slot_src[m]);
 			range_unhold(d, d->slot_dst[m]);
-			if (d->slot_watch[m])
-				range_unhold(d, d->slot_watch[m]);
+			range_unhold(d, d->slot_watch[m]);	/* 0: none, found by no name */
 		}
 		if (crc != CUDA_SUCCESS)
 			slot_fail(s, sm_last_error());
@@ -404,6 +403,18 @@ static void op_write(CUstreamBatchMemOpParams *o, CUdeviceptr at, uint32_t v)
 	o->writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
 }
 
+#define WRITES_PER_CALL 64
+
+/* One batch call; a refusal stops the watch words for good. */
+static int write_batch(struct copyd *d, int st, CUstreamBatchMemOpParams *op, unsigned n)
+{
+	if (d->cu->stream_batch_mem_op(d->stream[st], n, op, 0) == CUDA_SUCCESS)
+		return 0;
+	d->watching = 0;
+	d->ring->stats.watch_refused = 1;
+	return -1;
+}
+
 /* The watch words of the copy led by `lead`, then its landing word
  * (ticket t), in batches of memory operations on stream `st`: one call
  * for up to WRITES_PER_CALL - 1 watched requests.  Each write has the
@@ -411,7 +422,6 @@ static void op_write(CUstreamBatchMemOpParams *o, CUdeviceptr at, uint32_t v)
  * refuses a batch gets no more: the watch words are an extra, so the
  * helper stops writing them (receivers then wait for their senders) and
  * writes the landing word alone. */
-#define WRITES_PER_CALL 64
 static CUresult write_words(struct copyd *d, unsigned lead, int st, uint32_t t)
 {
 	CUdeviceptr landed = d->landed_dev + (CUdeviceptr)st * 4;
@@ -422,23 +432,17 @@ static CUresult write_words(struct copyd *d, unsigned lead, int st, uint32_t t)
 		if (!d->slot_watch[m])
 			continue;
 		if (n == WRITES_PER_CALL - 1) {
-			if (d->cu->stream_batch_mem_op(d->stream[st], n, op, 0) != CUDA_SUCCESS)
-				goto refused;
+			if (write_batch(d, st, op, n))
+				break;
 			n = 0;
 		}
 		op_write(&op[n++], d->watch_dev[m], d->watch_val[m]);
 	}
-	if (n) {
+	if (n && d->watching) {
 		op_write(&op[n++], landed, t);
-		if (d->cu->stream_batch_mem_op(d->stream[st], n, op, 0) == CUDA_SUCCESS)
+		if (!write_batch(d, st, op, n))
 			return CUDA_SUCCESS;
-		goto refused;
 	}
-	return d->cu->stream_write_value32(d->stream[st], landed, t, CU_STREAM_WRITE_VALUE_DEFAULT);
-
-refused:
-	d->watching = 0;
-	d->ring->stats.watch_refused = 1;
 	return d->cu->stream_write_value32(d->stream[st], landed, t, CU_STREAM_WRITE_VALUE_DEFAULT);
 }
 
