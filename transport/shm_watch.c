@@ -21,14 +21,15 @@
 #include "shm.h"
 
 /* Sender, connector: the control page of `memfd` (borrowed) into the
- * copy helper.  Refused or failed, this connection has no watch words;
- * the connection itself goes on. */
+ * copy helper, where it reports landings by stream writes (without
+ * landing words it writes no watch words either).  Refused or failed,
+ * this connection has no watch words; the connection itself goes on. */
 void watch_open(struct shm_comm *s, int memfd)
 {
 	struct sm_share_info info;
 	uint32_t id = 0;
 
-	if (!s->comm.ce || smf_engine_helper_pid(s->comm.ce) <= 0)
+	if (!s->comm.ce || !s->comm.engine_opt.landing || smf_engine_helper_pid(s->comm.ce) <= 0)
 		return;
 	memset(&info, 0, sizeof(info));
 	info.kind = SM_SHARE_HOST_FD;
@@ -36,7 +37,8 @@ void watch_open(struct shm_comm *s, int memfd)
 	if (smf_range_add(s->comm.ce, getpid(), &info, memfd, &id) || !id) {
 		if (s->comm.verbose)
 			sm_info("receives on this connection wait for the sender to see each "
-				"landing: the copy helper did not map its page (%s)", sm_last_error());
+				"landing: the copy helper did not map its page (%s)",
+				sm_last_error());
 		return;
 	}
 	s->watch_id = id;

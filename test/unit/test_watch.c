@@ -29,9 +29,10 @@ struct pair {
 	uint8_t src[SIZE], dst[SIZE];
 };
 
-static void pair_open(struct pair *p)
+static void pair_open_landing(struct pair *p, int landing)
 {
-	const struct tp_pair_opts gpu_shm = { .backend = TP_BACKEND_SHM, .gpu = 1 };
+	const struct tp_pair_opts gpu_shm = { .backend = TP_BACKEND_SHM, .gpu = 1,
+					      .landing = landing };
 
 	standin_engine_reset(1);
 	standin_engine.helper = 1;
@@ -39,6 +40,11 @@ static void pair_open(struct pair *p)
 	tp_pair_open(&p->c, &gpu_shm);
 	assert_int_equal(tp_register(p->c.s, p->src, SIZE, TP_MEM_CUDA, &p->sreg), SM_OK);
 	assert_int_equal(tp_register(p->c.r, p->dst, SIZE, TP_MEM_CUDA, &p->rreg), SM_OK);
+}
+
+static void pair_open(struct pair *p)
+{
+	pair_open_landing(p, 1);
 }
 
 /* Closes both ends: the helper then holds nothing of theirs, the
@@ -145,11 +151,30 @@ static void test_stale_watch_word_ends_nothing(void **state)
 	pair_close(&p);
 }
 
+/* Without landing words (NCCL_SYMMEM_LANDING_WORDS=0) the helper writes
+ * no watch words, so the connector asks it to map no page: receives end
+ * by the sender's count, as before. */
+static void test_no_page_without_landing_words(void **state)
+{
+	struct tp_req *sr, *rr;
+	struct pair p;
+
+	(void)state;
+	pair_open_landing(&p, 0);
+	post_pair(&p, 0, &sr, &rr);
+	assert_int_equal(complete_both(sr, rr, now() + DEADLINE_S), SIZE);
+	assert_memory_equal(p.dst, p.src, SIZE);
+	assert_int_equal(shm_of(p.c.s)->watch_id, 0);
+	assert_int_equal(standin_engine.watches, 0);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_receive_ends_by_watch_word),
 		cmocka_unit_test(test_stale_watch_word_ends_nothing),
+		cmocka_unit_test(test_no_page_without_landing_words),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -87,6 +87,7 @@ void tp_pair_open(struct tp_pair *p, const struct tp_pair_opts *opts)
 	o.gpu = opts->gpu;
 	o.zero_copy = !opts->staged;
 	o.host_in_place = opts->host_in_place;
+	o.landing = opts->landing;
 	o.copy_timeout = opts->copy_limit_s;
 	/* Room for every staged receive of a test, given back when idle. */
 	if (opts->gpu)

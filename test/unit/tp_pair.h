@@ -24,6 +24,7 @@ struct tp_pair_opts {
 	double copy_limit_s;	/* seconds a started copy may take (0: the
 				 * transport's own limit) */
 	int host_in_place;	/* NCCL_SYMMEM_HOST_IN_PLACE */
+	int landing;		/* NCCL_SYMMEM_LANDING_WORDS */
 };
 
 struct tp_pair {
