@@ -124,7 +124,8 @@ void monitor_close(const struct monitor_state *m, const struct tp_comm *tp, cons
 		 (unsigned long long)st.helper, (unsigned long long)st.pooled, mib(st.bytes),
 		 gbps(st.bytes, sm_now_ns() - m->start_ns),
 		 st.messages ? (double)st.lat_ns_sum / (double)st.messages / 1e3 : 0.0,
-		 (double)st.lat_ns_max / 1e3, (unsigned long long)st.retries, wait, copy, notice, watched, slots);
+		 (double)st.lat_ns_max / 1e3, (unsigned long long)st.retries, wait, copy, notice,
+		 watched, slots);
 }
 
 void monitor_finalize(void)

@@ -51,6 +51,7 @@ gpu_build() {
 	# no NCCL, the plugin's table, the driver through the plugin's loader.
 	gcc -std=c11 -O2 -D_GNU_SOURCE -Iplugin -Isymmem -I/usr/local/cuda/include test/mp/bench_hop.c \
 		test/mp/helper_stop.c test/mp/hop_mem.c test/mp/hop_floor.c test/mp/hop_hog.c \
+		test/mp/hop_stats.c \
 		test/mp/harness.c build-gpu/symmem/libsymmem.a -ldl -lpthread \
 		-o build-gpu/bench_hop >>"$log" 2>&1 || { tail -30 "$log"; return 1; }
 	# The helper's own share of a hop on this host's CPUs: the real helper
@@ -61,7 +62,8 @@ gpu_build() {
 		test/fakedriver/fake_*.c -lpthread -o build-gpu/fakedriver/libcuda.so.1 >>"$log" 2>&1 ||
 		{ tail -30 "$log"; return 1; }
 	gcc -std=c11 -O2 -D_GNU_SOURCE -Isymmem -Ismfree -I/usr/local/cuda/include \
-		test/mp/bench_helper_cpu.c test/mp/helper_stop.c build-gpu/smfree/libsmfree.a \
+		test/mp/bench_helper_cpu.c test/mp/helper_stop.c test/mp/hop_stats.c \
+		build-gpu/smfree/libsmfree.a \
 		build-gpu/symmem/libsymmem.a -ldl -lpthread -o build-gpu/bench_helper_cpu >>"$log" 2>&1 ||
 		{ tail -30 "$log"; return 1; }
 	# A rank killed mid-collective (its own main, nccl_bench's fork and ops);

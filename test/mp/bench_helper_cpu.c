@@ -28,6 +28,7 @@
 
 #include "copy_helper.h"
 #include "helper_stop.h"
+#include "hop.h"
 #include "symmem.h"
 
 #define IN_FLIGHT 128
@@ -68,17 +69,10 @@ static int side_open(struct smf_helper *h, struct side *s, const char *name)
 
 static void side_close(struct side *s)
 {
-	if (s->p)
-		munmap(s->p, ARENA);
-	if (s->p)
-		close(s->fd);
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
+	if (!s->p)
+		return;
+	munmap(s->p, ARENA);
+	close(s->fd);
 }
 
 /* Posts copy i (len bytes at slot i % IN_FLIGHT of each arena). */
@@ -124,8 +118,9 @@ static int check(const struct side *dst, uint64_t i, size_t len)
 
 static int ping(struct smf_helper *h, struct side *src, struct side *dst, int n)
 {
-	uint64_t *t = calloc((size_t)n, sizeof(*t)), seq;
-	int bad = 0, rc = -1;
+	double *t = calloc((size_t)n, sizeof(*t)), p10, p50, p90;
+	int bad = 0, rc = -1, warm = n / 10;
+	uint64_t seq;
 
 	if (!t)
 		return -1;
@@ -134,19 +129,12 @@ static int ping(struct smf_helper *h, struct side *src, struct side *dst, int n)
 
 		if (post(h, src, dst, (uint64_t)i, 8, &seq) || wait_landed(h, seq))
 			goto out;
-		t[i] = sm_now_ns() - t0;
+		t[i] = (double)(sm_now_ns() - t0) / 1e3;
 		bad += check(dst, (uint64_t)i, 8) != 0;
 	}
-	qsort(t + n / 10, (size_t)(n - n / 10), sizeof(*t), cmp_u64);
-	{
-		uint64_t *k = t + n / 10;
-		int m = n - n / 10;
-
-		printf("{\"mode\": \"ping\", \"bytes\": 8, \"median_us\": %.3f, \"p10_us\": %.3f, "
-		       "\"p90_us\": %.3f, \"copies\": %d, \"bad\": %d}\n",
-		       (double)k[m / 2] / 1e3, (double)k[m / 10] / 1e3,
-		       (double)k[m * 9 / 10] / 1e3, n, bad);
-	}
+	hop_percentiles(t + warm, n - warm, &p10, &p50, &p90);
+	printf("{\"mode\": \"ping\", \"bytes\": 8, \"median_us\": %.3f, \"p10_us\": %.3f, "
+	       "\"p90_us\": %.3f, \"copies\": %d, \"bad\": %d}\n", p50, p10, p90, n, bad);
 	rc = bad ? -1 : 0;
 out:
 	free(t);

@@ -51,8 +51,8 @@ int hop_floors(FILE *out, const char *tag, const size_t *sizes, int nsizes, int 
 /* Copies per second of `count` back-to-back copies of `size` each way. */
 int hop_floor_stream(FILE *out, const char *tag, size_t size, int count, int peer);
 
-/* Per-round one-way times: median and the 10th and 90th percentiles
- * (either may be NULL). */
+/* hop_stats.c: per-round times, sorted in place: median and the 10th and
+ * 90th percentiles (either may be NULL).  bench_helper_cpu.c uses it too. */
 void hop_percentiles(double *v, int n, double *p10, double *p50, double *p90);
 
 #endif
